@@ -1,0 +1,96 @@
+#include "ckpt/format/tree.h"
+
+#include <cstring>
+
+namespace ckpt {
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+Tensor Tensor::copy_of(DType dtype, std::vector<int64_t> shape, const void* bytes, size_t nbytes) {
+  auto buf = std::shared_ptr<unsigned char[]>(new unsigned char[nbytes == 0 ? 1 : nbytes]);
+  if (nbytes != 0) std::memcpy(buf.get(), bytes, nbytes);
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.data = buf.get();
+  t.nbytes = nbytes;
+  t.keepalive = std::shared_ptr<const void>(buf, buf.get());
+  return t;
+}
+
+Tensor Tensor::borrow(DType dtype, std::vector<int64_t> shape, const void* bytes, size_t nbytes) {
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.data = bytes;
+  t.nbytes = nbytes;
+  return t;
+}
+
+const Node* Node::find_child(const std::string& name) const {
+  auto it = children.find(name);
+  return it == children.end() ? nullptr : &it->second;
+}
+const Tensor* Node::find_tensor(const std::string& name) const {
+  auto it = tensors.find(name);
+  return it == tensors.end() ? nullptr : &it->second;
+}
+const AttrValue* Node::find_attr(const std::string& name) const {
+  auto it = attrs.find(name);
+  return it == attrs.end() ? nullptr : &it->second;
+}
+
+int64_t Node::get_int(const std::string& name, int64_t fallback) const {
+  const AttrValue* v = find_attr(name);
+  if (v == nullptr) return fallback;
+  if (auto p = std::get_if<int64_t>(v)) return *p;
+  if (auto p = std::get_if<bool>(v)) return *p ? 1 : 0;
+  return fallback;
+}
+double Node::get_double(const std::string& name, double fallback) const {
+  const AttrValue* v = find_attr(name);
+  if (v == nullptr) return fallback;
+  if (auto p = std::get_if<double>(v)) return *p;
+  if (auto p = std::get_if<int64_t>(v)) return static_cast<double>(*p);
+  return fallback;
+}
+std::string Node::get_string(const std::string& name, const std::string& fallback) const {
+  const AttrValue* v = find_attr(name);
+  if (v == nullptr) return fallback;
+  if (auto p = std::get_if<std::string>(v)) return *p;
+  return fallback;
+}
+bool Node::get_bool(const std::string& name, bool fallback) const {
+  const AttrValue* v = find_attr(name);
+  if (v == nullptr) return fallback;
+  if (auto p = std::get_if<bool>(v)) return *p;
+  if (auto p = std::get_if<int64_t>(v)) return *p != 0;
+  return fallback;
+}
+std::vector<int64_t> Node::get_ints(const std::string& name) const {
+  const AttrValue* v = find_attr(name);
+  if (v == nullptr) return {};
+  if (auto p = std::get_if<std::vector<int64_t>>(v)) return *p;
+  if (auto p = std::get_if<int64_t>(v)) return {*p};
+  return {};
+}
+std::vector<double> Node::get_doubles(const std::string& name) const {
+  const AttrValue* v = find_attr(name);
+  if (v == nullptr) return {};
+  if (auto p = std::get_if<std::vector<double>>(v)) return *p;
+  if (auto p = std::get_if<double>(v)) return {*p};
+  return {};
+}
+std::vector<std::string> Node::get_strings(const std::string& name) const {
+  const AttrValue* v = find_attr(name);
+  if (v == nullptr) return {};
+  if (auto p = std::get_if<std::vector<std::string>>(v)) return *p;
+  if (auto p = std::get_if<std::string>(v)) return {*p};
+  return {};
+}
+
+}  // namespace ckpt

@@ -1,0 +1,71 @@
+// The in-memory shape of one rank's checkpoint: a tree of named groups holding typed attributes
+// and tensors. It is what the libtorch adapter produces on save and consumes on restore, and what
+// the HDF5 store writes and reads; it knows nothing of either. Pure: no torch, no HDF5.
+//
+// Ownership: on save a Tensor usually *borrows* its bytes (`data` points into live memory that the
+// caller keeps alive until the save returns; `keepalive` may pin it). On restore the reader either
+// writes straight into memory the caller placed (see ckpt/store) or allocates and owns the bytes.
+// Not thread-safe; a tree is built and consumed by one thread at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "ckpt/format/dtype.h"
+
+namespace ckpt {
+
+// A non-tensor value, stored as a typed HDF5 attribute (readable by h5py and h5dump).
+using AttrValue = std::variant<bool, int64_t, double, std::string, std::vector<int64_t>,
+                               std::vector<double>, std::vector<std::string>>;
+
+struct Tensor {
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;  // empty = 0-d scalar
+  const void* data = nullptr;  // contiguous, row-major, nbytes long (may be null when nbytes == 0)
+  size_t nbytes = 0;
+  std::shared_ptr<const void> keepalive;  // owns `data` when set
+  uint64_t xxh3 = 0;                      // filled by the store on write and on read
+  // When this tensor is the same storage as another one in the same tree (tied embeddings),
+  // the store writes it once and records `alias_of` = the path of the one written.
+  std::string alias_of;
+
+  int64_t numel() const;
+  // Owns a copy of `bytes`.
+  static Tensor copy_of(DType dtype, std::vector<int64_t> shape, const void* bytes, size_t nbytes);
+  // Borrows `bytes`; the caller keeps them alive.
+  static Tensor borrow(DType dtype, std::vector<int64_t> shape, const void* bytes, size_t nbytes);
+};
+
+struct Node {
+  std::map<std::string, AttrValue> attrs;
+  std::map<std::string, Tensor> tensors;
+  std::map<std::string, Node> children;
+
+  // Child by name, created when absent.
+  Node& child(const std::string& name) { return children[name]; }
+  const Node* find_child(const std::string& name) const;
+  const Tensor* find_tensor(const std::string& name) const;
+  const AttrValue* find_attr(const std::string& name) const;
+  bool empty() const { return attrs.empty() && tensors.empty() && children.empty(); }
+
+  // Typed attribute access; `fallback` when absent or of another type.
+  int64_t get_int(const std::string& name, int64_t fallback = 0) const;
+  double get_double(const std::string& name, double fallback = 0) const;  // ints convert
+  std::string get_string(const std::string& name, const std::string& fallback = "") const;
+  bool get_bool(const std::string& name, bool fallback = false) const;
+  std::vector<int64_t> get_ints(const std::string& name) const;
+  std::vector<double> get_doubles(const std::string& name) const;
+  std::vector<std::string> get_strings(const std::string& name) const;
+};
+
+// The components of format v1, in the order they are written.
+constexpr const char* kComponents[] = {"model", "optimizer", "scheduler", "rng",
+                                       "loader", "train",     "extra"};
+
+}  // namespace ckpt

@@ -1,0 +1,29 @@
+# Warnings for our own targets; third-party headers come in as SYSTEM includes.
+function(ckpt_warnings target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter)
+  if(CKPT_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+endfunction()
+
+# A library of ours: ckpt_library(NAME SOURCES ... DEPS ...)
+function(ckpt_library name)
+  cmake_parse_arguments(A "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(${name} STATIC ${A_SOURCES})
+  target_include_directories(${name} PUBLIC ${CMAKE_SOURCE_DIR})
+  target_link_libraries(${name} PUBLIC ${A_DEPS})
+  ckpt_warnings(${name})
+endfunction()
+
+# A Catch2 test executable registered with ctest, one ctest entry per test case.
+# ckpt_test(NAME SOURCES ... DEPS ...)
+function(ckpt_test name)
+  cmake_parse_arguments(A "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${A_SOURCES})
+  target_link_libraries(${name} PRIVATE ckpt_catch_main ${A_DEPS})
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR})
+  target_compile_definitions(${name} PRIVATE
+    CKPT_SOURCE_DIR="${CMAKE_SOURCE_DIR}" CKPT_BINARY_DIR="${CMAKE_BINARY_DIR}")
+  ckpt_warnings(${name})
+  catch_discover_tests(${name} TEST_PREFIX "${name}: " PROPERTIES TIMEOUT 600)
+endfunction()

@@ -1,0 +1,41 @@
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "ckpt/base/hash.h"
+
+namespace ckpt {
+namespace {
+
+// Known answers: XXH3_64bits with seed 0, as printed by the independent Python `xxhash` module
+// (xxhash.xxh3_64_hexdigest).
+TEST_CASE("XXH3-64 known-answer vectors", "[base]") {
+  REQUIRE(hex64(xxh3_64("", 0)) == "2d06800538d394c2");
+  REQUIRE(hex64(xxh3_64("a", 1)) == "e6c632b61e964e1f");
+  REQUIRE(hex64(xxh3_64("abc", 3)) == "78af5f94892f3950");
+}
+
+TEST_CASE("streaming hash equals one-shot hash at every split", "[base]") {
+  std::vector<unsigned char> data(5000);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<unsigned char>(i * 131 + 7);
+  const uint64_t whole = xxh3_64(data.data(), data.size());
+  for (size_t split : {0, 1, 63, 64, 65, 240, 241, 1024, 4999, 5000}) {
+    Hasher h;
+    h.update(data.data(), split);
+    h.update(data.data() + split, data.size() - split);
+    REQUIRE(h.digest() == whole);
+  }
+}
+
+TEST_CASE("hex64 round trip and rejection", "[base]") {
+  uint64_t v = 0;
+  REQUIRE(parse_hex64("00000000deadbeef", &v));
+  REQUIRE(v == 0xdeadbeefULL);
+  REQUIRE(hex64(v) == "00000000deadbeef");
+  REQUIRE_FALSE(parse_hex64("xyz", &v));
+  REQUIRE_FALSE(parse_hex64("00000000deadbeeg", &v));
+}
+
+}  // namespace
+}  // namespace ckpt
