@@ -1,0 +1,255 @@
+// Fixture-level tests of `ckpt audit`: every case of fixtures/foreign/EXPECTED.json is run through
+// the real `ckpt` executable (`ckpt audit --json [args] PATH`), and its exit code, the exact status
+// of every component, the shape of the JSON report and the required findings are asserted. The
+// fixtures were written by the real libraries (torch.save, HF Trainer, Accelerate, Lightning, DCP);
+// see fixtures/foreign/README.md. The malicious fixture must be reported and never executed: the
+// marker file its pickle would create must not appear.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const fs::path kFixtures = fs::path(CKPT_SOURCE_DIR) / "fixtures" / "foreign";
+const fs::path kCkpt = fs::path(CKPT_BINARY_DIR) / "cli" / "ckpt";
+
+const std::set<std::string> kStatuses = {"present",        "missing", "empty", "inconsistent",
+                                         "not_applicable", "derived"};
+const std::set<std::string> kSeverities = {"error", "warning", "info"};
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;  // stdout: the JSON report
+  std::string err;  // stderr: diagnostics
+};
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+// Single-quotes a word for /bin/sh.
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += (c == '\'') ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs `ckpt audit --json ARGS PATH`, stdout captured through popen, stderr through a temp file.
+RunResult run_audit(const std::vector<std::string>& args, const fs::path& path) {
+  const fs::path err_file =
+      fs::temp_directory_path() / ("ckpt_audit_fixtures_" + std::to_string(::getpid()) + ".err");
+  std::string cmd = shell_quote(kCkpt.string()) + " audit --json";
+  for (const auto& a : args) cmd += " " + shell_quote(a);
+  cmd += " " + shell_quote(path.string()) + " 2>" + shell_quote(err_file.string());
+  RunResult r;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
+  const int status = ::pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.err = read_file(err_file);
+  std::error_code ec;
+  fs::remove(err_file, ec);
+  return r;
+}
+
+json load_expected() {
+  const fs::path p = kFixtures / "EXPECTED.json";
+  REQUIRE(fs::exists(p));
+  return json::parse(read_file(p));
+}
+
+// The report object has exactly the documented keys with the documented types.
+void check_report_shape(const json& j) {
+  REQUIRE(j.is_object());
+  std::set<std::string> keys;
+  for (auto it = j.begin(); it != j.end(); ++it) keys.insert(it.key());
+  CHECK(keys == std::set<std::string>{"path", "format", "complete", "components", "findings"});
+  CHECK(j.value("path", json()).is_string());
+  CHECK(j.value("format", json()).is_string());
+  CHECK(j.value("complete", json()).is_boolean());
+  REQUIRE(j.value("components", json()).is_object());
+  for (auto it = j["components"].begin(); it != j["components"].end(); ++it) {
+    INFO("component " << it.key());
+    REQUIRE(it.value().is_object());
+    REQUIRE(it.value().contains("status"));
+    REQUIRE(it.value()["status"].is_string());
+    CHECK(kStatuses.count(it.value()["status"].get<std::string>()) == 1);
+    CHECK(it.value().contains("evidence"));
+  }
+  REQUIRE(j.value("findings", json()).is_array());
+  for (const auto& f : j["findings"]) {
+    REQUIRE(f.is_object());
+    REQUIRE(f.contains("severity"));
+    REQUIRE(f["severity"].is_string());
+    CHECK(kSeverities.count(f["severity"].get<std::string>()) == 1);
+    CHECK((f.contains("component") && (f["component"].is_string() || f["component"].is_null())));
+    REQUIRE(f.contains("message"));
+    CHECK(f["message"].is_string());
+  }
+}
+
+bool finding_matches(const json& finding, const json& want) {
+  if (finding.value("severity", "") != want.value("severity", "")) return false;
+  if (want.contains("component") &&
+      !(finding.contains("component") && finding["component"] == want["component"]))
+    return false;
+  const std::string msg = lower(finding.value("message", ""));
+  for (const auto& word : want.value("all_of", json::array()))
+    if (msg.find(lower(word.get<std::string>())) == std::string::npos) return false;
+  return true;
+}
+
+void check_case(const json& c) {
+  const std::string rel = c.at("path").get<std::string>();
+  std::vector<std::string> args;
+  for (const auto& a : c.value("args", json::array())) args.push_back(a.get<std::string>());
+  const int want_exit = c.at("exit").get<int>();
+
+  std::string marker;
+  if (c.contains("marker")) {
+    marker = c["marker"].get<std::string>();
+    std::error_code ec;
+    fs::remove(marker, ec);
+  }
+
+  const RunResult r = run_audit(args, kFixtures / rel);
+  INFO("stdout: " << r.out);
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == want_exit);
+
+  for (const auto& s : c.value("output_contains", json::array()))
+    CHECK(lower(r.out + r.err).find(lower(s.get<std::string>())) != std::string::npos);
+
+  if (!marker.empty()) CHECK_FALSE(fs::exists(marker));
+
+  if (c.at("components").is_null()) {
+    // Unreadable / cannot open: a report on stdout is optional, but if there is one it has the
+    // documented shape.
+    if (r.out.find_first_not_of(" \t\r\n") != std::string::npos) {
+      const json j = json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+      REQUIRE_FALSE(j.is_discarded());
+      check_report_shape(j);
+    }
+    return;
+  }
+
+  const json j = json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  REQUIRE_FALSE(j.is_discarded());
+  check_report_shape(j);
+  CHECK(j["complete"].get<bool>() == (want_exit == 0));
+
+  const json& want = c["components"];
+  const json& got = j["components"];
+  for (auto it = want.begin(); it != want.end(); ++it) {
+    INFO("component " << it.key() << " (" << it.value().value("why", "") << ")");
+    REQUIRE(got.contains(it.key()));
+    CHECK(got[it.key()]["status"] == it.value()["status"]);
+  }
+  for (auto it = got.begin(); it != got.end(); ++it) {
+    if (want.contains(it.key())) continue;
+    // Only components the fixture cannot have may be reported beyond the expected ones.
+    INFO("unexpected component " << it.key());
+    CHECK(it.value()["status"] == "not_applicable");
+  }
+
+  for (const auto& f : c.value("findings_contain", json::array())) {
+    INFO("wanted finding " << f.dump());
+    bool found = false;
+    for (const auto& g : j["findings"]) found = found || finding_matches(g, f);
+    CHECK(found);
+  }
+}
+
+std::string case_name(const json& c) {
+  std::string name = c.at("path").get<std::string>();
+  for (const auto& a : c.value("args", json::array())) name += " " + a.get<std::string>();
+  return name;
+}
+
+TEST_CASE("ckpt audit reports every foreign fixture exactly as EXPECTED.json says", "[verify]") {
+  const json expected = load_expected();
+  REQUIRE(fs::exists(kCkpt));
+  const json& cases = expected.at("cases");
+  REQUIRE(cases.size() > 0);
+  for (const auto& c : cases) {
+    DYNAMIC_SECTION(case_name(c)) { check_case(c); }
+  }
+}
+
+TEST_CASE("the malicious pickle is reported and never executed", "[verify]") {
+  const fs::path path = kFixtures / "torch" / "malicious.pt";
+  const std::string marker = "/tmp/ckpt_audit_malicious_marker";
+  REQUIRE(fs::exists(path));
+  REQUIRE(fs::exists(kCkpt));
+  // The fixture is armed: its pickle names posix.system and the marker path.
+  const std::string raw = read_file(path);
+  REQUIRE(raw.find("posix\nsystem\n") != std::string::npos);
+  REQUIRE(raw.find(marker) != std::string::npos);
+
+  std::error_code ec;
+  fs::remove(marker, ec);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{}, std::vector<std::string>{"--deep"}}) {
+    const RunResult r = run_audit(args, path);
+    INFO("stdout: " << r.out << "\nstderr: " << r.err);
+    CHECK_FALSE(fs::exists(marker));
+    CHECK(r.exit_code == 2);
+    const json j = json::parse(r.out, nullptr, false);
+    REQUIRE_FALSE(j.is_discarded());
+    check_report_shape(j);
+    bool reported = false;
+    for (const auto& f : j["findings"])
+      reported = reported || finding_matches(f, {{"severity", "error"}, {"all_of", {"posix", "system"}}});
+    CHECK(reported);
+  }
+}
+
+TEST_CASE("every fixture file is covered by a case of EXPECTED.json", "[verify]") {
+  const json expected = load_expected();
+  std::vector<fs::path> covered;
+  for (const auto& c : expected.at("cases")) covered.push_back(kFixtures / c.at("path").get<std::string>());
+  const std::set<std::string> not_fixtures = {"README.md", "EXPECTED.json", "versions.json",
+                                              "torch_facts.json", "lib_facts.json"};
+  for (const auto& e : fs::recursive_directory_iterator(kFixtures)) {
+    if (!e.is_regular_file()) continue;
+    const fs::path p = e.path();
+    if (p.parent_path() == kFixtures &&
+        (not_fixtures.count(p.filename().string()) || p.extension() == ".py"))
+      continue;
+    bool ok = false;
+    for (const auto& c : covered) {
+      // A case covers its own file or, for a checkpoint folder, everything under it.
+      auto rel = p.lexically_relative(c);
+      ok = ok || p == c || (!rel.empty() && *rel.begin() != "..");
+    }
+    INFO("fixture without a case: " << p.lexically_relative(kFixtures).string());
+    CHECK(ok);
+  }
+}
+
+}  // namespace
