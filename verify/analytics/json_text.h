@@ -1,0 +1,29 @@
+// Reading JSON written by Python: `json.dumps` emits the non-standard literals NaN, Infinity and
+// -Infinity (Hugging Face's trainer_state.json does, e.g. `"grad_norm": NaN`), which strict JSON
+// parsers reject. parse_python_json() turns those literals into null outside string literals and
+// parses the rest with nlohmann::json, so callers see null where Python had a non-finite number.
+//
+// Free functions on values; thread-safe.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "ckpt/base/status.h"
+
+namespace ckpt::analytics {
+
+// On success the parsed document. On failure corrupt("<where>: malformed JSON: <parser message>").
+Result<nlohmann::json> parse_python_json(std::string_view text, const std::string& where);
+
+// The whole file as bytes. On failure io_error / not_found naming the path.
+Result<std::string> read_text_file(const std::string& path);
+
+// A number from a JSON value that may be an integer or a float; nullopt otherwise (null included).
+bool json_number(const nlohmann::json& v, double* out);
+// A non-negative integer (an integral float such as 12.0 is accepted, as Python may write it).
+bool json_count(const nlohmann::json& v, int64_t* out);
+
+}  // namespace ckpt::analytics

@@ -1,0 +1,177 @@
+#include "verify/analytics/lr_analysis.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ckpt::analytics {
+namespace {
+
+// Slack on the hull test: a quarter of the larger neighbouring change absorbs the curvature of
+// coarse logs (a cosine logged every tenth of its length changes slope by ~5% per gap), and a
+// relative 1e-4 of the LR absorbs loggers that print 6 significant digits.
+constexpr double kHullSlack = 0.25;
+constexpr double kRelativeNoise = 1e-4;
+// reset_to_base: the new LR within 2% of the base LR.
+constexpr double kBaseMatch = 0.02;
+
+bool any_in_gap(const std::vector<int64_t>& sorted, int64_t after, int64_t upto, int64_t* found) {
+  auto it = std::upper_bound(sorted.begin(), sorted.end(), after);
+  if (it != sorted.end() && *it <= upto) {
+    if (found != nullptr) *found = *it;
+    return true;
+  }
+  return false;
+}
+
+bool close_rel(double a, double b, double tol) {
+  const double scale = std::max(std::abs(a), std::abs(b));
+  return std::abs(a - b) <= tol * scale || scale == 0;
+}
+
+// Whether the change over gap i is explained by the neighbouring gaps' slopes.
+bool smooth_gap(const std::vector<LrPoint>& p, size_t i, double noise_floor) {
+  const double ds = static_cast<double>(p[i + 1].step - p[i].step);
+  const double j = p[i + 1].lr - p[i].lr;
+  double lo = 0, hi = 0;
+  bool have = false;
+  auto add_prediction = [&](size_t k) {
+    const double slope = (p[k + 1].lr - p[k].lr) / static_cast<double>(p[k + 1].step - p[k].step);
+    const double pred = slope * ds;
+    lo = have ? std::min(lo, pred) : pred;
+    hi = have ? std::max(hi, pred) : pred;
+    have = true;
+  };
+  if (i >= 1) add_prediction(i - 1);
+  if (i + 2 < p.size()) add_prediction(i + 1);
+  if (!have) return true;  // two points: nothing to compare with
+  const double tol = kHullSlack * std::max(std::abs(lo), std::abs(hi)) +
+                     kRelativeNoise * std::max(std::abs(p[i].lr), std::abs(p[i + 1].lr)) +
+                     noise_floor;
+  return j >= lo - tol && j <= hi + tol;
+}
+
+JumpKind classify(const std::vector<LrPoint>& p, size_t i, const LrSeries& s, double noise_floor) {
+  const double before = p[i].lr, after = p[i + 1].lr;
+  if (after < before) {
+    if (i + 2 < p.size()) {
+      const double next = p[i + 2].lr;
+      if (next - after > kRelativeNoise * std::abs(after) + noise_floor) {
+        return JumpKind::kRestartedWarmup;
+      }
+    } else if (s.schedule && s.schedule->warmup_steps > 0) {
+      // The log ends right after the fall: it is a warmup restart if it landed on a warmup value.
+      const double top = sched::lr_at(*s.schedule, s.schedule->warmup_steps - 1);
+      if (after <= top * (1 + kRelativeNoise)) return JumpKind::kRestartedWarmup;
+    }
+    return JumpKind::kJumpDown;
+  }
+  double base = 0;
+  if (s.schedule) {
+    base = s.schedule->kind == "one_cycle" ? s.schedule->max_lr : s.schedule->base_lr;
+  } else {
+    for (size_t k = 0; k <= i; ++k) base = std::max(base, p[k].lr);
+  }
+  if (base > 0 && std::abs(after - base) <= kBaseMatch * base && before < after * (1 - kBaseMatch)) {
+    return JumpKind::kResetToBase;
+  }
+  return JumpKind::kJumpUp;
+}
+
+}  // namespace
+
+const char* jump_kind_name(JumpKind k) {
+  switch (k) {
+    case JumpKind::kRestartedWarmup: return "restarted_warmup";
+    case JumpKind::kResetToBase: return "reset_to_base";
+    case JumpKind::kJumpUp: return "jump_up";
+    case JumpKind::kJumpDown: return "jump_down";
+  }
+  return "jump";
+}
+
+bool LrAnalysis::has_findings() const {
+  if (!discontinuities.empty()) return true;
+  for (const auto& c : restart_checks) {
+    if (c.mismatched > 0) return true;
+  }
+  return false;
+}
+
+LrAnalysis analyze_lr(const LrSeries& series, const LrOptions& options) {
+  LrAnalysis out;
+  const auto& p = series.points;
+  out.points = static_cast<int64_t>(p.size());
+  out.has_schedule = series.schedule.has_value();
+  out.restarts = series.restarts;
+  out.restarts.insert(out.restarts.end(), options.restarts.begin(), options.restarts.end());
+  std::sort(out.restarts.begin(), out.restarts.end());
+  out.restarts.erase(std::unique(out.restarts.begin(), out.restarts.end()), out.restarts.end());
+  if (p.empty()) return out;
+
+  std::vector<int64_t> milestones = options.milestones;
+  if (series.schedule) {
+    const auto bp = sched::breakpoints(*series.schedule, p.back().step);
+    milestones.insert(milestones.end(), bp.begin(), bp.end());
+  }
+  std::sort(milestones.begin(), milestones.end());
+
+  double scale = 0;
+  for (const auto& q : p) scale = std::max(scale, std::abs(q.lr));
+  const double noise_floor = 1e-9 * scale;
+
+  for (size_t i = 0; i + 1 < p.size(); ++i) {
+    if (smooth_gap(p, i, noise_floor)) continue;
+    int64_t restart = 0;
+    const bool at_restart = any_in_gap(out.restarts, p[i].step, p[i + 1].step, &restart);
+    std::optional<double> expected;
+    if (series.schedule) {
+      expected = sched::lr_at(*series.schedule, p[i + 1].step);
+      const double expected_before = sched::lr_at(*series.schedule, p[i].step);
+      // The spec itself jumps here (a step decay's boundary) and both ends agree with it.
+      if (close_rel(p[i + 1].lr, *expected, options.expected_rel_tolerance) &&
+          close_rel(p[i].lr, expected_before, options.expected_rel_tolerance)) {
+        continue;
+      }
+    } else if (!at_restart && any_in_gap(milestones, p[i].step, p[i + 1].step, nullptr)) {
+      continue;
+    }
+    Discontinuity d;
+    d.step = at_restart ? restart : p[i + 1].step;
+    d.step_before = p[i].step;
+    d.lr_before = p[i].lr;
+    d.lr_after = p[i + 1].lr;
+    d.expected = expected;
+    d.at_restart = at_restart;
+    d.kind = classify(p, i, series, noise_floor);
+    out.discontinuities.push_back(d);
+  }
+
+  if (series.schedule) {
+    for (size_t r = 0; r < out.restarts.size(); ++r) {
+      RestartCheck c;
+      c.restart_step = out.restarts[r];
+      const int64_t end = r + 1 < out.restarts.size() ? out.restarts[r + 1] : INT64_MAX;
+      double worst = -1;
+      for (const auto& q : p) {
+        if (q.step < c.restart_step || q.step >= end) continue;
+        const double want = sched::lr_at(*series.schedule, q.step);
+        const double abs_err = std::abs(q.lr - want);
+        const double rel_err = want != 0 ? abs_err / std::abs(want) : (abs_err == 0 ? 0 : INFINITY);
+        ++c.points;
+        if (!close_rel(q.lr, want, options.expected_rel_tolerance)) ++c.mismatched;
+        c.max_abs_error = std::max(c.max_abs_error, abs_err);
+        c.max_rel_error = std::max(c.max_rel_error, rel_err);
+        if (abs_err > worst) {
+          worst = abs_err;
+          c.worst_step = q.step;
+          c.worst_lr = q.lr;
+          c.worst_expected = want;
+        }
+      }
+      out.restart_checks.push_back(c);
+    }
+  }
+  return out;
+}
+
+}  // namespace ckpt::analytics

@@ -1,0 +1,171 @@
+#include "verify/pickle/value.h"
+
+#include <set>
+#include <sstream>
+
+namespace ckpt::verify {
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::kNone: return "None";
+    case Kind::kBool: return "bool";
+    case Kind::kInt: return "int";
+    case Kind::kBigInt: return "int";
+    case Kind::kFloat: return "float";
+    case Kind::kStr: return "str";
+    case Kind::kBytes: return "bytes";
+    case Kind::kList: return "list";
+    case Kind::kTuple: return "tuple";
+    case Kind::kDict: return "dict";
+    case Kind::kSet: return "set";
+    case Kind::kGlobal: return "global";
+    case Kind::kObject: return "object";
+    case Kind::kStorage: return "storage";
+    case Kind::kTensor: return "tensor";
+  }
+  return "?";
+}
+
+const char* global_class_name(GlobalClass c) {
+  switch (c) {
+    case GlobalClass::kKnown: return "known";
+    case GlobalClass::kOpaque: return "opaque";
+    case GlobalClass::kDangerous: return "dangerous";
+  }
+  return "?";
+}
+
+GlobalClass classify_global(const std::string& q) {
+  // Modules whose callables exist to touch the OS, the interpreter or the network: a checkpoint
+  // has no reason to name them, and naming them in a pickle means "run this on load".
+  static const std::set<std::string> kDangerousModules = {
+      "os", "posix", "nt", "subprocess", "sys", "importlib", "runpy", "pty", "shutil", "socket",
+      "webbrowser", "pickle", "_pickle", "marshal", "ctypes", "code", "codeop", "commands",
+      "platform", "asyncio", "multiprocessing", "pdb", "timeit", "types",
+      "http", "urllib", "requests", "tempfile", "signal", "threading", "_posixsubprocess"};
+  static const std::set<std::string> kDangerousBuiltins = {
+      "eval", "exec", "compile", "__import__", "open", "input", "breakpoint", "setattr",
+      "delattr", "globals", "locals", "vars", "exit", "quit"};
+  static const std::set<std::string> kKnown = {
+      "collections.OrderedDict", "collections.Counter", "collections.defaultdict",
+      "builtins.set", "builtins.frozenset", "builtins.bytes", "builtins.bytearray",
+      "builtins.complex", "builtins.slice", "builtins.range", "builtins.object", "builtins.int",
+      "builtins.float", "builtins.str", "builtins.list", "builtins.dict", "builtins.tuple",
+      "builtins.bool", "_codecs.encode", "copyreg._reconstructor", "numpy.ndarray", "numpy.dtype",
+      "numpy.core.multiarray._reconstruct", "numpy.core.multiarray.scalar", "pathlib.PosixPath",
+      "pathlib.PurePosixPath", "pathlib.WindowsPath", "datetime.datetime", "datetime.timedelta",
+      "datetime.date", "enum.Enum"};
+  size_t dot = q.rfind('.');
+  std::string module = dot == std::string::npos ? q : q.substr(0, dot);
+  std::string root = module.substr(0, module.find('.'));
+  std::string name = dot == std::string::npos ? q : q.substr(dot + 1);
+  if (kDangerousModules.count(root) != 0) return GlobalClass::kDangerous;
+  if (module == "builtins" && kDangerousBuiltins.count(name) != 0) return GlobalClass::kDangerous;
+  if (kKnown.count(q) != 0) return GlobalClass::kKnown;
+  if (module.rfind("numpy.dtypes", 0) == 0) return GlobalClass::kKnown;
+  if (root == "torch") {
+    // torch's own loaders and code containers are how a pickle would pull in more code.
+    if (module.rfind("torch.hub", 0) == 0 || module.rfind("torch.jit", 0) == 0 ||
+        module.rfind("torch.package", 0) == 0 || name == "load" || name == "loads") {
+      return GlobalClass::kOpaque;
+    }
+    return GlobalClass::kKnown;
+  }
+  return GlobalClass::kOpaque;
+}
+
+int64_t TensorRecord::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return -1;
+    if (d != 0 && n > INT64_MAX / d) return -1;
+    n *= d;
+  }
+  return n;
+}
+
+uint64_t TensorRecord::nbytes() const {
+  int64_t n = numel();
+  if (n < 0 || element_size == 0) return 0;
+  if (static_cast<uint64_t>(n) > UINT64_MAX / element_size) return 0;
+  return static_cast<uint64_t>(n) * element_size;
+}
+
+const Value* Value::get(const std::string& key) const {
+  if (kind != Kind::kDict) return nullptr;
+  for (const auto& [k, v] : entries) {
+    if (k->kind == Kind::kStr && k->s == key) return v;
+  }
+  return nullptr;
+}
+
+std::optional<int64_t> Value::as_int() const {
+  if (kind == Kind::kInt) return i;
+  if (kind == Kind::kBool) return b ? 1 : 0;
+  return std::nullopt;
+}
+
+std::optional<double> Value::as_number() const {
+  if (kind == Kind::kFloat) return f;
+  if (auto v = as_int()) return static_cast<double>(*v);
+  return std::nullopt;
+}
+
+std::string Value::qualname() const {
+  if (kind == Kind::kGlobal) return s + "." + name;
+  if (kind == Kind::kObject && callable != nullptr) return callable->qualname();
+  return "";
+}
+
+Value* PickleDoc::make(Kind k) {
+  values_.push_back(std::make_unique<Value>());
+  values_.back()->kind = k;
+  if (k == Kind::kTensor || k == Kind::kStorage) {
+    values_.back()->tensor = std::make_unique<TensorRecord>();
+  }
+  return values_.back().get();
+}
+
+namespace {
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::ostringstream o;
+  o << "[";
+  for (size_t i = 0; i < shape.size(); ++i) o << (i ? ", " : "") << shape[i];
+  o << "]";
+  return o.str();
+}
+}  // namespace
+
+std::string summarize(const Value& v) {
+  std::ostringstream o;
+  switch (v.kind) {
+    case Kind::kNone: return "None";
+    case Kind::kBool: return v.b ? "True" : "False";
+    case Kind::kInt: o << v.i; return o.str();
+    case Kind::kBigInt: o << "int (" << v.s.size() << "-byte)"; return o.str();
+    case Kind::kFloat: o << v.f; return o.str();
+    case Kind::kStr: {
+      std::string t = v.s.size() > 60 ? v.s.substr(0, 57) + "..." : v.s;
+      return "'" + t + "'";
+    }
+    case Kind::kBytes: o << "bytes[" << v.s.size() << "]"; return o.str();
+    case Kind::kList:
+    case Kind::kTuple:
+    case Kind::kSet: o << kind_name(v.kind) << "[" << v.items.size() << "]"; return o.str();
+    case Kind::kDict: o << "dict[" << v.entries.size() << "]"; return o.str();
+    case Kind::kGlobal: return "global " + v.qualname();
+    case Kind::kObject: return "object " + v.qualname() + " (not constructed)";
+    case Kind::kStorage:
+      return "storage " + v.tensor->dtype + " key=" + v.tensor->storage_key + " " +
+             v.tensor->location;
+    case Kind::kTensor: {
+      const TensorRecord& t = *v.tensor;
+      o << "tensor " << t.dtype << " " << shape_str(t.shape) << " " << t.nbytes() << " B "
+        << t.location;
+      return o.str();
+    }
+  }
+  return "?";
+}
+
+}  // namespace ckpt::verify

@@ -1,0 +1,67 @@
+// ZipReader: the central directory of a zip archive (torch.save's container), read from an
+// untrusted file without trusting it.
+//
+// Reads only the end-of-central-directory records (ZIP64 included) and the central directory;
+// a record's bytes are read on request (`read_record`), so listing a multi-GB checkpoint costs a
+// few kilobytes. Every size and offset is range-checked against the file; names with `..`, a
+// leading `/`, backslashes or NUL are rejected (a checkpoint never needs them, and a tool that
+// later extracts the archive must not be steered outside its directory). Stored (method 0) and
+// deflated (method 8) records are readable. The reader borrows its FileReader, which must outlive
+// it. Not thread-safe for mutation; const methods may run concurrently.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ckpt/base/status.h"
+#include "verify/io/file_reader.h"
+
+namespace ckpt::verify {
+
+struct ZipEntry {
+  std::string name;
+  uint16_t method = 0;            // 0 stored, 8 deflate
+  uint32_t crc32 = 0;             // from the central directory
+  uint64_t compressed_size = 0;
+  uint64_t size = 0;              // uncompressed
+  uint64_t local_header_offset = 0;
+};
+
+struct ZipLimits {
+  uint64_t max_entries = 1u << 20;
+  uint64_t max_central_directory = 256ull << 20;
+  uint64_t max_record_read = 1ull << 30;  // largest record read into memory at once
+};
+
+class ZipReader {
+ public:
+  // Parses the directory of `file`. Corrupt with the file name and what is wrong on bad input.
+  static Result<ZipReader> open(const FileReader& file, const ZipLimits& limits = {});
+
+  const std::vector<ZipEntry>& entries() const { return entries_; }
+  const ZipEntry* find(const std::string& name) const;
+  // Offset of the first data byte of `e` in the file (reads its 30-byte local header).
+  Result<uint64_t> data_offset(const ZipEntry& e) const;
+  // The uncompressed bytes of `e` (bounded by limits.max_record_read).
+  Result<std::string> read_record(const ZipEntry& e) const;
+  // The archive prefix torch uses: the first entry's name up to its first '/'.
+  std::string prefix() const;
+  const FileReader& file() const { return *file_; }
+
+ private:
+  const FileReader* file_ = nullptr;
+  ZipLimits limits_;
+  std::vector<ZipEntry> entries_;
+  std::map<std::string, size_t> by_name_;
+  uint64_t directory_offset_ = 0;
+};
+
+// True when a zip member name is safe: relative, no `..` component, no backslash or NUL.
+bool zip_name_is_safe(const std::string& name);
+
+// CRC-32 (IEEE, zip's) of a buffer, continuing from `crc` (0 to start).
+uint32_t crc32_update(uint32_t crc, const void* data, size_t len);
+
+}  // namespace ckpt::verify
