@@ -79,8 +79,7 @@ class ResumableSampler {
   // Throws std::invalid_argument when validate_spec fails or rank >= world_size; use create()
   // for specs that come from files or users.
   ResumableSampler(SamplerSpec spec, uint32_t rank);
-  static Result<ResumableSampler> create(SamplerSpec spec, uint32_t rank,
-                                         LoaderCursor cursor = {});
+  static Result<ResumableSampler> create(SamplerSpec spec, uint32_t rank, LoaderCursor cursor = {});
 
   // The ids this rank trains on in the next global step; advances the cursor by one global batch
   // (to {epoch + 1, 0} after an epoch's last step).

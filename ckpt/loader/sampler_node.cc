@@ -8,13 +8,20 @@ namespace {
 
 const char* type_name(const AttrValue& v) {
   switch (v.index()) {
-    case 0: return "a bool";
-    case 1: return "an int64";
-    case 2: return "a double";
-    case 3: return "a string";
-    case 4: return "an int64 array";
-    case 5: return "a double array";
-    default: return "a string array";
+    case 0:
+      return "a bool";
+    case 1:
+      return "an int64";
+    case 2:
+      return "a double";
+    case 3:
+      return "a string";
+    case 4:
+      return "an int64 array";
+    case 5:
+      return "a double array";
+    default:
+      return "a string array";
   }
 }
 
@@ -30,8 +37,8 @@ Result<T> read_attr(const Node& node, const std::string& name, const char* expec
 Result<uint64_t> read_count(const Node& node, const std::string& name, uint64_t max) {
   CKPT_ASSIGN_OR_RETURN(int64_t v, read_attr<int64_t>(node, name, "an int64"));
   if (v < 0 || static_cast<uint64_t>(v) > max) {
-    return corrupt("loader: attribute \"" + name + "\" = " + std::to_string(v) +
-                   " outside [0, " + std::to_string(max) + "]");
+    return corrupt("loader: attribute \"" + name + "\" = " + std::to_string(v) + " outside [0, " +
+                   std::to_string(max) + "]");
   }
   return static_cast<uint64_t>(v);
 }
@@ -74,8 +81,8 @@ Result<std::pair<SamplerSpec, LoaderCursor>> sampler_from_node(const Node& loade
   if (loader.find_attr("order") != nullptr) {
     CKPT_ASSIGN_OR_RETURN(std::string order, read_attr<std::string>(loader, "order", "a string"));
     if (order != kOrderAlgorithm) {
-      return unsupported("loader: order algorithm \"" + order + "\" is not known (this build has \"" +
-                         kOrderAlgorithm + "\")");
+      return unsupported("loader: order algorithm \"" + order +
+                         "\" is not known (this build has \"" + kOrderAlgorithm + "\")");
     }
   }
   if (Status s = validate_spec(spec); !s.is_ok()) return corrupt(s.message());

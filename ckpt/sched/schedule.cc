@@ -28,8 +28,8 @@ bool is_decay_kind(const std::string& k) {
 // Linear warmup; only called for s < W.
 double warmup_lr(const ScheduleSpec& s, int64_t step) {
   const double f = s.warmup_start_factor;
-  return s.base_lr * (f + (1.0 - f) * static_cast<double>(step) /
-                              static_cast<double>(s.warmup_steps));
+  return s.base_lr *
+         (f + (1.0 - f) * static_cast<double>(step) / static_cast<double>(s.warmup_steps));
 }
 
 double cos_anneal(double start, double end, double pct) {
@@ -63,9 +63,9 @@ bool ScheduleSpec::operator==(const ScheduleSpec& o) const {
 }
 
 const std::vector<std::string>& schedule_kinds() {
-  static const std::vector<std::string> kinds = {
-      "constant", "warmup_cosine", "warmup_linear", "warmup_poly", "step",
-      "multistep", "exponential",  "inverse_sqrt",  "one_cycle"};
+  static const std::vector<std::string> kinds = {"constant",    "warmup_cosine", "warmup_linear",
+                                                 "warmup_poly", "step",          "multistep",
+                                                 "exponential", "inverse_sqrt",  "one_cycle"};
   return kinds;
 }
 
@@ -77,12 +77,15 @@ Result<ScheduleSpec> validate(ScheduleSpec s) {
     return invalid_argument("schedule: unknown kind \"" + s.kind + "\" (expected one of " + list +
                             ")");
   }
-  const std::pair<const char*, double> doubles[] = {
-      {"base_lr", s.base_lr},     {"min_lr", s.min_lr},
-      {"power", s.power},         {"gamma", s.gamma},
-      {"max_lr", s.max_lr},       {"pct_start", s.pct_start},
-      {"div_factor", s.div_factor}, {"final_div_factor", s.final_div_factor},
-      {"warmup_start_factor", s.warmup_start_factor}};
+  const std::pair<const char*, double> doubles[] = {{"base_lr", s.base_lr},
+                                                    {"min_lr", s.min_lr},
+                                                    {"power", s.power},
+                                                    {"gamma", s.gamma},
+                                                    {"max_lr", s.max_lr},
+                                                    {"pct_start", s.pct_start},
+                                                    {"div_factor", s.div_factor},
+                                                    {"final_div_factor", s.final_div_factor},
+                                                    {"warmup_start_factor", s.warmup_start_factor}};
   for (const auto& [name, v] : doubles) {
     if (!std::isfinite(v)) return bad(s, std::string(name) + " must be finite, got " + num(v));
   }
@@ -99,13 +102,15 @@ Result<ScheduleSpec> validate(ScheduleSpec s) {
     return bad(s, "has no warmup, but warmup_steps = " + std::to_string(s.warmup_steps));
   }
   if (is_decay_kind(s.kind)) {
-    if (s.total_steps < 1) return bad(s, "total_steps must be >= 1, got " + std::to_string(s.total_steps));
+    if (s.total_steps < 1)
+      return bad(s, "total_steps must be >= 1, got " + std::to_string(s.total_steps));
     if (s.total_steps < s.warmup_steps) {
       return bad(s, "total_steps " + std::to_string(s.total_steps) + " is less than warmup_steps " +
                         std::to_string(s.warmup_steps));
     }
     if (s.min_lr < 0 || s.min_lr > s.base_lr) {
-      return bad(s, "min_lr must be in [0, base_lr = " + num(s.base_lr) + "], got " + num(s.min_lr));
+      return bad(s,
+                 "min_lr must be in [0, base_lr = " + num(s.base_lr) + "], got " + num(s.min_lr));
     }
   }
   if (s.kind == "warmup_poly" && s.power <= 0) {
@@ -124,7 +129,8 @@ Result<ScheduleSpec> validate(ScheduleSpec s) {
     std::sort(s.milestones.begin(), s.milestones.end());
   }
   if (s.kind == "one_cycle") {
-    if (s.total_steps < 1) return bad(s, "total_steps must be >= 1, got " + std::to_string(s.total_steps));
+    if (s.total_steps < 1)
+      return bad(s, "total_steps must be >= 1, got " + std::to_string(s.total_steps));
     if (s.max_lr <= 0) return bad(s, "max_lr must be > 0, got " + num(s.max_lr));
     if (s.div_factor <= 0) return bad(s, "div_factor must be > 0, got " + num(s.div_factor));
     if (s.final_div_factor <= 0) {
@@ -135,9 +141,10 @@ Result<ScheduleSpec> validate(ScheduleSpec s) {
     }
     // torch divides by the phase-1 end; at pct_start * T == 1 that end is 0 (ZeroDivisionError).
     if (s.pct_start * static_cast<double>(s.total_steps) - 1.0 == 0.0) {
-      return bad(s, "pct_start * total_steps must not be 1 (phase 1 would end at step 0; torch "
-                    "divides by zero there), got pct_start " + num(s.pct_start) +
-                    " and total_steps " + std::to_string(s.total_steps));
+      return bad(s,
+                 "pct_start * total_steps must not be 1 (phase 1 would end at step 0; torch "
+                 "divides by zero there), got pct_start " +
+                     num(s.pct_start) + " and total_steps " + std::to_string(s.total_steps));
     }
     s.base_lr = s.max_lr / s.div_factor;
   }
@@ -163,10 +170,11 @@ double lr_at(const ScheduleSpec& s, int64_t step) {
     const double remaining = 1.0 - (x - W) / (T - W);
     return (s.base_lr - s.min_lr) * std::pow(remaining, s.power) + s.min_lr;
   }
-  if (s.kind == "step") return s.base_lr * std::pow(s.gamma, static_cast<double>(step / s.step_size));
+  if (s.kind == "step")
+    return s.base_lr * std::pow(s.gamma, static_cast<double>(step / s.step_size));
   if (s.kind == "multistep") {
-    const auto passed = std::upper_bound(s.milestones.begin(), s.milestones.end(), step) -
-                        s.milestones.begin();
+    const auto passed =
+        std::upper_bound(s.milestones.begin(), s.milestones.end(), step) - s.milestones.begin();
     return s.base_lr * std::pow(s.gamma, static_cast<double>(passed));
   }
   if (s.kind == "exponential") return s.base_lr * std::pow(s.gamma, x);

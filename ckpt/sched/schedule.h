@@ -45,15 +45,15 @@ struct ScheduleSpec {
   int64_t warmup_steps = 0;
   int64_t total_steps = 0;
   double min_lr = 0;
-  double power = 1.0;       // warmup_poly
-  int64_t step_size = 0;    // step
-  double gamma = 0.1;       // step, multistep, exponential
+  double power = 1.0;               // warmup_poly
+  int64_t step_size = 0;            // step
+  double gamma = 0.1;               // step, multistep, exponential
   std::vector<int64_t> milestones;  // multistep; validate() sorts them
-  double max_lr = 0;        // one_cycle
-  double pct_start = 0.3;   // one_cycle
-  double div_factor = 25;   // one_cycle
-  double final_div_factor = 1e4;  // one_cycle
-  double warmup_start_factor = 0;  // LR at warmup step 0 = base_lr * factor
+  double max_lr = 0;                // one_cycle
+  double pct_start = 0.3;           // one_cycle
+  double div_factor = 25;           // one_cycle
+  double final_div_factor = 1e4;    // one_cycle
+  double warmup_start_factor = 0;   // LR at warmup step 0 = base_lr * factor
 
   bool operator==(const ScheduleSpec& o) const;
   bool operator!=(const ScheduleSpec& o) const { return !(*this == o); }

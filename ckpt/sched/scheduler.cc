@@ -12,13 +12,20 @@ namespace {
 
 const char* type_name(const AttrValue& v) {
   switch (v.index()) {
-    case 0: return "a bool";
-    case 1: return "an int64";
-    case 2: return "a double";
-    case 3: return "a string";
-    case 4: return "an int64 array";
-    case 5: return "a double array";
-    default: return "a string array";
+    case 0:
+      return "a bool";
+    case 1:
+      return "an int64";
+    case 2:
+      return "a double";
+    case 3:
+      return "a string";
+    case 4:
+      return "an int64 array";
+    case 5:
+      return "a double array";
+    default:
+      return "a string array";
   }
 }
 
@@ -128,10 +135,14 @@ Result<ScheduleSpec> spec_from_node(const Node& n) {
     return ill_typed("kind", *kind, "a string");
   }
   const std::pair<const char*, double*> doubles[] = {
-      {"base_lr", &s.base_lr},       {"min_lr", &s.min_lr},
-      {"power", &s.power},           {"gamma", &s.gamma},
-      {"max_lr", &s.max_lr},         {"pct_start", &s.pct_start},
-      {"div_factor", &s.div_factor}, {"final_div_factor", &s.final_div_factor},
+      {"base_lr", &s.base_lr},
+      {"min_lr", &s.min_lr},
+      {"power", &s.power},
+      {"gamma", &s.gamma},
+      {"max_lr", &s.max_lr},
+      {"pct_start", &s.pct_start},
+      {"div_factor", &s.div_factor},
+      {"final_div_factor", &s.final_div_factor},
       {"warmup_start_factor", &s.warmup_start_factor}};
   for (const auto& [name, field] : doubles) CKPT_RETURN_IF_ERROR(read_double(n, name, field));
   const std::pair<const char*, int64_t*> ints[] = {{"warmup_steps", &s.warmup_steps},

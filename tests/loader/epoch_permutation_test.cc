@@ -1,11 +1,10 @@
-#include <catch2/catch.hpp>
+#include "ckpt/loader/epoch_permutation.h"
 
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <stdexcept>
 #include <unordered_set>
 #include <vector>
-
-#include "ckpt/loader/epoch_permutation.h"
 
 namespace ckpt::loader {
 namespace {
@@ -25,8 +24,8 @@ void require_bijection(uint64_t n, uint64_t seed, uint64_t epoch) {
 }
 
 TEST_CASE("EpochPermutation is a bijection of [0, n) for many n", "[loader]") {
-  std::vector<uint64_t> sizes = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 17, 31, 97, 101, 1000,
-                                 4093, 65521, 999983};
+  std::vector<uint64_t> sizes = {1,  2,  3,  4,  5,  6,   7,    8,    9,     10,
+                                 11, 13, 17, 31, 97, 101, 1000, 4093, 65521, 999983};
   for (int k = 1; k <= 20; ++k) {
     const uint64_t p2 = uint64_t{1} << k;
     sizes.push_back(p2 - 1);
@@ -42,8 +41,8 @@ TEST_CASE("EpochPermutation is a bijection of [0, n) for many n", "[loader]") {
 
 TEST_CASE("EpochPermutation at n = 10^9 and beyond: no collisions, inverse consistent",
           "[loader]") {
-  for (uint64_t n : {uint64_t{1000000000}, uint64_t{1000000007}, (uint64_t{1} << 40) + 1,
-                     uint64_t{1} << 62}) {
+  for (uint64_t n :
+       {uint64_t{1000000000}, uint64_t{1000000007}, (uint64_t{1} << 40) + 1, uint64_t{1} << 62}) {
     INFO("n = " << n);
     EpochPermutation p(n, 42, 3);
     std::unordered_set<uint64_t> ids;
@@ -97,6 +96,37 @@ TEST_CASE("EpochPermutation identity and argument errors", "[loader]") {
   REQUIRE_THROWS_AS(EpochPermutation(0, 1, 1), std::invalid_argument);
   REQUIRE_THROWS_AS(id.at(10), std::out_of_range);
   REQUIRE_THROWS_AS(EpochPermutation(5, 1, 1).index_of(5), std::out_of_range);
+}
+
+}  // namespace
+}  // namespace ckpt::loader
+
+namespace ckpt::loader {
+namespace {
+
+// A keyed permutation should put every id first about equally often across seeds. With 6000 seeds
+// and n = 6 each count is Binomial(6000, 1/6): mean 1000, sd ~29; 850..1150 is > 5 sd.
+TEST_CASE("EpochPermutation: first id is uniform across seeds (n = 6) and epochs (n = 5)",
+          "[loader]") {
+  std::vector<int> by_seed(6, 0), by_epoch(5, 0);
+  for (uint64_t k = 0; k < 6000; ++k) {
+    ++by_seed[EpochPermutation(6, k, 0).at(0)];
+    ++by_epoch[EpochPermutation(5, 99, k).at(0)];
+  }
+  for (int c : by_seed) CHECK((c > 850 && c < 1150));
+  for (int c : by_epoch) CHECK((c > 1000 && c < 1400));  // mean 1200, sd ~31
+}
+
+// Neighbouring positions must not map to neighbouring ids (a weak mixer shows up here first).
+TEST_CASE("EpochPermutation: adjacent positions are decorrelated", "[loader]") {
+  const uint64_t n = 1000000;
+  EpochPermutation p(n, 5, 0);
+  int close = 0;
+  for (uint64_t i = 0; i + 1 < 100000; ++i) {
+    const uint64_t a = p.at(i), b = p.at(i + 1);
+    close += (a > b ? a - b : b - a) < 1000;  // probability ~0.2% for independent ids
+  }
+  CHECK(close < 400);
 }
 
 }  // namespace

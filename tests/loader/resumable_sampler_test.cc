@@ -1,11 +1,10 @@
-#include <catch2/catch.hpp>
+#include "ckpt/loader/resumable_sampler.h"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <stdexcept>
 #include <vector>
-
-#include "ckpt/loader/resumable_sampler.h"
 
 namespace ckpt::loader {
 namespace {
@@ -39,8 +38,7 @@ std::vector<uint64_t> global_step(std::vector<ResumableSampler>& ranks) {
   return all;
 }
 
-TEST_CASE("Sampler: one epoch across ranks visits every sample once, then rolls over",
-          "[loader]") {
+TEST_CASE("Sampler: one epoch across ranks visits every sample once, then rolls over", "[loader]") {
   const auto spec = make_spec(103, 4, 5);  // G = 20: 5 full steps and a short one of 3
   auto ranks = ranks_of(spec);
   REQUIRE(ranks[0].steps_per_epoch() == 6);
@@ -127,7 +125,8 @@ TEST_CASE("Sampler: reshard 2 -> 3 mid-epoch visits each remaining sample exactl
   REQUIRE(old_ranks[0].cursor() == LoaderCursor{0, 13 * 16});
 
   std::vector<ResumableSampler> new_ranks;
-  for (uint32_t r = 0; r < 3; ++r) new_ranks.push_back(ResumableSampler::reshard(old_ranks[0], 3, r));
+  for (uint32_t r = 0; r < 3; ++r)
+    new_ranks.push_back(ResumableSampler::reshard(old_ranks[0], 3, r));
   REQUIRE(new_ranks[2].spec().world_size == 3);
   REQUIRE(new_ranks[2].cursor() == old_ranks[0].cursor());
   while (new_ranks[0].cursor().epoch == 0) {
@@ -164,6 +163,71 @@ TEST_CASE("Sampler: invalid specs, ranks and cursors are refused", "[loader]") {
   REQUIRE_THROWS_AS(s.set_cursor({0, 11}), std::invalid_argument);
   REQUIRE_THROWS_AS(s.batch_at({0, 0}, 2), std::invalid_argument);
   REQUIRE_THROWS_AS(ResumableSampler::reshard(s, 0, 0), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace ckpt::loader
+
+namespace ckpt::loader {
+namespace {
+
+// Runs all ranks of `ranks` until the epoch of rank 0's cursor changes; counts visits.
+void finish_epoch(std::vector<ResumableSampler>& ranks, std::vector<int>* visits) {
+  const uint64_t epoch = ranks[0].cursor().epoch;
+  while (ranks[0].cursor().epoch == epoch) {
+    for (uint64_t id : global_step(ranks)) ++(*visits)[id];
+  }
+}
+
+TEST_CASE("Sampler: reshard 3 -> 2 and with drop_last", "[loader]") {
+  const uint64_t n = 500;
+  auto spec = make_spec(n, 3, 7, /*drop_last=*/true);  // G = 21
+  auto ranks = ranks_of(spec);
+  std::vector<int> visits(n, 0);
+  for (int i = 0; i < 9; ++i) {
+    for (uint64_t id : global_step(ranks)) ++visits[id];
+  }
+  const LoaderCursor at_reshard = ranks[0].cursor();
+  REQUIRE(at_reshard == LoaderCursor{0, 189});
+  std::vector<ResumableSampler> smaller;
+  for (uint32_t r = 0; r < 2; ++r) smaller.push_back(ResumableSampler::reshard(ranks[1], 2, r));
+  finish_epoch(smaller, &visits);
+  // G = 14 now: from 189, (500 - 189) / 14 = 22 full steps reach 497; 497..499 are dropped.
+  const auto order = epoch_order(spec, 0);
+  for (uint64_t g = 0; g < n; ++g) {
+    INFO("position " << g);
+    REQUIRE(visits[order.at(g)] == (g < 497 ? 1 : 0));
+  }
+}
+
+TEST_CASE("Sampler: resume through a cursor at the epoch end and across epochs", "[loader]") {
+  const auto spec = make_spec(40, 2, 5);  // G = 10: exactly 4 steps
+  ResumableSampler s(spec, 0);
+  for (int i = 0; i < 4; ++i) s.next_batch();
+  REQUIRE(s.cursor() == LoaderCursor{1, 0});
+  // {0, 40} is the same place as {1, 0}.
+  auto at_end = ResumableSampler::create(spec, 0, {0, 40});
+  REQUIRE(at_end.is_ok());
+  REQUIRE(at_end->at_epoch_end({0, 40}));
+  REQUIRE(at_end->remaining_steps({0, 40}) == 0);
+  REQUIRE(at_end->batch_at({0, 40}, 0).empty());
+  REQUIRE(at_end->next_batch() == s.next_batch());
+  REQUIRE(at_end->cursor() == s.cursor());
+}
+
+TEST_CASE("Sampler: 10^9 samples, resume near the end of an epoch", "[loader]") {
+  const uint64_t n = 1000000000;
+  const auto spec = make_spec(n, 64, 512);  // G = 32768
+  ResumableSampler s(spec, 17);
+  REQUIRE(s.steps_per_epoch() == (n + 32767) / 32768);
+  const uint64_t last_start = (s.steps_per_epoch() - 1) * 32768;
+  s.set_cursor({4, last_start});
+  REQUIRE(s.remaining_steps(s.cursor()) == 1);
+  const auto ids = s.next_batch();
+  // n - last_start = 18944 positions remain; rank 17 takes those = 17 mod 64: 296 of them.
+  REQUIRE(ids.size() == 296u);
+  for (uint64_t id : ids) REQUIRE(id < n);
+  REQUIRE(s.cursor() == LoaderCursor{5, 0});
 }
 
 }  // namespace

@@ -1,8 +1,7 @@
-#include <catch2/catch.hpp>
-
-#include <string>
-
 #include "ckpt/loader/sampler_node.h"
+
+#include <catch2/catch.hpp>
+#include <string>
 
 namespace ckpt::loader {
 namespace {
@@ -68,6 +67,54 @@ TEST_CASE("Loader node: missing, ill-typed and out-of-range attributes are named
   Node no_order = good;
   no_order.attrs.erase("order");
   REQUIRE(sampler_from_node(no_order).is_ok());
+}
+
+}  // namespace
+}  // namespace ckpt::loader
+
+namespace ckpt::loader {
+namespace {
+
+TEST_CASE("Loader node: a sampler restored from a node continues the uninterrupted run",
+          "[loader]") {
+  SamplerSpec spec;
+  spec.dataset_size = 777;
+  spec.dataset_fingerprint = "fixture";
+  spec.seed = 3;
+  spec.world_size = 3;
+  spec.batch_size = 4;
+  ResumableSampler uninterrupted(spec, 2), first(spec, 2);
+  for (int i = 0; i < 90; ++i) {  // ~ 1.4 epochs
+    const auto expected = uninterrupted.next_batch();
+    if (i < 50) {
+      REQUIRE(first.next_batch() == expected);
+      continue;
+    }
+    if (i == 50) {
+      Node node;
+      sampler_to_node(first.spec(), first.cursor(), &node);
+      auto restored = sampler_from_node(node);
+      REQUIRE(restored.is_ok());
+      auto s = ResumableSampler::create(restored->first, 2, restored->second);
+      REQUIRE(s.is_ok());
+      first = std::move(s).value();
+    }
+    REQUIRE(first.next_batch() == expected);
+  }
+}
+
+TEST_CASE("Loader node: a spec that cannot drive a sampler is refused", "[loader]") {
+  SamplerSpec spec;
+  spec.dataset_size = 10;
+  spec.world_size = 4;
+  spec.batch_size = 4;
+  spec.drop_last = true;  // G = 16 > N
+  Node node;
+  sampler_to_node(spec, {}, &node);
+  auto r = sampler_from_node(node);
+  REQUIRE_FALSE(r.is_ok());
+  REQUIRE(r.status().code() == Code::kCorrupt);
+  REQUIRE(r.status().message().find("leaves no step in an epoch") != std::string::npos);
 }
 
 }  // namespace

@@ -1,8 +1,7 @@
-#include <catch2/catch.hpp>
-
-#include <string>
-
 #include "ckpt/sched/scheduler.h"
+
+#include <catch2/catch.hpp>
+#include <string>
 
 namespace ckpt::sched {
 namespace {

@@ -1,11 +1,10 @@
 // Compares lr_at with the table tests/sched/gen_lr_table.py wrote from torch 1.13's schedulers
 // (and transformers' warmup multipliers run through torch's LambdaLR).
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <fstream>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
 #include "ckpt/sched/scheduler.h"
