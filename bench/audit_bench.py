@@ -68,9 +68,10 @@ def main():
     if not (os.path.isfile(args.ckpt) and os.access(args.ckpt, os.X_OK)):
         print(f"audit_bench: no ckpt executable at {args.ckpt}", file=sys.stderr)
         return 2
-    probe = subprocess.run([args.ckpt, "audit", "--help"], stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT)
-    if probe.returncode != 0:
+    # `ckpt audit --help` exits 0 even without the subcommand (CLI11 answers --help first), so
+    # look for `audit` in the list of subcommands instead.
+    probe = subprocess.run([args.ckpt, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if b"audit" not in probe.stdout:
         print(f"audit_bench: {args.ckpt} has no working `audit` subcommand: "
               f"{probe.stdout.decode(errors='replace').strip()[:500]}", file=sys.stderr)
         return 2
