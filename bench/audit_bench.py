@@ -15,6 +15,7 @@ disk speed. Exit status: 0 goal met, 1 goal missed, 2 the audit failed to run.
 """
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -69,9 +70,9 @@ def main():
         print(f"audit_bench: no ckpt executable at {args.ckpt}", file=sys.stderr)
         return 2
     # `ckpt audit --help` exits 0 even without the subcommand (CLI11 answers --help first), so
-    # look for `audit` in the list of subcommands instead.
+    # look for an `audit` line in the list of subcommands instead.
     probe = subprocess.run([args.ckpt, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    if b"audit" not in probe.stdout:
+    if not re.search(rb"^\s+audit\b", probe.stdout, re.MULTILINE):
         print(f"audit_bench: {args.ckpt} has no working `audit` subcommand: "
               f"{probe.stdout.decode(errors='replace').strip()[:500]}", file=sys.stderr)
         return 2
