@@ -1,5 +1,6 @@
 #include "ckpt/loader/epoch_permutation.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -23,6 +24,11 @@ int domain_bits(uint64_t n) {
   int k = 0;
   for (uint64_t v = n - 1; v != 0; v >>= 1) ++k;
   return k;
+}
+
+[[noreturn]] void throw_out_of_range(const char* what, uint64_t v, uint64_t n) {
+  throw std::out_of_range(std::string("EpochPermutation::") + what + " " + std::to_string(v) +
+                          " outside [0, " + std::to_string(n) + ")");
 }
 
 }  // namespace
@@ -66,6 +72,22 @@ uint64_t EpochPermutation::encrypt(uint64_t x) const {
   return x;
 }
 
+template <size_t kLanes>
+void EpochPermutation::encrypt_lanes(const uint64_t* in, uint64_t* out) const {
+  int a = (bits_ + 1) / 2;
+  int b = bits_ / 2;
+  for (size_t l = 0; l < kLanes; ++l) out[l] = in[l];
+  for (int i = 0; i < kRounds; ++i) {
+    const uint64_t mb = low_mask(b), ma = low_mask(a);
+    for (size_t l = 0; l < kLanes; ++l) {
+      const uint64_t lo = out[l] & mb;
+      const uint64_t hi = out[l] >> b;
+      out[l] = (lo << a) | (hi ^ (mix64(lo ^ keys_[i]) & ma));
+    }
+    std::swap(a, b);
+  }
+}
+
 uint64_t EpochPermutation::decrypt(uint64_t x) const {
   // After an even number of rounds the sizes are back where they started; undo in reverse.
   static_assert(kRounds % 2 == 0, "decrypt assumes the half sizes end where they started");
@@ -81,10 +103,7 @@ uint64_t EpochPermutation::decrypt(uint64_t x) const {
 }
 
 uint64_t EpochPermutation::at(uint64_t position) const {
-  if (position >= n_) {
-    throw std::out_of_range("EpochPermutation::at: position " + std::to_string(position) +
-                            " outside [0, " + std::to_string(n_) + ")");
-  }
+  if (position >= n_) throw_out_of_range("at: position", position, n_);
   if (!shuffled_ || bits_ == 0) return position;
   // Cycle walking: the cycle of the Feistel permutation through `position` returns to [0, n),
   // so the first value inside it defines a bijection of [0, n).
@@ -93,11 +112,67 @@ uint64_t EpochPermutation::at(uint64_t position) const {
   return x;
 }
 
-uint64_t EpochPermutation::index_of(uint64_t id) const {
-  if (id >= n_) {
-    throw std::out_of_range("EpochPermutation::index_of: id " + std::to_string(id) +
-                            " outside [0, " + std::to_string(n_) + ")");
+void EpochPermutation::at_many(const uint64_t* positions, size_t count, uint64_t* ids) const {
+  for (size_t i = 0; i < count; ++i) {
+    if (positions[i] >= n_) throw_out_of_range("at_many: position", positions[i], n_);
   }
+  constexpr size_t kLanes = 8;
+  if (!shuffled_ || bits_ == 0 || count < kLanes) {
+    for (size_t i = 0; i < count; ++i) ids[i] = at(positions[i]);
+    return;
+  }
+  // Each lane holds a value still to be encrypted and the output slot it belongs to. A lane whose
+  // result lands in [0, n) writes it and takes the next position; one that lands outside walks
+  // on. So every batched encryption does useful work in all eight lanes until the input runs out.
+  // Positions are read before any slot at or after them is written, so ids may alias positions.
+  uint64_t x[kLanes];
+  size_t slot[kLanes];
+  bool active[kLanes];
+  size_t next = 0;
+  for (size_t l = 0; l < kLanes; ++l, ++next) {
+    x[l] = positions[next];
+    slot[l] = next;
+    active[l] = true;
+  }
+  while (next < count) {
+    uint64_t y[kLanes];
+    encrypt_lanes<kLanes>(x, y);
+    for (size_t l = 0; l < kLanes; ++l) {
+      if (y[l] >= n_) {
+        x[l] = y[l];
+        continue;
+      }
+      ids[slot[l]] = y[l];
+      if (next < count) {
+        x[l] = positions[next];
+        slot[l] = next++;
+      } else {
+        active[l] = false;
+      }
+    }
+  }
+  // The input is used up: finish the lanes still walking one at a time.
+  for (size_t l = 0; l < kLanes; ++l) {
+    if (!active[l]) continue;
+    uint64_t v = encrypt(x[l]);
+    while (v >= n_) v = encrypt(v);
+    ids[slot[l]] = v;
+  }
+}
+
+void EpochPermutation::at_range(uint64_t first, size_t count, uint64_t* ids) const {
+  constexpr size_t kChunk = 256;
+  uint64_t positions[kChunk];
+  for (size_t done = 0; done < count;) {
+    const size_t m = std::min(kChunk, count - done);
+    for (size_t j = 0; j < m; ++j) positions[j] = first + done + j;
+    at_many(positions, m, ids + done);
+    done += m;
+  }
+}
+
+uint64_t EpochPermutation::index_of(uint64_t id) const {
+  if (id >= n_) throw_out_of_range("index_of: id", id, n_);
   if (!shuffled_ || bits_ == 0) return id;
   uint64_t x = decrypt(id);
   while (x >= n_) x = decrypt(x);

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 
 namespace ckpt::loader {
@@ -29,6 +30,13 @@ class EpochPermutation {
   // The sample id at `position`. Throws std::out_of_range when position >= size(), like
   // std::vector::at; callers index within the epoch they own.
   uint64_t at(uint64_t position) const;
+  // at() for `count` positions, written to ids[0..count). Same values, several times the
+  // throughput: eight lanes go through the Feistel rounds in lockstep, so the multiplier
+  // latency of one overlaps the others'. `ids` may be `positions` (in place). Throws
+  // std::out_of_range like at().
+  void at_many(const uint64_t* positions, size_t count, uint64_t* ids) const;
+  // at_many over the contiguous positions [first, first + count).
+  void at_range(uint64_t first, size_t count, uint64_t* ids) const;
   // The inverse: the position at which sample `id` appears. Throws std::out_of_range when
   // id >= size().
   uint64_t index_of(uint64_t id) const;
@@ -40,7 +48,9 @@ class EpochPermutation {
   static constexpr int kRounds = 8;
   EpochPermutation() = default;
   uint64_t encrypt(uint64_t x) const;  // a bijection of [0, 2^bits_)
-  uint64_t decrypt(uint64_t x) const;  // its inverse
+  template <size_t kLanes>
+  void encrypt_lanes(const uint64_t* in, uint64_t* out) const;  // encrypt() of each lane
+  uint64_t decrypt(uint64_t x) const;                           // its inverse
 
   uint64_t n_ = 1;
   bool shuffled_ = false;

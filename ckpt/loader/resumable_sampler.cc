@@ -112,8 +112,7 @@ std::vector<uint64_t> ResumableSampler::positions_at(LoaderCursor c, uint32_t ra
 std::vector<uint64_t> ResumableSampler::batch_at(LoaderCursor c, uint32_t rank) const {
   std::vector<uint64_t> ids = positions_at(c, rank);
   if (ids.empty()) return ids;
-  const EpochPermutation perm = order(c.epoch);
-  for (uint64_t& v : ids) v = perm.at(v);
+  order(c.epoch).at_many(ids.data(), ids.size(), ids.data());
   return ids;
 }
 

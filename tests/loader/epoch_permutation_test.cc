@@ -1,5 +1,6 @@
 #include "ckpt/loader/epoch_permutation.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <stdexcept>
@@ -127,6 +128,36 @@ TEST_CASE("EpochPermutation: adjacent positions are decorrelated", "[loader]") {
     close += (a > b ? a - b : b - a) < 1000;  // probability ~0.2% for independent ids
   }
   CHECK(close < 400);
+}
+
+}  // namespace
+}  // namespace ckpt::loader
+
+namespace ckpt::loader {
+namespace {
+
+TEST_CASE("EpochPermutation: at_many and at_range agree with at()", "[loader]") {
+  for (uint64_t n : {uint64_t{1}, uint64_t{2}, uint64_t{7}, uint64_t{9}, uint64_t{1000},
+                     uint64_t{65537}, uint64_t{1000000000}}) {
+    INFO("n = " << n);
+    EpochPermutation p(n, 11, 2);
+    const size_t count = static_cast<size_t>(std::min<uint64_t>(n, 1003));  // not a multiple of 8
+    std::vector<uint64_t> ids(count), positions(count);
+    const uint64_t first = n - count;
+    p.at_range(first, count, ids.data());
+    for (size_t i = 0; i < count; ++i) {
+      REQUIRE(ids[i] == p.at(first + i));
+      positions[i] = (first + i * 7919) % n;
+    }
+    std::vector<uint64_t> in_place = positions;
+    p.at_many(in_place.data(), in_place.size(), in_place.data());
+    for (size_t i = 0; i < count; ++i) REQUIRE(in_place[i] == p.at(positions[i]));
+  }
+  EpochPermutation p(100, 1, 1);
+  std::vector<uint64_t> out(16);
+  REQUIRE_THROWS_AS(p.at_range(90, 16, out.data()), std::out_of_range);
+  std::vector<uint64_t> bad = {1, 2, 3, 4, 5, 6, 7, 100};
+  REQUIRE_THROWS_AS(p.at_many(bad.data(), bad.size(), out.data()), std::out_of_range);
 }
 
 }  // namespace
