@@ -6,7 +6,7 @@
 // Stateless; thread-safe.
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/optim/optimizer.h>
 #include <torch/version.h>
 
 #include <sstream>

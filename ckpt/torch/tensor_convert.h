@@ -49,6 +49,11 @@ Result<Tensor> to_ckpt_tensor(const torch::Tensor& t);
 // libtorch, or when nbytes does not match the shape (names the expected and actual sizes).
 Result<torch::Tensor> to_torch(const Tensor& t);
 
+// The checks copy_into() makes, without copying: `dst` is defined, has `src`'s dtype and shape,
+// and `src` holds exactly the bytes that dtype and shape need. Errors name `name`, expected
+// (dst) vs actual (src).
+Status check_compatible(const Tensor& src, const torch::Tensor& dst, const std::string& name);
+
 // Copies `src` into the existing tensor `dst` in place (any device, under NoGradGuard, so it
 // works on parameters that require grad). Checks dtype and shape first; the error names `name`
 // and gives expected (dst) vs actual (src).
