@@ -170,8 +170,12 @@ double lr_at(const ScheduleSpec& s, int64_t step) {
     const double remaining = 1.0 - (x - W) / (T - W);
     return (s.base_lr - s.min_lr) * std::pow(remaining, s.power) + s.min_lr;
   }
-  if (s.kind == "step")
-    return s.base_lr * std::pow(s.gamma, static_cast<double>(step / s.step_size));
+  if (s.kind == "step") {
+    // An unvalidated step_size of 0 must not become an integer division by zero.
+    if (s.step_size <= 0) return std::numeric_limits<double>::quiet_NaN();
+    const int64_t boundaries_passed = step / s.step_size;  // floor: both are non-negative
+    return s.base_lr * std::pow(s.gamma, static_cast<double>(boundaries_passed));
+  }
   if (s.kind == "multistep") {
     const auto passed =
         std::upper_bound(s.milestones.begin(), s.milestones.end(), step) - s.milestones.begin();

@@ -68,7 +68,7 @@ const std::vector<std::string>& schedule_kinds();
 Result<ScheduleSpec> validate(ScheduleSpec spec);
 
 // The closed-form LR at `step` (negative steps evaluate as 0). The spec should have passed
-// validate(); an unknown kind yields NaN.
+// validate(); an unknown kind (or a step_size <= 0 for "step") yields NaN, never a trap.
 double lr_at(const ScheduleSpec& s, int64_t step);
 
 // Steps b in [1, up_to_step] at which the schedule legitimately jumps (lr(b) vs lr(b-1)) or

@@ -175,6 +175,7 @@ TEST_CASE("Schedules: edge steps", "[sched]") {
   s.min_lr = 0.5;
   CHECK(lr_at(s, 5) == 0.5);
   CHECK(std::isnan(lr_at(spec_of("unknown"), 3)));
+  CHECK(std::isnan(lr_at(spec_of("step"), 3)));  // step_size 0: not validated, no trap
 }
 
 }  // namespace
