@@ -21,7 +21,6 @@ bool parse_hex64(const std::string& s, uint64_t* out) {
     int d;
     if (c >= '0' && c <= '9') d = c - '0';
     else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-    else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
     else return false;
     v = (v << 4) | static_cast<uint64_t>(d);
   }

@@ -13,7 +13,8 @@ uint64_t xxh3_64(const void* data, size_t size);
 
 // "0123456789abcdef": 16 lowercase hex digits, zero padded.
 std::string hex64(uint64_t v);
-// Parses 16 hex digits; false on anything else.
+// Parses exactly 16 lowercase hex digits (the only spelling ckpt writes, so that a flipped case
+// bit in a stored hash is an error, not a synonym); false on anything else.
 bool parse_hex64(const std::string& s, uint64_t* out);
 
 class Hasher {

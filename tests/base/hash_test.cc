@@ -35,6 +35,7 @@ TEST_CASE("hex64 round trip and rejection", "[base]") {
   REQUIRE(hex64(v) == "00000000deadbeef");
   REQUIRE_FALSE(parse_hex64("xyz", &v));
   REQUIRE_FALSE(parse_hex64("00000000deadbeeg", &v));
+  REQUIRE_FALSE(parse_hex64("00000000DEADBEEF", &v));
 }
 
 }  // namespace

@@ -1,0 +1,244 @@
+#include "ckpt/format/manifest.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "ckpt/base/hash.h"
+
+namespace ckpt {
+namespace {
+
+using json = nlohmann::json;
+
+Status field_error(const std::string& where, const std::string& what) {
+  return corrupt(where + ": " + what);
+}
+
+// Typed getters that never throw.
+bool get_u64(const json& j, const char* key, uint64_t* out) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number_unsigned()) return false;
+  *out = it->get<uint64_t>();
+  return true;
+}
+bool get_i64(const json& j, const char* key, int64_t* out) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer()) return false;
+  *out = it->get<int64_t>();
+  return true;
+}
+bool get_str(const json& j, const char* key, std::string* out) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_string()) return false;
+  *out = it->get<std::string>();
+  return true;
+}
+bool get_hash(const json& j, const char* key, uint64_t* out) {
+  std::string s;
+  return get_str(j, key, &s) && parse_hex64(s, out);
+}
+
+Result<json> parse(const std::string& text, const std::string& where) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return field_error(where, "not a JSON object");
+  return j;
+}
+
+// numel × size without overflow; false on overflow or negative dims.
+bool checked_nbytes(const std::vector<int64_t>& shape, size_t elem, uint64_t* out) {
+  unsigned __int128 n = elem;
+  for (int64_t d : shape) {
+    if (d < 0) return false;
+    n *= static_cast<uint64_t>(d);
+    if (n > (static_cast<unsigned __int128>(1) << 62)) return false;
+  }
+  *out = static_cast<uint64_t>(n);
+  return true;
+}
+
+}  // namespace
+
+std::string encode_manifest(const Manifest& m) {
+  json t = json::array();
+  for (const auto& e : m.tensors) {
+    t.push_back({{"path", e.path},
+                 {"dtype", dtype_name(e.dtype)},
+                 {"shape", e.shape},
+                 {"offset", e.offset},
+                 {"nbytes", e.nbytes},
+                 {"xxh3", hex64(e.xxh3)}});
+  }
+  json j = {{"format", "ckpt-manifest"}, {"version", 1},       {"file", m.file},
+            {"file_bytes", m.file_bytes}, {"step", m.step},     {"rank", m.rank},
+            {"world_size", m.world_size}, {"attrs_xxh3", hex64(m.attrs_xxh3)}, {"tensors", t}};
+  return j.dump(1) + "\n";
+}
+
+Result<Manifest> decode_manifest(const std::string& text, const std::string& where) {
+  CKPT_ASSIGN_OR_RETURN(json j, parse(text, where));
+  std::string format;
+  int64_t version = 0;
+  if (!get_str(j, "format", &format) || format != "ckpt-manifest") {
+    return field_error(where, "not a ckpt manifest (\"format\" is not \"ckpt-manifest\")");
+  }
+  if (!get_i64(j, "version", &version) || version != 1) {
+    return unsupported(where + ": manifest version " + j.value("version", json()).dump() +
+                       ", this build reads version 1");
+  }
+  Manifest m;
+  if (!get_str(j, "file", &m.file) || !get_u64(j, "file_bytes", &m.file_bytes) ||
+      !get_i64(j, "step", &m.step) || !get_i64(j, "rank", &m.rank) ||
+      !get_i64(j, "world_size", &m.world_size) || !get_hash(j, "attrs_xxh3", &m.attrs_xxh3)) {
+    return field_error(where, "missing or ill-typed header field (file, file_bytes, step, rank, "
+                              "world_size, attrs_xxh3)");
+  }
+  auto tensors = j.find("tensors");
+  if (tensors == j.end() || !tensors->is_array()) return field_error(where, "no \"tensors\" array");
+  std::set<std::string> paths;
+  for (size_t i = 0; i < tensors->size(); ++i) {
+    const json& t = (*tensors)[i];
+    const std::string at = "tensor #" + std::to_string(i);
+    ManifestEntry e;
+    std::string dt;
+    if (!t.is_object() || !get_str(t, "path", &e.path) || !get_str(t, "dtype", &dt) ||
+        !get_u64(t, "offset", &e.offset) || !get_u64(t, "nbytes", &e.nbytes) ||
+        !get_hash(t, "xxh3", &e.xxh3) || !t.contains("shape") || !t["shape"].is_array()) {
+      return field_error(where, at + ": missing or ill-typed field");
+    }
+    for (const json& d : t["shape"]) {
+      if (!d.is_number_integer()) return field_error(where, at + " \"" + e.path + "\": bad shape");
+      e.shape.push_back(d.get<int64_t>());
+    }
+    auto dtype = dtype_from_name(dt);
+    if (!dtype) return field_error(where, "tensor \"" + e.path + "\": unknown dtype \"" + dt + "\"");
+    e.dtype = *dtype;
+    uint64_t expect = 0;
+    if (!checked_nbytes(e.shape, dtype_size(e.dtype), &expect) || expect != e.nbytes) {
+      return field_error(where, "tensor \"" + e.path + "\": nbytes " + std::to_string(e.nbytes) +
+                                    " does not match shape × dtype size (" +
+                                    std::to_string(expect) + ")");
+    }
+    if (e.nbytes > 0 && e.offset % kTensorAlignment != 0) {
+      return field_error(where, "tensor \"" + e.path + "\": offset " + std::to_string(e.offset) +
+                                    " is not 4096-aligned");
+    }
+    if (e.offset > m.file_bytes || e.nbytes > m.file_bytes - e.offset) {
+      return field_error(where, "tensor \"" + e.path + "\": extent [" + std::to_string(e.offset) +
+                                    ", +" + std::to_string(e.nbytes) + ") runs past the file's " +
+                                    std::to_string(m.file_bytes) + " bytes");
+    }
+    if (!paths.insert(e.path).second) {
+      return field_error(where, "tensor \"" + e.path + "\" listed twice");
+    }
+    m.tensors.push_back(std::move(e));
+  }
+  std::vector<const ManifestEntry*> by_offset;
+  for (const auto& e : m.tensors) {
+    if (e.nbytes > 0) by_offset.push_back(&e);
+  }
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](auto* a, auto* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    if (by_offset[i - 1]->offset + by_offset[i - 1]->nbytes > by_offset[i]->offset) {
+      return field_error(where, "tensors \"" + by_offset[i - 1]->path + "\" and \"" +
+                                    by_offset[i]->path + "\" overlap");
+    }
+  }
+  return m;
+}
+
+std::string encode_commit(const CommitRecord& c) {
+  json files = json::array();
+  for (const auto& f : c.files) {
+    files.push_back({{"name", f.name}, {"bytes", f.bytes}, {"xxh3", hex64(f.xxh3)}});
+  }
+  json body = {{"format", "ckpt-commit"}, {"version", 1}, {"step", c.step},
+               {"world_size", c.world_size}, {"time", c.time}, {"components", c.components},
+               {"files", files}};
+  const std::string canonical = body.dump();
+  json j = {{"body", body}, {"xxh3", hex64(xxh3_64(canonical.data(), canonical.size()))}};
+  return j.dump(1) + "\n";
+}
+
+Result<CommitRecord> decode_commit(const std::string& text, const std::string& where) {
+  CKPT_ASSIGN_OR_RETURN(json j, parse(text, where));
+  uint64_t want = 0;
+  if (!j.contains("body") || !j["body"].is_object() || !get_hash(j, "xxh3", &want)) {
+    return field_error(where, "not a ckpt commit record (needs \"body\" and \"xxh3\")");
+  }
+  const json& body = j["body"];
+  const std::string canonical = body.dump();
+  const uint64_t got = xxh3_64(canonical.data(), canonical.size());
+  if (got != want) {
+    return field_error(where, "commit record damaged: xxh3 of body is " + hex64(got) +
+                                  ", the record says " + hex64(want));
+  }
+  std::string format;
+  int64_t version = 0;
+  if (!get_str(body, "format", &format) || format != "ckpt-commit") {
+    return field_error(where, "\"format\" is not \"ckpt-commit\"");
+  }
+  if (!get_i64(body, "version", &version) || version != 1) {
+    return unsupported(where + ": commit record version is not 1");
+  }
+  CommitRecord c;
+  if (!get_i64(body, "step", &c.step) || !get_i64(body, "world_size", &c.world_size) ||
+      !get_str(body, "time", &c.time) || !body.contains("files") || !body["files"].is_array() ||
+      !body.contains("components") || !body["components"].is_array()) {
+    return field_error(where, "missing or ill-typed field (step, world_size, time, files, "
+                              "components)");
+  }
+  if (c.world_size < 1 || c.world_size > (1 << 20)) {
+    return field_error(where, "world_size " + std::to_string(c.world_size) + " out of range");
+  }
+  for (const json& s : body["components"]) {
+    if (!s.is_string()) return field_error(where, "component name is not a string");
+    c.components.push_back(s.get<std::string>());
+  }
+  for (const json& f : body["files"]) {
+    CommitFile cf;
+    if (!f.is_object() || !get_str(f, "name", &cf.name) || !get_u64(f, "bytes", &cf.bytes) ||
+        !get_hash(f, "xxh3", &cf.xxh3)) {
+      return field_error(where, "ill-typed file entry");
+    }
+    if (cf.name.empty() || cf.name.find('/') != std::string::npos || cf.name[0] == '.') {
+      return field_error(where, "file name \"" + cf.name + "\" is not a plain file name");
+    }
+    c.files.push_back(std::move(cf));
+  }
+  return c;
+}
+
+std::string step_dir_name(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step-%012lld", static_cast<long long>(step));
+  return buf;
+}
+
+bool parse_step_dir_name(const std::string& name, int64_t* step) {
+  if (name.size() != 17 || name.compare(0, 5, "step-") != 0) return false;
+  int64_t v = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return false;
+    v = v * 10 + (name[i] - '0');
+  }
+  *step = v;
+  return true;
+}
+
+std::string rank_file_name(int64_t rank) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "rank-%05lld.h5", static_cast<long long>(rank));
+  return buf;
+}
+
+std::string rank_manifest_name(int64_t rank) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "rank-%05lld.manifest.json", static_cast<long long>(rank));
+  return buf;
+}
+
+}  // namespace ckpt

@@ -1,0 +1,67 @@
+// The tensor manifest of one rank file (docs/format.md §4) and the commit record of a checkpoint
+// (§5): pure encode/decode and validation. Decoding treats the input as untrusted: every field is
+// type-checked, every extent bounds-checked, and errors name the file and the offending entry.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ckpt/base/status.h"
+#include "ckpt/format/dtype.h"
+
+namespace ckpt {
+
+constexpr uint64_t kTensorAlignment = 4096;
+
+struct ManifestEntry {
+  std::string path;  // "/model/fc1.weight"
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;
+  uint64_t offset = 0;
+  uint64_t nbytes = 0;
+  uint64_t xxh3 = 0;
+};
+
+struct Manifest {
+  std::string file;  // "rank-00000.h5"
+  uint64_t file_bytes = 0;
+  int64_t step = 0;
+  int64_t rank = 0;
+  int64_t world_size = 1;
+  uint64_t attrs_xxh3 = 0;
+  std::vector<ManifestEntry> tensors;
+};
+
+std::string encode_manifest(const Manifest& m);
+// `where` names the manifest in errors. Checks types and the rules that need no other file:
+// alignment, nbytes = numel × dtype size, offset + nbytes ≤ file_bytes, no overlap, unique paths.
+Result<Manifest> decode_manifest(const std::string& json, const std::string& where);
+
+struct CommitFile {
+  std::string name;
+  uint64_t bytes = 0;
+  uint64_t xxh3 = 0;
+};
+
+struct CommitRecord {
+  int64_t step = 0;
+  int64_t world_size = 1;
+  std::string time;  // ISO 8601 UTC
+  std::vector<std::string> components;
+  std::vector<CommitFile> files;
+};
+
+std::string encode_commit(const CommitRecord& c);
+// Verifies the record's own hash; a damaged record is kCorrupt.
+Result<CommitRecord> decode_commit(const std::string& json, const std::string& where);
+
+// "step-000000012000"
+std::string step_dir_name(int64_t step);
+// Parses "step-<12 digits>"; false otherwise.
+bool parse_step_dir_name(const std::string& name, int64_t* step);
+// "rank-00003.h5", "rank-00003.manifest.json"
+std::string rank_file_name(int64_t rank);
+std::string rank_manifest_name(int64_t rank);
+
+}  // namespace ckpt

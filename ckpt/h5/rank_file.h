@@ -1,0 +1,44 @@
+// The HDF5 side of a rank file (docs/format.md §3): writing its structure and reading it back.
+//
+// write_structure creates the file with every group, attribute and dataset of a tree, each
+// dataset contiguous, unfiltered, allocated at creation and 4 KiB aligned, but does NOT write the
+// tensor bytes: it returns each dataset's file offset so ckpt/store can fill the extents with
+// plain pwrites (one pass over the bytes, at the speed of the disk, and through Env). read_structure
+// walks a file back into a tree whose tensors carry dtype, shape, hash and offset but no bytes.
+// All functions take h5_lock(); callers on several threads are serialised.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ckpt/base/status.h"
+#include "ckpt/format/tree.h"
+
+namespace ckpt::h5 {
+
+struct DatasetExtent {
+  std::string path;  // "/model/fc1.weight"
+  const Tensor* tensor = nullptr;
+  uint64_t offset = 0;  // 0 when the tensor has no bytes
+};
+
+// Tensors' xxh3 must already be set (it is written as an attribute). Aliased tensors are written as
+// empty datasets with an `alias_of` attribute and are not in the returned extents.
+Result<std::vector<DatasetExtent>> write_structure(const std::string& path, const Node& root);
+
+struct DatasetInfo {
+  std::string path;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;
+  uint64_t offset = 0;  // HDF5's own idea of where the data is (0 when unallocated/empty)
+  uint64_t nbytes = 0;
+  uint64_t xxh3 = 0;
+  std::string alias_of;
+};
+
+// On success the tree holds every group and attribute; each Tensor has dtype, shape, xxh3 and
+// alias_of but data == nullptr. `datasets` (optional) receives every dataset in path order.
+Result<Node> read_structure(const std::string& path, std::vector<DatasetInfo>* datasets);
+
+}  // namespace ckpt::h5

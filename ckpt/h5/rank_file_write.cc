@@ -1,0 +1,94 @@
+#include <algorithm>
+
+#include "ckpt/base/hash.h"
+#include "ckpt/h5/rank_file.h"
+#include "ckpt/h5/types.h"
+
+namespace ckpt::h5 {
+namespace {
+
+struct Writer {
+  std::string file;
+  std::vector<DatasetExtent> extents;
+
+  Status write_node(hid_t loc, const Node& node, const std::string& path) {
+    for (const auto& [name, value] : node.attrs) {
+      CKPT_RETURN_IF_ERROR(write_attr(loc, name, value, file + ":" + (path.empty() ? "/" : path)));
+    }
+    for (const auto& [name, tensor] : node.tensors) {
+      CKPT_RETURN_IF_ERROR(write_dataset(loc, name, tensor, path + "/" + name));
+    }
+    for (const auto& [name, child] : node.children) {
+      Handle g = group_handle(H5Gcreate2(loc, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+      if (!g.valid()) return h5_error(file, "cannot create group " + path + "/" + name);
+      CKPT_RETURN_IF_ERROR(write_node(g.get(), child, path + "/" + name));
+    }
+    return Status::ok();
+  }
+
+  Status write_dataset(hid_t loc, const std::string& name, const Tensor& t, const std::string& path) {
+    const std::string where = file + ":" + path;
+    const bool alias = !t.alias_of.empty();
+    Handle space;
+    if (alias) {
+      hsize_t zero[1] = {0};
+      space = space_handle(H5Screate_simple(1, zero, nullptr));
+    } else if (t.shape.empty()) {
+      space = space_handle(H5Screate(H5S_SCALAR));
+    } else {
+      std::vector<hsize_t> dims(t.shape.begin(), t.shape.end());
+      space = space_handle(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
+    }
+    if (!space.valid()) return h5_error(where, "cannot create dataspace");
+    Handle type = make_type(t.dtype);
+    Handle dcpl = plist_handle(H5Pcreate(H5P_DATASET_CREATE));
+    H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS);
+    H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY);
+    H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER);
+    Handle ds = dataset_handle(
+        H5Dcreate2(loc, name.c_str(), type.get(), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT));
+    if (!ds.valid()) return h5_error(where, "cannot create dataset");
+    CKPT_RETURN_IF_ERROR(write_attr(ds.get(), "dtype", std::string(dtype_name(t.dtype)), where));
+    if (alias) {
+      return write_attr(ds.get(), "alias_of", t.alias_of, where);
+    }
+    CKPT_RETURN_IF_ERROR(write_attr(ds.get(), "xxh3", hex64(t.xxh3), where));
+    DatasetExtent e{path, &t, 0};
+    if (t.nbytes > 0) {
+      const haddr_t off = H5Dget_offset(ds.get());
+      if (off == HADDR_UNDEF) return h5_error(where, "dataset has no contiguous extent");
+      e.offset = static_cast<uint64_t>(off);
+      if (H5Dget_storage_size(ds.get()) != t.nbytes) {
+        return internal_error(where + ": HDF5 allocated " +
+                              std::to_string(H5Dget_storage_size(ds.get())) + " bytes for a " +
+                              std::to_string(t.nbytes) + "-byte tensor");
+      }
+    }
+    extents.push_back(std::move(e));
+    return Status::ok();
+  }
+};
+
+}  // namespace
+
+Result<std::vector<DatasetExtent>> write_structure(const std::string& path, const Node& root) {
+  std::lock_guard<std::mutex> lock(h5_lock());
+  quiet_errors();
+  Handle fapl = plist_handle(H5Pcreate(H5P_FILE_ACCESS));
+  // Every allocation of 1 byte or more starts on a 4 KiB boundary: tensor data can be read with
+  // aligned (O_DIRECT-friendly) I/O, and the manifest rule "offset % 4096 == 0" holds.
+  H5Pset_alignment(fapl.get(), 1, 4096);
+  H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_LATEST);
+  // Metadata is aggregated into one block instead of being spread between tensors.
+  H5Pset_meta_block_size(fapl.get(), 1 << 16);
+  Handle f = file_handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
+  if (!f.valid()) return h5_error(path, "cannot create HDF5 file");
+  Writer w{path, {}};
+  CKPT_RETURN_IF_ERROR(w.write_node(f.get(), root, ""));
+  if (f.close() < 0) return h5_error(path, "cannot close HDF5 file");
+  std::sort(w.extents.begin(), w.extents.end(),
+            [](const DatasetExtent& a, const DatasetExtent& b) { return a.offset < b.offset; });
+  return std::move(w.extents);
+}
+
+}  // namespace ckpt::h5

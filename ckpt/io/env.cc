@@ -1,0 +1,47 @@
+#include "ckpt/io/env.h"
+
+namespace ckpt {
+
+Result<std::string> Env::read_all(const std::string& path, uint64_t max_bytes) {
+  CKPT_ASSIGN_OR_RETURN(auto file, open_random(path));
+  if (file->size() > max_bytes) {
+    return corrupt(path + ": " + std::to_string(file->size()) + " bytes, more than the " +
+                   std::to_string(max_bytes) + " allowed for this kind of file");
+  }
+  std::string out(file->size(), '\0');
+  CKPT_RETURN_IF_ERROR(file->read_at(0, out.data(), out.size()));
+  return out;
+}
+
+Status Env::write_atomic(const std::string& path, const std::string& contents) {
+  const std::string tmp = path + ".tmp";
+  {
+    CKPT_ASSIGN_OR_RETURN(auto f, new_writable(tmp));
+    CKPT_RETURN_IF_ERROR(f->append(contents.data(), contents.size()));
+    CKPT_RETURN_IF_ERROR(f->sync());
+    CKPT_RETURN_IF_ERROR(f->close());
+  }
+  CKPT_RETURN_IF_ERROR(rename(tmp, path));
+  return sync_dir(path_dirname(path));
+}
+
+std::string path_join(const std::string& a, const std::string& b) {
+  if (a.empty()) return b;
+  if (b.empty()) return a;
+  if (a.back() == '/') return a + b;
+  return a + "/" + b;
+}
+
+std::string path_dirname(const std::string& p) {
+  auto pos = p.find_last_of('/');
+  if (pos == std::string::npos) return ".";
+  if (pos == 0) return "/";
+  return p.substr(0, pos);
+}
+
+std::string path_basename(const std::string& p) {
+  auto pos = p.find_last_of('/');
+  return pos == std::string::npos ? p : p.substr(pos + 1);
+}
+
+}  // namespace ckpt

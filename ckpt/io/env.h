@@ -1,0 +1,73 @@
+// Env: every byte ckpt moves to or from disk goes through this interface, so tests can inject
+// faults (FaultInjectionEnv) and the save/restore code never calls the OS directly.
+//
+// PosixEnv is the real one. Files are owned by the unique_ptr that opened them; closing happens in
+// the destructor (errors there are swallowed, so call close() when you care). One file object must
+// not be used by two threads at once, except RandomAccessFile::read_at, which is thread-safe.
+// HDF5 writes its own structural bytes through its own driver; the tensor bytes, manifests, commit
+// records, LATEST and the journal go through Env.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ckpt/base/status.h"
+
+namespace ckpt {
+
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+  // Appends at the end of what was written so far.
+  virtual Status append(const void* data, size_t n) = 0;
+  // Writes at an absolute offset (used to fill pre-allocated tensor extents).
+  virtual Status write_at(uint64_t offset, const void* data, size_t n) = 0;
+  virtual Status sync() = 0;  // fsync: data and metadata durable
+  virtual Status close() = 0;
+};
+
+class RandomAccessFile {
+ public:
+  virtual ~RandomAccessFile() = default;
+  // Reads exactly n bytes at offset into dst; a short read is a kCorrupt "truncated" error.
+  virtual Status read_at(uint64_t offset, void* dst, size_t n) const = 0;
+  virtual uint64_t size() const = 0;
+  virtual const std::string& path() const = 0;
+};
+
+class Env {
+ public:
+  virtual ~Env() = default;
+  static Env* posix();  // process-wide, never destroyed
+
+  virtual Result<std::unique_ptr<WritableFile>> new_writable(const std::string& path) = 0;
+  // Opens an existing file for writing in place (offsets), without truncating it.
+  virtual Result<std::unique_ptr<WritableFile>> open_for_update(const std::string& path) = 0;
+  virtual Result<std::unique_ptr<WritableFile>> open_append(const std::string& path) = 0;
+  virtual Result<std::unique_ptr<RandomAccessFile>> open_random(const std::string& path) = 0;
+  virtual Status rename(const std::string& from, const std::string& to) = 0;
+  virtual Status sync_dir(const std::string& dir) = 0;
+  virtual Status make_dirs(const std::string& dir) = 0;
+  virtual Status remove_file(const std::string& path) = 0;
+  virtual Status remove_tree(const std::string& dir) = 0;
+  virtual bool exists(const std::string& path) = 0;
+  virtual bool is_dir(const std::string& path) = 0;
+  virtual Result<uint64_t> file_size(const std::string& path) = 0;
+  // Entry names (not paths), sorted; "." and ".." excluded.
+  virtual Result<std::vector<std::string>> list_dir(const std::string& dir) = 0;
+
+  // Whole-file helpers built on the primitives above.
+  Result<std::string> read_all(const std::string& path, uint64_t max_bytes = 256u << 20);
+  // Writes `path` atomically: path.tmp, fsync, rename, fsync the directory.
+  Status write_atomic(const std::string& path, const std::string& contents);
+};
+
+// Joins two path pieces with one '/'.
+std::string path_join(const std::string& a, const std::string& b);
+std::string path_dirname(const std::string& p);
+std::string path_basename(const std::string& p);
+
+}  // namespace ckpt

@@ -1,0 +1,206 @@
+// PosixEnv: Env over open/pread/pwrite/fsync/rename. Every error names the path and errno text.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "ckpt/io/env.h"
+
+namespace ckpt {
+namespace {
+
+Status errno_status(const std::string& what, const std::string& path) {
+  int e = errno;
+  std::string msg = path + ": " + what + " failed: " + std::strerror(e);
+  if (e == ENOENT) return not_found(msg);
+  return io_error(msg);
+}
+
+class PosixWritable final : public WritableFile {
+ public:
+  PosixWritable(int fd, std::string path, uint64_t end) : fd_(fd), path_(std::move(path)), end_(end) {}
+  ~PosixWritable() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Status append(const void* data, size_t n) override {
+    CKPT_RETURN_IF_ERROR(write_at(end_, data, n));
+    return Status::ok();
+  }
+  Status write_at(uint64_t offset, const void* data, size_t n) override {
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {
+      ssize_t w = ::pwrite(fd_, p, std::min<size_t>(n, 1u << 30), static_cast<off_t>(offset));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return errno_status("write", path_);
+      }
+      p += w;
+      n -= static_cast<size_t>(w);
+      offset += static_cast<uint64_t>(w);
+    }
+    end_ = std::max(end_, offset);
+    return Status::ok();
+  }
+  Status sync() override {
+    if (::fdatasync(fd_) != 0) return errno_status("fsync", path_);
+    return Status::ok();
+  }
+  Status close() override {
+    int fd = fd_;
+    fd_ = -1;
+    if (fd >= 0 && ::close(fd) != 0) return errno_status("close", path_);
+    return Status::ok();
+  }
+
+ private:
+  int fd_;
+  std::string path_;
+  uint64_t end_;
+};
+
+class PosixRandom final : public RandomAccessFile {
+ public:
+  PosixRandom(int fd, std::string path, uint64_t size) : fd_(fd), path_(std::move(path)), size_(size) {}
+  ~PosixRandom() override { ::close(fd_); }
+  Status read_at(uint64_t offset, void* dst, size_t n) const override {
+    if (offset > size_ || n > size_ - offset) {
+      return corrupt(path_ + ": truncated: need bytes [" + std::to_string(offset) + ", " +
+                     std::to_string(offset + n) + ") but the file has " + std::to_string(size_));
+    }
+    char* p = static_cast<char*>(dst);
+    while (n > 0) {
+      ssize_t r = ::pread(fd_, p, std::min<size_t>(n, 1u << 30), static_cast<off_t>(offset));
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        return errno_status("read", path_);
+      }
+      if (r == 0) return corrupt(path_ + ": truncated: unexpected end of file");
+      p += r;
+      n -= static_cast<size_t>(r);
+      offset += static_cast<uint64_t>(r);
+    }
+    return Status::ok();
+  }
+  uint64_t size() const override { return size_; }
+  const std::string& path() const override { return path_; }
+
+ private:
+  int fd_;
+  std::string path_;
+  uint64_t size_;
+};
+
+class PosixEnv final : public Env {
+ public:
+  Result<std::unique_ptr<WritableFile>> new_writable(const std::string& path) override {
+    return open_w(path, O_WRONLY | O_CREAT | O_TRUNC, false);
+  }
+  Result<std::unique_ptr<WritableFile>> open_for_update(const std::string& path) override {
+    return open_w(path, O_WRONLY, false);
+  }
+  Result<std::unique_ptr<WritableFile>> open_append(const std::string& path) override {
+    return open_w(path, O_WRONLY | O_CREAT, true);
+  }
+  Result<std::unique_ptr<RandomAccessFile>> open_random(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno_status("open", path);
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+      Status s = errno_status("stat", path);
+      ::close(fd);
+      return s;
+    }
+    if (S_ISDIR(st.st_mode)) {
+      ::close(fd);
+      return invalid_argument(path + ": is a directory, expected a file");
+    }
+    return std::unique_ptr<RandomAccessFile>(
+        new PosixRandom(fd, path, static_cast<uint64_t>(st.st_size)));
+  }
+  Status rename(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0) return errno_status("rename to " + to, from);
+    return Status::ok();
+  }
+  Status sync_dir(const std::string& dir) override {
+    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return errno_status("open directory", dir);
+    int rc = ::fsync(fd);
+    ::close(fd);
+    if (rc != 0) return errno_status("fsync directory", dir);
+    return Status::ok();
+  }
+  Status make_dirs(const std::string& dir) override {
+    if (dir.empty() || is_dir(dir)) return Status::ok();
+    std::string parent = path_dirname(dir);
+    if (parent != dir) CKPT_RETURN_IF_ERROR(make_dirs(parent));
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return errno_status("mkdir", dir);
+    return Status::ok();
+  }
+  Status remove_file(const std::string& path) override {
+    if (::unlink(path.c_str()) != 0) return errno_status("unlink", path);
+    return Status::ok();
+  }
+  Status remove_tree(const std::string& dir) override {
+    CKPT_ASSIGN_OR_RETURN(auto names, list_dir(dir));
+    for (const auto& n : names) {
+      std::string p = path_join(dir, n);
+      if (is_dir(p)) {
+        CKPT_RETURN_IF_ERROR(remove_tree(p));
+      } else {
+        CKPT_RETURN_IF_ERROR(remove_file(p));
+      }
+    }
+    if (::rmdir(dir.c_str()) != 0) return errno_status("rmdir", dir);
+    return Status::ok();
+  }
+  bool exists(const std::string& path) override {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0;
+  }
+  bool is_dir(const std::string& path) override {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  }
+  Result<uint64_t> file_size(const std::string& path) override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return errno_status("stat", path);
+    return static_cast<uint64_t>(st.st_size);
+  }
+  Result<std::vector<std::string>> list_dir(const std::string& dir) override {
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) return errno_status("open directory", dir);
+    std::vector<std::string> names;
+    while (struct dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n != "." && n != "..") names.push_back(n);
+    }
+    ::closedir(d);
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+ private:
+  Result<std::unique_ptr<WritableFile>> open_w(const std::string& path, int flags, bool append) {
+    int fd = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
+    if (fd < 0) return errno_status("open for writing", path);
+    uint64_t end = 0;
+    if (append) {
+      struct stat st;
+      if (::fstat(fd, &st) == 0) end = static_cast<uint64_t>(st.st_size);
+    }
+    return std::unique_ptr<WritableFile>(new PosixWritable(fd, path, end));
+  }
+};
+
+}  // namespace
+
+Env* Env::posix() {
+  static Env* env = new PosixEnv;
+  return env;
+}
+
+}  // namespace ckpt

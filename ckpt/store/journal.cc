@@ -1,0 +1,46 @@
+#include "ckpt/store/journal.h"
+
+#include <chrono>
+#include <sstream>
+
+namespace ckpt::store {
+
+Result<std::unique_ptr<Journal>> Journal::open(Env* env, const std::string& run_dir) {
+  CKPT_RETURN_IF_ERROR(env->make_dirs(run_dir));
+  CKPT_ASSIGN_OR_RETURN(auto f, env->open_append(path_join(run_dir, "journal.jsonl")));
+  return std::unique_ptr<Journal>(new Journal(std::move(f)));
+}
+
+Status Journal::append(const std::string& kind, nlohmann::json event, bool durable) {
+  using namespace std::chrono;
+  nlohmann::json line = {{"event", kind},
+                         {"time", duration<double>(system_clock::now().time_since_epoch()).count()}};
+  for (auto it = event.begin(); it != event.end(); ++it) line[it.key()] = it.value();
+  const std::string text = line.dump() + "\n";
+  CKPT_RETURN_IF_ERROR(file_->append(text.data(), text.size()));
+  if (durable) CKPT_RETURN_IF_ERROR(file_->sync());
+  return Status::ok();
+}
+
+Result<std::vector<nlohmann::json>> read_journal(Env* env, const std::string& run_dir,
+                                                 size_t* skipped) {
+  CKPT_ASSIGN_OR_RETURN(std::string text,
+                        env->read_all(path_join(run_dir, "journal.jsonl"), 4ull << 30));
+  std::vector<nlohmann::json> out;
+  size_t bad = 0;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("event")) {
+      ++bad;
+      continue;
+    }
+    out.push_back(std::move(j));
+  }
+  if (skipped != nullptr) *skipped = bad;
+  return out;
+}
+
+}  // namespace ckpt::store

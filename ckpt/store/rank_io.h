@@ -1,0 +1,60 @@
+// Writing and reading one rank's file of a checkpoint (docs/format.md §3–4): the HDF5 file with
+// its structure and attributes, the tensor bytes filled in by plain writes, and the manifest.
+//
+// write_rank hashes every tensor, writes `rank-R.h5` and `rank-R.manifest.json` under temporary
+// names, fsyncs and renames them (steps 1 of the commit protocol). read_rank checks the file
+// against its manifest without trusting HDF5 (sizes, extents, offsets, attribute digest), then
+// reads each tensor's bytes with one positioned read — into memory the caller places, or into a
+// buffer it allocates — and checks its hash. Thread-compatible: distinct ranks may be written by
+// distinct threads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <set>
+#include <string>
+
+#include "ckpt/base/status.h"
+#include "ckpt/format/manifest.h"
+#include "ckpt/format/tree.h"
+#include "ckpt/io/env.h"
+
+namespace ckpt::store {
+
+struct RankWriteStats {
+  uint64_t tensor_bytes = 0;
+  uint64_t file_bytes = 0;
+  size_t tensors = 0;
+};
+
+// `root` holds the components as children; its attrs become the file's root attributes (the
+// caller sets step, rank, ...). Tensor hashes are computed and stored into `root`.
+// On success both files exist under their final names and are durable.
+Result<Manifest> write_rank(Env* env, const std::string& step_dir, int64_t rank, int64_t step,
+                            int64_t world_size, Node* root, RankWriteStats* stats = nullptr);
+
+struct ReadOptions {
+  // Top-level components to read tensor bytes for; empty = all.
+  std::set<std::string> components;
+  // Where to put a tensor's bytes: return memory of exactly meta.nbytes, or nullptr to let the
+  // reader allocate. Called after dtype and shape are known; it may refuse with a Status.
+  std::function<Result<void*>(const std::string& path, const Tensor& meta)> place;
+  // Verify each tensor's XXH3 after reading (on by default; the fast path relies on it too).
+  bool verify_hashes = true;
+};
+
+struct RankReadStats {
+  uint64_t tensor_bytes = 0;
+  size_t tensors = 0;
+  size_t placed = 0;  // read straight into caller memory
+};
+
+// On success the tree holds every group and attribute, and the bytes of every tensor of the
+// requested components (in place or owned). Errors name the file and the tensor.
+Result<Node> read_rank(Env* env, const std::string& step_dir, int64_t rank,
+                       const ReadOptions& options = {}, RankReadStats* stats = nullptr);
+
+// Reads and decodes rank R's manifest, checking it against the file's real size.
+Result<Manifest> read_manifest(Env* env, const std::string& step_dir, int64_t rank);
+
+}  // namespace ckpt::store

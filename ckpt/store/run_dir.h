@@ -1,0 +1,70 @@
+// A run directory (docs/format.md §1–2): step directories, the commit record, LATEST and
+// retention.
+//
+// Commit protocol (the caller has already written every rank's files, step 1):
+//   2. barrier — the caller's (single process: nothing to do);
+//   3. commit(): hash every file of the step directory, write COMMIT.json.tmp, fsync, rename to
+//      COMMIT.json, fsync the directory;
+//   4. commit(): write LATEST.tmp, fsync, rename over LATEST, fsync the run directory;
+//   5. apply_retention(): delete the oldest committed checkpoints beyond keep_last.
+// A step directory without a valid COMMIT.json is ignored by find_latest() and reported by
+// list_checkpoints(). Functions are thread-compatible; only rank 0 commits.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ckpt/base/status.h"
+#include "ckpt/format/manifest.h"
+#include "ckpt/io/env.h"
+
+namespace ckpt::store {
+
+// XXH3-64 of a whole file, streamed.
+Result<uint64_t> hash_file(Env* env, const std::string& path);
+
+// Steps 3 and 4 of the protocol for the step directory of `step`.
+Status commit(Env* env, const std::string& run_dir, int64_t step, int64_t world_size,
+              const std::vector<std::string>& components);
+
+Result<CommitRecord> read_commit(Env* env, const std::string& step_dir);
+
+struct CheckpointEntry {
+  int64_t step = 0;
+  std::string dir;      // full path
+  bool committed = false;
+  std::string problem;  // why it is not committed ("no COMMIT.json", or the decode error)
+};
+
+// Every step directory, ascending by step.
+Result<std::vector<CheckpointEntry>> list_checkpoints(Env* env, const std::string& run_dir);
+
+struct Latest {
+  int64_t step = 0;
+  std::string dir;
+  std::string note;  // set when LATEST was missing, damaged or older than a committed checkpoint
+};
+
+// The newest committed checkpoint: LATEST's target when it is committed and nothing newer is; a
+// kNotFound Status when the run has none.
+Result<Latest> find_latest(Env* env, const std::string& run_dir);
+
+// Keeps the newest `keep_last` committed checkpoints (and those whose step is a multiple of
+// `keep_every` when > 0); removes older committed ones and uncommitted ones older than the newest
+// committed. keep_last == 0 keeps everything.
+Status apply_retention(Env* env, const std::string& run_dir, int keep_last, int64_t keep_every);
+
+struct VerifyReport {
+  std::vector<std::string> problems;  // one line each; empty = the checkpoint is intact
+  size_t files = 0;
+  size_t tensors = 0;
+  uint64_t bytes = 0;
+};
+
+// Checks everything: the commit record, every file's size and hash, every manifest rule, the
+// HDF5 structure against the manifest, every tensor hash. Any single-bit flip or truncation of
+// any file of the checkpoint appears in `problems`.
+VerifyReport verify_checkpoint(Env* env, const std::string& step_dir);
+
+}  // namespace ckpt::store

@@ -1,0 +1,111 @@
+#include <catch2/catch.hpp>
+
+#include "ckpt/base/hash.h"
+#include "ckpt/format/manifest.h"
+
+namespace ckpt {
+namespace {
+
+Manifest sample() {
+  Manifest m;
+  m.file = "rank-00000.h5";
+  m.file_bytes = 3 * 4096;
+  m.step = 12;
+  m.attrs_xxh3 = 0x1234;
+  m.tensors.push_back({"/model/a", DType::kFloat32, {2, 3}, 4096, 24, 0xabc});
+  m.tensors.push_back({"/model/b", DType::kBFloat16, {4}, 8192, 8, 0xdef});
+  m.tensors.push_back({"/model/empty", DType::kFloat32, {0}, 0, 0, xxh3_64("", 0)});
+  return m;
+}
+
+TEST_CASE("manifest round trip", "[format]") {
+  Manifest m = sample();
+  auto back = decode_manifest(encode_manifest(m), "m.json");
+  REQUIRE(back.is_ok());
+  REQUIRE(back->tensors.size() == 3);
+  REQUIRE(back->tensors[1].dtype == DType::kBFloat16);
+  REQUIRE(back->tensors[1].shape == std::vector<int64_t>{4});
+  REQUIRE(back->tensors[0].xxh3 == 0xabc);
+  REQUIRE(back->attrs_xxh3 == 0x1234);
+}
+
+TEST_CASE("manifest rejects extents that break the rules", "[format]") {
+  SECTION("misaligned") {
+    Manifest m = sample();
+    m.tensors[0].offset = 4100;
+    auto r = decode_manifest(encode_manifest(m), "m.json");
+    REQUIRE(r.status().message().find("not 4096-aligned") != std::string::npos);
+  }
+  SECTION("past the end") {
+    Manifest m = sample();
+    m.tensors[1].offset = 3 * 4096;
+    auto r = decode_manifest(encode_manifest(m), "m.json");
+    REQUIRE(r.status().message().find("runs past") != std::string::npos);
+  }
+  SECTION("overlap") {
+    Manifest m = sample();
+    m.tensors[1].offset = 4096;
+    m.tensors[0].shape = {2000};
+    m.tensors[0].nbytes = 8000;
+    auto r = decode_manifest(encode_manifest(m), "m.json");
+    REQUIRE(r.status().message().find("overlap") != std::string::npos);
+  }
+  SECTION("nbytes disagrees with shape") {
+    Manifest m = sample();
+    m.tensors[0].nbytes = 28;
+    auto r = decode_manifest(encode_manifest(m), "m.json");
+    REQUIRE(r.status().message().find("does not match shape") != std::string::npos);
+  }
+  SECTION("absurd shape overflows") {
+    Manifest m = sample();
+    m.tensors[0].shape = {1ll << 40, 1ll << 40};
+    auto r = decode_manifest(encode_manifest(m), "m.json");
+    REQUIRE_FALSE(r.is_ok());
+  }
+  SECTION("not json") {
+    auto r = decode_manifest("{\"format\": ", "m.json");
+    REQUIRE(r.status().code() == Code::kCorrupt);
+    REQUIRE(r.status().message().rfind("m.json: ", 0) == 0);
+  }
+}
+
+TEST_CASE("commit record detects any damage to its body", "[format]") {
+  CommitRecord c;
+  c.step = 25;
+  c.time = "2026-11-29T09:00:00Z";
+  c.components = {"model", "optimizer"};
+  c.files = {{"rank-00000.h5", 8192, 0x42}};
+  const std::string text = encode_commit(c);
+  auto back = decode_commit(text, "COMMIT.json");
+  REQUIRE(back.is_ok());
+  REQUIRE(back->files.at(0).xxh3 == 0x42);
+  // Flip every bit of every byte: each flip is caught (parse error, hash or field error).
+  size_t caught = 0, flips = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    for (int b = 0; b < 8; ++b) {
+      std::string bad = text;
+      bad[i] = static_cast<char>(bad[i] ^ (1 << b));
+      ++flips;
+      auto r = decode_commit(bad, "COMMIT.json");
+      // A flip inside insignificant whitespace can leave an equivalent document.
+      if (!r.is_ok() || (r->step == c.step && r->files.at(0).xxh3 == 0x42 &&
+                         r->files.at(0).name == "rank-00000.h5" && r->components == c.components)) {
+        ++caught;
+      }
+    }
+  }
+  REQUIRE(caught == flips);
+}
+
+TEST_CASE("step directory names", "[format]") {
+  REQUIRE(step_dir_name(12000) == "step-000000012000");
+  int64_t s = 0;
+  REQUIRE(parse_step_dir_name("step-000000012000", &s));
+  REQUIRE(s == 12000);
+  REQUIRE_FALSE(parse_step_dir_name("step-12000", &s));
+  REQUIRE_FALSE(parse_step_dir_name("step-00000001200x", &s));
+  REQUIRE(rank_file_name(3) == "rank-00003.h5");
+}
+
+}  // namespace
+}  // namespace ckpt
