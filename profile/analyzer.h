@@ -1,0 +1,93 @@
+// The step analyzer: from RankTraces to findings, in the expert's order (DOMAIN.md):
+// liveness → shape (periodicity) → breakdown → per-rank distribution and scale → correlations
+// (host CPU, every-K-step stalls, tokens, pageable copies).
+//
+// Each finding is a Verdict with an id from verdict_catalog.h, a confidence in [0, 1], evidence
+// numbers, and an impact (the share of step time it explains) that orders the list: the primary
+// verdict comes first, except that `hung` always leads. A Report owns its data; analyze() is a
+// pure function of its input and thread-safe.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ckpt/base/status.h"
+#include "profile/budget.h"
+#include "profile/step_record.h"
+
+namespace ckpt::profile {
+
+struct AnalyzeOptions {
+  double input_moderate = 0.05;  // data wait ≥ 5% of step time: moderately input-bound
+  double input_high = 0.20;      // ≥ 20%: highly input-bound (TF Profiler's thresholds)
+  double slow_factor = 1.5;      // a step is slow when it takes ≥ 1.5 × its rank's median
+  double collective_bound = 0.10;
+  double compute_bound = 0.80;
+  double cpu_saturated = 0.85;   // host busy (iowait excluded) at or above: CPU-bound loader
+  double cpu_idle = 0.50;        // at or below: the loader waits on I/O
+};
+
+struct Verdict {
+  std::string id;
+  double confidence = 0;
+  double impact = 0;  // share of step time explained; orders the verdicts
+  nlohmann::json evidence = nlohmann::json::object();
+  std::optional<int> rank;              // straggler, hung
+  std::optional<int64_t> period_steps;  // periodic_stall
+  std::string summary;                  // one line with the key numbers
+};
+
+struct RankStats {
+  int rank = 0;
+  size_t steps = 0;
+  double mean = 0, p50 = 0, p90 = 0, p99 = 0, p99_over_mean = 0;
+  double slow_fraction = 0;  // steps ≥ slow_factor × p50
+  double collective_p50 = 0;
+  double data_wait_fraction = 0;
+};
+
+struct ScaleModel {
+  int ranks = 0;
+  double p_slow = 0;            // per-rank probability of a slow step (mean over ranks)
+  double observed_any_slow = 0; // fraction of common steps where at least one rank was slow
+  double predicted_now = 0;     // 1 − (1 − p)^N
+  double predicted_2x = 0;
+  double predicted_4x = 0;
+};
+
+struct Liveness {
+  bool steady = true;
+  double steps_per_s = 0;
+  double rate_ratio = 1;   // step rate in the second half / first half
+  double max_gap_s = 0;    // longest step or pause between steps
+  double tail_gap_s = 0;   // time alive after the last completed step (largest over ranks)
+};
+
+struct Report {
+  int ranks = 0;
+  int64_t steps = 0;  // step records of the longest rank
+  double mean = 0, p50 = 0, p99 = 0;  // step time over all ranks' steps, seconds
+  PhaseTimes breakdown{};             // fraction of step time per phase; other = unattributed
+  Liveness liveness;
+  std::vector<RankStats> per_rank;
+  ScaleModel scale;
+  std::optional<Budget> measured_budget;  // from samples per step, when recorded
+  std::vector<Verdict> verdicts;          // primary first
+  std::vector<std::string> notes;         // what could not be checked, and why
+  // The series the SVG draws, per rank (step number, step time, data wait).
+  struct Series {
+    int rank;
+    std::vector<int64_t> step;
+    std::vector<double> step_s, data_wait_s;
+  };
+  std::vector<Series> series;
+};
+
+// On failure: Corrupt when no rank has a single step record (nothing to analyse).
+Result<Report> analyze(const std::vector<RankTrace>& traces, const AnalyzeOptions& options = {});
+
+}  // namespace ckpt::profile

@@ -1,0 +1,130 @@
+#include "profile/series_stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace ckpt::profile {
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  q = std::clamp(q, 0.0, 1.0);
+  double pos = q * double(v.size() - 1);
+  size_t lo = static_cast<size_t>(std::floor(pos));
+  std::nth_element(v.begin(), v.begin() + lo, v.end());
+  double a = v[lo];
+  if (lo + 1 >= v.size()) return a;
+  double b = *std::min_element(v.begin() + lo + 1, v.end());
+  return a + (b - a) * (pos - double(lo));
+}
+
+double mean_of(const std::vector<double>& v) {
+  if (v.empty()) return 0;
+  double s = 0;
+  for (double x : v) s += x;
+  return s / double(v.size());
+}
+
+double robust_sigma(const std::vector<double>& v) {
+  if (v.empty()) return 0;
+  double med = percentile(v, 0.5);
+  std::vector<double> dev(v.size());
+  for (size_t i = 0; i < v.size(); ++i) dev[i] = std::fabs(v[i] - med);
+  return 1.4826 * percentile(std::move(dev), 0.5);
+}
+
+double pearson(const std::vector<double>& x, const std::vector<double>& y) {
+  size_t n = std::min(x.size(), y.size());
+  if (n < 3) return 0;
+  double mx = 0, my = 0;
+  for (size_t i = 0; i < n; ++i) {
+    mx += x[i];
+    my += y[i];
+  }
+  mx /= double(n);
+  my /= double(n);
+  double sxy = 0, sxx = 0, syy = 0;
+  for (size_t i = 0; i < n; ++i) {
+    sxy += (x[i] - mx) * (y[i] - my);
+    sxx += (x[i] - mx) * (x[i] - mx);
+    syy += (y[i] - my) * (y[i] - my);
+  }
+  if (sxx <= 0 || syy <= 0) return 0;
+  return sxy / std::sqrt(sxx * syy);
+}
+
+std::vector<double> rolling_baseline(const std::vector<double>& x, size_t half) {
+  std::vector<double> out(x.size());
+  std::vector<double> window;
+  window.reserve(2 * half);
+  for (size_t i = 0; i < x.size(); ++i) {
+    window.clear();
+    size_t lo = i >= half ? i - half : 0;
+    size_t hi = std::min(x.size(), i + half + 1);
+    // Near the ends, borrow from the other side so the window keeps its size.
+    if (i < half) hi = std::min(x.size(), hi + (half - i));
+    if (i + half + 1 > x.size()) lo = lo >= (i + half + 1 - x.size()) ? lo - (i + half + 1 - x.size()) : 0;
+    for (size_t j = lo; j < hi; ++j) {
+      if (j != i) window.push_back(x[j]);
+    }
+    if (window.empty()) {
+      out[i] = x[i];
+      continue;
+    }
+    size_t mid = window.size() / 2;
+    std::nth_element(window.begin(), window.begin() + mid, window.end());
+    out[i] = window[mid];
+  }
+  return out;
+}
+
+Periodicity detect_periodic_spikes(const std::vector<double>& x, double min_excess) {
+  Periodicity out;
+  if (x.size() < 6) return out;
+  std::vector<double> base = rolling_baseline(x);
+  std::vector<double> resid(x.size());
+  for (size_t i = 0; i < x.size(); ++i) resid[i] = x[i] - base[i];
+  double threshold = std::max(min_excess, 4.0 * robust_sigma(resid));
+  double excess_sum = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (resid[i] > threshold) {
+      out.spikes.push_back(i);
+      excess_sum += resid[i];
+    }
+  }
+  if (out.spikes.empty()) return out;
+  out.mean_excess = excess_sum / double(out.spikes.size());
+  if (out.spikes.size() < 3) return out;
+
+  std::map<size_t, size_t> gap_count;
+  std::vector<size_t> gaps;
+  for (size_t i = 1; i < out.spikes.size(); ++i) {
+    size_t g = out.spikes[i] - out.spikes[i - 1];
+    gaps.push_back(g);
+    ++gap_count[g];
+  }
+  size_t period = 0, best = 0;
+  for (auto [g, c] : gap_count) {
+    if (c > best) {
+      best = c;
+      period = g;
+    }
+  }
+  if (period < 2) return out;  // consecutive slow steps are a slow stretch, not a period
+  size_t tol = period / 10;
+  size_t agree = 0;
+  for (size_t g : gaps) {
+    size_t k = (g + period / 2) / period;  // the multiple of the period nearest to g
+    if (k >= 1 && (g > k * period ? g - k * period : k * period - g) <= tol * k) ++agree;
+  }
+  out.gap_agreement = double(agree) / double(gaps.size());
+  size_t span = out.spikes.back() - out.spikes.front();
+  double expected = double(span) / double(period) + 1.0;
+  out.coverage = std::min(1.0, double(out.spikes.size()) / expected);
+  out.period_steps = static_cast<int64_t>(period);
+  out.found = out.gap_agreement >= 0.75 && out.coverage >= 0.6;
+  out.confidence = out.gap_agreement * out.coverage * std::min(1.0, double(out.spikes.size()) / 5.0);
+  return out;
+}
+
+}  // namespace ckpt::profile
