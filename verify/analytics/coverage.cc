@@ -1,0 +1,312 @@
+#include "verify/analytics/coverage.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <queue>
+#include <roaring/roaring64map.hh>
+
+namespace ckpt::analytics {
+namespace {
+
+// How many never-visited ids are mapped per chunk when intersecting epochs (bounds memory).
+constexpr size_t kIntersectChunk = size_t{1} << 20;
+
+// Adds the folded image of unfolded positions [b, e) in [0, n): DistributedSampler's padding
+// repeats the order from its start, so position p reads the order at p mod n.
+void fold_into(uint64_t b, uint64_t e, uint64_t n, std::vector<PositionRange>* out) {
+  if (e <= b) return;
+  if (e - b >= n) {
+    out->push_back({0, n});
+    return;
+  }
+  const uint64_t fb = b % n;
+  const uint64_t fe = fb + (e - b);
+  if (fe <= n) {
+    out->push_back({fb, fe});
+  } else {
+    out->push_back({fb, n});
+    out->push_back({0, fe - n});
+  }
+}
+
+std::vector<PositionRange> merge_ranges(std::vector<PositionRange> v) {
+  std::sort(v.begin(), v.end(), [](const PositionRange& a, const PositionRange& b) {
+    return a.begin < b.begin || (a.begin == b.begin && a.end < b.end);
+  });
+  std::vector<PositionRange> out;
+  for (const auto& r : v) {
+    if (r.end <= r.begin) continue;
+    if (!out.empty() && r.begin <= out.back().end) {
+      out.back().end = std::max(out.back().end, r.end);
+    } else {
+      out.push_back(r);
+    }
+  }
+  return out;
+}
+
+std::vector<PositionRange> complement(const std::vector<PositionRange>& merged, uint64_t n) {
+  std::vector<PositionRange> out;
+  uint64_t at = 0;
+  for (const auto& r : merged) {
+    if (r.begin > at) out.push_back({at, r.begin});
+    at = r.end;
+  }
+  if (at < n) out.push_back({at, n});
+  return out;
+}
+
+bool in_ranges(const std::vector<PositionRange>& merged, uint64_t p) {
+  auto it = std::upper_bound(merged.begin(), merged.end(), p,
+                             [](uint64_t v, const PositionRange& r) { return v < r.begin; });
+  return it != merged.begin() && p < std::prev(it)->end;
+}
+
+// Visited fraction per bin of [0, n) from merged ranges.
+std::vector<double> strip_from_ranges(const std::vector<PositionRange>& merged, uint64_t n,
+                                      int bins_wanted) {
+  const uint64_t bins = std::max<uint64_t>(1, std::min<uint64_t>(n, uint64_t(bins_wanted)));
+  std::vector<double> strip(bins, 0.0);
+  size_t r = 0;
+  for (uint64_t k = 0; k < bins; ++k) {
+    // 128-bit products keep k * n exact for n up to 2^62.
+    const uint64_t lo = static_cast<uint64_t>((unsigned __int128)k * n / bins);
+    const uint64_t hi = static_cast<uint64_t>((unsigned __int128)(k + 1) * n / bins);
+    while (r < merged.size() && merged[r].end <= lo) ++r;
+    uint64_t covered = 0;
+    for (size_t q = r; q < merged.size() && merged[q].begin < hi; ++q) {
+      covered += std::min(hi, merged[q].end) - std::max(lo, merged[q].begin);
+    }
+    strip[k] = hi > lo ? double(covered) / double(hi - lo) : 0.0;
+  }
+  return strip;
+}
+
+// The smallest `max_ids` ids at never-visited positions, ascending.
+std::vector<uint64_t> list_never_ids(const SampleOrder& order,
+                                     const std::vector<PositionRange>& never, uint64_t never_count,
+                                     uint64_t max_ids) {
+  std::vector<uint64_t> ids;
+  if (max_ids == 0 || never_count == 0) return ids;
+  const uint64_t n = order.size();
+  const uint64_t want = std::min(max_ids, never_count);
+  // Scanning ids upward finds `want` of them after about want * n / never_count lookups;
+  // mapping every never-visited position costs never_count lookups.
+  const long double scan_cost = std::min<long double>(
+      n, (long double)want * (long double)n / (long double)never_count);
+  if (scan_cost < (long double)never_count) {
+    for (uint64_t id = 0; id < n && ids.size() < want; ++id) {
+      if (!in_ranges(never, order.position_of(id))) continue;
+      ids.push_back(id);
+    }
+    return ids;
+  }
+  // Keep the `want` smallest in a max-heap so memory stays O(max_ids).
+  std::priority_queue<uint64_t> heap;
+  for (const auto& r : never) {
+    for (uint64_t p = r.begin; p < r.end; ++p) {
+      const uint64_t id = order.id_at(p);
+      if (heap.size() < want) {
+        heap.push(id);
+      } else if (id < heap.top()) {
+        heap.pop();
+        heap.push(id);
+      }
+    }
+  }
+  ids.resize(heap.size());
+  for (size_t i = ids.size(); i-- > 0;) {
+    ids[i] = heap.top();
+    heap.pop();
+  }
+  return ids;
+}
+
+// One epoch's visited set, kept for the cross-epoch union.
+struct EpochState {
+  bool single_order = true;
+  uint64_t order_key = 0;
+  std::vector<PositionRange> visited;  // merged, folded (single order)
+  std::vector<PositionRange> never;    // complement of visited (single order)
+  std::unique_ptr<Roaring64Map> ids;  // visited ids (mixed orders)
+};
+
+class EpochMembership {
+ public:
+  EpochMembership(const EpochState& s, std::shared_ptr<const SampleOrder> order)
+      : s_(s), order_(std::move(order)) {}
+  bool visited(uint64_t id) const {
+    return s_.single_order ? in_ranges(s_.visited, order_->position_of(id)) : s_.ids->contains(id);
+  }
+
+ private:
+  const EpochState& s_;
+  std::shared_ptr<const SampleOrder> order_;
+};
+
+}  // namespace
+
+std::vector<PositionRange> runs_of(const std::vector<uint64_t>& ascending) {
+  std::vector<PositionRange> out;
+  for (uint64_t v : ascending) {
+    if (!out.empty() && out.back().end == v) {
+      ++out.back().end;
+    } else {
+      out.push_back({v, v + 1});
+    }
+  }
+  return out;
+}
+
+Result<CoverageReport> compute_coverage(const CoverageInput& input,
+                                        const CoverageOptions& options) {
+  const SamplerConfig& cfg = input.sampler;
+  CKPT_RETURN_IF_ERROR(validate_sampler(cfg));
+  const uint64_t n = cfg.dataset_size;
+  const uint64_t length = cfg.epoch_length();
+
+  CoverageReport report;
+  report.dataset_size = n;
+  report.sampler = sampler_kind_name(cfg.kind);
+  report.epoch_length = length;
+  report.steps_per_epoch = cfg.steps_per_epoch();
+
+  std::map<uint64_t, std::vector<const Visit*>> by_epoch;
+  for (const auto& v : input.visits) {
+    if (v.end > length || v.begin > v.end) {
+      return internal_error("visit [" + std::to_string(v.begin) + ", " + std::to_string(v.end) +
+                            ") of epoch " + std::to_string(v.epoch) + " outside the epoch's " +
+                            std::to_string(length) + " positions");
+    }
+    if (v.end > v.begin) by_epoch[v.epoch].push_back(&v);
+  }
+
+  std::vector<EpochState> states;
+  for (const auto& [epoch, visits] : by_epoch) {
+    EpochCoverage ec;
+    ec.epoch = epoch;
+    EpochState st;
+    st.order_key = visits.front()->order_key;
+    for (const Visit* v : visits) {
+      ec.visits += v->end - v->begin;
+      st.single_order = st.single_order && v->order_key == st.order_key;
+    }
+    if (st.single_order) {
+      std::vector<PositionRange> folded;
+      for (const Visit* v : visits) fold_into(v->begin, v->end, n, &folded);
+      st.visited = merge_ranges(std::move(folded));
+      for (const auto& r : st.visited) ec.unique += r.end - r.begin;
+      st.never = complement(st.visited, n);
+      ec.never_visited_count = n - ec.unique;
+      CKPT_ASSIGN_OR_RETURN(auto order, make_order(cfg, st.order_key));
+      ec.never_visited_ids = list_never_ids(*order, st.never, ec.never_visited_count,
+                                            options.max_ids);
+      ec.never_visited_positions = st.never;
+      ec.strip = strip_from_ranges(st.visited, n, options.strip_bins);
+    } else {
+      // Several orders in one epoch (a reseeded torch_random generator): positions no longer
+      // name the same samples, so count ids.
+      ec.single_order = false;
+      st.ids = std::make_unique<Roaring64Map>();
+      std::map<uint64_t, std::shared_ptr<const SampleOrder>> orders;
+      for (const Visit* v : visits) {
+        auto& order = orders[v->order_key];
+        if (!order) {
+          CKPT_ASSIGN_OR_RETURN(order, make_order(cfg, v->order_key));
+        }
+        for (uint64_t p = v->begin; p < v->end; ++p) st.ids->add(order->id_at(p % n));
+      }
+      st.ids->runOptimize();
+      ec.unique = st.ids->cardinality();
+      ec.never_visited_count = n - ec.unique;
+      const uint64_t bins = std::max<uint64_t>(1, std::min<uint64_t>(n, options.strip_bins));
+      std::vector<uint64_t> per_bin(bins, 0);
+      for (auto it = st.ids->begin(); it != st.ids->end(); ++it) {
+        per_bin[static_cast<uint64_t>((unsigned __int128)(*it) * bins / n)]++;
+      }
+      ec.strip.resize(bins);
+      for (uint64_t k = 0; k < bins; ++k) {
+        const uint64_t lo = static_cast<uint64_t>((unsigned __int128)k * n / bins);
+        const uint64_t hi = static_cast<uint64_t>((unsigned __int128)(k + 1) * n / bins);
+        ec.strip[k] = hi > lo ? double(per_bin[k]) / double(hi - lo) : 0.0;
+      }
+      for (uint64_t id = 0; id < n && ec.never_visited_ids.size() < options.max_ids; ++id) {
+        if (!st.ids->contains(id)) ec.never_visited_ids.push_back(id);
+      }
+    }
+    ec.repeats = ec.visits - ec.unique;
+    ec.fraction = double(ec.unique) / double(n);
+    for (const auto& m : input.restarts) {
+      if (m.epoch == epoch) ec.restarts.push_back(m);
+    }
+    report.total_visits += ec.visits;
+    report.epochs.push_back(std::move(ec));
+    states.push_back(std::move(st));
+  }
+
+  // Overall: a sample counts once if any epoch visited it. Finished epochs usually cover all of
+  // [0, N); otherwise intersect the never-visited sets, starting from the smallest one.
+  if (report.epochs.empty()) {
+    report.overall_unique = 0;
+  } else {
+    size_t smallest = 0;
+    for (size_t i = 0; i < report.epochs.size(); ++i) {
+      if (report.epochs[i].never_visited_count < report.epochs[smallest].never_visited_count) {
+        smallest = i;
+      }
+    }
+    const EpochState& base = states[smallest];
+    uint64_t never_anywhere = report.epochs[smallest].never_visited_count;
+    if (never_anywhere > 0 && report.epochs.size() > 1) {
+      std::vector<EpochMembership> others;
+      for (size_t i = 0; i < states.size(); ++i) {
+        if (i == smallest) continue;
+        std::shared_ptr<const SampleOrder> order;
+        if (states[i].single_order) {
+          CKPT_ASSIGN_OR_RETURN(order, make_order(cfg, states[i].order_key));
+        }
+        others.emplace_back(states[i], std::move(order));
+      }
+      std::shared_ptr<const SampleOrder> base_order;
+      if (base.single_order) {
+        CKPT_ASSIGN_OR_RETURN(base_order, make_order(cfg, base.order_key));
+      }
+      never_anywhere = 0;
+      std::vector<uint64_t> chunk;
+      auto flush = [&] {
+        for (uint64_t id : chunk) {
+          bool seen = false;
+          for (const auto& o : others) {
+            if (o.visited(id)) {
+              seen = true;
+              break;
+            }
+          }
+          if (!seen) ++never_anywhere;
+        }
+        chunk.clear();
+      };
+      if (base.single_order) {
+        for (const auto& r : base.never) {
+          for (uint64_t p = r.begin; p < r.end; ++p) {
+            chunk.push_back(base_order->id_at(p));
+            if (chunk.size() == kIntersectChunk) flush();
+          }
+        }
+      } else {
+        for (uint64_t id = 0; id < n; ++id) {
+          if (base.ids->contains(id)) continue;
+          chunk.push_back(id);
+          if (chunk.size() == kIntersectChunk) flush();
+        }
+      }
+      flush();
+    }
+    report.overall_unique = n - never_anywhere;
+  }
+  report.overall_fraction = double(report.overall_unique) / double(n);
+  return report;
+}
+
+}  // namespace ckpt::analytics

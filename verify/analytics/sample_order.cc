@@ -1,0 +1,167 @@
+#include "verify/analytics/sample_order.h"
+
+#include <limits>
+
+#include "ckpt/loader/resumable_sampler.h"
+
+namespace ckpt::analytics {
+namespace {
+
+TorchRandperm& torch_randperm_slot() {
+  static TorchRandperm fn;
+  return fn;
+}
+
+uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+
+class IdentityOrder final : public SampleOrder {
+ public:
+  explicit IdentityOrder(uint64_t n) : n_(n) {}
+  uint64_t size() const override { return n_; }
+  uint64_t id_at(uint64_t p) const override { return p; }
+  uint64_t position_of(uint64_t id) const override { return id; }
+  bool cheap() const override { return true; }
+
+ private:
+  uint64_t n_;
+};
+
+// Our keyed order: O(1) memory, a few Feistel rounds per lookup.
+class KeyedOrder final : public SampleOrder {
+ public:
+  KeyedOrder(uint64_t n, uint64_t seed, uint64_t epoch) : perm_(n, seed, epoch) {}
+  uint64_t size() const override { return perm_.size(); }
+  uint64_t id_at(uint64_t p) const override { return perm_.at(p); }
+  uint64_t position_of(uint64_t id) const override { return perm_.index_of(id); }
+  bool cheap() const override { return false; }
+
+ private:
+  loader::EpochPermutation perm_;
+};
+
+// A permutation drawn by libtorch, kept with its inverse.
+class TableOrder final : public SampleOrder {
+ public:
+  explicit TableOrder(const std::vector<int64_t>& perm) : ids_(perm.size()), pos_(perm.size()) {
+    for (size_t p = 0; p < perm.size(); ++p) {
+      ids_[p] = static_cast<uint64_t>(perm[p]);
+      pos_[ids_[p]] = p;
+    }
+  }
+  uint64_t size() const override { return ids_.size(); }
+  uint64_t id_at(uint64_t p) const override { return ids_[p]; }
+  uint64_t position_of(uint64_t id) const override { return pos_[id]; }
+  bool cheap() const override { return true; }
+
+ private:
+  std::vector<uint64_t> ids_;
+  std::vector<uint64_t> pos_;
+};
+
+}  // namespace
+
+const char* sampler_kind_name(SamplerKind k) {
+  switch (k) {
+    case SamplerKind::kSequential: return "sequential";
+    case SamplerKind::kTorchRandom: return "torch_random";
+    case SamplerKind::kTorchDistributed: return "torch_distributed";
+    case SamplerKind::kCkpt: return "ckpt";
+  }
+  return "?";
+}
+
+Result<SamplerKind> sampler_kind_from(const std::string& name) {
+  for (SamplerKind k : {SamplerKind::kSequential, SamplerKind::kTorchRandom,
+                        SamplerKind::kTorchDistributed, SamplerKind::kCkpt}) {
+    if (name == sampler_kind_name(k)) return k;
+  }
+  return invalid_argument("unknown sampler kind \"" + name +
+                          "\" (expected sequential, torch_random, torch_distributed or ckpt)");
+}
+
+uint64_t SamplerConfig::step_positions() const {
+  return uint64_t{batch_size} * world_size * grad_accum;
+}
+
+uint64_t SamplerConfig::epoch_length() const {
+  const uint64_t n = dataset_size, w = world_size, b = batch_size;
+  if (kind == SamplerKind::kTorchDistributed) {
+    const uint64_t num_samples = (drop_last && n % w != 0) ? (n >= w ? ceil_div(n - w, w) : 0)
+                                                          : ceil_div(n, w);
+    const uint64_t batches = drop_last ? num_samples / b : ceil_div(num_samples, b);
+    return std::min(batches * b, num_samples) * w;
+  }
+  const uint64_t g = b * w;
+  return drop_last ? (n / g) * g : n;
+}
+
+uint64_t SamplerConfig::steps_per_epoch() const {
+  const uint64_t s = step_positions();
+  return s == 0 ? 0 : ceil_div(epoch_length(), s);
+}
+
+Status validate_sampler(const SamplerConfig& c) {
+  const std::string kind = sampler_kind_name(c.kind);
+  if (c.dataset_size == 0 || c.dataset_size > loader::kMaxDatasetSize) {
+    return invalid_argument("dataset_size must be in [1, 2^62], got " +
+                            std::to_string(c.dataset_size));
+  }
+  if (c.batch_size == 0) return invalid_argument("batch_size must be >= 1, got 0");
+  if (c.world_size == 0) return invalid_argument("world_size must be >= 1, got 0");
+  if (c.grad_accum == 0) return invalid_argument("grad_accum must be >= 1, got 0");
+  if (c.kind == SamplerKind::kTorchRandom && c.world_size != 1) {
+    return invalid_argument("sampler torch_random is RandomSampler, a single-process sampler: "
+                            "world_size must be 1, got " + std::to_string(c.world_size) +
+                            " (use torch_distributed)");
+  }
+  if (c.epoch_length() == 0) {
+    return invalid_argument("sampler " + kind + ": with drop_last, a dataset of " +
+                            std::to_string(c.dataset_size) + " samples yields no full batch of " +
+                            std::to_string(c.batch_size) + " x " +
+                            std::to_string(c.world_size) + " ranks");
+  }
+  const bool needs_torch = c.shuffle && (c.kind == SamplerKind::kTorchRandom ||
+                                         c.kind == SamplerKind::kTorchDistributed);
+  if (needs_torch && !torch_randperm_available()) {
+    return unsupported("sampler " + kind +
+                       " needs libtorch's randperm to reproduce PyTorch's order; this ckpt was "
+                       "built without libtorch (CKPT_WITH_TORCH=OFF)");
+  }
+  if (needs_torch && c.dataset_size > (uint64_t{1} << 40)) {
+    return unsupported("sampler " + kind + ": a materialised randperm of " +
+                       std::to_string(c.dataset_size) + " samples is beyond this tool");
+  }
+  return Status::ok();
+}
+
+uint64_t default_order_key(const SamplerConfig& c, uint64_t epoch) {
+  return c.kind == SamplerKind::kSequential ? 0 : epoch;
+}
+
+Result<std::shared_ptr<const SampleOrder>> make_order(const SamplerConfig& c, uint64_t key) {
+  const uint64_t n = c.dataset_size;
+  if (!c.shuffle || c.kind == SamplerKind::kSequential) {
+    return std::shared_ptr<const SampleOrder>(std::make_shared<IdentityOrder>(n));
+  }
+  if (c.kind == SamplerKind::kCkpt) {
+    return std::shared_ptr<const SampleOrder>(std::make_shared<KeyedOrder>(n, c.seed, key));
+  }
+  if (!torch_randperm_available()) {
+    return unsupported(std::string("sampler ") + sampler_kind_name(c.kind) +
+                       " needs ckpt built with libtorch (CKPT_WITH_TORCH=ON)");
+  }
+  std::vector<int64_t> perm;
+  try {
+    perm = c.kind == SamplerKind::kTorchDistributed ? torch_randperm_slot()(n, c.seed + key, 0)
+                                                    : torch_randperm_slot()(n, c.seed, key);
+  } catch (const std::exception& e) {
+    return internal_error(std::string("libtorch randperm failed: ") + e.what());
+  }
+  if (perm.size() != n) return internal_error("libtorch randperm returned the wrong length");
+  return std::shared_ptr<const SampleOrder>(std::make_shared<TableOrder>(perm));
+}
+
+void register_torch_randperm(TorchRandperm fn) { torch_randperm_slot() = std::move(fn); }
+bool torch_randperm_available() { return static_cast<bool>(torch_randperm_slot()); }
+
+}  // namespace ckpt::analytics
