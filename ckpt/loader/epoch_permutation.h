@@ -30,9 +30,9 @@ class EpochPermutation {
   // The sample id at `position`. Throws std::out_of_range when position >= size(), like
   // std::vector::at; callers index within the epoch they own.
   uint64_t at(uint64_t position) const;
-  // at() for `count` positions, written to ids[0..count). Same values, several times the
-  // throughput: eight lanes go through the Feistel rounds in lockstep, so the multiplier
-  // latency of one overlaps the others'. `ids` may be `positions` (in place). Throws
+  // at() for `count` positions, written to ids[0..count). Same values, about twice the
+  // throughput (sampler_bench): eight lanes go through the Feistel rounds in lockstep, so the
+  // multiplier latency of one overlaps the others'. `ids` may be `positions` (in place). Throws
   // std::out_of_range like at().
   void at_many(const uint64_t* positions, size_t count, uint64_t* ids) const;
   // at_many over the contiguous positions [first, first + count).
