@@ -1,0 +1,151 @@
+#include "resume/pipeline.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "ckpt/base/hash.h"
+
+namespace ckpt::resume {
+namespace {
+
+class Run {
+ public:
+  Run(const RandomAccessFile& file, const ReadPlan& plan, ChunkSink* sink,
+      const PipelineOptions& options)
+      : file_(file), plan_(plan), sink_(sink), options_(options) {}
+
+  void worker(unsigned id) {
+    Hasher hasher;
+    try {
+      while (!stop_.load(std::memory_order_relaxed)) {
+        const size_t u = next_unit_.fetch_add(1, std::memory_order_relaxed);
+        if (u >= plan_.units.size()) return;
+        const PlanUnit& unit = plan_.units[u];
+        for (uint32_t c = 0; c < unit.chunk_count; ++c) {
+          if (stop_.load(std::memory_order_relaxed)) return;
+          Status s = chunk(id, plan_.chunks[unit.first_chunk + c], &hasher);
+          if (!s.is_ok()) {
+            fail(std::move(s));
+            return;
+          }
+        }
+      }
+    } catch (const std::exception& e) {  // bad_alloc from a sink or the hasher
+      fail(internal_error(file_.path() + ": restore worker: " + e.what()));
+    }
+  }
+
+  Status first_error() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return error_;
+  }
+
+  void fail(Status s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error_.is_ok()) error_ = std::move(s);
+    stop_.store(true, std::memory_order_relaxed);
+  }
+
+  std::atomic<uint64_t> read_bytes{0};
+  std::atomic<uint64_t> chunks{0};
+
+ private:
+  Status chunk(unsigned id, const PlanChunk& c, Hasher* hasher) {
+    CKPT_ASSIGN_OR_RETURN(unsigned char* buf, sink_->acquire(id, c));
+    Status s = file_.read_at(c.offset, buf, c.nbytes);
+    if (s.is_ok()) s = sink_->deliver(id, c, buf);
+    if (s.is_ok() && options_.verify_hashes) s = hash_pieces(c, buf, hasher);
+    Status r = sink_->release(id, c, buf);
+    CKPT_RETURN_IF_ERROR(s);
+    CKPT_RETURN_IF_ERROR(r);
+    read_bytes.fetch_add(c.nbytes, std::memory_order_relaxed);
+    chunks.fetch_add(1, std::memory_order_relaxed);
+    return Status::ok();
+  }
+
+  // Pieces of one tensor arrive in order within a unit, so one Hasher per worker suffices: reset
+  // at a tensor's first byte, digest at its last.
+  Status hash_pieces(const PlanChunk& c, const unsigned char* buf, Hasher* hasher) {
+    for (uint32_t k = 0; k < c.piece_count; ++k) {
+      const PlanPiece& p = plan_.pieces[c.first_piece + k];
+      const PlanTensor& t = plan_.tensors[p.tensor];
+      if (p.tensor_offset == 0 && p.nbytes == t.nbytes) {
+        const uint64_t got = xxh3_64(buf + p.chunk_offset, p.nbytes);
+        if (got != t.xxh3) return hash_mismatch(t.path, file_.path(), t.offset, t.xxh3, got);
+        continue;
+      }
+      if (p.tensor_offset == 0) hasher->reset();
+      hasher->update(buf + p.chunk_offset, p.nbytes);
+      if (p.tensor_offset + p.nbytes == t.nbytes) {
+        const uint64_t got = hasher->digest();
+        if (got != t.xxh3) return hash_mismatch(t.path, file_.path(), t.offset, t.xxh3, got);
+      }
+    }
+    return Status::ok();
+  }
+
+  const RandomAccessFile& file_;
+  const ReadPlan& plan_;
+  ChunkSink* sink_;
+  PipelineOptions options_;
+  std::atomic<size_t> next_unit_{0};
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  Status error_;
+};
+
+}  // namespace
+
+Status hash_mismatch(const std::string& tensor, const std::string& file, uint64_t offset,
+                     uint64_t expected, uint64_t got) {
+  char off[32];
+  std::snprintf(off, sizeof off, "0x%llx", static_cast<unsigned long long>(offset));
+  return corrupt("tensor \"" + tensor + "\" in " + file + ": xxh3 mismatch at offset " + off +
+                 " (expected " + hex64(expected) + ", got " + hex64(got) + ")");
+}
+
+unsigned default_io_threads() {
+  const unsigned hw = std::thread::hardware_concurrency();
+  return std::clamp(hw == 0 ? 2u : hw, 2u, 16u);
+}
+
+Status run_pipeline(const RandomAccessFile& file, const ReadPlan& plan, ChunkSink* sink,
+                    const PipelineOptions& options, PipelineStats* stats) {
+  // Zero-byte tensors have no chunk; their recorded hash must still be the empty input's.
+  if (options.verify_hashes) {
+    const uint64_t empty = xxh3_64(nullptr, 0);
+    for (const PlanTensor& t : plan.tensors) {
+      if (t.nbytes == 0 && t.xxh3 != empty) {
+        return hash_mismatch(t.path, file.path(), t.offset, t.xxh3, empty);
+      }
+    }
+  }
+  const unsigned threads = static_cast<unsigned>(
+      std::min<size_t>(std::max(1u, options.io_threads), std::max<size_t>(1, plan.units.size())));
+  Run run(file, plan, sink, options);
+  std::vector<std::thread> pool;
+  try {
+    pool.reserve(threads - 1);
+    for (unsigned k = 1; k < threads; ++k) pool.emplace_back(&Run::worker, &run, k);
+  } catch (const std::exception& e) {  // thread creation failed: stop what started
+    run.fail(internal_error(file.path() + ": cannot start restore threads: " + e.what()));
+  }
+  run.worker(0);
+  for (auto& th : pool) th.join();
+  Status finished = sink->finish();
+  Status s = run.first_error();
+  if (stats != nullptr) {
+    stats->read_bytes = run.read_bytes.load();
+    stats->chunks = run.chunks.load();
+    stats->threads = static_cast<unsigned>(pool.size() + 1);
+  }
+  CKPT_RETURN_IF_ERROR(s);
+  return finished;
+}
+
+}  // namespace ckpt::resume

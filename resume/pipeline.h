@@ -1,0 +1,67 @@
+// The restore pipeline's engine: I/O threads execute a ReadPlan against one file, hash every tensor
+// while its bytes are hot in cache, and hand each chunk to a ChunkSink that puts the bytes where
+// they belong (host memory for the CPU path, a pinned ring and a CUDA stream for resume/cuda).
+//
+// Protocol, per worker thread:
+//   1. take the next unit of the plan (an atomic counter: units go out in file-offset order, so
+//      the storage sees a near-sequential stream even with several readers);
+//   2. for each chunk of the unit, in order: sink.acquire() gives host memory to read into;
+//      read_at() fills it with one positioned read; sink.deliver() starts moving the bytes to
+//      their destinations; the worker then feeds each piece to its tensor's streaming XXH3 (the
+//      chunk is still in cache); sink.release() hands the memory back;
+//   3. when a tensor's last piece has been hashed, its digest is compared with the manifest's.
+// A unit never shares a tensor with another unit, so each tensor is hashed by one thread, in
+// order, with no locks. The first error stops every worker after its current chunk; that error is
+// returned. ChunkSink methods are called concurrently from different workers (never for the same
+// worker at once); implementations synchronise their shared state.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ckpt/base/status.h"
+#include "ckpt/io/env.h"
+#include "resume/read_plan.h"
+
+namespace ckpt::resume {
+
+class ChunkSink {
+ public:
+  virtual ~ChunkSink() = default;
+  // Host memory of at least chunk.nbytes for `worker` to read `chunk` into. May block (ring full).
+  virtual Result<unsigned char*> acquire(unsigned worker, const PlanChunk& chunk) = 0;
+  // `bytes` holds the chunk as read. Called before the chunk is hashed, so asynchronous copies
+  // overlap the hashing.
+  virtual Status deliver(unsigned worker, const PlanChunk& chunk, unsigned char* bytes) = 0;
+  // The worker is done with `bytes` (hashed). Called exactly once per successful acquire().
+  virtual Status release(unsigned worker, const PlanChunk& chunk, unsigned char* bytes) = 0;
+  // After every worker has stopped: wait for outstanding asynchronous work. Called once.
+  virtual Status finish() { return Status::ok(); }
+};
+
+struct PipelineOptions {
+  unsigned io_threads = 4;    // workers; capped by the number of units
+  bool verify_hashes = true;  // compare each tensor's XXH3 with the plan's
+};
+
+struct PipelineStats {
+  uint64_t read_bytes = 0;  // bytes read from the file (padding included)
+  uint64_t chunks = 0;
+  unsigned threads = 0;
+};
+
+// Runs `plan` against `file`. On success every tensor of the plan has been delivered to the sink
+// and (with verify_hashes) matched its hash. On failure the first error: a hash mismatch is
+//   corrupt: tensor "/model/x" in FILE: xxh3 mismatch at offset 0x2000 (expected …, got …)
+// and read errors name the file (a short file is kCorrupt "truncated"). Never throws.
+Status run_pipeline(const RandomAccessFile& file, const ReadPlan& plan, ChunkSink* sink,
+                    const PipelineOptions& options, PipelineStats* stats = nullptr);
+
+// The mismatch message above; shared with the paths that check hashes outside the pipeline.
+Status hash_mismatch(const std::string& tensor, const std::string& file, uint64_t offset,
+                     uint64_t expected, uint64_t got);
+
+// Workers to use by default: the machine's cores, at least 2 (reads overlap hashing), at most 16.
+unsigned default_io_threads();
+
+}  // namespace ckpt::resume

@@ -1,0 +1,36 @@
+// Helpers for the resume tests: a temporary directory, a checkpoint tree with tensors of many
+// sizes around the chunk sizes the tests use, and a deep comparison of two restored trees.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ckpt/format/tree.h"
+
+namespace ckpt::resume_test {
+
+// A fresh empty directory under /tmp, removed when the object dies.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Tensors of 0, 1, 3, 4095, 4097, 12345 bytes, several of 64 KiB ± 1, 300 KB and 1.1 MB (larger
+// than the small chunk sizes), every component group, attributes and an alias. The bytes live in
+// `storage`, which must outlive the tree.
+Node varied_tree(std::vector<std::vector<unsigned char>>* storage);
+
+// Empty string when a and b hold the same groups, attributes and tensors (dtype, shape, hash,
+// alias, bytes — tensors without bytes must be without bytes in both); else the first difference.
+std::string compare_trees(const Node& a, const Node& b, const std::string& path = "");
+
+// Flips one bit of the file at `offset`.
+void flip_bit(const std::string& file, uint64_t offset);
+
+}  // namespace ckpt::resume_test
