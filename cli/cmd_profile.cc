@@ -1,0 +1,203 @@
+// `ckpt profile`: the step profiler's command line.
+//   analyze FILES... [--json] [--svg FILE]   verdicts from recorder files and PyTorch traces
+//   budget --gpus G --per-gpu RATE --loader-cap RATE   the throughput-budget model
+//   layout DIR [--json]; layout-diff A.json B.json     dataset layout and what changed
+//   env [--json] [--config FILE]; env-diff A.json B.json   environment snapshot and diff
+// Exit codes: 0 analysed (verdicts are findings, not failures; diffs with changes also exit 0),
+// 64 usage, 65 unreadable/malformed input, 66 cannot open. The logic lives in profile/; this
+// file binds flags and prints.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <iostream>
+
+#include "cli/command.h"
+#include "cli/exit_codes.h"
+#include "profile/analyzer.h"
+#include "profile/budget.h"
+#include "profile/env_info.h"
+#include "profile/layout.h"
+#include "profile/report_render.h"
+#include "profile/trace_import.h"
+
+namespace ckpt::cli {
+
+namespace {
+
+struct ProfileOptions {
+  std::vector<std::string> files;
+  bool json = false;
+  std::string svg;
+  double gpus = 0, per_gpu = 0, loader_cap = 0;
+  std::string dir, a, b, config;
+};
+
+int fail(const Status& s) {
+  std::cerr << "ckpt profile: " << s.message() << "\n";
+  return exit_code_for(s);
+}
+
+Result<nlohmann::json> read_json(const std::string& path) {
+  CKPT_ASSIGN_OR_RETURN(std::string text, profile::read_file_text(path));
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    return corrupt(path + ": not valid JSON (" + std::string(e.what()) + ")");
+  }
+}
+
+}  // namespace
+
+int run_profile_analyze(const ProfileOptions& o) {
+  auto traces = profile::load_traces(o.files);
+  if (!traces.is_ok()) return fail(traces.status());
+  auto report = profile::analyze(*traces);
+  if (!report.is_ok()) return fail(report.status());
+  if (!o.svg.empty()) {
+    std::ofstream out(o.svg, std::ios::binary);
+    out << profile::report_svg(*report);
+    if (!out) return fail(io_error(o.svg + ": cannot write the SVG"));
+  }
+  if (o.json) {
+    std::cout << profile::report_json(*report).dump(2) << "\n";
+  } else {
+    std::cout << profile::report_text(*report);
+  }
+  return kExitOk;
+}
+
+int run_profile_budget(const ProfileOptions& o) {
+  auto b = profile::budget_model(o.gpus, o.per_gpu, o.loader_cap);
+  if (!b.is_ok()) return fail(b.status());
+  if (o.json) {
+    nlohmann::json j = {{"model", "throughput budget (a model, not a measurement)"},
+                        {"gpus", b->gpus},
+                        {"per_gpu_rate", b->per_gpu_rate},
+                        {"loader_cap", b->loader_cap},
+                        {"demand", b->demand},
+                        {"supply", b->supply},
+                        {"predicted_utilisation", b->predicted_utilisation},
+                        {"gpus_to_saturate", b->gpus_to_saturate},
+                        {"bound", b->bound}};
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << profile::render_budget_text(*b);
+  }
+  return kExitOk;
+}
+
+int run_profile_layout(const ProfileOptions& o) {
+  auto s = profile::scan_layout(o.dir);
+  if (!s.is_ok()) return fail(s.status());
+  std::cout << (o.json ? profile::layout_json(*s).dump(2) + "\n" : profile::layout_text(*s));
+  return kExitOk;
+}
+
+int run_profile_layout_diff(const ProfileOptions& o) {
+  auto ja = read_json(o.a);
+  if (!ja.is_ok()) return fail(ja.status());
+  auto jb = read_json(o.b);
+  if (!jb.is_ok()) return fail(jb.status());
+  auto a = profile::layout_from_json(*ja, o.a);
+  if (!a.is_ok()) return fail(a.status());
+  auto b = profile::layout_from_json(*jb, o.b);
+  if (!b.is_ok()) return fail(b.status());
+  auto changes = profile::diff_layouts(*a, *b);
+  if (o.json) {
+    std::cout << nlohmann::json{{"changes", changes}}.dump(2) << "\n";
+  } else if (changes.empty()) {
+    std::cout << "no layout change between " << o.a << " and " << o.b << "\n";
+  } else {
+    for (const auto& c : changes) std::cout << c << "\n";
+  }
+  return kExitOk;
+}
+
+int run_profile_env(const ProfileOptions& o) {
+  auto e = profile::capture_env(o.config);
+  if (!e.is_ok()) return fail(e.status());
+  e->fields["lib.cli11"] = CLI11_VERSION;
+  std::cout << (o.json ? profile::env_json(*e).dump(2) + "\n" : profile::env_text(*e));
+  return kExitOk;
+}
+
+int run_profile_env_diff(const ProfileOptions& o) {
+  auto ja = read_json(o.a);
+  if (!ja.is_ok()) return fail(ja.status());
+  auto jb = read_json(o.b);
+  if (!jb.is_ok()) return fail(jb.status());
+  auto a = profile::env_from_json(*ja, o.a);
+  if (!a.is_ok()) return fail(a.status());
+  auto b = profile::env_from_json(*jb, o.b);
+  if (!b.is_ok()) return fail(b.status());
+  auto changes = profile::diff_env(*a, *b);
+  if (o.json) {
+    std::cout << nlohmann::json{{"changes", changes}}.dump(2) << "\n";
+  } else if (changes.empty()) {
+    std::cout << "no environment change between " << o.a << " and " << o.b << "\n";
+  } else {
+    for (const auto& c : changes) std::cout << c << "\n";
+  }
+  return kExitOk;
+}
+
+namespace {
+
+Runner setup_profile(CLI::App& root, CLI::App*& sub) {
+  auto o = std::make_shared<ProfileOptions>();
+  sub = root.add_subcommand("profile",
+                            "Step profiler: analyze traces, throughput budget, dataset layout, "
+                            "environment");
+  sub->require_subcommand(1);
+  auto* analyze = sub->add_subcommand(
+      "analyze", "Name why training is slow from recorder files and/or PyTorch profiler traces "
+                 "(one file per rank)");
+  analyze->add_option("files", o->files, "trace or recorder files, one per rank")
+      ->required();
+  analyze->add_flag("--json", o->json, "machine-readable output");
+  analyze->add_option("--svg", o->svg, "write a chart of step time and data wait per rank");
+
+  auto* budget = sub->add_subcommand(
+      "budget", "Throughput-budget MODEL: predicted GPU utilisation from rates");
+  budget->add_option("--gpus", o->gpus, "number of GPUs")->required();
+  budget->add_option("--per-gpu", o->per_gpu, "samples/s one GPU consumes")->required();
+  budget->add_option("--loader-cap", o->loader_cap, "samples/s the loader can supply")
+      ->required();
+  budget->add_flag("--json", o->json, "machine-readable output");
+
+  auto* layout = sub->add_subcommand("layout", "File count, sizes and formats of a dataset");
+  layout->add_option("dir", o->dir, "dataset directory")->required();
+  layout->add_flag("--json", o->json, "machine-readable output (input of layout-diff)");
+
+  auto* layout_diff = sub->add_subcommand("layout-diff", "What changed between two layouts");
+  layout_diff->add_option("a", o->a, "older `layout --json` output")->required();
+  layout_diff->add_option("b", o->b, "newer `layout --json` output")->required();
+  layout_diff->add_flag("--json", o->json, "machine-readable output");
+
+  auto* env = sub->add_subcommand("env", "Library versions, compiler, CUDA, host, env vars");
+  env->add_flag("--json", o->json, "machine-readable output (input of env-diff)");
+  env->add_option("--config", o->config, "training config file to digest (XXH3)");
+
+  auto* env_diff = sub->add_subcommand("env-diff", "What changed between two env snapshots");
+  env_diff->add_option("a", o->a, "older `env --json` output")->required();
+  env_diff->add_option("b", o->b, "newer `env --json` output")->required();
+  env_diff->add_flag("--json", o->json, "machine-readable output");
+
+  return [o, analyze, budget, layout, layout_diff, env, env_diff]() -> int {
+    if (analyze->parsed()) return run_profile_analyze(*o);
+    if (budget->parsed()) return run_profile_budget(*o);
+    if (layout->parsed()) return run_profile_layout(*o);
+    if (layout_diff->parsed()) return run_profile_layout_diff(*o);
+    if (env->parsed()) return run_profile_env(*o);
+    if (env_diff->parsed()) return run_profile_env_diff(*o);
+    std::cerr << "ckpt profile: choose a subcommand (see ckpt profile --help)\n";
+    return kExitUsage;
+  };
+}
+
+const CommandRegistrar kRegistrar("profile", setup_profile);
+
+}  // namespace
+
+}  // namespace ckpt::cli
