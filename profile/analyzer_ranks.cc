@@ -27,8 +27,34 @@ double compute_of(const StepRecord& r) {
   return std::max(0.0, r.duration_s - r.phase_s[index(Phase::kDataWait)] - coll(r));
 }
 
-// Steps present on every rank, as indices into each rank's step vector.
-std::vector<std::vector<size_t>> common_steps(const std::vector<RankTrace>& traces) {
+// Steps present on every rank: row k holds, for each rank, the index of that step in its vector.
+struct CommonSteps {
+  size_t ranks = 0;
+  std::vector<size_t> flat;  // rows × ranks
+  size_t size() const { return ranks ? flat.size() / ranks : 0; }
+  bool empty() const { return flat.empty(); }
+  const size_t* row(size_t k) const { return flat.data() + k * ranks; }
+};
+
+CommonSteps common_steps(const std::vector<RankTrace>& traces) {
+  CommonSteps out;
+  out.ranks = traces.size();
+  if (traces.empty()) return out;
+  // The usual case, and the only one at 10^6 steps: every rank holds the same step sequence.
+  bool same = true;
+  for (const auto& t : traces) {
+    same &= t.steps.size() == traces[0].steps.size();
+    for (size_t i = 0; same && i < t.steps.size(); ++i) {
+      same &= t.steps[i].step == traces[0].steps[i].step;
+    }
+  }
+  if (same) {
+    out.flat.resize(traces[0].steps.size() * traces.size());
+    for (size_t i = 0; i < traces[0].steps.size(); ++i) {
+      for (size_t r = 0; r < traces.size(); ++r) out.flat[i * traces.size() + r] = i;
+    }
+    return out;
+  }
   std::map<int64_t, std::vector<size_t>> by_step;
   for (size_t r = 0; r < traces.size(); ++r) {
     for (size_t i = 0; i < traces[r].steps.size(); ++i) {
@@ -36,9 +62,8 @@ std::vector<std::vector<size_t>> common_steps(const std::vector<RankTrace>& trac
       if (v.size() == r) v.push_back(i);  // first record of that step on this rank
     }
   }
-  std::vector<std::vector<size_t>> out;
   for (auto& [step, idx] : by_step) {
-    if (idx.size() == traces.size()) out.push_back(idx);
+    if (idx.size() == traces.size()) out.flat.insert(out.flat.end(), idx.begin(), idx.end());
   }
   return out;
 }
@@ -92,7 +117,8 @@ void check_ranks(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, 
   sc.predicted_4x = predict(4.0 * sc.ranks);
   if (!common.empty()) {
     size_t any = 0;
-    for (const auto& idx : common) {
+    for (size_t k = 0; k < common.size(); ++k) {
+      const size_t* idx = common.row(k);
       bool slow = false;
       for (size_t r = 0; r < traces.size(); ++r) {
         slow |= traces[r].steps[idx[r]].duration_s >= o.slow_factor * rank_p50[r];
@@ -124,10 +150,10 @@ void check_ranks(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, 
     }
     std::vector<size_t> count(traces.size(), 0);
     std::vector<std::vector<double>> gaps(traces.size());
-    std::vector<double> transfer_sum_v;
     double transfer = 0, step_sum = 0;
-    for (const auto& idx : common) {
-      std::vector<double> v(traces.size());
+    std::vector<double> v(traces.size());
+    for (size_t k = 0; k < common.size(); ++k) {
+      const size_t* idx = common.row(k);
       double mean_d = 0;
       for (size_t r = 0; r < traces.size(); ++r) {
         const auto& s = traces[r].steps[idx[r]];

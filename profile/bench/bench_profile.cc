@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <random>
 
@@ -85,14 +86,18 @@ int main(int argc, char** argv) {
   }
   t.end_s = now;
   t0 = Clock::now();
+  std::clock_t c0 = std::clock();
   auto rep = analyze({t});
   double analyze_s = since(t0);
+  double analyze_cpu_s = double(std::clock() - c0) / CLOCKS_PER_SEC;
   if (!rep.is_ok()) {
     std::fprintf(stderr, "bench_profile: %s\n", rep.status().message().c_str());
     return 1;
   }
-  std::printf("analyze: %zu step records in %.3f s (goal <= 2 s); primary verdict %s\n", steps,
-              analyze_s, rep->verdicts.empty() ? "none" : rep->verdicts.front().id.c_str());
+  std::printf("analyze: %zu step records in %.3f s wall, %.3f s CPU (goal <= 2 s); verdicts:",
+              steps, analyze_s, analyze_cpu_s);
+  for (const auto& v : rep->verdicts) std::printf(" %s", v.id.c_str());
+  std::printf("\n");
 
   std::string text = encode_header(0, 1, 1, 0);
   for (const auto& s : t.steps) append_step_line(text, s);
