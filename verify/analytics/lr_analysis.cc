@@ -11,6 +11,9 @@ namespace {
 // relative 1e-4 of the LR absorbs loggers that print 6 significant digits.
 constexpr double kHullSlack = 0.25;
 constexpr double kRelativeNoise = 1e-4;
+// A change within 1% of the LR's level is never called a discontinuity: near the flat end of a
+// decay the slope itself vanishes, so relative slope slack alone would flag rounding-size bends.
+constexpr double kMinJump = 0.01;
 // reset_to_base: the new LR within 2% of the base LR.
 constexpr double kBaseMatch = 0.02;
 
@@ -44,9 +47,13 @@ bool smooth_gap(const std::vector<LrPoint>& p, size_t i, double noise_floor) {
   if (i >= 1) add_prediction(i - 1);
   if (i + 2 < p.size()) add_prediction(i + 1);
   if (!have) return true;  // two points: nothing to compare with
+  // Zero joins the hull: a change in the predicted direction but smaller than predicted is a
+  // schedule slowing down (the quadratic approach to a cosine's floor, a one-cycle's start), and
+  // a change that stops is a plateau — neither is a jump.
+  lo = std::min(lo, 0.0);
+  hi = std::max(hi, 0.0);
   const double tol = kHullSlack * std::max(std::abs(lo), std::abs(hi)) +
-                     kRelativeNoise * std::max(std::abs(p[i].lr), std::abs(p[i + 1].lr)) +
-                     noise_floor;
+                     kMinJump * std::max(std::abs(p[i].lr), std::abs(p[i + 1].lr)) + noise_floor;
   return j >= lo - tol && j <= hi + tol;
 }
 

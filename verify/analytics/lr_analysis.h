@@ -5,7 +5,8 @@
 // Detection. For each gap between consecutive points, the change J is compared with what the two
 // neighbouring gaps predict for it (their slope times the gap's width). A smooth schedule — even
 // one whose slope changes, as at the end of warmup or at the peak of a one-cycle — keeps J inside
-// the hull of those two predictions; a jump lands far outside both. A declared milestone (a step
+// the hull of those two predictions and zero; a jump lands far outside (slack: a quarter of the
+// larger prediction plus 1% of the LR). A declared milestone (a step
 // decay's milestone from the spec's breakpoints or --milestones) inside the gap explains a jump,
 // and with a known spec a jump whose both ends equal the spec's values is the spec's own.
 // Classes: restarted_warmup (falls, then ramps again — or lands on a warmup value of the spec),

@@ -22,7 +22,7 @@ struct ReplayCursor {
 ReplayCursor advance(ReplayCursor c, uint64_t steps, uint64_t per_epoch) {
   const uint64_t total = c.step_in_epoch + steps;
   c.epoch += total / per_epoch;
-  c.draws += total / per_epoch;
+  c.draws += kRandomSamplerDrawsPerEpoch * (total / per_epoch);
   c.step_in_epoch = total % per_epoch;
   return c;
 }

@@ -14,7 +14,8 @@
 //     taken for the DataLoader) of num_samples / B batches; L = min(batches · B, num_samples) · W.
 // Order keys. ckpt: the epoch (the order is keyed by (seed, epoch)); torch_distributed: the
 // epoch (generator seeded seed + epoch); torch_random: how many permutations the process's
-// generator (seeded once with seed) drew before this one; sequential: unused.
+// generator (seeded once with seed) drew before this one — kRandomSamplerDrawsPerEpoch per
+// finished epoch; sequential: unused.
 //
 // The libtorch randperm is registered at static-initialisation time by ckpt_analytics_torch
 // (verify/analytics/torch/); without it the shuffled torch kinds are `unsupported`. Orders are
@@ -32,6 +33,12 @@
 #include "ckpt/loader/epoch_permutation.h"
 
 namespace ckpt::analytics {
+
+// torch 1.13's RandomSampler.__iter__ draws randperm(n) for the epoch and, once the epoch's
+// iterator is exhausted (every DataLoader epoch exhausts it, drop_last or not), a second randperm
+// for the `num_samples % n` remainder, which it discards; so each finished epoch advances the
+// generator by two permutations.
+inline constexpr uint64_t kRandomSamplerDrawsPerEpoch = 2;
 
 enum class SamplerKind { kSequential, kTorchRandom, kTorchDistributed, kCkpt };
 const char* sampler_kind_name(SamplerKind k);

@@ -1,0 +1,86 @@
+#include <catch2/catch.hpp>
+
+#include <regex>
+
+#include "ckpt/sched/schedule.h"
+#include "verify/analytics/coverage.h"
+#include "verify/analytics/coverage_chart.h"
+#include "verify/analytics/lr_analysis.h"
+#include "verify/analytics/lr_chart.h"
+#include "verify/analytics/run_spec.h"
+
+namespace ckpt::analytics {
+namespace {
+
+size_t count_of(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Every opened element is closed (or self-closed) in order: enough to catch broken markup.
+bool balanced(const std::string& svg) {
+  std::vector<std::string> stack;
+  std::regex tag("<(/?)([a-zA-Z]+)[^>]*?(/?)>");
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), tag); it != std::sregex_iterator();
+       ++it) {
+    const auto& m = *it;
+    if (m[3] == "/") continue;
+    if (m[1] == "/") {
+      if (stack.empty() || stack.back() != m[2]) return false;
+      stack.pop_back();
+    } else {
+      stack.push_back(m[2]);
+    }
+  }
+  return stack.empty();
+}
+
+TEST_CASE("LR chart: series, restarts, discontinuities and axis titles", "[analytics]") {
+  sched::ScheduleSpec s;
+  s.kind = "warmup_cosine";
+  s.base_lr = 1e-3;
+  s.warmup_steps = 20;
+  s.total_steps = 500;
+  s = *sched::validate(s);
+  LrSeries series;
+  series.source = "run <A&B>";
+  for (int64_t step = 0; step < 500; ++step) {
+    series.points.push_back({step, sched::lr_at(s, step < 200 ? step : step - 200)});
+  }
+  series.restarts = {200, 350};
+  series.schedule = s;
+  const auto a = analyze_lr(series, {});
+  const std::string svg = lr_chart_svg(series, a);
+  CHECK(balanced(svg));
+  CHECK(count_of(svg, "class=\"lr-series\"") == 1);
+  CHECK(count_of(svg, "class=\"expected\"") == 1);
+  CHECK(count_of(svg, "class=\"restart\"") == 2);
+  CHECK(count_of(svg, "class=\"discontinuity\"") == a.discontinuities.size());
+  CHECK(a.discontinuities.size() == 1);
+  CHECK(svg.find(">step</text>") != std::string::npos);
+  CHECK(svg.find(">learning rate</text>") != std::string::npos);
+  CHECK(svg.find("run &lt;A&amp;B&gt;") != std::string::npos);
+}
+
+TEST_CASE("coverage chart: one strip per epoch, never-visited and restart marks", "[analytics]") {
+  RunSpec spec;
+  spec.sampler.dataset_size = 1000;
+  spec.sampler.batch_size = 10;
+  spec.sampler.kind = SamplerKind::kCkpt;
+  spec.segments = {{0, 150, false}, {150, 180, false}, {180, 200, false}};
+  auto in = replay_run(spec);
+  REQUIRE(in.is_ok());
+  auto report = compute_coverage(*in, {});
+  REQUIRE(report.is_ok());
+  REQUIRE(report->epochs.size() == 2);
+  const std::string svg = coverage_chart_svg(*report, "spec.json");
+  CHECK(balanced(svg));
+  CHECK(count_of(svg, "class=\"epoch-strip\"") == 2);
+  CHECK(count_of(svg, "class=\"restart-mark\"") == 2);
+  CHECK(count_of(svg, "class=\"never-visited\"") >= 1);
+  CHECK(count_of(svg, "class=\"visited\"") >= 2);
+}
+
+}  // namespace
+}  // namespace ckpt::analytics

@@ -1,0 +1,50 @@
+// The bodies of `ckpt lr`, `ckpt coverage` and `ckpt report`: options structs and runners that
+// write the result to `out` (text or JSON) and diagnostics to `err`, and return the exit code.
+// cli/cmd_lr.cc, cli/cmd_coverage.cc and cli/cmd_report.cc only bind CLI11 flags to these
+// structs, so tests drive the commands without argv or a process. Exit codes are those of
+// cli/exit_codes.h: 0 ok (lr: no discontinuity), 2 findings (lr: discontinuities or post-restart
+// LRs off the schedule), 64 usage, 65 unreadable input, 66 cannot open the input, 1 internal.
+//
+// Runners are reentrant; they share no state.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "ckpt/base/status.h"
+
+namespace ckpt::analytics {
+
+struct LrCommandOptions {
+  std::string input;            // run directory, CSV, JSONL or trainer_state.json
+  std::string format = "auto";  // auto | run | csv | jsonl | trainer_state
+  std::vector<int64_t> restarts;
+  std::vector<int64_t> milestones;
+  bool json = false;
+  std::string svg_path;  // write the chart here when set
+};
+int run_lr_command(const LrCommandOptions& o, std::ostream& out, std::ostream& err);
+
+struct CoverageCommandOptions {
+  std::string run_dir;   // our run (journal), or
+  std::string run_spec;  // a foreign run described in JSON
+  uint64_t max_ids = 100000;
+  bool json = false;
+  std::string svg_path;
+};
+int run_coverage_command(const CoverageCommandOptions& o, std::ostream& out, std::ostream& err);
+
+struct ReportCommandOptions {
+  std::string run_dir;
+  std::string html_path;
+};
+int run_report_command(const ReportCommandOptions& o, std::ostream& out, std::ostream& err);
+
+// The exit code for a failed Status (same mapping as cli/exit_codes.h's exit_code_for).
+int exit_code_for_status(const Status& s);
+// Writes `text` to `path` (replacing it). io_error naming the path on failure.
+Status write_text_file(const std::string& path, const std::string& text);
+
+}  // namespace ckpt::analytics
