@@ -47,7 +47,7 @@ struct PlanUnit {
 };
 
 struct PlanOptions {
-  uint64_t chunk_bytes = 8u << 20;  // largest read; also the size of a staging buffer
+  uint64_t chunk_bytes = 1u << 20;  // largest read; also the size of a staging buffer
   uint64_t max_gap = 64u << 10;     // padding worth reading to save a syscall
 };
 

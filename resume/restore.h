@@ -36,7 +36,7 @@ struct RestoreOptions {
   // outside `components`, or a span of the wrong size is an error before any byte is read.
   std::map<std::string, HostSpan> destinations;
   unsigned io_threads = 0;          // 0 = default_io_threads()
-  uint64_t chunk_bytes = 8u << 20;  // largest single read
+  uint64_t chunk_bytes = 1u << 20;  // largest single read; L2-sized so the hash reads cache
   uint64_t max_gap = 64u << 10;     // padding read to coalesce neighbouring tensors
   bool verify_hashes = true;
 };

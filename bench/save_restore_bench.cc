@@ -1,0 +1,269 @@
+// Save/restore benchmark: ckpt against the raw peer that bounds it, measured in the same process
+// on the same bytes. Prints MB/s (tensor bytes / second, median of the repetitions) and ratios;
+// no assertions.
+//   (a) save: store::write_rank + store::commit vs pwrite of the same bytes into one file + fsync;
+//   (b) restore from the page cache (WARM): resume::restore_rank and store::read_rank, both in
+//       place into the same pre-touched memory, vs pread of every tensor into that memory;
+//   (c) the same restore COLD: the page cache is dropped before every run, residency is printed;
+//   (d) hash verification: XXH3 over the state in memory vs the raw warm read.
+// Usage: save_restore_bench [--mb 512] [--tensor-mb 8] [--small 256] [--reps 5] [--cold-reps 3]
+//                           [--threads N] [--chunk-kb 1024] [--dir /tmp/...]
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <thread>
+
+#include "bench/bench_state.h"
+#include "bench/bench_util.h"
+#include "ckpt/base/hash.h"
+#include "ckpt/store/rank_io.h"
+#include "ckpt/store/run_dir.h"
+#include "resume/pipeline.h"
+#include "resume/restore.h"
+
+namespace ckpt::bench {
+namespace {
+
+struct Args {
+  uint64_t mb = 512, tensor_mb = 8, small = 256, reps = 5, cold_reps = 3, chunk_kb = 1024;
+  unsigned threads = 0;
+  std::string dir;
+};
+
+bool parse(int argc, char** argv, Args* a) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    if (i + 1 >= argc) return false;
+    const char* v = argv[++i];
+    if (k == "--mb") a->mb = std::strtoull(v, nullptr, 10);
+    else if (k == "--tensor-mb") a->tensor_mb = std::strtoull(v, nullptr, 10);
+    else if (k == "--small") a->small = std::strtoull(v, nullptr, 10);
+    else if (k == "--reps") a->reps = std::strtoull(v, nullptr, 10);
+    else if (k == "--cold-reps") a->cold_reps = std::strtoull(v, nullptr, 10);
+    else if (k == "--chunk-kb") a->chunk_kb = std::strtoull(v, nullptr, 10);
+    else if (k == "--threads") a->threads = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
+    else if (k == "--dir") a->dir = v;
+    else return false;
+  }
+  return a->mb > 0 && a->tensor_mb > 0 && a->reps > 0 && a->chunk_kb > 0;
+}
+
+// The raw peer of a save: every tensor at a 4 KiB-aligned offset of one file, then fsync.
+double raw_save(const std::string& path, const State& s) {
+  ::unlink(path.c_str());
+  const auto t0 = Clock::now();
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return -1;
+  uint64_t off = 0;
+  for (const auto& [p, n] : s.spans) {
+    for (size_t done = 0; done < n;) {
+      const ssize_t w = ::pwrite(fd, p + done, n - done, static_cast<off_t>(off + done));
+      if (w <= 0) return -1;
+      done += static_cast<size_t>(w);
+    }
+    off += (n + 4095) / 4096 * 4096;
+  }
+  ::fdatasync(fd);
+  ::close(fd);
+  return seconds_since(t0);
+}
+
+double hash_all(const State& s, unsigned threads, uint64_t* sink) {
+  const auto t0 = Clock::now();
+  std::atomic<size_t> next{0};
+  std::atomic<uint64_t> acc{0};
+  auto work = [&] {
+    uint64_t x = 0;
+    for (size_t i; (i = next.fetch_add(1)) < s.spans.size();) x += xxh3_64(s.spans[i].first, s.spans[i].second);
+    acc += x;
+  };
+  std::vector<std::thread> pool;
+  for (unsigned k = 1; k < threads; ++k) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  *sink += acc.load();
+  return seconds_since(t0);
+}
+
+void line(const char* name, uint64_t bytes, const std::vector<double>& secs, double peer_mbs) {
+  const double med = median(secs);
+  const double mbs = mb_per_s(bytes, med);
+  std::printf("  %-44s %8.3f s %9.0f MB/s", name, med, mbs);
+  if (peer_mbs > 0) std::printf("   %.2fx raw", mbs / peer_mbs);
+  std::printf("\n");
+}
+
+int run(const Args& a) {
+  Env* env = Env::posix();
+  std::string base = a.dir;
+  if (base.empty()) {
+    char tmpl[] = "/tmp/ckpt-bench-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) return 1;
+    base = tmpl;
+  }
+  const unsigned threads = a.threads ? a.threads : resume::default_io_threads();
+  State s;
+  build_state(a.mb, a.tensor_mb, a.small, &s);
+  std::printf("save_restore_bench: %zu tensors, %.1f MB of tensor bytes, %u I/O threads, %llu KiB chunks, "
+              "%llu reps (median), dir %s\n", s.spans.size(), s.bytes / 1e6, threads,
+              static_cast<unsigned long long>(a.chunk_kb), static_cast<unsigned long long>(a.reps),
+              base.c_str());
+  std::printf("load average at start: %s (%u cores)\n", load_average().c_str(),
+              std::thread::hardware_concurrency());
+
+  // (a) save
+  const std::string run_dir = path_join(base, "run");
+  const std::string raw_file = path_join(base, "raw.bin");
+  std::vector<double> t_raw, t_write, t_commit;
+  int64_t step = 0;
+  for (uint64_t r = 0; r < a.reps; ++r) {
+    auto ckpt_save = [&]() -> bool {
+      if (step > 0) (void)env->remove_tree(path_join(run_dir, step_dir_name(step)));
+      ++step;
+      const std::string sd = path_join(run_dir, step_dir_name(step));
+      const auto t0 = Clock::now();
+      if (!env->make_dirs(sd).is_ok()) return false;
+      auto m = store::write_rank(env, sd, 0, step, 1, &s.root);
+      if (!m.is_ok()) {
+        std::fprintf(stderr, "%s\n", m.status().to_string().c_str());
+        return false;
+      }
+      t_write.push_back(seconds_since(t0));
+      Status c = store::commit(env, run_dir, step, 1, {"model", "optimizer", "train"});
+      if (!c.is_ok()) {
+        std::fprintf(stderr, "%s\n", c.to_string().c_str());
+        return false;
+      }
+      t_commit.push_back(seconds_since(t0));
+      return true;
+    };
+    if (r % 2 == 0) t_raw.push_back(raw_save(raw_file, s));
+    if (!ckpt_save()) return 1;
+    if (r % 2 == 1) t_raw.push_back(raw_save(raw_file, s));
+  }
+  ::unlink(raw_file.c_str());
+  std::printf("\n(a) save, %0.f MB (page cache + fsync to the disk)\n", s.bytes / 1e6);
+  const double raw_save_mbs = mb_per_s(s.bytes, median(t_raw));
+  line("raw pwrite + fdatasync", s.bytes, t_raw, 0);
+  line("store::write_rank (hash, HDF5, pwrite, fsync)", s.bytes, t_write, raw_save_mbs);
+  line("write_rank + commit (whole-file hash, LATEST)", s.bytes, t_commit, raw_save_mbs);
+
+  // (b)/(c) restore into the same pre-touched destination memory
+  const std::string step_dir = path_join(run_dir, step_dir_name(step));
+  auto m = store::read_manifest(env, step_dir, 0);
+  if (!m.is_ok()) return 1;
+  const std::string file = path_join(step_dir, m->file);
+  std::vector<std::unique_ptr<unsigned char[]>> mem;
+  std::vector<unsigned char*> dst;
+  resume::RestoreOptions ro;
+  ro.io_threads = threads;
+  ro.chunk_bytes = a.chunk_kb << 10;
+  std::map<std::string, void*> by_path;
+  for (const auto& e : m->tensors) {
+    mem.emplace_back(new unsigned char[e.nbytes ? e.nbytes : 1]);
+    std::memset(mem.back().get(), 0, e.nbytes);
+    dst.push_back(mem.back().get());
+    ro.destinations[e.path] = {dst.back(), e.nbytes};
+    by_path[e.path] = dst.back();
+  }
+  resume::RestoreOptions ro_noverify = ro;
+  ro_noverify.verify_hashes = false;
+  store::ReadOptions so;
+  so.place = [&](const std::string& path, const Tensor&) -> Result<void*> { return by_path.at(path); };
+
+  struct Method {
+    const char* name;
+    std::function<bool()> fn;
+    std::vector<double> warm, cold;
+  };
+  auto timed = [](std::vector<double>* out, const std::function<bool()>& fn) {
+    const auto t0 = Clock::now();
+    const bool ok = fn();
+    out->push_back(seconds_since(t0));
+    return ok;
+  };
+  auto check = [](const Status& st) {
+    if (!st.is_ok()) std::fprintf(stderr, "%s\n", st.to_string().c_str());
+    return st.is_ok();
+  };
+  std::vector<Method> methods = {
+      {"raw pread, 1 thread", [&] { return raw_read(file, *m, dst, 1) >= 0; }, {}, {}},
+      {"raw pread, I/O threads", [&] { return raw_read(file, *m, dst, threads) >= 0; }, {}, {}},
+      {"resume::restore_rank (verify)",
+       [&] { return check(resume::restore_rank(env, step_dir, 0, ro).status()); }, {}, {}},
+      {"resume::restore_rank (no verify)",
+       [&] { return check(resume::restore_rank(env, step_dir, 0, ro_noverify).status()); }, {}, {}},
+      {"store::read_rank (verify)",
+       [&] { return check(store::read_rank(env, step_dir, 0, so).status()); }, {}, {}},
+  };
+  make_warm({file});
+  for (uint64_t r = 0; r < a.reps; ++r) {
+    for (size_t k = 0; k < methods.size(); ++k) {
+      Method& mt = methods[(k + r) % methods.size()];  // rotate the order between repetitions
+      if (!timed(&mt.warm, mt.fn)) return 1;
+    }
+  }
+  const uint64_t tb = s.bytes;
+  std::printf("\n(b) restore WARM (file in the page cache), in place into pre-touched memory\n");
+  const double raw_warm = mb_per_s(tb, median(methods[1].warm));
+  for (auto& mt : methods) line(mt.name, tb, mt.warm, &mt == &methods[1] ? 0 : raw_warm);
+  resume::RestoreStats rs;
+  if (!check(resume::restore_rank(env, step_dir, 0, ro, &rs).status())) return 1;
+  std::printf("  restore_rank split (one warm run): metadata %.1f ms (manifest, HDF5 structure, "
+              "checks, plan), data %.1f ms = %.0f MB/s; %llu reads for %zu tensors\n",
+              1e3 * rs.metadata_seconds, 1e3 * rs.data_seconds, mb_per_s(tb, rs.data_seconds),
+              static_cast<unsigned long long>(rs.chunks), rs.tensors);
+
+  std::string how;
+  double resident_max = 0;
+  for (uint64_t r = 0; r < a.cold_reps; ++r) {
+    for (size_t k = 0; k < methods.size(); ++k) {
+      Method& mt = methods[(k + r) % methods.size()];
+      how = make_cold({file, path_join(step_dir, rank_manifest_name(0))});
+      resident_max = std::max(resident_max, resident_fraction(file));
+      if (!timed(&mt.cold, mt.fn)) return 1;
+    }
+  }
+  if (a.cold_reps > 0) {
+    std::printf("\n(c) restore COLD (page cache dropped with %s before every run; at most %.1f%% "
+                "of the file resident at start)\n", how.c_str(), 100 * resident_max);
+    const double raw_cold = mb_per_s(tb, median(methods[1].cold));
+    for (auto& mt : methods) line(mt.name, tb, mt.cold, &mt == &methods[1] ? 0 : raw_cold);
+  }
+
+  // (d) hash throughput
+  std::vector<double> h1, ht;
+  uint64_t sink = 0;
+  for (uint64_t r = 0; r < a.reps; ++r) {
+    h1.push_back(hash_all(s, 1, &sink));
+    ht.push_back(hash_all(s, threads, &sink));
+  }
+  std::printf("\n(d) hash verification: XXH3-64 over the state in memory vs the raw WARM read\n");
+  line("xxh3, 1 thread", tb, h1, raw_warm);
+  line("xxh3, I/O threads", tb, ht, raw_warm);
+  const double v = median(methods[2].warm), nv = median(methods[3].warm);
+  std::printf("  verification cost inside restore_rank (warm): %+.1f%% time (%.3f s vs %.3f s)\n",
+              100 * (v - nv) / nv, v, nv);
+  std::printf("\nload average at end: %s   [checksum %016llx]\n", load_average().c_str(),
+              static_cast<unsigned long long>(sink));
+  if (a.dir.empty()) (void)env->remove_tree(base);
+  return 0;
+}
+
+}  // namespace
+}  // namespace ckpt::bench
+
+int main(int argc, char** argv) {
+  ckpt::bench::Args a;
+  if (!ckpt::bench::parse(argc, argv, &a)) {
+    std::fprintf(stderr,
+                 "usage: save_restore_bench [--mb 512] [--tensor-mb 8] [--small 256] [--reps 5] "
+                 "[--cold-reps 3] [--threads N] [--chunk-kb 1024] [--dir DIR]\n");
+    return 64;
+  }
+  return ckpt::bench::run(a);
+}
