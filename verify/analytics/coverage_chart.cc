@@ -108,7 +108,8 @@ std::string coverage_chart_svg(const CoverageReport& report, const std::string& 
     }
     if (e->single_order) {
       for (const auto& m : e->restarts) {
-        const double x = f.px(double(m.position));
+        // DistributedSampler's padded positions past N read the head of the order again.
+        const double x = f.px(double(m.position % std::max<uint64_t>(1, report.dataset_size)));
         std::snprintf(buf, sizeof buf,
                       "<line class=\"restart-mark\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
                       "y2=\"%.1f\" stroke=\"#000\" stroke-width=\"2\"><title>restart at step "

@@ -38,6 +38,7 @@ std::vector<LrPoint> decimate(const std::vector<LrPoint>& p, const PlotFrame& f)
 
 std::string lr_chart_svg(const LrSeries& series, const LrAnalysis& analysis) {
   PlotFrame f;
+  f.top = 56;
   const auto& p = series.points;
   double lr_max = 0;
   for (const auto& q : p) lr_max = std::max(lr_max, q.lr);
@@ -109,28 +110,38 @@ std::string lr_chart_svg(const LrSeries& series, const LrAnalysis& analysis) {
          "</text></g>\n";
   }
 
-  // Legend.
-  const double lx = f.left + f.plot_width() - 250, ly = f.top + 8;
+  // Legend: one row between the title and the plot, so it never hides the curve.
+  const double ly = 36;
+  double lx = f.left;
+  auto item = [&](const std::string& mark, const char* label) {
+    s += "<g class=\"legend\" font-family=\"sans-serif\" font-size=\"11\">" + mark;
+    std::snprintf(buf, sizeof buf, "<text x=\"%.1f\" y=\"%.1f\">%s</text></g>\n", lx + 28, ly + 4,
+                  label);
+    s += buf;
+    lx += 40 + 6.2 * double(std::string(label).size());
+  };
   std::snprintf(buf, sizeof buf,
-                "<g class=\"legend\" font-family=\"sans-serif\" font-size=\"11\">"
-                "<rect x=\"%.1f\" y=\"%.1f\" width=\"244\" height=\"58\" fill=\"#fff\" "
-                "stroke=\"#ccc\"/>"
                 "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#1f5fbf\" "
-                "stroke-width=\"2\"/><text x=\"%.1f\" y=\"%.1f\">logged LR</text>"
-                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#888\" "
-                "stroke-dasharray=\"2 3\"/><text x=\"%.1f\" y=\"%.1f\">expected (schedule "
-                "spec)</text>",
-                lx, ly, lx + 8, ly + 14, lx + 30, ly + 14, lx + 36, ly + 18, lx + 8, ly + 30,
-                lx + 30, ly + 30, lx + 36, ly + 34);
-  s += buf;
+                "stroke-width=\"2\"/>",
+                lx, ly, lx + 22, ly);
+  item(buf, "logged LR");
+  if (series.schedule) {
+    std::snprintf(buf, sizeof buf,
+                  "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#888\" "
+                  "stroke-dasharray=\"2 3\"/>",
+                  lx, ly, lx + 22, ly);
+    item(buf, "expected (schedule spec)");
+  }
   std::snprintf(buf, sizeof buf,
                 "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e69500\" "
-                "stroke-dasharray=\"6 4\"/><text x=\"%.1f\" y=\"%.1f\">restart</text>"
+                "stroke-dasharray=\"6 4\"/>",
+                lx, ly, lx + 22, ly);
+  item(buf, "restart");
+  std::snprintf(buf, sizeof buf,
                 "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"none\" stroke=\"#d62728\" "
-                "stroke-width=\"2\"/><text x=\"%.1f\" y=\"%.1f\">discontinuity</text></g>\n",
-                lx + 8, ly + 46, lx + 30, ly + 46, lx + 36, ly + 50, lx + 126, ly + 46, lx + 136,
-                ly + 50);
-  s += buf;
+                "stroke-width=\"2\"/>",
+                lx + 11, ly);
+  item(buf, "discontinuity");
   s += "</svg>\n";
   return s;
 }

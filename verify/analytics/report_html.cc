@@ -1,0 +1,193 @@
+#include "verify/analytics/report_html.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <ctime>
+#include <fstream>
+#include <vector>
+
+#include "cli/exit_codes.h"
+#include "profile/analyzer.h"
+#include "profile/report_render.h"
+#include "profile/trace_import.h"
+#include "verify/analytics/commands.h"
+#include "verify/analytics/coverage.h"
+#include "verify/analytics/coverage_chart.h"
+#include "verify/analytics/coverage_from_journal.h"
+#include "verify/analytics/lr_analysis.h"
+#include "verify/analytics/lr_chart.h"
+#include "verify/analytics/lr_input.h"
+#include "verify/analytics/svg_canvas.h"
+#include "verify/audit/audit.h"
+
+namespace ckpt::analytics {
+namespace {
+
+bool is_dir(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::vector<std::string> list_dir(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string n = e->d_name;
+      if (n != "." && n != "..") names.push_back(n);
+    }
+    ::closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// RUN/LATEST names the newest committed checkpoint; without it, the highest step-* directory.
+std::string latest_checkpoint(const std::string& run_dir) {
+  std::ifstream latest(run_dir + "/LATEST");
+  std::string name;
+  if (latest && std::getline(latest, name) && !trim(name).empty()) {
+    return run_dir + "/" + trim(name);
+  }
+  std::string best;
+  for (const auto& n : list_dir(run_dir)) {
+    if (n.rfind("step-", 0) == 0 && is_dir(run_dir + "/" + n)) best = n;
+  }
+  return best.empty() ? std::string() : run_dir + "/" + best;
+}
+
+std::string note(const std::string& text) {
+  return "<p class=\"note\">" + xml_escape(text) + "</p>\n";
+}
+
+std::string audit_section(const std::string& run_dir, bool* findings) {
+  std::string s = "<section id=\"audit\"><h2>Audit of the latest checkpoint</h2>\n";
+  const std::string ckpt = latest_checkpoint(run_dir);
+  if (ckpt.empty()) return s + note("No checkpoint in " + run_dir + " (no LATEST, no step-*).") +
+                           "</section>\n";
+  auto report = verify::audit_path(ckpt, {});
+  if (!report.is_ok()) {
+    *findings = true;
+    return s + note("Cannot audit " + ckpt + ": " + report.status().message()) + "</section>\n";
+  }
+  if (!report->complete) *findings = true;
+  s += "<p class=\"verdict " + std::string(report->complete ? "ok\">complete" : "bad\">incomplete") +
+       "</p>\n<pre>" + xml_escape(verify::report_to_text(*report, false)) + "</pre></section>\n";
+  return s;
+}
+
+std::string lr_section(const std::string& run_dir, bool* findings) {
+  std::string s = "<section id=\"lr\"><h2>Learning rate across restarts</h2>\n";
+  auto series = lr_from_run(run_dir);
+  if (!series.is_ok()) return s + note(series.status().message()) + "</section>\n";
+  const LrAnalysis a = analyze_lr(*series, {});
+  if (a.has_findings()) *findings = true;
+  s += "<figure>" + lr_chart_svg(*series, a) + "</figure>\n<ul>\n";
+  if (a.discontinuities.empty()) s += "<li>No discontinuity: the LR is continuous.</li>\n";
+  for (const auto& d : a.discontinuities) {
+    std::string line = "step " + std::to_string(d.step) + ": " + short_number(d.lr_before) +
+                       " → " + short_number(d.lr_after) + " (" + jump_kind_name(d.kind) + ")";
+    if (d.expected) line += ", expected " + short_number(*d.expected);
+    s += "<li class=\"bad\">" + xml_escape(line) + "</li>\n";
+  }
+  return s + "</ul></section>\n";
+}
+
+std::string coverage_section(const std::string& run_dir) {
+  std::string s = "<section id=\"coverage\"><h2>Dataset coverage</h2>\n";
+  auto in = coverage_input_from_run(run_dir);
+  if (!in.is_ok()) return s + note(in.status().message()) + "</section>\n";
+  CoverageOptions opts;
+  opts.max_ids = 0;  // the page shows counts; `ckpt coverage --json` lists ids
+  auto report = compute_coverage(*in, opts);
+  if (!report.is_ok()) return s + note(report.status().message()) + "</section>\n";
+  s += "<figure>" + coverage_chart_svg(*report, run_dir) + "</figure>\n";
+  s += "<table><tr><th>epoch</th><th>unique</th><th>fraction</th><th>repeats</th>"
+       "<th>never visited</th></tr>\n";
+  for (const auto& e : report->epochs) {
+    s += "<tr><td>" + std::to_string(e.epoch) + "</td><td>" + grouped(e.unique) + "</td><td>" +
+         short_number(100.0 * e.fraction) + "%</td><td>" + grouped(e.repeats) + "</td><td>" +
+         grouped(e.never_visited_count) + "</td></tr>\n";
+  }
+  s += "</table><p>Overall: " + grouped(report->overall_unique) + " of " +
+       grouped(report->dataset_size) + " samples visited at least once (" +
+       short_number(100.0 * report->overall_fraction) + "%).</p></section>\n";
+  return s;
+}
+
+std::string profile_section(const std::string& run_dir) {
+  std::vector<std::string> files;
+  for (const auto& n : list_dir(run_dir)) {
+    if (n.rfind("profile-rank", 0) == 0) files.push_back(run_dir + "/" + n);
+  }
+  for (const auto& n : list_dir(run_dir + "/profile")) files.push_back(run_dir + "/profile/" + n);
+  if (files.empty()) return std::string();  // no profiler files: no section
+  std::string s = "<section id=\"profile\"><h2>Step profiler</h2>\n";
+  auto traces = profile::load_traces(files);
+  if (!traces.is_ok()) return s + note(traces.status().message()) + "</section>\n";
+  auto report = profile::analyze(*traces);
+  if (!report.is_ok()) return s + note(report.status().message()) + "</section>\n";
+  s += "<ol>\n";
+  for (const auto& v : report->verdicts) {
+    s += "<li><b>" + xml_escape(v.id) + "</b> (confidence " + short_number(v.confidence) +
+         "): " + xml_escape(v.summary) + "</li>\n";
+  }
+  s += "</ol>\n<figure>" + profile::report_svg(*report) + "</figure>\n";
+  return s + "<pre>" + xml_escape(profile::report_text(*report)) + "</pre></section>\n";
+}
+
+constexpr const char* kStyle =
+    "body{font-family:sans-serif;max-width:980px;margin:24px auto;color:#222}"
+    "h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ddd;padding-bottom:4px}"
+    "pre{background:#f6f6f6;padding:8px;overflow-x:auto;font-size:12px}"
+    "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px;"
+    "text-align:right}.note{color:#666;font-style:italic}.bad{color:#b00}.ok{color:#070}"
+    "figure{margin:8px 0}";
+
+}  // namespace
+
+Result<RunReport> build_run_report(const std::string& run_dir) {
+  if (!is_dir(run_dir)) return not_found(run_dir + ": not a run directory");
+  RunReport out;
+  std::time_t now = std::time(nullptr);
+  char when[64];
+  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&now));
+  std::string& h = out.html;
+  h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>ckpt report: " +
+      xml_escape(run_dir) + "</title><style>" + kStyle + "</style></head><body>\n";
+  h += "<h1>ckpt report: " + xml_escape(run_dir) + "</h1>\n<p>Generated " + when + ".</p>\n";
+  h += audit_section(run_dir, &out.findings);
+  h += lr_section(run_dir, &out.findings);
+  h += coverage_section(run_dir);
+  h += profile_section(run_dir);
+  h += "</body></html>\n";
+  return out;
+}
+
+int run_report_command(const ReportCommandOptions& o, std::ostream& out, std::ostream& err) {
+  if (o.html_path.empty()) {
+    err << "ckpt report: --html FILE is required\n";
+    return cli::kExitUsage;
+  }
+  auto report = build_run_report(o.run_dir);
+  if (!report.is_ok()) {
+    err << "ckpt report: " << report.status().message() << "\n";
+    return exit_code_for_status(report.status());
+  }
+  Status st = write_text_file(o.html_path, report->html);
+  if (!st.is_ok()) {
+    err << "ckpt report: " << st.message() << "\n";
+    return exit_code_for_status(st);
+  }
+  out << "ckpt report: wrote " << o.html_path << (report->findings ? " (with findings)" : "")
+      << "\n";
+  return report->findings ? cli::kExitFindings : cli::kExitOk;
+}
+
+}  // namespace ckpt::analytics
