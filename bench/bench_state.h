@@ -38,17 +38,19 @@ inline void add_tensor(State* s, Node& n, const std::string& name, size_t nbytes
 inline void build_state(uint64_t mb, uint64_t tensor_mb, uint64_t small, State* s) {
   Node& model = s->root.child("model");
   const uint64_t big = std::max<uint64_t>(1, mb / tensor_mb);
-  for (uint64_t i = 0; i < big; ++i) add_tensor(s, model, "layer" + std::to_string(i) + ".weight", tensor_mb << 20);
+  for (uint64_t i = 0; i < big; ++i)
+    add_tensor(s, model, "layer" + std::to_string(i) + ".weight", tensor_mb << 20);
   Node& state = s->root.child("optimizer").child("state");
   for (uint64_t i = 0; i < small; ++i) {
-    add_tensor(s, state.child("p" + std::to_string(i)), "exp_avg", 4 * (1 + (i * 2654435761u) % 16384));
+    add_tensor(s, state.child("p" + std::to_string(i)), "exp_avg",
+               4 * (1 + (i * 2654435761u) % 16384));
   }
   s->root.child("train").attrs["global_step"] = int64_t{1};
 }
 
 // Reads every manifest tensor into its destination with `threads` readers, no hashing.
 inline double raw_read(const std::string& file, const Manifest& m,
-                const std::vector<unsigned char*>& dst, unsigned threads) {
+                       const std::vector<unsigned char*>& dst, unsigned threads) {
   const auto t0 = Clock::now();
   const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
@@ -58,7 +60,8 @@ inline double raw_read(const std::string& file, const Manifest& m,
     for (size_t i; (i = next.fetch_add(1)) < m.tensors.size();) {
       const ManifestEntry& e = m.tensors[i];
       for (uint64_t done = 0; done < e.nbytes;) {
-        const ssize_t r = ::pread(fd, dst[i] + done, e.nbytes - done, static_cast<off_t>(e.offset + done));
+        const ssize_t r =
+            ::pread(fd, dst[i] + done, e.nbytes - done, static_cast<off_t>(e.offset + done));
         if (r <= 0) {
           failed = true;
           return;

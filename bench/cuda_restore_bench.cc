@@ -31,16 +31,26 @@ bool parse(int argc, char** argv, Args* a) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     const char* v = argv[i + 1];
-    if (k == "--mb") a->mb = std::strtoull(v, nullptr, 10);
-    else if (k == "--tensor-mb") a->tensor_mb = std::strtoull(v, nullptr, 10);
-    else if (k == "--small") a->small = std::strtoull(v, nullptr, 10);
-    else if (k == "--reps") a->reps = std::strtoull(v, nullptr, 10);
-    else if (k == "--cold-reps") a->cold_reps = std::strtoull(v, nullptr, 10);
-    else if (k == "--chunk-mb") a->chunk_mb = std::strtoull(v, nullptr, 10);
-    else if (k == "--threads") a->threads = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
-    else if (k == "--buffers") a->buffers = std::strtoull(v, nullptr, 10);
-    else if (k == "--dir") a->dir = v;
-    else return false;
+    if (k == "--mb")
+      a->mb = std::strtoull(v, nullptr, 10);
+    else if (k == "--tensor-mb")
+      a->tensor_mb = std::strtoull(v, nullptr, 10);
+    else if (k == "--small")
+      a->small = std::strtoull(v, nullptr, 10);
+    else if (k == "--reps")
+      a->reps = std::strtoull(v, nullptr, 10);
+    else if (k == "--cold-reps")
+      a->cold_reps = std::strtoull(v, nullptr, 10);
+    else if (k == "--chunk-mb")
+      a->chunk_mb = std::strtoull(v, nullptr, 10);
+    else if (k == "--threads")
+      a->threads = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
+    else if (k == "--buffers")
+      a->buffers = std::strtoull(v, nullptr, 10);
+    else if (k == "--dir")
+      a->dir = v;
+    else
+      return false;
   }
   return argc % 2 == 1 && a->mb > 0 && a->tensor_mb > 0 && a->reps > 0 && a->chunk_mb > 0;
 }
@@ -80,8 +90,10 @@ void line(const char* name, uint64_t bytes, double secs, double peer) {
 int run(const Args& a) {
   std::string why;
   if (!resume::cuda::gpu_path_available(&why)) {
-    std::printf("cuda_restore_bench: %s; nothing to measure here (the CPU path: "
-                "save_restore_bench)\n", why.c_str());
+    std::printf(
+        "cuda_restore_bench: %s; nothing to measure here (the CPU path: "
+        "save_restore_bench)\n",
+        why.c_str());
     return 0;
   }
   Env* env = Env::posix();
@@ -188,7 +200,8 @@ int run(const Args& a) {
     std::printf("  B = min(read, H2D) = %.0f MB/s\n", b);
     line("DeviceRestorer (read + hash + H2D)", tb, median(t_gpu), b);
   }
-  std::printf("\nload average at end: %s   (target: GPU path >= 0.85x B)\n", load_average().c_str());
+  std::printf("\nload average at end: %s   (target: GPU path >= 0.85x B)\n",
+              load_average().c_str());
   cudaFree(dev);
   if (a.dir.empty()) (void)env->remove_tree(base);
   return 0;

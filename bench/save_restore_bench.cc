@@ -39,15 +39,24 @@ bool parse(int argc, char** argv, Args* a) {
     const std::string k = argv[i];
     if (i + 1 >= argc) return false;
     const char* v = argv[++i];
-    if (k == "--mb") a->mb = std::strtoull(v, nullptr, 10);
-    else if (k == "--tensor-mb") a->tensor_mb = std::strtoull(v, nullptr, 10);
-    else if (k == "--small") a->small = std::strtoull(v, nullptr, 10);
-    else if (k == "--reps") a->reps = std::strtoull(v, nullptr, 10);
-    else if (k == "--cold-reps") a->cold_reps = std::strtoull(v, nullptr, 10);
-    else if (k == "--chunk-kb") a->chunk_kb = std::strtoull(v, nullptr, 10);
-    else if (k == "--threads") a->threads = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
-    else if (k == "--dir") a->dir = v;
-    else return false;
+    if (k == "--mb")
+      a->mb = std::strtoull(v, nullptr, 10);
+    else if (k == "--tensor-mb")
+      a->tensor_mb = std::strtoull(v, nullptr, 10);
+    else if (k == "--small")
+      a->small = std::strtoull(v, nullptr, 10);
+    else if (k == "--reps")
+      a->reps = std::strtoull(v, nullptr, 10);
+    else if (k == "--cold-reps")
+      a->cold_reps = std::strtoull(v, nullptr, 10);
+    else if (k == "--chunk-kb")
+      a->chunk_kb = std::strtoull(v, nullptr, 10);
+    else if (k == "--threads")
+      a->threads = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
+    else if (k == "--dir")
+      a->dir = v;
+    else
+      return false;
   }
   return a->mb > 0 && a->tensor_mb > 0 && a->reps > 0 && a->chunk_kb > 0;
 }
@@ -78,7 +87,8 @@ double hash_all(const State& s, unsigned threads, uint64_t* sink) {
   std::atomic<uint64_t> acc{0};
   auto work = [&] {
     uint64_t x = 0;
-    for (size_t i; (i = next.fetch_add(1)) < s.spans.size();) x += xxh3_64(s.spans[i].first, s.spans[i].second);
+    for (size_t i; (i = next.fetch_add(1)) < s.spans.size();)
+      x += xxh3_64(s.spans[i].first, s.spans[i].second);
     acc += x;
   };
   std::vector<std::thread> pool;
@@ -108,10 +118,11 @@ int run(const Args& a) {
   const unsigned threads = a.threads ? a.threads : resume::default_io_threads();
   State s;
   build_state(a.mb, a.tensor_mb, a.small, &s);
-  std::printf("save_restore_bench: %zu tensors, %.1f MB of tensor bytes, %u I/O threads, %llu KiB chunks, "
-              "%llu reps (median), dir %s\n", s.spans.size(), s.bytes / 1e6, threads,
-              static_cast<unsigned long long>(a.chunk_kb), static_cast<unsigned long long>(a.reps),
-              base.c_str());
+  std::printf(
+      "save_restore_bench: %zu tensors, %.1f MB of tensor bytes, %u I/O threads, %llu KiB chunks, "
+      "%llu reps (median), dir %s\n",
+      s.spans.size(), s.bytes / 1e6, threads, static_cast<unsigned long long>(a.chunk_kb),
+      static_cast<unsigned long long>(a.reps), base.c_str());
   std::printf("load average at start: %s (%u cores)\n", load_average().c_str(),
               std::thread::hardware_concurrency());
 
@@ -173,7 +184,9 @@ int run(const Args& a) {
   resume::RestoreOptions ro_noverify = ro;
   ro_noverify.verify_hashes = false;
   store::ReadOptions so;
-  so.place = [&](const std::string& path, const Tensor&) -> Result<void*> { return by_path.at(path); };
+  so.place = [&](const std::string& path, const Tensor&) -> Result<void*> {
+    return by_path.at(path);
+  };
 
   struct Method {
     const char* name;
@@ -194,11 +207,17 @@ int run(const Args& a) {
       {"raw pread, 1 thread", [&] { return raw_read(file, *m, dst, 1) >= 0; }, {}, {}},
       {"raw pread, I/O threads", [&] { return raw_read(file, *m, dst, threads) >= 0; }, {}, {}},
       {"resume::restore_rank (verify)",
-       [&] { return check(resume::restore_rank(env, step_dir, 0, ro).status()); }, {}, {}},
+       [&] { return check(resume::restore_rank(env, step_dir, 0, ro).status()); },
+       {},
+       {}},
       {"resume::restore_rank (no verify)",
-       [&] { return check(resume::restore_rank(env, step_dir, 0, ro_noverify).status()); }, {}, {}},
+       [&] { return check(resume::restore_rank(env, step_dir, 0, ro_noverify).status()); },
+       {},
+       {}},
       {"store::read_rank (verify)",
-       [&] { return check(store::read_rank(env, step_dir, 0, so).status()); }, {}, {}},
+       [&] { return check(store::read_rank(env, step_dir, 0, so).status()); },
+       {},
+       {}},
   };
   make_warm({file});
   for (uint64_t r = 0; r < a.reps; ++r) {
@@ -213,10 +232,11 @@ int run(const Args& a) {
   for (auto& mt : methods) line(mt.name, tb, mt.warm, &mt == &methods[1] ? 0 : raw_warm);
   resume::RestoreStats rs;
   if (!check(resume::restore_rank(env, step_dir, 0, ro, &rs).status())) return 1;
-  std::printf("  restore_rank split (one warm run): metadata %.1f ms (manifest, HDF5 structure, "
-              "checks, plan), data %.1f ms = %.0f MB/s; %llu reads for %zu tensors\n",
-              1e3 * rs.metadata_seconds, 1e3 * rs.data_seconds, mb_per_s(tb, rs.data_seconds),
-              static_cast<unsigned long long>(rs.chunks), rs.tensors);
+  std::printf(
+      "  restore_rank split (one warm run): metadata %.1f ms (manifest, HDF5 structure, "
+      "checks, plan), data %.1f ms = %.0f MB/s; %llu reads for %zu tensors\n",
+      1e3 * rs.metadata_seconds, 1e3 * rs.data_seconds, mb_per_s(tb, rs.data_seconds),
+      static_cast<unsigned long long>(rs.chunks), rs.tensors);
 
   std::string how;
   double resident_max = 0;
@@ -229,8 +249,10 @@ int run(const Args& a) {
     }
   }
   if (a.cold_reps > 0) {
-    std::printf("\n(c) restore COLD (page cache dropped with %s before every run; at most %.1f%% "
-                "of the file resident at start)\n", how.c_str(), 100 * resident_max);
+    std::printf(
+        "\n(c) restore COLD (page cache dropped with %s before every run; at most %.1f%% "
+        "of the file resident at start)\n",
+        how.c_str(), 100 * resident_max);
     const double raw_cold = mb_per_s(tb, median(methods[1].cold));
     for (auto& mt : methods) line(mt.name, tb, mt.cold, &mt == &methods[1] ? 0 : raw_cold);
   }

@@ -26,9 +26,7 @@ class PlanBuilder {
     add_piece(tensor_index, 0, t.nbytes);
   }
 
-  void close() {
-    open_ = false;
-  }
+  void close() { open_ = false; }
 
  private:
   PlanChunk& chunk() { return plan_->chunks.back(); }

@@ -1,5 +1,6 @@
 // ReadPlan: which byte ranges of a rank file the fast restore path reads, in what order, and where
-// each byte goes. Pure: built from manifest entries, no I/O, so it is tested exhaustively in memory.
+// each byte goes. Pure: built from manifest entries, no I/O, so it is tested exhaustively in
+// memory.
 //
 // Tensors are sorted by file offset. Neighbouring extents (4 KiB-aligned, so separated by at most
 // a little padding) are coalesced into one chunk while the gap stays ≤ max_gap and the chunk
@@ -23,7 +24,7 @@ struct PlanTensor {
   std::string path;
   uint64_t offset = 0;  // in the file
   uint64_t nbytes = 0;
-  uint64_t xxh3 = 0;    // expected
+  uint64_t xxh3 = 0;  // expected
   size_t manifest_index = 0;
 };
 

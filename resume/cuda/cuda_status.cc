@@ -14,7 +14,8 @@ bool device_available(std::string* why) {
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
     cudaGetLastError();  // the error is not sticky: clear it so the next CUDA call does not see it
-    if (why != nullptr) *why = "no CUDA device: " + cuda_status(err, "cudaGetDeviceCount").message();
+    if (why != nullptr)
+      *why = "no CUDA device: " + cuda_status(err, "cudaGetDeviceCount").message();
     return false;
   }
   if (count == 0) {

@@ -19,8 +19,14 @@ class DeviceSink final : public ChunkSink {
  public:
   DeviceSink(const ReadPlan& plan, const std::vector<unsigned char*>& dst, PinnedRing* ring,
              const std::vector<CudaStream>& streams, int device)
-      : plan_(plan), dst_(dst), ring_(ring), streams_(streams), device_(device),
-        held_(streams.size(), 0), copied_(streams.size(), 0), device_set_(streams.size(), 0) {}
+      : plan_(plan),
+        dst_(dst),
+        ring_(ring),
+        streams_(streams),
+        device_(device),
+        held_(streams.size(), 0),
+        copied_(streams.size(), 0),
+        device_set_(streams.size(), 0) {}
 
   Result<unsigned char*> acquire(unsigned w, const PlanChunk& c) override {
     if (w >= streams_.size()) return internal_error("device restore: worker index out of range");
@@ -93,13 +99,13 @@ Status check_device_pointer(const std::string& path, const DeviceSpan& span, int
   const cudaError_t err = cudaPointerGetAttributes(&attr, span.data);
   if (err != cudaSuccess) {
     cudaGetLastError();
-    return invalid_argument("destination for tensor \"" + path + "\": " +
-                            cuda_status(err, "cudaPointerGetAttributes").message());
+    return invalid_argument("destination for tensor \"" + path +
+                            "\": " + cuda_status(err, "cudaPointerGetAttributes").message());
   }
   const bool on_device = attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
   if (!on_device || attr.device != device) {
-    return invalid_argument("destination for tensor \"" + path + "\" is not memory of CUDA device " +
-                            std::to_string(device));
+    return invalid_argument("destination for tensor \"" + path +
+                            "\" is not memory of CUDA device " + std::to_string(device));
   }
   return Status::ok();
 }
@@ -136,8 +142,8 @@ Result<std::unique_ptr<DeviceRestorer>> DeviceRestorer::create(
     // only wait.
     if (o.ring_buffers < o.io_threads) o.io_threads = static_cast<unsigned>(o.ring_buffers);
     if (o.chunk_bytes == 0) return invalid_argument("device restore: chunk_bytes must be > 0");
-    CKPT_RETURN_IF_ERROR(cuda_status(cudaSetDevice(o.device),
-                                     "cudaSetDevice(" + std::to_string(o.device) + ")"));
+    CKPT_RETURN_IF_ERROR(
+        cuda_status(cudaSetDevice(o.device), "cudaSetDevice(" + std::to_string(o.device) + ")"));
     std::unique_ptr<DeviceRestorer> r(new DeviceRestorer(o));
     CKPT_ASSIGN_OR_RETURN(r->impl_->ring, PinnedRing::create(o.ring_buffers, o.chunk_bytes));
     r->impl_->streams.resize(o.io_threads);
@@ -196,8 +202,7 @@ Result<DeviceRestoreStats> DeviceRestorer::restore(
     stats.tensors = plan.tensors.size();
     stats.chunks = ps.chunks;
     stats.threads = ps.threads;
-    stats.seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return stats;
   } catch (const std::exception& e) {
     return internal_error(path_join(step_dir, rank_file_name(rank)) +

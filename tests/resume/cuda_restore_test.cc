@@ -1,9 +1,8 @@
 // The GPU restore path. [cuda] cases need a device and skip with a WARN without one; the case
 // tagged [resume] checks what happens on a machine without a GPU and runs everywhere.
-#include <catch2/catch.hpp>
-
 #include <cuda_runtime_api.h>
 
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <vector>
 
@@ -17,13 +16,13 @@
 namespace ckpt::resume::cuda {
 namespace {
 
-#define SKIP_WITHOUT_GPU()                           \
-  do {                                               \
-    std::string why_;                                \
-    if (!device_available(&why_)) {                  \
-      WARN("skipped: " << why_);                     \
-      return;                                        \
-    }                                                \
+#define SKIP_WITHOUT_GPU()          \
+  do {                              \
+    std::string why_;               \
+    if (!device_available(&why_)) { \
+      WARN("skipped: " << why_);    \
+      return;                       \
+    }                               \
   } while (0)
 
 // Device memory for every tensor of a manifest, freed on destruction.

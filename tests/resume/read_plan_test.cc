@@ -1,9 +1,8 @@
-#include <catch2/catch.hpp>
+#include "resume/read_plan.h"
 
+#include <catch2/catch.hpp>
 #include <map>
 #include <set>
-
-#include "resume/read_plan.h"
 
 namespace ckpt::resume {
 namespace {

@@ -1,13 +1,13 @@
-#include <catch2/catch.hpp>
+#include "resume/restore.h"
 
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstring>
 
 #include "ckpt/base/hash.h"
 #include "ckpt/store/rank_io.h"
 #include "resume/pipeline.h"
-#include "resume/restore.h"
 #include "resume_test_util.h"
 
 namespace ckpt::resume {
@@ -154,8 +154,8 @@ TEST_CASE("a flipped byte is reported with the tensor, file and offset", "[resum
       char off[32];
       std::snprintf(off, sizeof off, "0x%llx", static_cast<unsigned long long>(e.offset));
       const std::string want = "tensor \"" + path + "\" in " + s.file +
-                               ": xxh3 mismatch at offset " + off + " (expected " +
-                               hex64(e.xxh3) + ", got ";
+                               ": xxh3 mismatch at offset " + off + " (expected " + hex64(e.xxh3) +
+                               ", got ";
       REQUIRE(got.status().message().find(want) == 0);
 
       // With verification off the bytes come back as stored: the flip is visible.

@@ -43,8 +43,8 @@ Node varied_tree(std::vector<std::vector<unsigned char>>* storage) {
   add(model, "c64k_minus", DType::kUInt8, {65535});
   add(model, "c64k", DType::kFloat32, {16384});
   add(model, "c64k_plus", DType::kUInt8, {65537});
-  add(model, "big", DType::kFloat32, {75000});           // 300 KB
-  add(model, "bigger", DType::kBFloat16, {550, 1000});   // 1.1 MB
+  add(model, "big", DType::kFloat32, {75000});          // 300 KB
+  add(model, "bigger", DType::kBFloat16, {550, 1000});  // 1.1 MB
   model.attrs["param_names"] = std::vector<std::string>{"big", "bigger"};
   model.tensors["tied"] = Tensor::borrow(DType::kFloat32, {}, nullptr, 0);
   model.tensors["tied"].alias_of = "/model/big";
