@@ -61,9 +61,9 @@ Result<std::vector<Entry>> collect(const torch::nn::Module& m) {
       if (a.first < b.second && b.first < a.second) {
         return unsupported("tensors \"" + entries[j].name + "\" and \"" + entries[i].name +
                            "\" partially overlap in one storage (bytes [" +
-                           std::to_string(b.first) + ", " + std::to_string(b.second) +
-                           ") and [" + std::to_string(a.first) + ", " +
-                           std::to_string(a.second) + ")); only identical views can be tied");
+                           std::to_string(b.first) + ", " + std::to_string(b.second) + ") and [" +
+                           std::to_string(a.first) + ", " + std::to_string(a.second) +
+                           ")); only identical views can be tied");
       }
     }
     seen.push_back(i);

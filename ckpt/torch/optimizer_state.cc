@@ -27,11 +27,16 @@ enum class Kind { kAdam, kAdamW, kSGD, kRMSprop, kAdagrad };
 
 const char* kind_name(Kind k) {
   switch (k) {
-    case Kind::kAdam: return "adam";
-    case Kind::kAdamW: return "adamw";
-    case Kind::kSGD: return "sgd";
-    case Kind::kRMSprop: return "rmsprop";
-    case Kind::kAdagrad: return "adagrad";
+    case Kind::kAdam:
+      return "adam";
+    case Kind::kAdamW:
+      return "adamw";
+    case Kind::kSGD:
+      return "sgd";
+    case Kind::kRMSprop:
+      return "rmsprop";
+    case Kind::kAdagrad:
+      return "adagrad";
   }
   return "?";
 }
@@ -90,32 +95,46 @@ void write_hparams(Kind k, const optim::OptimizerOptions& o, Node* g) {
   switch (k) {
     case Kind::kAdam: {
       const auto& a = static_cast<const optim::AdamOptions&>(o);
-      g->attrs = {{"lr", a.lr()}, {"betas", betas(a.betas())}, {"eps", a.eps()},
-                  {"weight_decay", a.weight_decay()}, {"amsgrad", a.amsgrad()}};
+      g->attrs = {{"lr", a.lr()},
+                  {"betas", betas(a.betas())},
+                  {"eps", a.eps()},
+                  {"weight_decay", a.weight_decay()},
+                  {"amsgrad", a.amsgrad()}};
       break;
     }
     case Kind::kAdamW: {
       const auto& a = static_cast<const optim::AdamWOptions&>(o);
-      g->attrs = {{"lr", a.lr()}, {"betas", betas(a.betas())}, {"eps", a.eps()},
-                  {"weight_decay", a.weight_decay()}, {"amsgrad", a.amsgrad()}};
+      g->attrs = {{"lr", a.lr()},
+                  {"betas", betas(a.betas())},
+                  {"eps", a.eps()},
+                  {"weight_decay", a.weight_decay()},
+                  {"amsgrad", a.amsgrad()}};
       break;
     }
     case Kind::kSGD: {
       const auto& s = static_cast<const optim::SGDOptions&>(o);
-      g->attrs = {{"lr", s.lr()}, {"momentum", s.momentum()}, {"dampening", s.dampening()},
-                  {"weight_decay", s.weight_decay()}, {"nesterov", s.nesterov()}};
+      g->attrs = {{"lr", s.lr()},
+                  {"momentum", s.momentum()},
+                  {"dampening", s.dampening()},
+                  {"weight_decay", s.weight_decay()},
+                  {"nesterov", s.nesterov()}};
       break;
     }
     case Kind::kRMSprop: {
       const auto& r = static_cast<const optim::RMSpropOptions&>(o);
-      g->attrs = {{"lr", r.lr()}, {"alpha", r.alpha()}, {"eps", r.eps()},
-                  {"weight_decay", r.weight_decay()}, {"momentum", r.momentum()},
+      g->attrs = {{"lr", r.lr()},
+                  {"alpha", r.alpha()},
+                  {"eps", r.eps()},
+                  {"weight_decay", r.weight_decay()},
+                  {"momentum", r.momentum()},
                   {"centered", r.centered()}};
       break;
     }
     case Kind::kAdagrad: {
       const auto& a = static_cast<const optim::AdagradOptions&>(o);
-      g->attrs = {{"lr", a.lr()}, {"lr_decay", a.lr_decay()}, {"weight_decay", a.weight_decay()},
+      g->attrs = {{"lr", a.lr()},
+                  {"lr_decay", a.lr_decay()},
+                  {"weight_decay", a.weight_decay()},
                   {"initial_accumulator_value", a.initial_accumulator_value()},
                   {"eps", a.eps()}};
       break;
@@ -274,8 +293,7 @@ std::vector<std::string> required_tensors(Kind k, const optim::OptimizerOptions&
 
 bool has_step(Kind k) { return k != Kind::kSGD; }
 
-std::unique_ptr<optim::OptimizerParamState> build_state(Kind k,
-                                                        std::map<std::string, at::Tensor> t,
+std::unique_ptr<optim::OptimizerParamState> build_state(Kind k, std::map<std::string, at::Tensor> t,
                                                         int64_t step) {
   auto get = [&](const char* name) { return t.count(name) ? t[name] : at::Tensor(); };
   switch (k) {
@@ -408,8 +426,8 @@ Status restore_optimizer(const Node& in, optim::Optimizer& opt, const torch::nn:
       const std::string a = i < here.size() ? in_quotes(here[i]) : "nothing";
       const std::string b = i < saved.size() ? in_quotes(saved[i]) : "nothing";
       if (a != b) {
-        return mismatch(where + ", parameter #" + std::to_string(i) + ": expected " + a +
-                        ", got " + b);
+        return mismatch(where + ", parameter #" + std::to_string(i) + ": expected " + a + ", got " +
+                        b);
       }
       param_by_name[here[i]] = opt.param_groups()[g].params()[i];
       group_of[here[i]] = g;
@@ -441,8 +459,8 @@ Status restore_optimizer(const Node& in, optim::Optimizer& opt, const torch::nn:
           tensors[tname] = fresh.to(p->second.device());
         } catch (const c10::Error& e) {
           return internal_error("tensor " + in_quotes(path) + ": copy to " +
-                                p->second.device().str() + " failed: " +
-                                e.what_without_backtrace());
+                                p->second.device().str() +
+                                " failed: " + e.what_without_backtrace());
         }
       }
       for (const auto& [tname, t] : sn.tensors) {

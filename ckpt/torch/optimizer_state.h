@@ -41,8 +41,7 @@ namespace ckpt::torch_adapter {
 
 // Fills `out` (normally root.child("optimizer")). Fails (kInvalidArgument) naming the group and
 // index of a parameter that `m` does not own; kUnsupported for LBFGS and unknown optimizers.
-Status capture_optimizer(const torch::optim::Optimizer& opt, const torch::nn::Module& m,
-                         Node* out);
+Status capture_optimizer(const torch::optim::Optimizer& opt, const torch::nn::Module& m, Node* out);
 
 // Checks that `in` describes an optimizer of the same type over the same parameters (names, group
 // structure) and that every state tensor matches its parameter's shape and dtype, then sets every

@@ -49,9 +49,8 @@ Result<at::Tensor> state_tensor(const Node& n, const std::string& key, const std
                    dtype_name(t->dtype) + " " + shape_string(t->shape));
   }
   if (expected_bytes >= 0 && t->shape[0] != expected_bytes) {
-    return mismatch("tensor " + in_quotes(path) + ": expected " +
-                    std::to_string(expected_bytes) + " bytes of generator state, got " +
-                    std::to_string(t->shape[0]));
+    return mismatch("tensor " + in_quotes(path) + ": expected " + std::to_string(expected_bytes) +
+                    " bytes of generator state, got " + std::to_string(t->shape[0]));
   }
   Result<at::Tensor> r = to_torch(*t);
   if (!r.is_ok()) return r.status().with_context("tensor " + in_quotes(path));
@@ -135,8 +134,8 @@ Status restore_rng(const Node& in, GeneratorRegistry& user, const RngRestoreOpti
   for (const auto& [name, engine] : user.engines()) {
     const std::string path = "rng/user/" + name;
     const Node* n = user_node ? user_node->find_child(name) : nullptr;
-    if (n == nullptr) return not_found("user generator " + in_quotes(name) + " is missing (" +
-                                       path + ")");
+    if (n == nullptr)
+      return not_found("user generator " + in_quotes(name) + " is missing (" + path + ")");
     const std::string kind = n->get_string("engine");
     if (kind != engine_kind(engine)) {
       return mismatch(path + ": engine mismatch (expected " + engine_kind(engine) + ", got " +

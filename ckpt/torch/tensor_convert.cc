@@ -49,8 +49,7 @@ constexpr DTypePair kPairs[] = {
 };
 
 bool is_quantized(DType t) {
-  return t == DType::kQInt8 || t == DType::kQUInt8 || t == DType::kQInt32 ||
-         t == DType::kQUInt4x2;
+  return t == DType::kQInt8 || t == DType::kQUInt8 || t == DType::kQInt32 || t == DType::kQUInt4x2;
 }
 
 // Bytes a dense tensor of this dtype and shape occupies, or nullopt on a negative dimension or
@@ -117,8 +116,7 @@ Result<Tensor> to_ckpt_tensor(const torch::Tensor& t) {
     if (!c.is_contiguous()) c = c.contiguous();
     std::optional<size_t> nbytes = dense_nbytes(dt, c.sizes().vec());
     if (!nbytes) return internal_error("tensor size overflows size_t");
-    if (dt == DType::kQUInt4x2 &&
-        (c.storage_offset() != 0 || c.storage().nbytes() < *nbytes)) {
+    if (dt == DType::kQUInt4x2 && (c.storage_offset() != 0 || c.storage().nbytes() < *nbytes)) {
       return unsupported("quint4x2 tensor is a view into packed storage; capture its base tensor");
     }
     Tensor out;
@@ -141,13 +139,12 @@ Result<torch::Tensor> to_torch(const Tensor& t) {
   CKPT_ASSIGN_OR_RETURN(c10::ScalarType st, to_torch_dtype(t.dtype));
   std::optional<size_t> expected = dense_nbytes(t.dtype, t.shape);
   if (!expected) {
-    return corrupt("invalid shape " + shape_string(t.shape) + " for dtype " +
-                   dtype_name(t.dtype));
+    return corrupt("invalid shape " + shape_string(t.shape) + " for dtype " + dtype_name(t.dtype));
   }
   if (t.nbytes != *expected) {
-    return corrupt("tensor of " + std::string(dtype_name(t.dtype)) + " " +
-                   shape_string(t.shape) + " should hold " + std::to_string(*expected) +
-                   " bytes, got " + std::to_string(t.nbytes));
+    return corrupt("tensor of " + std::string(dtype_name(t.dtype)) + " " + shape_string(t.shape) +
+                   " should hold " + std::to_string(*expected) + " bytes, got " +
+                   std::to_string(t.nbytes));
   }
   if (t.nbytes != 0 && t.data == nullptr) {
     return corrupt("tensor of " + std::to_string(t.nbytes) + " bytes has no data");
@@ -180,7 +177,8 @@ Status check_compatible(const Tensor& src, const torch::Tensor& dst, const std::
   }
   std::optional<size_t> expected = dense_nbytes(src.dtype, src.shape);
   if (!expected || src.nbytes != *expected || (src.nbytes != 0 && src.data == nullptr)) {
-    return corrupt(what + ": holds " + std::to_string(src.nbytes) + " bytes, its dtype and shape need " +
+    return corrupt(what + ": holds " + std::to_string(src.nbytes) +
+                   " bytes, its dtype and shape need " +
                    (expected ? std::to_string(*expected) : std::string("an impossible size")));
   }
   return Status::ok();
