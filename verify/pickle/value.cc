@@ -41,36 +41,31 @@ GlobalClass classify_global(const std::string& q) {
   static const std::set<std::string> kDangerousModules = {
       "os", "posix", "nt", "subprocess", "sys", "importlib", "runpy", "pty", "shutil", "socket",
       "webbrowser", "pickle", "_pickle", "marshal", "ctypes", "code", "codeop", "commands",
-      "platform", "asyncio", "multiprocessing", "pdb", "timeit", "types",
-      "http", "urllib", "requests", "tempfile", "signal", "threading", "_posixsubprocess"};
+      "platform", "asyncio", "multiprocessing", "pdb", "timeit", "types", "http", "urllib",
+      "requests", "tempfile", "signal", "threading", "_posixsubprocess", "io", "_io"};
   static const std::set<std::string> kDangerousBuiltins = {
       "eval", "exec", "compile", "__import__", "open", "input", "breakpoint", "setattr",
-      "delattr", "globals", "locals", "vars", "exit", "quit"};
+      "delattr", "globals", "locals", "vars", "exit", "quit", "memoryview"};
+  // Training libraries whose classes legitimately appear in checkpoints (TrainingArguments,
+  // Lightning hparams, DCP metadata); objects of theirs are inventoried, never constructed.
+  static const std::set<std::string> kKnownRoots = {
+      "torch", "collections", "numpy", "transformers", "accelerate", "lightning",
+      "pytorch_lightning", "lightning_fabric", "pathlib", "torchdata", "omegaconf", "datetime"};
   static const std::set<std::string> kKnown = {
-      "collections.OrderedDict", "collections.Counter", "collections.defaultdict",
-      "builtins.set", "builtins.frozenset", "builtins.bytes", "builtins.bytearray",
-      "builtins.complex", "builtins.slice", "builtins.range", "builtins.object", "builtins.int",
-      "builtins.float", "builtins.str", "builtins.list", "builtins.dict", "builtins.tuple",
-      "builtins.bool", "_codecs.encode", "copyreg._reconstructor", "numpy.ndarray", "numpy.dtype",
-      "numpy.core.multiarray._reconstruct", "numpy.core.multiarray.scalar", "pathlib.PosixPath",
-      "pathlib.PurePosixPath", "pathlib.WindowsPath", "datetime.datetime", "datetime.timedelta",
-      "datetime.date", "enum.Enum"};
+      "_codecs.encode", "copyreg._reconstructor", "functools.partial", "enum.Enum"};
+  static const std::set<std::string> kBuiltinContainers = {
+      "set", "frozenset", "bytes", "bytearray", "complex", "slice", "range", "object", "int",
+      "float", "str", "list", "dict", "tuple", "bool", "getattr"};
   size_t dot = q.rfind('.');
   std::string module = dot == std::string::npos ? q : q.substr(0, dot);
   std::string root = module.substr(0, module.find('.'));
   std::string name = dot == std::string::npos ? q : q.substr(dot + 1);
   if (kDangerousModules.count(root) != 0) return GlobalClass::kDangerous;
-  if (module == "builtins" && kDangerousBuiltins.count(name) != 0) return GlobalClass::kDangerous;
-  if (kKnown.count(q) != 0) return GlobalClass::kKnown;
-  if (module.rfind("numpy.dtypes", 0) == 0) return GlobalClass::kKnown;
-  if (root == "torch") {
-    // torch's own loaders and code containers are how a pickle would pull in more code.
-    if (module.rfind("torch.hub", 0) == 0 || module.rfind("torch.jit", 0) == 0 ||
-        module.rfind("torch.package", 0) == 0 || name == "load" || name == "loads") {
-      return GlobalClass::kOpaque;
-    }
-    return GlobalClass::kKnown;
+  if (module == "builtins") {
+    if (kBuiltinContainers.count(name) != 0) return GlobalClass::kKnown;
+    return kDangerousBuiltins.count(name) != 0 ? GlobalClass::kDangerous : GlobalClass::kOpaque;
   }
+  if (kKnown.count(q) != 0 || kKnownRoots.count(root) != 0) return GlobalClass::kKnown;
   return GlobalClass::kOpaque;
 }
 

@@ -78,9 +78,11 @@ struct Value {
   std::string qualname() const;
 };
 
-// How the reader classed a GLOBAL: known data constructors (torch tensors, OrderedDict, numpy
-// arrays, ...), opaque (a class we do not know: reported, never constructed), or dangerous (a
-// callable whose only use in a pickle is running code: os.system, builtins.eval, subprocess...).
+// How the reader classed a GLOBAL: known (torch, collections, numpy, builtin containers and the
+// training libraries: transformers, accelerate, Lightning, DCP metadata...), opaque (a name outside
+// that allow-list: a user class or worse; reported as an error, never constructed), or dangerous
+// (a callable whose only use in a pickle is running code: os/posix.system, builtins.eval,
+// subprocess...).
 enum class GlobalClass : uint8_t { kKnown, kOpaque, kDangerous };
 const char* global_class_name(GlobalClass c);
 GlobalClass classify_global(const std::string& qualname);

@@ -1,0 +1,45 @@
+// `ckpt inspect PATH [--json]`: the tree of what is inside a checkpoint (keys, dtypes, shapes,
+// byte sizes, devices, opaque globals), like `h5ls -r` for torch.save, safetensors, HF,
+// Lightning, DCP and our own format. Reads metadata only. Documented in docs/cli-audit.md.
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <memory>
+
+#include "cli/command.h"
+#include "cli/exit_codes.h"
+#include "verify/audit/audit.h"
+
+namespace ckpt::cli {
+
+struct InspectCliOptions {
+  std::string path;
+  bool json = false;
+};
+
+int run_inspect(const InspectCliOptions& o) {
+  auto v = verify::inspect_path(o.path);
+  if (!v.is_ok()) {
+    std::cerr << "ckpt inspect: " << v.status().to_string() << "\n";
+    return exit_code_for(v.status());
+  }
+  if (o.json) {
+    nlohmann::json j = {{"path", v->path}, {"format", v->format}, {"contents", verify::inspect_to_json(v->contents)}};
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << v->format << ": " << verify::inspect_to_text(v->contents);
+  }
+  return kExitOk;
+}
+
+namespace {
+const CommandRegistrar kInspect("inspect", [](CLI::App& root, CLI::App*& sub) -> Runner {
+  auto opts = std::make_shared<InspectCliOptions>();
+  sub = root.add_subcommand("inspect", "Show the tree inside a checkpoint (keys, dtypes, shapes, sizes, devices)");
+  sub->add_option("PATH", opts->path, "checkpoint file or folder")->required();
+  sub->add_flag("--json", opts->json, "print one JSON object");
+  sub->footer(kExitCodeHelp);
+  return [opts] { return run_inspect(*opts); };
+});
+}  // namespace
+
+}  // namespace ckpt::cli

@@ -1,0 +1,156 @@
+#include "verify/audit/audit.h"
+
+#include <sstream>
+
+#include "verify/audit/reader_registry.h"
+
+namespace ckpt::verify {
+
+Result<std::set<std::string>> parse_component_list(const std::string& list) {
+  std::set<std::string> out;
+  std::stringstream ss(list);
+  for (std::string item; std::getline(ss, item, ',');) {
+    size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
+    if (b == std::string::npos) continue;
+    item = item.substr(b, e - b + 1);
+    bool known = false;
+    for (const auto& c : kAuditComponents) known = known || c == item;
+    if (!known) {
+      std::string all;
+      for (const auto& c : kAuditComponents) all += (all.empty() ? "" : ", ") + c;
+      return invalid_argument("--require: unknown component \"" + item + "\" (expected: " + all + ")");
+    }
+    out.insert(item);
+  }
+  if (out.empty()) return invalid_argument("--require: empty component list");
+  return out;
+}
+
+Result<AuditReport> audit_path(const std::string& path, const AuditOptions& options) {
+  ReadOptions ro;
+  ro.deep = options.deep;
+  ro.progress = options.progress;
+  ro.inspect = false;
+  CKPT_ASSIGN_OR_RETURN(CheckpointView view, read_checkpoint(path, ro));
+  return apply_rules(view, options.require);
+}
+
+Result<CheckpointView> inspect_path(const std::string& path) {
+  ReadOptions ro;
+  ro.inspect = true;
+  return read_checkpoint(path, ro);
+}
+
+nlohmann::json report_to_json(const AuditReport& r) {
+  nlohmann::json j;
+  j["path"] = r.path;
+  j["format"] = r.format;
+  j["complete"] = r.complete;
+  nlohmann::json comps = nlohmann::json::object();
+  for (const auto& c : r.components) {
+    comps[c.name] = {{"status", c.status},   {"evidence", c.evidence}, {"consequence", c.consequence},
+                     {"fix", c.fix},         {"required", c.required}};
+  }
+  j["components"] = comps;
+  nlohmann::json f = nlohmann::json::array();
+  for (const auto& x : r.findings) {
+    f.push_back({{"severity", x.severity},
+                 {"component", x.component.empty() ? nlohmann::json(nullptr) : nlohmann::json(x.component)},
+                 {"message", x.message}});
+  }
+  j["findings"] = f;
+  return j;
+}
+
+namespace {
+
+std::vector<std::string> wrap(const std::string& text, size_t width) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  std::string word, line;
+  while (in >> word) {
+    if (!line.empty() && line.size() + 1 + word.size() > width) {
+      lines.push_back(line);
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+  }
+  if (!line.empty() || lines.empty()) lines.push_back(line);
+  return lines;
+}
+
+std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s : s + std::string(w - s.size(), ' '); }
+
+}  // namespace
+
+std::string report_to_text(const AuditReport& r, bool color) {
+  std::ostringstream o;
+  const char* red = color ? "\033[31m" : "";
+  const char* green = color ? "\033[32m" : "";
+  const char* yellow = color ? "\033[33m" : "";
+  const char* reset = color ? "\033[0m" : "";
+  o << r.path << "  (" << r.format << ")  " << (r.complete ? green : red)
+    << (r.complete ? "COMPLETE" : "INCOMPLETE") << reset << "\n\n";
+  o << pad("COMPONENT", 13) << pad("STATUS", 16) << "EVIDENCE / CONSEQUENCE / FIX\n";
+  for (const auto& c : r.components) {
+    const bool ok = status_is_ok(c.status);
+    const char* col = ok ? green : (c.required ? red : yellow);
+    auto ev = wrap(c.evidence, 70);
+    for (size_t i = 0; i < ev.size(); ++i) {
+      if (i == 0) {
+        o << pad(c.name, 13) << col << pad(c.status, 16) << reset << ev[i] << "\n";
+      } else {
+        o << std::string(29, ' ') << ev[i] << "\n";
+      }
+    }
+    if (!c.consequence.empty()) {
+      for (const auto& l : wrap("consequence: " + c.consequence, 70)) o << std::string(29, ' ') << l << "\n";
+      for (const auto& l : wrap("fix: " + c.fix, 70)) o << std::string(29, ' ') << l << "\n";
+    }
+  }
+  bool header = false;
+  for (const auto& f : r.findings) {
+    if (f.severity == "info" && f.component.empty() == false) continue;
+    if (!header) {
+      o << "\nFINDINGS\n";
+      header = true;
+    }
+    const char* col = f.severity == "error" ? red : f.severity == "warning" ? yellow : "";
+    o << "  " << col << pad(f.severity, 8) << reset << (f.component.empty() ? "" : "[" + f.component + "] ")
+      << f.message << "\n";
+  }
+  return o.str();
+}
+
+nlohmann::json inspect_to_json(const InspectNode& n) {
+  nlohmann::json j = {{"name", n.name}, {"kind", n.kind}, {"summary", n.summary}};
+  if (n.kind == "tensor") {
+    j["dtype"] = n.dtype;
+    j["shape"] = n.shape;
+    j["nbytes"] = n.nbytes;
+    j["device"] = n.device;
+  }
+  if (!n.children.empty()) {
+    nlohmann::json c = nlohmann::json::array();
+    for (const auto& ch : n.children) c.push_back(inspect_to_json(ch));
+    j["children"] = c;
+  }
+  return j;
+}
+
+namespace {
+void inspect_lines(const InspectNode& n, const std::string& path, std::ostringstream& o, int depth) {
+  if (depth > 64) return;
+  o << pad(path.empty() ? "/" : path, 48) << " " << n.summary << "\n";
+  for (const auto& c : n.children) inspect_lines(c, path + "/" + c.name, o, depth + 1);
+}
+}  // namespace
+
+std::string inspect_to_text(const InspectNode& n) {
+  std::ostringstream o;
+  o << n.name << "\n";
+  for (const auto& c : n.children) inspect_lines(c, "/" + c.name, o, 1);
+  return o.str();
+}
+
+}  // namespace ckpt::verify

@@ -1,0 +1,47 @@
+// The auditor's front door: audit a path, render the report. This is what `ckpt audit`,
+// `ckpt inspect` and `ckpt report` call.
+//
+//   auto r = ckpt::verify::audit_path("ckpt/checkpoint-500", {.deep = false});
+//   if (!r.is_ok()) { /* r.status(): NotFound/IoError → 66, Corrupt/Unsupported → 65 */ }
+//   nlohmann::json j = ckpt::verify::report_to_json(*r);   // the documented --json object
+//
+// audit_path = read_checkpoint (reader registry) + apply_rules. Stateless; thread-safe as long
+// as no reader is being registered concurrently.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <set>
+#include <string>
+
+#include "ckpt/base/status.h"
+#include "verify/audit/rules.h"
+#include "verify/audit/view.h"
+
+namespace ckpt::verify {
+
+struct AuditOptions {
+  bool deep = false;
+  bool progress = false;                // progress bar on stderr (only drawn on a terminal)
+  std::set<std::string> require;        // empty = every component of the contract
+};
+
+// Reads and judges `path`. Errors: NotFound/IoError (cannot open), Corrupt/Unsupported
+// (unreadable, not a checkpoint), InvalidArgument (unknown component in `require`).
+Result<AuditReport> audit_path(const std::string& path, const AuditOptions& options);
+
+// Parses "--require model,optimizer": InvalidArgument naming an unknown component.
+Result<std::set<std::string>> parse_component_list(const std::string& list);
+
+// {"path", "format", "complete", "components": {NAME: {"status", "evidence", "consequence",
+// "fix", "required"}}, "findings": [{"severity", "component", "message"}]}
+nlohmann::json report_to_json(const AuditReport& report);
+// The table for a person: component, status, evidence, consequence, fix; then findings.
+std::string report_to_text(const AuditReport& report, bool color);
+
+// `ckpt inspect`: the tree of what is inside.
+Result<CheckpointView> inspect_path(const std::string& path);
+nlohmann::json inspect_to_json(const InspectNode& node);
+std::string inspect_to_text(const InspectNode& node);
+
+}  // namespace ckpt::verify

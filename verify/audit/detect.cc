@@ -1,0 +1,511 @@
+#include "verify/audit/detect.h"
+
+#include <deque>
+#include <sstream>
+#include <unordered_set>
+
+namespace ckpt::verify {
+namespace {
+
+constexpr int kMaxDepth = 64;
+constexpr size_t kMaxVisits = 2'000'000;
+
+bool is_uint8_vector(const Value* v, int64_t n) {
+  return v != nullptr && v->kind == Kind::kTensor && v->tensor->dtype == "uint8" &&
+         v->tensor->shape.size() == 1 && (n < 0 || v->tensor->shape[0] == n);
+}
+bool is_cuda_rng(const Value* v) {
+  return is_uint8_vector(v, 16) || is_uint8_vector(v, 8) || is_uint8_vector(v, 816);
+}
+
+std::string key_text(const Value* k) {
+  if (k->kind == Kind::kStr) return k->s;
+  if (k->kind == Kind::kInt) return std::to_string(k->i);
+  return summarize(*k);
+}
+
+std::string join(const std::string& path, const std::string& key) {
+  return path.empty() ? key : path + "." + key;
+}
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::ostringstream o;
+  o << "[";
+  for (size_t i = 0; i < s.size(); ++i) o << (i ? "," : "") << s[i];
+  o << "]";
+  return o.str();
+}
+
+std::string where(const DetectContext& ctx, const std::string& path) {
+  std::string p = path.empty() ? "(top level)" : path;
+  return ctx.source.empty() ? p : ctx.source + ": " + p;
+}
+
+bool is_optimizer(const Value& d) {
+  const Value* st = d.get("state");
+  const Value* pg = d.get("param_groups");
+  return st != nullptr && st->kind == Kind::kDict && pg != nullptr && pg->kind == Kind::kList;
+}
+bool is_scheduler(const Value& d) {
+  if (d.get("last_epoch") != nullptr && d.get("base_lrs") != nullptr) return true;
+  // ReduceLROnPlateau keeps no base_lrs: mode/patience/num_bad_epochs/last_epoch.
+  return d.get("last_epoch") != nullptr && d.get("patience") != nullptr &&
+         d.get("num_bad_epochs") != nullptr;
+}
+bool is_grad_scaler(const Value& d) {
+  return d.get("scale") != nullptr && d.get("growth_factor") != nullptr &&
+         d.get("backoff_factor") != nullptr && d.get("growth_interval") != nullptr;
+}
+bool is_python_rng(const Value* v) {
+  return v != nullptr && v->kind == Kind::kTuple && v->items.size() == 3 && v->items[0]->as_int() &&
+         *v->items[0]->as_int() == 3 && v->items[1]->kind == Kind::kTuple &&
+         v->items[1]->items.size() == 625;
+}
+bool is_numpy_rng(const Value* v) {
+  return v != nullptr && v->kind == Kind::kTuple && v->items.size() == 5 &&
+         v->items[0]->is_str("MT19937") && v->items[1]->kind == Kind::kTensor;
+}
+
+class Detector {
+ public:
+  Detector(const DetectContext& ctx, CheckpointView* view) : ctx_(ctx), view_(*view) {}
+
+  void run(const Value& root) {
+    collect_devices(root);
+    std::deque<Item> queue{{&root, "", 0}};
+    std::unordered_set<const Value*> seen;
+    size_t visits = 0;
+    const Value* best_model = nullptr;
+    std::string best_model_path;
+    size_t best_count = 0;
+    while (!queue.empty() && visits++ < kMaxVisits) {
+      Item it = queue.front();
+      queue.pop_front();
+      const Value* v = it.v;
+      if (!seen.insert(v).second || it.depth > kMaxDepth) continue;
+      if (v->kind == Kind::kDict) {
+        if (classify_dict(*v, it.path, it.depth)) continue;
+        size_t tensors = 0, others = 0;
+        bool all_uint8 = true;
+        for (const auto& [k, x] : v->entries) {
+          if (x->kind == Kind::kTensor) {
+            ++tensors;
+            all_uint8 = all_uint8 && x->tensor->dtype == "uint8";
+          } else if (x->kind != Kind::kNone) {
+            ++others;
+          }
+        }
+        if (tensors > 0 && others == 0 && !all_uint8 && tensors > best_count) {
+          best_model = v;
+          best_model_path = it.path;
+          best_count = tensors;
+        }
+        if (tensors > 0 && others == 0 && !all_uint8) continue;  // a tensor dict: nothing inside
+        for (const auto& [k, x] : v->entries) queue.push_back({x, join(it.path, key_text(k)), it.depth + 1});
+      } else if (v->kind == Kind::kList || v->kind == Kind::kTuple) {
+        if (is_python_rng(v)) {
+          note_python_rng(it.path);
+          continue;
+        }
+        if (is_numpy_rng(v)) {
+          note_numpy_rng(it.path);
+          continue;
+        }
+        bool all_cuda = !v->items.empty();
+        for (const Value* x : v->items) all_cuda = all_cuda && is_cuda_rng(x);
+        if (all_cuda && it.path.find("cuda") != std::string::npos) {
+          note_cuda_rng(*v, it.path);
+          continue;
+        }
+        for (size_t i = 0; i < v->items.size(); ++i) {
+          queue.push_back({v->items[i], it.path + "[" + std::to_string(i) + "]", it.depth + 1});
+        }
+      } else if (v->kind == Kind::kTensor) {
+        if (is_uint8_vector(v, 5056)) {
+          note_cpu_rng(*v, it.path);
+        } else if (is_cuda_rng(v) && it.path.find("cuda") != std::string::npos) {
+          note_cuda_rng_single(*v, it.path);
+        }
+      }
+    }
+    if (best_model != nullptr && !view_.model.found) fill_model(*best_model, best_model_path);
+    view_.devices_known = true;
+  }
+
+ private:
+  struct Item {
+    const Value* v;
+    std::string path;
+    int depth;
+  };
+
+  void collect_devices(const Value& root) {
+    std::vector<const Value*> stack{&root};
+    std::unordered_set<const Value*> seen;
+    size_t visits = 0;
+    while (!stack.empty() && visits++ < kMaxVisits) {
+      const Value* v = stack.back();
+      stack.pop_back();
+      if (v == nullptr || !seen.insert(v).second) continue;
+      if (v->kind == Kind::kTensor && !v->tensor->location.empty() && v->tensor->location != "numpy") {
+        view_.devices.insert(v->tensor->location);
+      }
+      for (const Value* x : v->items) stack.push_back(x);
+      for (const auto& [k, x] : v->entries) stack.push_back(x);
+      stack.push_back(v->args);
+      stack.push_back(v->state);
+    }
+  }
+
+  // Returns true when the dict is a component (then the walk does not descend into it).
+  bool classify_dict(const Value& d, const std::string& path, int depth) {
+    if (is_optimizer(d)) {
+      ++view_.optimizer.count;
+      if (!view_.optimizer.found) fill_optimizer(d, path);
+      return true;
+    }
+    if (is_scheduler(d)) {
+      if (!view_.scheduler.found) fill_scheduler(d, path);
+      return true;
+    }
+    if (is_grad_scaler(d)) {
+      if (!view_.grad_scaler.found) {
+        view_.grad_scaler.found = true;
+        view_.grad_scaler.source = ctx_.source;
+        auto s = d.get("scale")->as_number();
+        view_.grad_scaler.scale = s;
+        std::ostringstream o;
+        o << where(ctx_, path) << ": GradScaler state";
+        if (s) o << " (scale " << *s << ")";
+        view_.grad_scaler.evidence = o.str();
+        view_.mixed_precision = true;
+        if (view_.mixed_precision_evidence.empty()) view_.mixed_precision_evidence = view_.grad_scaler.evidence;
+      }
+      return true;
+    }
+    if (classify_loader(d, path)) return true;
+    if (depth <= 2) note_counters(d, path);
+    return false;
+  }
+
+  bool classify_loader(const Value& d, const std::string& path) {
+    LoaderPart& l = view_.loader;
+    // torchdata StatefulDataLoader (single- or multi-process).
+    if (d.get("_num_yielded") != nullptr || d.get("_snapshot") != nullptr ||
+        d.get("_sampler_iter_yielded") != nullptr) {
+      if (!l.found) {
+        l.found = true;
+        l.kind = "StatefulDataLoader";
+        l.source = ctx_.source;
+        const Value* n = d.get("_num_yielded");
+        if (n == nullptr && d.get("_snapshot") != nullptr) n = d.get("_snapshot")->get("_snapshot_step");
+        if (n != nullptr) l.batches = n->as_int();
+        l.evidence = where(ctx_, path) + ": torchdata StatefulDataLoader state" +
+                     (l.batches ? " (" + std::to_string(*l.batches) + " batches yielded)" : "");
+      }
+      return true;
+    }
+    // Lightning loops: position known, data restorable only with a stateful loader.
+    if (const Value* fit = d.get("fit_loop"); fit != nullptr && fit->kind == Kind::kDict) {
+      const Value* bp = fit->get("epoch_loop.batch_progress");
+      const Value* cur = bp != nullptr ? bp->get("current") : nullptr;
+      std::optional<int64_t> done = cur != nullptr && cur->get("completed") ? cur->get("completed")->as_int() : std::nullopt;
+      const Value* sd = fit->get("state_dict");
+      const Value* combined = sd != nullptr ? sd->get("combined_loader") : nullptr;
+      if (!l.found) {
+        l.kind = "Lightning loops";
+        l.source = ctx_.source;
+        l.batches = done;
+        std::string pos = done ? std::to_string(*done) + " batches into the epoch" : "position unknown";
+        if (combined != nullptr && combined->kind == Kind::kList && !combined->items.empty()) {
+          l.found = true;
+          l.evidence = where(ctx_, path) + ".fit_loop: " + pos + "; combined_loader holds " +
+                       std::to_string(combined->items.size()) + " stateful loader state(s)";
+        } else {
+          l.evidence = where(ctx_, path) + ".fit_loop: " + pos +
+                       ", but no combined_loader state (the train loader is not stateful)";
+        }
+      }
+      return true;
+    }
+    // A user cursor: integer epoch plus batch_idx and/or samples_seen.
+    const Value* ep = d.get("epoch");
+    const Value* bi = d.get("batch_idx");
+    const Value* ss = d.get("samples_seen");
+    if (ep != nullptr && ep->kind == Kind::kInt && ((bi != nullptr && bi->as_int()) || (ss != nullptr && ss->as_int()))) {
+      if (!l.found) {
+        l.found = true;
+        l.kind = "cursor";
+        l.source = ctx_.source;
+        l.epoch = ep->i;
+        if (bi != nullptr) l.batches = bi->as_int();
+        if (ss != nullptr) l.samples = ss->as_int();
+        std::ostringstream o;
+        o << where(ctx_, path) << ": cursor {epoch " << ep->i;
+        if (l.batches) o << ", batch_idx " << *l.batches;
+        if (l.samples) o << ", samples_seen " << *l.samples;
+        o << "}";
+        l.evidence = o.str();
+      }
+      return true;
+    }
+    return false;
+  }
+
+  void note_counters(const Value& d, const std::string& path) {
+    static const char* kStepKeys[] = {"global_step", "step", "iteration", "num_updates", "train_step"};
+    static const char* kEpochKeys[] = {"epoch", "current_epoch"};
+    CountersPart& c = view_.counters;
+    bool added = false;
+    for (const char* k : kStepKeys) {
+      const Value* v = d.get(k);
+      if (v != nullptr && v->kind == Kind::kInt && !c.global_step) {
+        c.global_step = v->i;
+        c.evidence += (c.evidence.empty() ? "" : "; ") + where(ctx_, join(path, k)) + " = " + std::to_string(v->i);
+        added = true;
+      }
+    }
+    for (const char* k : kEpochKeys) {
+      const Value* v = d.get(k);
+      if (v != nullptr && (v->kind == Kind::kInt || v->kind == Kind::kFloat) && !c.epoch) {
+        c.epoch = v->as_number();
+        c.evidence += (c.evidence.empty() ? "" : "; ") + where(ctx_, join(path, k)) + " = " + summarize(*v);
+        added = true;
+      }
+    }
+    if (added) {
+      c.found = true;
+      if (c.source.empty()) c.source = ctx_.source;
+    }
+  }
+
+  void note_cpu_rng(const Value& t, const std::string& path) {
+    RngCpuPart& r = view_.rng_cpu;
+    if (r.found) return;
+    r.found = true;
+    r.nbytes = t.tensor->shape[0];
+    r.source = ctx_.source;
+    r.evidence = where(ctx_, path) + ": 5056-byte uint8 CPU generator state" + r.evidence;
+  }
+  void note_python_rng(const std::string& path) {
+    view_.rng_cpu.python = true;
+    extra_rng_note(" (+ Python random state at " + path + ")");
+  }
+  void note_numpy_rng(const std::string& path) {
+    view_.rng_cpu.numpy = true;
+    extra_rng_note(" (+ numpy MT19937 state at " + path + ")");
+  }
+  void extra_rng_note(const std::string& s) { view_.rng_cpu.evidence += s; }
+  void note_cuda_rng(const Value& list, const std::string& path) {
+    RngCudaPart& r = view_.rng_cuda;
+    if (r.found) return;
+    r.found = true;
+    r.source = ctx_.source;
+    for (const Value* x : list.items) r.nbytes.push_back(x->tensor->shape[0]);
+    r.evidence = where(ctx_, path) + ": " + std::to_string(list.items.size()) + " CUDA generator state(s)";
+  }
+  void note_cuda_rng_single(const Value& t, const std::string& path) {
+    RngCudaPart& r = view_.rng_cuda;
+    if (r.found) return;
+    r.found = true;
+    r.source = ctx_.source;
+    r.nbytes.push_back(t.tensor->shape[0]);
+    r.evidence = where(ctx_, path) + ": " + std::to_string(t.tensor->shape[0]) + "-byte CUDA generator state";
+  }
+
+  void fill_model(const Value& d, const std::string& path) {
+    ModelPart& m = view_.model;
+    m.found = true;
+    m.source = ctx_.source;
+    std::ostringstream o;
+    o << where(ctx_, path) << ": " << d.entries.size() << " tensors";
+    size_t shown = 0;
+    for (const auto& [k, x] : d.entries) {
+      if (x->kind != Kind::kTensor) continue;
+      m.tensors.push_back(tensor_info(*x->tensor, key_text(k), ctx_.source));
+      if (shown++ < 4) o << (shown == 1 ? " (" : ", ") << key_text(k) << " " << shape_str(x->tensor->shape);
+    }
+    if (shown > 0) o << (shown > 4 ? ", ...)" : ")");
+    m.evidence = o.str();
+  }
+
+  void fill_optimizer(const Value& d, const std::string& path) {
+    OptimizerPart& o = view_.optimizer;
+    o.found = true;
+    o.source = ctx_.source;
+    for (const Value* g : d.get("param_groups")->items) {
+      OptimizerPart::Group group;
+      if (g->kind != Kind::kDict) continue;
+      if (const Value* ps = g->get("params"); ps != nullptr) {
+        for (const Value* p : ps->items) {
+          if (auto id = p->as_int()) group.params.push_back(*id);
+        }
+      }
+      if (const Value* lr = g->get("lr")) group.lr = lr->as_number();
+      if (const Value* mo = g->get("momentum")) group.momentum = mo->as_number();
+      o.groups.push_back(std::move(group));
+    }
+    std::set<std::string> keys;
+    for (const auto& [k, s] : d.get("state")->entries) {
+      OptimizerPart::ParamState ps;
+      if (auto id = k->as_int()) ps.id = *id;
+      if (s->kind == Kind::kDict) {
+        for (const auto& [sk, sv] : s->entries) {
+          std::string name = key_text(sk);
+          keys.insert(name);
+          if (name == "step") {
+            if (auto n = sv->as_number()) {
+              ps.step = n;
+            } else if (sv->kind == Kind::kTensor && ctx_.resolve) {
+              ps.step = ctx_.resolve(*sv->tensor);
+              ps.step_unreadable = !ps.step;
+            }
+            continue;
+          }
+          if (sv->kind == Kind::kTensor) {
+            ps.tensors[name] = tensor_info(*sv->tensor, "state." + std::to_string(ps.id) + "." + name, ctx_.source);
+          }
+        }
+      }
+      o.state.push_back(std::move(ps));
+    }
+    if (keys.count("exp_avg") != 0) {
+      o.kind = "Adam/AdamW";
+    } else if (keys.count("momentum_buffer") != 0) {
+      o.kind = "SGD";
+    } else if (keys.count("square_avg") != 0) {
+      o.kind = "RMSprop";
+    } else if (keys.count("sum") != 0) {
+      o.kind = "Adagrad";
+    } else if (!keys.empty()) {
+      o.kind = "optimizer";
+    } else {
+      o.kind = (!o.groups.empty() && o.groups[0].momentum) ? "SGD" : "optimizer";
+    }
+    size_t nparams = 0;
+    for (const auto& g : o.groups) nparams += g.params.size();
+    std::ostringstream e;
+    e << where(ctx_, path) << ": " << o.kind << " state for " << o.state.size() << " of " << nparams
+      << " params, " << o.groups.size() << " param group(s)";
+    o.evidence = e.str();
+  }
+
+  void fill_scheduler(const Value& d, const std::string& path) {
+    SchedulerPart& s = view_.scheduler;
+    s.found = true;
+    s.source = ctx_.source;
+    s.last_epoch = d.get("last_epoch")->as_int();
+    if (const Value* v = d.get("_step_count")) s.step_count = v->as_int();
+    auto numbers = [](const Value* l, std::vector<double>* out) {
+      if (l == nullptr) return;
+      for (const Value* x : l->items) {
+        if (auto n = x->as_number()) out->push_back(*n);
+      }
+    };
+    numbers(d.get("base_lrs"), &s.base_lrs);
+    numbers(d.get("_last_lr"), &s.last_lr);
+    if (d.get("patience") != nullptr) {
+      s.kind = "ReduceLROnPlateau";
+      s.per_epoch = true;
+    } else if (d.get("_schedulers") != nullptr) {
+      s.kind = d.get("_milestones") != nullptr ? "SequentialLR" : "ChainedScheduler";
+    } else if (d.get("total_steps") != nullptr) {
+      s.kind = "OneCycleLR";
+    } else if (d.get("T_max") != nullptr) {
+      s.kind = "CosineAnnealingLR";
+    } else if (d.get("T_0") != nullptr) {
+      s.kind = "CosineAnnealingWarmRestarts";
+    } else if (d.get("milestones") != nullptr) {
+      s.kind = "MultiStepLR";
+    } else if (d.get("step_size") != nullptr) {
+      s.kind = "StepLR";
+    } else if (d.get("lr_lambdas") != nullptr) {
+      s.kind = "LambdaLR";
+    } else if (d.get("start_factor") != nullptr) {
+      s.kind = "LinearLR";
+    } else if (d.get("power") != nullptr) {
+      s.kind = "PolynomialLR";
+    } else if (d.get("factor") != nullptr) {
+      s.kind = "ConstantLR";
+    } else if (d.get("gamma") != nullptr) {
+      s.kind = "ExponentialLR";
+    } else {
+      s.kind = "LRScheduler";
+    }
+    std::ostringstream e;
+    e << where(ctx_, path) << ": " << s.kind;
+    if (s.last_epoch) e << " last_epoch " << *s.last_epoch;
+    if (!s.last_lr.empty()) e << ", _last_lr[0] " << s.last_lr[0];
+    s.evidence = e.str();
+  }
+
+  const DetectContext& ctx_;
+  CheckpointView& view_;
+};
+
+}  // namespace
+
+TensorInfo tensor_info(const TensorRecord& t, const std::string& name, const std::string& file) {
+  TensorInfo i;
+  i.name = name;
+  i.dtype = t.dtype;
+  i.shape = t.shape;
+  i.device = t.location;
+  i.file = file;
+  i.record = t.storage_key;
+  i.nbytes = t.nbytes();
+  return i;
+}
+
+void detect_components(const Value& root, const DetectContext& ctx, CheckpointView* view) {
+  Detector(ctx, view).run(root);
+}
+
+namespace {
+constexpr int kMaxInspectDepth = 48;
+
+InspectNode inspect_at(const Value& v, const std::string& name, size_t* budget, int depth) {
+  InspectNode n;
+  n.name = name;
+  n.kind = kind_name(v.kind);
+  n.summary = summarize(v);
+  if (*budget == 0 || depth > kMaxInspectDepth) return n;
+  --*budget;
+  if (v.kind == Kind::kTensor) {
+    n.dtype = v.tensor->dtype;
+    n.shape = v.tensor->shape;
+    n.nbytes = v.tensor->nbytes();
+    n.device = v.tensor->location;
+    return n;
+  }
+  // Python RNG words and other long scalar runs: a summary line, not 625 children.
+  auto scalar = [](const Value* x) {
+    return x->kind == Kind::kInt || x->kind == Kind::kFloat || x->kind == Kind::kBool ||
+           x->kind == Kind::kNone || x->kind == Kind::kBigInt;
+  };
+  if (v.kind == Kind::kList || v.kind == Kind::kTuple || v.kind == Kind::kSet) {
+    bool all_scalar = true;
+    for (const Value* x : v.items) all_scalar = all_scalar && scalar(x);
+    if (all_scalar && v.items.size() > 8) return n;
+    for (size_t i = 0; i < v.items.size() && *budget > 0; ++i) {
+      n.children.push_back(inspect_at(*v.items[i], std::to_string(i), budget, depth + 1));
+    }
+  } else if (v.kind == Kind::kDict) {
+    for (const auto& [k, x] : v.entries) {
+      if (*budget == 0) break;
+      n.children.push_back(inspect_at(*x, key_text(k), budget, depth + 1));
+    }
+  } else if (v.kind == Kind::kObject) {
+    if (v.args != nullptr && !v.args->items.empty()) n.children.push_back(inspect_at(*v.args, "args", budget, depth + 1));
+    if (v.state != nullptr && *budget > 0) n.children.push_back(inspect_at(*v.state, "state", budget, depth + 1));
+  }
+  return n;
+}
+
+}  // namespace
+
+InspectNode inspect_value(const Value& v, const std::string& name, size_t* budget) {
+  return inspect_at(v, name, budget, 0);
+}
+
+}  // namespace ckpt::verify

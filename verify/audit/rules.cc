@@ -1,0 +1,348 @@
+#include "verify/audit/rules.h"
+
+#include <cmath>
+#include <map>
+#include <sstream>
+
+namespace ckpt::verify {
+
+const std::vector<std::string> kAuditComponents = {"model",    "optimizer", "scheduler",
+                                                   "rng_cpu",  "rng_cuda",  "loader",
+                                                   "counters", "grad_scaler"};
+
+namespace {
+
+struct Advice {
+  const char* consequence;
+  const char* fix;
+};
+
+// What a missing/empty/inconsistent component does to the run, and the fix (DOMAIN.md).
+const std::map<std::string, Advice>& advice() {
+  static const std::map<std::string, Advice> kAdvice = {
+      {"model", {"nothing to resume: the run restarts from its initial weights",
+                 "save model.state_dict() in every checkpoint"}},
+      {"optimizer",
+       {"Adam/momentum state restarts at zero: a loss bump that takes hundreds of steps to recover",
+        "save optimizer.state_dict() and call optimizer.load_state_dict() on resume before the "
+        "first step"}},
+      {"scheduler",
+       {"the LR schedule restarts, often back into warmup: hundreds of steps at the wrong LR "
+        "(the same loss bump)",
+        "save scheduler.state_dict() and call scheduler.load_state_dict() on resume; never set "
+        "param_group['lr'] by hand"}},
+      {"rng_cpu",
+       {"dropout, augmentation and shuffling stop being reproducible after a restart",
+        "save torch.get_rng_state() (plus numpy and random states) and restore them on resume"}},
+      {"rng_cuda",
+       {"GPU dropout and random ops diverge from the uninterrupted run after a restart",
+        "save torch.cuda.get_rng_state_all() and restore it with set_rng_state_all()"}},
+      {"loader",
+       {"each restart replays the head of the epoch; the tail of the dataset may never be seen "
+        "(no loss bump, so nobody notices)",
+        "save the loader position (torchdata StatefulDataLoader.state_dict(), or epoch + samples "
+        "consumed with a seeded sampler) and skip to it on resume"}},
+      {"counters",
+       {"step-based schedules, logging and checkpoint names restart from zero; counters and logs "
+        "drift",
+        "save global_step and epoch"}},
+      {"grad_scaler",
+       {"the fp16 loss scale restarts at its initial value: the first steps after a restart "
+        "overflow and are skipped, and the scale re-converges",
+        "save scaler.state_dict() (torch.amp.GradScaler) and load it on resume"}},
+  };
+  return kAdvice;
+}
+
+std::string fmt(double x) {
+  std::ostringstream o;
+  o.precision(6);
+  o << x;
+  return o.str();
+}
+
+bool close(double a, double b) {
+  return std::fabs(a - b) <= 1e-6 * std::max(1.0, std::max(std::fabs(a), std::fabs(b)));
+}
+
+class Judge {
+ public:
+  Judge(const CheckpointView& v, AuditReport* r) : v_(v), r_(*r) {}
+
+  void run() {
+    model();
+    optimizer();
+    scheduler();
+    rng_cpu();
+    rng_cuda();
+    loader();
+    counters();
+    grad_scaler();
+    for (const ReaderFinding& f : v_.findings) {
+      if (f.inconsistent && !f.component.empty()) {
+        ComponentReport& c = get(f.component);
+        if (c.status == "present" || c.status == "derived") {
+          c.status = "inconsistent";
+          c.evidence += "; " + f.message;
+        }
+      }
+    }
+  }
+
+ private:
+  ComponentReport& get(const std::string& name) {
+    for (auto& c : r_.components) {
+      if (c.name == name) return c;
+    }
+    r_.components.push_back({name, "missing", "", "", "", true});
+    return r_.components.back();
+  }
+  void set(const std::string& name, const std::string& status, const std::string& evidence) {
+    ComponentReport& c = get(name);
+    c.status = status;
+    c.evidence = evidence;
+  }
+
+  void model() {
+    const ModelPart& m = v_.model;
+    if (!m.found) return set("model", "missing", "no dict of tensors (no model state_dict)");
+    set("model", m.tensors.empty() ? "empty" : "present", m.evidence);
+  }
+
+  void optimizer() {
+    const OptimizerPart& o = v_.optimizer;
+    if (!o.found) {
+      return set("optimizer", "missing",
+                 o.evidence.empty() ? "no dict with state + param_groups" : o.evidence);
+    }
+    std::vector<std::string> problems;
+    std::set<int64_t> listed;
+    for (const auto& g : o.groups) listed.insert(g.params.begin(), g.params.end());
+    if (o.state.empty()) {
+      std::string e = o.evidence + "; state == {} (the optimizer never stepped, or its state was not saved)";
+      return set("optimizer", "empty", e);
+    }
+    std::set<int64_t> with_state;
+    std::set<double> steps;
+    for (const auto& ps : o.state) {
+      with_state.insert(ps.id);
+      if (ps.step) steps.insert(*ps.step);
+      if (o.kind == "Adam/AdamW" &&
+          (ps.tensors.count("exp_avg") == 0 || ps.tensors.count("exp_avg_sq") == 0)) {
+        problems.push_back("param " + std::to_string(ps.id) + " lacks exp_avg/exp_avg_sq");
+      }
+    }
+    std::vector<int64_t> lacking;
+    for (int64_t id : listed) {
+      if (with_state.count(id) == 0) lacking.push_back(id);
+    }
+    if (!lacking.empty()) {
+      std::ostringstream e;
+      e << lacking.size() << " of " << listed.size() << " params in param_groups have no state (first: "
+        << lacking.front() << ")";
+      problems.push_back(e.str());
+    }
+    const auto& gs = v_.counters.global_step;
+    if (gs && !steps.empty()) {
+      for (double s : steps) {
+        if (!close(s, static_cast<double>(*gs))) {
+          problems.push_back("optimizer step " + fmt(s) + " != global_step " + std::to_string(*gs));
+          break;
+        }
+      }
+    }
+    if (steps.size() > 1) {
+      problems.push_back("params disagree on step (" + fmt(*steps.begin()) + " .. " + fmt(*steps.rbegin()) + ")");
+    }
+    for (const auto& n : o.zero_moments) problems.push_back("moment " + n + " is all zeros after steps were taken");
+    for (const auto& n : o.nonfinite) problems.push_back("moment " + n + " holds NaN/Inf");
+    std::string e = o.evidence;
+    if (!steps.empty()) e += "; step " + fmt(*steps.begin());
+    if (o.count > 1) e += "; " + std::to_string(o.count) + " optimizers (the first is audited)";
+    if (problems.empty()) return set("optimizer", "present", e);
+    std::string all;
+    for (const auto& p : problems) all += "; " + p;
+    set("optimizer", "inconsistent", e + all);
+  }
+
+  std::optional<int64_t> optimizer_step() const {
+    for (const auto& ps : v_.optimizer.state) {
+      if (ps.step) return static_cast<int64_t>(std::llround(*ps.step));
+    }
+    return std::nullopt;
+  }
+
+  void scheduler() {
+    const SchedulerPart& s = v_.scheduler;
+    if (!s.found) {
+      return set("scheduler", "missing",
+                 s.evidence.empty() ? "no dict with last_epoch + base_lrs (or ReduceLROnPlateau's shape)"
+                                    : s.evidence);
+    }
+    std::vector<std::string> problems;
+    const auto& gs = v_.counters.global_step;
+    const auto& ep = v_.counters.epoch;
+    if (s.last_epoch) {
+      int64_t le = *s.last_epoch;
+      bool matches_epoch = ep && close(static_cast<double>(le), std::floor(*ep));
+      if (gs) {
+        if (le != *gs && !matches_epoch) {
+          problems.push_back("last_epoch " + std::to_string(le) + " != global_step " + std::to_string(*gs) +
+                             (ep ? " (and != epoch " + fmt(*ep) + ")" : ""));
+        }
+      } else if (auto os = optimizer_step(); os && !s.per_epoch && le != *os && !matches_epoch) {
+        problems.push_back("last_epoch " + std::to_string(le) + " != optimizer step " + std::to_string(*os));
+      }
+    }
+    const auto& groups = v_.optimizer.groups;
+    for (size_t i = 0; i < s.last_lr.size() && i < groups.size(); ++i) {
+      if (groups[i].lr && !close(*groups[i].lr, s.last_lr[i])) {
+        problems.push_back("param_groups[" + std::to_string(i) + "].lr " + fmt(*groups[i].lr) +
+                           " != _last_lr[" + std::to_string(i) + "] " + fmt(s.last_lr[i]));
+      }
+    }
+    if (problems.empty()) return set("scheduler", "present", s.evidence);
+    std::string all;
+    for (const auto& p : problems) all += "; " + p;
+    set("scheduler", "inconsistent", s.evidence + all);
+  }
+
+  void rng_cpu() {
+    const RngCpuPart& r = v_.rng_cpu;
+    if (!r.found) {
+      auto gap = v_.format_gaps.find("rng_cpu");
+      return set("rng_cpu", "missing",
+                 gap != v_.format_gaps.end() ? gap->second : "no 5056-byte uint8 CPU generator state");
+    }
+    if (r.nbytes != 5056) {
+      return set("rng_cpu", "inconsistent",
+                 r.evidence + "; " + std::to_string(r.nbytes) + " bytes, expected 5056");
+    }
+    set("rng_cpu", "present", r.evidence);
+  }
+
+  void rng_cuda() {
+    const RngCudaPart& r = v_.rng_cuda;
+    std::set<std::string> cuda;
+    for (const auto& d : v_.devices) {
+      if (d.rfind("cuda", 0) == 0) cuda.insert(d);
+    }
+    if (r.found) {
+      for (int64_t n : r.nbytes) {
+        if (n != 16 && n != 8 && n != 816) {
+          return set("rng_cuda", "inconsistent",
+                     r.evidence + "; a " + std::to_string(n) + "-byte state (expected 16, 8 or 816)");
+        }
+      }
+      return set("rng_cuda", "present", r.evidence);
+    }
+    if (!cuda.empty()) {
+      return set("rng_cuda", "missing",
+                 "tensors were stored from " + *cuda.begin() +
+                     ": the run used CUDA, but no CUDA generator state is saved");
+    }
+    auto gap = v_.format_gaps.find("rng_cuda");
+    if (v_.devices_known) {
+      return set("rng_cuda", "not_applicable",
+                 "every tensor was stored from the CPU: no CUDA generator to restore");
+    }
+    set("rng_cuda", "missing",
+        gap != v_.format_gaps.end() ? gap->second
+                                    : "no CUDA generator state, and the format does not record "
+                                      "devices, so a CUDA run cannot be ruled out");
+  }
+
+  void loader() {
+    const LoaderPart& l = v_.loader;
+    if (l.found) {
+      const auto& gs = v_.counters.global_step;
+      if (l.samples && gs && *gs > 0 && *l.samples < *gs) {
+        return set("loader", "inconsistent",
+                   l.evidence + "; samples_seen " + std::to_string(*l.samples) + " < global_step " +
+                       std::to_string(*gs) + " (each step consumes at least one sample)");
+      }
+      return set("loader", "present", l.evidence);
+    }
+    if (l.derived) {
+      ComponentReport& c = get("loader");
+      c.status = "derived";
+      c.evidence = l.evidence + (l.derive_cost.empty() ? "" : "; cost: " + l.derive_cost);
+      return;
+    }
+    if (!l.evidence.empty()) return set("loader", "missing", l.evidence);
+    auto gap = v_.format_gaps.find("loader");
+    if (gap != v_.format_gaps.end()) return set("loader", "missing", gap->second);
+    set("loader", "missing",
+        v_.counters.epoch && !v_.counters.global_step ? "only an epoch count; no batch or sample cursor"
+                                                      : "no loader state (no sampler or cursor)");
+  }
+
+  void counters() {
+    const CountersPart& c = v_.counters;
+    if (!c.found) return set("counters", "missing", "no global step or epoch counter");
+    std::string e = c.evidence;
+    if (!c.global_step) e += " (no global step)";
+    set("counters", "present", e);
+  }
+
+  void grad_scaler() {
+    const GradScalerPart& g = v_.grad_scaler;
+    if (g.found) return set("grad_scaler", g.empty ? "empty" : "present", g.evidence);
+    if (!v_.mixed_precision) {
+      return set("grad_scaler", "not_applicable", "no fp16 mixed precision detected");
+    }
+    set("grad_scaler", "missing",
+        v_.mixed_precision_evidence + ", but no GradScaler state is saved");
+  }
+
+  const CheckpointView& v_;
+  AuditReport& r_;
+};
+
+}  // namespace
+
+bool status_is_ok(const std::string& s) {
+  return s == "present" || s == "not_applicable" || s == "derived";
+}
+
+const ComponentReport* AuditReport::find(const std::string& name) const {
+  for (const auto& c : components) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+AuditReport apply_rules(const CheckpointView& view, const std::set<std::string>& required) {
+  AuditReport r;
+  r.path = view.path;
+  r.format = view.format;
+  r.bytes_read = view.bytes_read;
+  for (const auto& name : kAuditComponents) r.components.push_back({name, "missing", "", "", "", true});
+  Judge(view, &r).run();
+  bool complete = true;
+  for (auto& c : r.components) {
+    c.required = required.empty() || required.count(c.name) != 0;
+    if (status_is_ok(c.status)) {
+      if (c.status == "derived") r.findings.push_back({"info", c.name, c.evidence});
+      continue;
+    }
+    const Advice& a = advice().at(c.name);
+    c.consequence = a.consequence;
+    c.fix = a.fix;
+    if (c.required) complete = false;
+    r.findings.push_back({c.required ? "error" : "warning", c.name,
+                          c.name + " " + c.status + ": " + c.evidence + " — " + a.consequence});
+  }
+  for (const ReaderFinding& f : view.findings) {
+    std::string sev = f.severity;
+    if (sev == "error" && !f.component.empty() && required.size() > 0 && required.count(f.component) == 0) {
+      sev = "warning";
+    }
+    if (sev == "error") complete = false;
+    r.findings.push_back({sev, f.component, f.message});
+  }
+  r.complete = complete;
+  return r;
+}
+
+}  // namespace ckpt::verify

@@ -1,0 +1,151 @@
+// CheckpointView: the format-independent picture of one checkpoint that every format reader
+// produces and the audit rules consume.
+//
+// A reader (torch.save zip, safetensors, HF/Accelerate folder, Lightning, DCP, our own HDF5 format
+// from verify/ours) fills one Part per component of the completeness contract with what it found
+// and the evidence ("optimizer.pt: state for 4 params, 1 param group"), plus the facts the
+// consistency rules need (steps, LRs, RNG sizes, tensor devices). It decides nothing: statuses and
+// consequences are the rules' job (verify/audit/rules.h), so every format is judged the same way.
+// `contents` is the `ckpt inspect` tree. A view is a plain value: built by one thread, then
+// read-only.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace ckpt::verify {
+
+struct TensorInfo {
+  std::string name;      // "0.weight", "state.3.exp_avg"
+  std::string dtype;     // "float32", "uint8", "numpy <u4"
+  std::vector<int64_t> shape;
+  std::string device;    // "cpu", "cuda:0", "meta", "" when the format does not say
+  std::string file;      // file that holds the bytes
+  std::string record;    // zip record / dataset / storage key ("archive/data/0")
+  uint64_t nbytes = 0;
+};
+
+// One node of `ckpt inspect`: a key, its kind and a one-line summary; tensors add dtype/shape.
+struct InspectNode {
+  std::string name;
+  std::string kind;     // "file", "dir", "dict", "list", "tensor", "int", "object", ...
+  std::string summary;  // "42", "float32 [8, 4] 128 B cpu", "transformers.TrainingArguments"
+  std::string dtype;
+  std::vector<int64_t> shape;
+  uint64_t nbytes = 0;
+  std::string device;
+  std::vector<InspectNode> children;
+};
+
+struct Part {
+  bool found = false;
+  std::string evidence;  // where and what; also filled when not found but something relevant was
+  std::string source;    // file it came from
+};
+
+struct ModelPart : Part {
+  std::vector<TensorInfo> tensors;
+  bool weights_only_format = false;  // safetensors / TorchScript: by design nothing else
+};
+
+struct OptimizerPart : Part {
+  std::string kind;  // "Adam/AdamW", "SGD", ... (guessed from per-param state keys)
+  struct Group {
+    std::vector<int64_t> params;
+    std::optional<double> lr;
+    std::optional<double> momentum;
+  };
+  std::vector<Group> groups;
+  struct ParamState {
+    int64_t id = 0;
+    std::map<std::string, TensorInfo> tensors;  // exp_avg, exp_avg_sq, momentum_buffer, ...
+    std::optional<double> step;                  // int, float or resolved 0-dim tensor
+    bool step_unreadable = false;                // a step tensor whose value was not read
+  };
+  std::vector<ParamState> state;
+  int count = 0;  // optimizers found (Lightning: one per configure_optimizers entry)
+  std::set<std::string> zero_moments;     // --deep: all-zero moment tensors
+  std::set<std::string> nonfinite;        // --deep: moment tensors with NaN/Inf
+};
+
+struct SchedulerPart : Part {
+  std::string kind;
+  std::optional<int64_t> last_epoch;
+  std::optional<int64_t> step_count;
+  std::vector<double> base_lrs;
+  std::vector<double> last_lr;
+  bool per_epoch = false;  // ReduceLROnPlateau and Lightning interval="epoch" count epochs
+};
+
+struct RngCpuPart : Part {
+  int64_t nbytes = -1;
+  bool numpy = false;
+  bool python = false;
+};
+
+struct RngCudaPart : Part {
+  std::vector<int64_t> nbytes;  // one per device
+};
+
+struct LoaderPart : Part {
+  bool derived = false;        // position recomputed from counters (HF Trainer)
+  std::string derive_cost;     // what recomputing it costs
+  std::string kind;            // "StatefulDataLoader", "cursor", "Lightning loops", ...
+  std::optional<int64_t> samples;
+  std::optional<int64_t> batches;
+  std::optional<int64_t> epoch;
+};
+
+struct CountersPart : Part {
+  std::optional<int64_t> global_step;
+  std::optional<double> epoch;
+};
+
+struct GradScalerPart : Part {
+  bool empty = false;  // {} = GradScaler disabled when saved
+  std::optional<double> scale;
+};
+
+// A fact a reader established that the rules must surface: a CRC failure, NaN in a weight, an
+// unsafe global, a format note ("Lightning saves no RNG"). `inconsistent` marks the component.
+struct ReaderFinding {
+  std::string severity;   // "error", "warning", "info"
+  std::string component;  // "" for the file as a whole
+  std::string message;
+  bool inconsistent = false;
+};
+
+struct CheckpointView {
+  std::string path;
+  std::string format;  // "torch.save", "safetensors", "hf-trainer", "accelerate", "lightning", ...
+  ModelPart model;
+  OptimizerPart optimizer;
+  SchedulerPart scheduler;
+  RngCpuPart rng_cpu;
+  RngCudaPart rng_cuda;
+  LoaderPart loader;
+  CountersPart counters;
+  GradScalerPart grad_scaler;
+  bool mixed_precision = false;          // fp16 autocast with a GradScaler expected
+  std::string mixed_precision_evidence;
+  std::set<std::string> devices;         // every tensor location seen ("cpu", "cuda:0")
+  bool devices_known = false;            // false for formats that do not record devices
+  // Components that this format cannot hold by construction, with the reason
+  // (e.g. rng_cpu in Lightning: "Lightning saves no RNG state").
+  std::map<std::string, std::string> format_gaps;
+  std::vector<ReaderFinding> findings;
+  InspectNode contents;
+  uint64_t bytes_read = 0;  // measured: what the audit read from disk
+};
+
+struct ReadOptions {
+  bool deep = false;      // read tensor bytes: CRC-32, NaN/Inf, all-zero moments, hashes
+  bool progress = false;  // draw a progress bar on stderr while reading bytes (--deep)
+  bool inspect = true;    // build `contents`
+};
+
+}  // namespace ckpt::verify

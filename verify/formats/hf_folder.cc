@@ -1,0 +1,200 @@
+// The FormatReader for Hugging Face Trainer `checkpoint-N/` folders and Accelerate `save_state`
+// folders: each file is read by the torch.save / safetensors readers and folded into one view;
+// trainer_state.json supplies the counters (HF keeps no loader state: the position is derived
+// from global_step by replaying batches), training_args.bin says whether fp16 needs a GradScaler.
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "verify/audit/detect.h"
+#include "verify/formats/builtin_readers.h"
+#include "verify/formats/safetensors.h"
+#include "verify/formats/torch_file.h"
+
+namespace ckpt::verify {
+namespace {
+
+constexpr uint64_t kMaxJsonBytes = 64ull << 20;
+
+std::vector<std::string> list_dir(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return names;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(n);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+bool is_dir(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool ends_with(const std::string& s, const std::string& e) {
+  return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
+}
+bool starts_with(const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; }
+
+// An opaque object's attribute from its BUILD state (TrainingArguments is a dataclass).
+const Value* attr(const Value* obj, const std::string& name) {
+  if (obj == nullptr || obj->kind != Kind::kObject || obj->state == nullptr) return nullptr;
+  return obj->state->get(name);
+}
+
+class HfFolderReader : public FormatReader {
+ public:
+  std::string name() const override { return "hf-trainer"; }
+
+  int probe(const std::string& path) const override {
+    if (!is_dir(path)) return 0;
+    auto names = list_dir(path);
+    auto has = [&](const std::string& n) { return std::find(names.begin(), names.end(), n) != names.end(); };
+    if (has("trainer_state.json")) return 80;
+    for (const auto& n : names) {
+      if (starts_with(n, "random_states_") && ends_with(n, ".pkl")) return 75;
+    }
+    if (has("optimizer.pt") || has("optimizer.bin") || has("model.safetensors") ||
+        has("pytorch_model.bin") || has("scheduler.pt")) {
+      return 40;
+    }
+    return 0;
+  }
+
+  Result<CheckpointView> read(const std::string& path, const ReadOptions& options) const override {
+    CheckpointView view;
+    view.path = path;
+    view.contents.name = path;
+    view.contents.kind = "dir";
+    auto names = list_dir(path);
+    auto has = [&](const std::string& n) { return std::find(names.begin(), names.end(), n) != names.end(); };
+    view.format = has("trainer_state.json") ? "hf-trainer" : "accelerate";
+    uint64_t bytes = 0;
+    int rng_files = 0;
+    std::vector<const Value*> roots;
+    std::vector<TorchFile> keep;  // the pickles stay alive while the view is built
+    for (const auto& n : names) {
+      const std::string p = path + "/" + n;
+      if (is_dir(p)) continue;
+      if (ends_with(n, ".safetensors")) {
+        CKPT_ASSIGN_OR_RETURN(uint64_t b, add_safetensors_to_view(p, n, &view, options));
+        bytes += b;
+        continue;
+      }
+      const bool torch_like = ends_with(n, ".pt") || ends_with(n, ".pth") || ends_with(n, ".bin") ||
+                              (starts_with(n, "random_states_") && ends_with(n, ".pkl")) ||
+                              (starts_with(n, "custom_checkpoint_") && ends_with(n, ".pkl"));
+      if (!torch_like) continue;
+      CKPT_ASSIGN_OR_RETURN(auto file, FileReader::open(p));
+      const FileReader* raw = file.get();
+      CKPT_ASSIGN_OR_RETURN(TorchFile tf, open_torch_file(std::move(file)));
+      if (starts_with(n, "rng_state") || starts_with(n, "random_states_")) ++rng_files;
+      if (n == "training_args.bin") {
+        read_training_args(tf.doc->root, &view);
+        add_global_findings(*tf.doc, n, &view);
+        if (options.inspect) {
+          size_t budget = 2000;
+          view.contents.children.push_back(inspect_value(*tf.doc->root, n, &budget));
+        }
+      } else if (starts_with(n, "scaler") && tf.doc->root->kind == Kind::kDict &&
+                 tf.doc->root->entries.empty()) {
+        view.grad_scaler.found = true;
+        view.grad_scaler.empty = true;
+        view.grad_scaler.source = n;
+        view.grad_scaler.evidence = n + ": {} (the GradScaler was disabled when saved)";
+        add_torch_file_to_view(tf, n, &view, options);
+      } else if (n == "sampler.bin" || starts_with(n, "sampler_") || starts_with(n, "dl_state_dict")) {
+        add_torch_file_to_view(tf, n, &view, options);
+        if (!view.loader.found) {
+          view.loader.found = true;
+          view.loader.source = n;
+          view.loader.kind = starts_with(n, "dl_state_dict") ? "StatefulDataLoader" : "sampler";
+          view.loader.evidence = n + ": " + (view.loader.kind == "sampler"
+                                                 ? "pickled sampler object (" + tf.doc->root->qualname() + ")"
+                                                 : "stateful dataloader state");
+        }
+      } else {
+        add_torch_file_to_view(tf, n, &view, options);
+      }
+      if (options.deep) CKPT_RETURN_IF_ERROR(deep_scan_torch(tf, n, &view, options));
+      bytes += raw->bytes_read();
+      keep.push_back(std::move(tf));
+    }
+    if (has("trainer_state.json")) CKPT_RETURN_IF_ERROR(read_trainer_state(path + "/trainer_state.json", &view));
+    if (view.format == "hf-trainer" && !view.loader.found) {
+      const auto gs = view.counters.global_step;
+      view.loader.derived = gs.has_value();
+      view.loader.kind = "derived from global_step";
+      view.loader.evidence =
+          "HF Trainer saves no loader state; on resume it recomputes the position from "
+          "trainer_state.json global_step" + (gs ? " " + std::to_string(*gs) : std::string()) +
+          " and the sampler seed";
+      view.loader.derive_cost =
+          "the resumed run re-reads and discards (global_step mod steps_per_epoch) x "
+          "gradient_accumulation_steps batches of the current epoch through the data pipeline "
+          "(decode + collate, no forward), and the position is only right if dataset, batch size, "
+          "world size and seed are unchanged";
+    }
+    if (view.format == "hf-trainer" && rng_files == 0) {
+      view.rng_cpu.evidence = "no rng_state.pth / rng_state_<rank>.pth in the folder";
+    }
+    view.bytes_read = bytes;
+    return view;
+  }
+
+ private:
+  static void read_training_args(const Value* root, CheckpointView* view) {
+    const Value* fp16 = attr(root, "fp16");
+    if (fp16 != nullptr && fp16->kind == Kind::kBool && fp16->b) {
+      view->mixed_precision = true;
+      view->mixed_precision_evidence = "training_args.bin: fp16=True";
+    }
+  }
+
+  static Status read_trainer_state(const std::string& p, CheckpointView* view) {
+    CKPT_ASSIGN_OR_RETURN(auto f, FileReader::open(p));
+    if (f->size() > kMaxJsonBytes) return corrupt(p + ": trainer_state.json is larger than 64 MiB");
+    CKPT_ASSIGN_OR_RETURN(std::string text, f->read_string(0, f->size()));
+    // Python's json.dumps writes NaN / Infinity literals; nlohmann does not accept them.
+    for (const char* lit : {"-Infinity", "Infinity", "NaN"}) {
+      for (size_t pos = 0; (pos = text.find(lit, pos)) != std::string::npos;) {
+        text.replace(pos, std::strlen(lit), "null");
+      }
+    }
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return corrupt(p + ": trainer_state.json is not a JSON object");
+    CountersPart& c = view->counters;
+    if (j.contains("global_step") && j["global_step"].is_number_integer()) {
+      c.found = true;
+      c.global_step = j["global_step"].get<int64_t>();
+      c.evidence = "trainer_state.json: global_step " + std::to_string(*c.global_step);
+    }
+    if (j.contains("epoch") && j["epoch"].is_number()) {
+      c.found = true;
+      c.epoch = j["epoch"].get<double>();
+      std::ostringstream o;
+      o << ", epoch " << *c.epoch;
+      c.evidence += o.str();
+    }
+    c.source = "trainer_state.json";
+    InspectNode n{"trainer_state.json", "file", "global_step " + (c.global_step ? std::to_string(*c.global_step) : "?") +
+                                                    ", " + std::to_string(j.value("log_history", nlohmann::json::array()).size()) +
+                                                    " log entries", "", {}, 0, "", {}};
+    view->contents.children.push_back(std::move(n));
+    return Status::ok();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<FormatReader> make_hf_folder_reader() { return std::make_unique<HfFolderReader>(); }
+
+}  // namespace ckpt::verify

@@ -1,0 +1,258 @@
+#include "verify/formats/torch_file.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <iostream>
+#include <limits>
+#include <unordered_set>
+
+#include "verify/audit/detect.h"
+
+namespace ckpt::verify {
+namespace {
+
+// The legacy stream starts with pickle PROTO 2, LONG1 10 bytes = 0x1950a86a20f9469cfc6c.
+const unsigned char kLegacyMagic[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46,
+                                      0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
+
+constexpr uint64_t kMaxPickleBytes = 1ull << 30;
+constexpr size_t kInspectBudget = 200000;
+
+void collect_storages(const Value* root, std::map<std::string, TensorRecord>* out) {
+  std::vector<const Value*> stack{root};
+  std::unordered_set<const Value*> seen;
+  while (!stack.empty()) {
+    const Value* v = stack.back();
+    stack.pop_back();
+    if (v == nullptr || !seen.insert(v).second) continue;
+    if ((v->kind == Kind::kTensor || v->kind == Kind::kStorage) && !v->tensor->storage_key.empty()) {
+      out->emplace(v->tensor->storage_key, *v->tensor);
+    }
+    for (const Value* x : v->items) stack.push_back(x);
+    for (const auto& [k, x] : v->entries) stack.push_back(x);
+    stack.push_back(v->args);
+    stack.push_back(v->state);
+  }
+}
+
+float half_to_float(uint16_t h) {
+  const float sign = (h & 0x8000u) ? -1.f : 1.f;
+  const int exp = (h >> 10) & 0x1f;
+  const int man = h & 0x3ff;
+  if (exp == 0x1f) return man != 0 ? std::nanf("") : sign * std::numeric_limits<float>::infinity();
+  if (exp == 0) return sign * std::ldexp(static_cast<float>(man), -24);
+  return sign * std::ldexp(static_cast<float>(man | 0x400), exp - 25);
+}
+
+}  // namespace
+
+ProgressBar::ProgressBar(bool enabled, uint64_t total, std::string what)
+    : enabled_(enabled && ::isatty(2) != 0 && total > 0), total_(total), what_(std::move(what)) {}
+
+ProgressBar::~ProgressBar() {
+  if (enabled_) std::cerr << "\r\033[K" << std::flush;
+}
+
+void ProgressBar::advance(uint64_t n) {
+  if (!enabled_) return;
+  done_ += n;
+  int pct = static_cast<int>(done_ * 100 / total_);
+  if (pct == last_percent_) return;
+  last_percent_ = pct;
+  int bars = pct / 4;
+  std::cerr << "\r" << what_ << " [" << std::string(bars, '#') << std::string(25 - bars, ' ') << "] "
+            << pct << "% " << (done_ >> 20) << "/" << (total_ >> 20) << " MiB" << std::flush;
+}
+
+std::string sniff_torch(const std::string& head) {
+  if (head.size() >= 4 && head.compare(0, 4, "PK\x03\x04", 4) == 0) return "zip";
+  if (head.size() >= sizeof kLegacyMagic && std::memcmp(head.data(), kLegacyMagic, sizeof kLegacyMagic) == 0) {
+    return "legacy";
+  }
+  if (head.size() >= 262 && head.compare(257, 5, "ustar") == 0) return "legacy-tar";
+  return "";
+}
+
+Result<TorchFile> open_torch_file(std::unique_ptr<FileReader> file) {
+  const std::string fn = file->name();
+  CKPT_ASSIGN_OR_RETURN(std::string head, file->read_string(0, std::min<uint64_t>(file->size(), 512)));
+  std::string kind = sniff_torch(head);
+  if (kind == "legacy") {
+    return unsupported(fn + ": legacy torch.save stream (PyTorch < 1.6 or "
+                            "_use_new_zipfile_serialization=False): not audited; re-save it with "
+                            "torch.save from PyTorch >= 1.6");
+  }
+  if (kind == "legacy-tar") {
+    return unsupported(fn + ": legacy tar-format torch.save file (PyTorch < 0.4): not audited; "
+                            "re-save it with a current PyTorch");
+  }
+  if (kind != "zip") {
+    return corrupt(fn + ": not a torch.save file (no zip signature, no legacy pickle magic)");
+  }
+  TorchFile tf;
+  tf.file = std::move(file);
+  CKPT_ASSIGN_OR_RETURN(ZipReader z, ZipReader::open(*tf.file));
+  tf.zip = std::make_unique<ZipReader>(std::move(z));
+  tf.prefix = tf.zip->prefix();
+  if (tf.prefix.empty()) return corrupt(fn + ": zip archive has no top-level folder (not a torch.save file)");
+  for (const auto& e : tf.zip->entries()) {
+    if (e.name.compare(0, tf.prefix.size() + 1, tf.prefix + "/") != 0) {
+      return corrupt(fn + ": zip entry \"" + e.name + "\" is outside the archive folder \"" + tf.prefix + "/\"");
+    }
+  }
+  if (tf.zip->find(tf.prefix + "/constants.pkl") != nullptr) {
+    return unsupported(fn + ": TorchScript archive (torch.jit.save: code + weights for inference), "
+                            "not a training checkpoint: no optimizer, scheduler, RNG or loader state");
+  }
+  const ZipEntry* pkl = tf.zip->find(tf.prefix + "/data.pkl");
+  if (pkl == nullptr) return corrupt(fn + ": zip archive has no " + tf.prefix + "/data.pkl (not a torch.save file)");
+  if (pkl->size > kMaxPickleBytes) {
+    return corrupt(fn + ": data.pkl is " + std::to_string(pkl->size) + " bytes (limit 1 GiB)");
+  }
+  CKPT_ASSIGN_OR_RETURN(std::string bytes, tf.zip->read_record(*pkl));
+  CKPT_ASSIGN_OR_RETURN(tf.doc, read_pickle(bytes, fn + ":" + pkl->name));
+  collect_storages(tf.doc->root, &tf.storages);
+  for (const auto& [key, t] : tf.storages) {
+    const ZipEntry* rec = tf.zip->find(tf.prefix + "/data/" + key);
+    if (rec == nullptr) {
+      return corrupt(fn + ": storage \"" + key + "\" referenced by data.pkl has no record " + tf.prefix + "/data/" + key);
+    }
+    if (t.location != "meta" && rec->size < t.storage_nbytes) {
+      return corrupt(fn + ": record " + rec->name + " has " + std::to_string(rec->size) + " bytes, the pickle needs " +
+                     std::to_string(t.storage_nbytes));
+    }
+  }
+  return tf;
+}
+
+std::optional<double> TorchFile::read_scalar(const TensorRecord& t) const {
+  if (t.numel() != 1 || t.element_size == 0 || t.element_size > 8 || t.storage_key.empty()) return std::nullopt;
+  const ZipEntry* rec = zip->find(prefix + "/data/" + t.storage_key);
+  if (rec == nullptr || rec->method != 0) return std::nullopt;
+  auto off = zip->data_offset(*rec);
+  uint64_t byte = static_cast<uint64_t>(t.storage_offset) * t.element_size;
+  if (!off.is_ok() || !range_inside(byte, t.element_size, rec->size)) return std::nullopt;
+  unsigned char b[8] = {0};
+  if (!file->read_at(*off + byte, t.element_size, b).is_ok()) return std::nullopt;
+  if (t.dtype == "float32") { float f; std::memcpy(&f, b, 4); return f; }
+  if (t.dtype == "float64") { double d; std::memcpy(&d, b, 8); return d; }
+  if (t.dtype == "int64") { int64_t i; std::memcpy(&i, b, 8); return static_cast<double>(i); }
+  if (t.dtype == "int32") { int32_t i; std::memcpy(&i, b, 4); return i; }
+  if (t.dtype == "float16") { uint16_t h; std::memcpy(&h, b, 2); return half_to_float(h); }
+  if (t.dtype == "bfloat16") {
+    uint32_t w = static_cast<uint32_t>(b[0] | (b[1] << 8)) << 16;
+    float f;
+    std::memcpy(&f, &w, 4);
+    return f;
+  }
+  return std::nullopt;
+}
+
+void add_global_findings(const PickleDoc& doc, const std::string& label, CheckpointView* view) {
+  for (const auto& [q, cls] : doc.globals) {
+    if (cls == GlobalClass::kDangerous) {
+      view->findings.push_back({"error", "", label + ": the pickle calls " + q +
+                                                 " (never executed here): torch.load(weights_only=False) "
+                                                 "would run it — treat the file as hostile", false});
+    } else if (cls == GlobalClass::kOpaque) {
+      view->findings.push_back({"error", "", label + ": the pickle names " + q +
+                                                 ", outside the allow-list of training libraries "
+                                                 "(kept opaque, not constructed); loading it needs "
+                                                 "that code and runs it", false});
+    }
+  }
+}
+
+void add_torch_file_to_view(const TorchFile& tf, const std::string& label, CheckpointView* view,
+                            const ReadOptions& options) {
+  DetectContext ctx{label, [&tf](const TensorRecord& t) { return tf.read_scalar(t); }};
+  detect_components(*tf.doc->root, ctx, view);
+  add_global_findings(*tf.doc, label, view);
+  if (options.inspect) {
+    size_t budget = kInspectBudget;
+    InspectNode n = inspect_value(*tf.doc->root, label, &budget);
+    n.kind = "file";
+    n.summary = "torch.save zip, prefix \"" + tf.prefix + "/\", " + std::to_string(tf.zip->entries().size()) +
+                " records, pickle protocol " + std::to_string(tf.doc->protocol) + "; root " + n.summary;
+    view->contents.children.push_back(std::move(n));
+  }
+}
+
+Status deep_scan_torch(const TorchFile& tf, const std::string& label, CheckpointView* view,
+                       const ReadOptions& options) {
+  // Which component each storage feeds, for the findings.
+  std::map<std::string, std::pair<std::string, std::string>> owner;  // key → (component, tensor)
+  for (const auto& t : view->model.tensors) {
+    if (t.file == label) owner.emplace(t.record, std::make_pair("model", t.name));
+  }
+  for (const auto& ps : view->optimizer.state) {
+    for (const auto& [n, t] : ps.tensors) {
+      if (t.file == label) owner.emplace(t.record, std::make_pair("optimizer", t.name));
+    }
+  }
+  bool stepped = false;
+  for (const auto& ps : view->optimizer.state) stepped = stepped || (ps.step && *ps.step > 0);
+  uint64_t total = 0;
+  for (const auto& e : tf.zip->entries()) total += e.compressed_size;
+  ProgressBar bar(options.progress, total, "ckpt audit --deep " + label);
+  constexpr size_t kChunk = 4u << 20;
+  std::string buf;
+  for (const auto& e : tf.zip->entries()) {
+    const std::string data_prefix = tf.prefix + "/data/";
+    const bool is_storage = e.name.compare(0, data_prefix.size(), data_prefix) == 0;
+    const std::string key = is_storage ? e.name.substr(data_prefix.size()) : "";
+    auto it = tf.storages.find(key);
+    const std::string dtype = it != tf.storages.end() ? it->second.dtype : "";
+    uint32_t crc = 0;
+    uint64_t nonfinite = 0;
+    bool all_zero = true;
+    if (e.method != 0) {
+      CKPT_ASSIGN_OR_RETURN(std::string rec, tf.zip->read_record(e));
+      crc = crc32_update(0, rec.data(), rec.size());
+      bar.advance(e.compressed_size);
+    } else {
+      CKPT_ASSIGN_OR_RETURN(uint64_t off, tf.zip->data_offset(e));
+      for (uint64_t done = 0; done < e.size;) {
+        size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, e.size - done));
+        buf.resize(n);
+        CKPT_RETURN_IF_ERROR(tf.file->read_at(off + done, n, buf.data()));
+        crc = crc32_update(crc, buf.data(), n);
+        const unsigned char* p = reinterpret_cast<const unsigned char*>(buf.data());
+        for (size_t k = 0; k < n && all_zero; ++k) all_zero = p[k] == 0;
+        if (dtype == "float32") {
+          for (size_t k = 0; k + 4 <= n; k += 4) { float f; std::memcpy(&f, p + k, 4); nonfinite += !std::isfinite(f); }
+        } else if (dtype == "float64") {
+          for (size_t k = 0; k + 8 <= n; k += 8) { double d; std::memcpy(&d, p + k, 8); nonfinite += !std::isfinite(d); }
+        } else if (dtype == "float16") {
+          for (size_t k = 0; k + 2 <= n; k += 2) nonfinite += ((p[k + 1] & 0x7c) == 0x7c);
+        } else if (dtype == "bfloat16") {
+          for (size_t k = 0; k + 2 <= n; k += 2) nonfinite += ((p[k + 1] & 0x7f) == 0x7f && (p[k] & 0x80));
+        }
+        done += n;
+        bar.advance(n);
+      }
+    }
+    auto own = owner.find(key);
+    std::string comp = own != owner.end() ? own->second.first : "";
+    std::string tname = own != owner.end() ? " (" + own->second.second + ")" : "";
+    if (e.crc32 != 0 && crc != e.crc32) {
+      char msg[64];
+      std::snprintf(msg, sizeof msg, "(central directory 0x%08x, computed 0x%08x)", e.crc32, crc);
+      view->findings.push_back({"error", comp, label + ": record " + e.name + tname +
+                                                   " fails its CRC-32 " + msg + ": the bytes changed after writing",
+                                !comp.empty()});
+    }
+    if (nonfinite > 0 && !comp.empty()) {
+      view->findings.push_back({"error", comp, label + ": " + std::to_string(nonfinite) + " NaN/Inf values in " +
+                                                   e.name + tname, true});
+    }
+    if (comp == "optimizer" && all_zero && stepped && e.size > 0) {
+      view->optimizer.zero_moments.insert(own->second.second);
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace ckpt::verify

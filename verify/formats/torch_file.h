@@ -1,0 +1,68 @@
+// Reader of torch.save files (.pt, .pth, .bin, .ckpt; any archive prefix) without torch.
+//
+// A TorchFile is the zip directory plus the parsed data.pkl of one file; nothing else is read
+// unless asked: `read_scalar` fetches the few bytes of a one-element tensor (optimizer `step`),
+// `deep_scan` reads every data/<key> record (CRC-32, NaN/Inf, all-zero). TorchScript archives
+// and legacy pre-1.6 streams are recognised and refused with a message saying what they are.
+// The TorchFile owns its FileReader; not thread-safe.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "ckpt/base/status.h"
+#include "verify/audit/view.h"
+#include "verify/io/file_reader.h"
+#include "verify/pickle/pickle_reader.h"
+#include "verify/zip/zip_reader.h"
+
+namespace ckpt::verify {
+
+struct TorchFile {
+  std::unique_ptr<FileReader> file;
+  std::unique_ptr<ZipReader> zip;
+  std::string prefix;
+  std::unique_ptr<PickleDoc> doc;
+  // Every storage the pickle references: key → record (dtype, location, size).
+  std::map<std::string, TensorRecord> storages;
+
+  std::optional<double> read_scalar(const TensorRecord& t) const;
+};
+
+// Magic-byte classification of a file's first bytes: "zip", "legacy", "legacy-tar", "".
+std::string sniff_torch(const std::string& head);
+
+// Opens and parses a torch.save zip. Unsupported for TorchScript and legacy files (exit 65 with
+// a message naming what they are), Corrupt for damaged ones.
+Result<TorchFile> open_torch_file(std::unique_ptr<FileReader> file);
+
+// Adds the file's components, devices, global findings and inspect tree to `view`. `label` names
+// the file in evidence ("optimizer.pt").
+void add_torch_file_to_view(const TorchFile& tf, const std::string& label, CheckpointView* view,
+                            const ReadOptions& options);
+
+// --deep: reads every storage record; CRC-32 against the central directory, NaN/Inf in floating
+// tensors of the model and optimizer, all-zero optimizer moments. Findings go into `view`.
+Status deep_scan_torch(const TorchFile& tf, const std::string& label, CheckpointView* view,
+                       const ReadOptions& options);
+
+// Registers the globals of `doc` as findings: dangerous or outside the allow-list → error.
+void add_global_findings(const PickleDoc& doc, const std::string& label, CheckpointView* view);
+
+// A progress bar on stderr (only when enabled and stderr is a terminal).
+class ProgressBar {
+ public:
+  ProgressBar(bool enabled, uint64_t total, std::string what);
+  ~ProgressBar();
+  void advance(uint64_t n);
+
+ private:
+  bool enabled_;
+  uint64_t total_, done_ = 0;
+  int last_percent_ = -1;
+  std::string what_;
+};
+
+}  // namespace ckpt::verify

@@ -1,0 +1,23 @@
+// libFuzzer: the non-executing unpickler, then detection and the inspect tree on what it built.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "verify/audit/detect.h"
+#include "verify/audit/rules.h"
+#include "verify/pickle/pickle_reader.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace ckpt::verify;
+  std::string bytes(reinterpret_cast<const char*>(data), size);
+  PickleLimits limits;
+  limits.max_values = 200000;  // keep each run fast; the caps are what is under test
+  auto doc = read_pickle(bytes, "fuzz.pkl", limits);
+  if (!doc.is_ok()) return 0;
+  CheckpointView view;
+  detect_components(*(*doc)->root, DetectContext{"fuzz.pkl", nullptr}, &view);
+  AuditReport r = apply_rules(view, {});
+  size_t budget = 5000;
+  InspectNode n = inspect_value(*(*doc)->root, "root", &budget);
+  return r.components.empty() + static_cast<int>(n.children.size() > 1u << 30);
+}

@@ -1,0 +1,32 @@
+// libFuzzer: the zip directory reader and record reads, then the torch.save reader on top.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "verify/formats/torch_file.h"
+#include "verify/io/file_reader.h"
+#include "verify/zip/zip_reader.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace ckpt::verify;
+  std::string bytes(reinterpret_cast<const char*>(data), size);
+  auto f = FileReader::from_bytes("fuzz.pt", bytes);
+  ZipLimits limits;
+  limits.max_record_read = 1u << 20;
+  auto z = ZipReader::open(*f, limits);
+  if (z.is_ok()) {
+    for (const auto& e : z->entries()) {
+      auto r = z->read_record(e);
+      if (r.is_ok() && r->size() != e.size) __builtin_trap();
+    }
+  }
+  auto tf = open_torch_file(FileReader::from_bytes("fuzz.pt", bytes));
+  if (tf.is_ok()) {
+    CheckpointView view;
+    ReadOptions o;
+    o.deep = true;
+    add_torch_file_to_view(*tf, "fuzz.pt", &view, o);
+    (void)deep_scan_torch(*tf, "fuzz.pt", &view, o);
+  }
+  return 0;
+}

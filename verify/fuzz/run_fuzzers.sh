@@ -1,0 +1,25 @@
+#!/bin/sh
+# Builds the libFuzzer targets of verify/ with clang (ASan + UBSan) in their own build folder and
+# runs each for N seconds (default 10) from a corpus seeded with fixtures/ and fixtures/fuzz/.
+# A crash leaves crash-* files in the corpus folder: copy them into fixtures/fuzz/ (the unit test
+# tests/verify/bad_input_test.cc replays every file there) and fix the reader.
+#   verify/fuzz/run_fuzzers.sh [SECONDS] [BUILD_DIR]
+set -eu
+SECONDS_EACH=${1:-10}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${2:-$ROOT/build-fuzz}
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DCKPT_FUZZ=ON -DCKPT_WITH_TORCH=OFF -DCKPT_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$BUILD" --target fuzz_pickle fuzz_zip fuzz_safetensors -j2
+status=0
+for t in pickle zip safetensors; do
+  corpus="$BUILD/corpus_$t"
+  mkdir -p "$corpus"
+  for f in "$ROOT"/fixtures/fuzz/* "$ROOT"/fixtures/malicious/* "$ROOT"/fixtures/foreign/torch/*.pt; do
+    [ -f "$f" ] && cp -f "$f" "$corpus/" 2>/dev/null || true
+  done
+  echo "== fuzz_$t for ${SECONDS_EACH}s"
+  (cd "$corpus" && "$BUILD/verify/fuzz/fuzz_$t" -max_total_time="$SECONDS_EACH" -max_len=65536 \
+     -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 "$corpus") || status=1
+done
+exit $status
