@@ -1,5 +1,6 @@
 // capture_rng / restore_rng (CPU, CUDA bookkeeping, user engines) and the /extra registry.
 #include "ckpt/torch/rng_state.h"
+#include "ckpt/torch/tensor_convert.h"
 
 #include <random>
 
@@ -144,4 +145,29 @@ TEST_CASE("extra values round trip", "[torch]") {
   Status s = restore_extra(node, reg);
   CHECK(s.code() == Code::kMismatch);
   CHECK_THAT(s.message(), Catch::Contains("epoch"));
+}
+
+TEST_CASE("CUDA generators and device tensors round trip", "[torch][cuda]") {
+  if (!torch::cuda::is_available()) {
+    WARN("no CUDA device: CUDA round trip skipped");
+    return;
+  }
+  auto opts = torch::TensorOptions().device(torch::kCUDA, 0);
+  torch::manual_seed(5);
+  GeneratorRegistry none;
+  Node node;
+  REQUIRE(capture_rng(none, &node).is_ok());
+  CHECK(node.get_bool("cuda_available"));
+  REQUIRE(node.children.at("cuda").find_tensor("0") != nullptr);
+  at::Tensor a = torch::rand({64}, opts);
+  REQUIRE(restore_rng(node, none).is_ok());
+  CHECK(torch::equal(torch::rand({64}, opts), a));
+
+  // A device tensor is captured as CPU bytes and restored in place on the device.
+  at::Tensor dev = torch::arange(10, opts.dtype(torch::kFloat32));
+  Result<Tensor> ct = to_ckpt_tensor(dev);
+  REQUIRE(ct.is_ok());
+  at::Tensor dst = torch::zeros({10}, opts);
+  REQUIRE(copy_into(*ct, dst, "dev").is_ok());
+  CHECK(torch::equal(dst.cpu(), torch::arange(10, torch::kFloat32)));
 }
