@@ -57,6 +57,8 @@ TEST_CASE("fixtures/malicious and fixtures/fuzz regression inputs are handled", 
   replay_dir(fs::path(CKPT_SOURCE_DIR) / "fixtures" / "malicious", &count);
   replay_dir(fs::path(CKPT_SOURCE_DIR) / "fixtures" / "fuzz", &count);
   CHECK(count >= 5);
+  // fixtures/malicious/make_malicious.py's pickles would create this file if anything ran them.
+  CHECK_FALSE(fs::exists("/tmp/ckpt_verify_malicious_marker"));
 }
 
 TEST_CASE("damaged foreign fixtures fail with the documented error kinds", "[verify]") {

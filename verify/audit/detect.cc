@@ -48,6 +48,8 @@ bool is_optimizer(const Value& d) {
 }
 bool is_scheduler(const Value& d) {
   if (d.get("last_epoch") != nullptr && d.get("base_lrs") != nullptr) return true;
+  // SequentialLR / ChainedScheduler skip the base __init__: no base_lrs, children in _schedulers.
+  if (d.get("last_epoch") != nullptr && d.get("_schedulers") != nullptr) return true;
   // ReduceLROnPlateau keeps no base_lrs: mode/patience/num_bad_epochs/last_epoch.
   return d.get("last_epoch") != nullptr && d.get("patience") != nullptr &&
          d.get("num_bad_epochs") != nullptr;
@@ -183,9 +185,9 @@ class Detector {
       }
       return true;
     }
-    if (classify_loader(d, path)) return true;
+    // Counters first: a user cursor dict often carries the global step too.
     if (depth <= 2) note_counters(d, path);
-    return false;
+    return classify_loader(d, path);
   }
 
   bool classify_loader(const Value& d, const std::string& path) {
@@ -217,7 +219,14 @@ class Detector {
         l.source = ctx_.source;
         l.batches = done;
         std::string pos = done ? std::to_string(*done) + " batches into the epoch" : "position unknown";
-        if (combined != nullptr && combined->kind == Kind::kList && !combined->items.empty()) {
+        const Value* last = bp != nullptr ? bp->get("is_last_batch") : nullptr;
+        if (last != nullptr && last->kind == Kind::kBool && last->b) {
+          // Saved after the last batch of an epoch: resume starts the next epoch afresh, so
+          // there is no position inside the epoch to lose.
+          l.found = true;
+          l.evidence = where(ctx_, path) + ".fit_loop: " + pos +
+                       ", is_last_batch: saved at an epoch boundary (nothing to replay)";
+        } else if (combined != nullptr && combined->kind == Kind::kList && !combined->items.empty()) {
           l.found = true;
           l.evidence = where(ctx_, path) + ".fit_loop: " + pos + "; combined_loader holds " +
                        std::to_string(combined->items.size()) + " stateful loader state(s)";

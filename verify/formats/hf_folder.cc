@@ -121,6 +121,12 @@ class HfFolderReader : public FormatReader {
                                                  ? "pickled sampler object (" + tf.doc->root->qualname() + ")"
                                                  : "stateful dataloader state");
         }
+      } else if (starts_with(n, "random_states_")) {
+        // Its "step" is Accelerator.step (a gradient-accumulation counter), not the training
+        // step: keep it out of the counters.
+        CountersPart before = view.counters;
+        add_torch_file_to_view(tf, n, &view, options);
+        view.counters = before;
       } else {
         add_torch_file_to_view(tf, n, &view, options);
       }
