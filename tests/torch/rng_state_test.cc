@@ -1,10 +1,10 @@
 // capture_rng / restore_rng (CPU, CUDA bookkeeping, user engines) and the /extra registry.
 #include "ckpt/torch/rng_state.h"
-#include "ckpt/torch/tensor_convert.h"
 
 #include <random>
 
 #include "ckpt/torch/extra_state.h"
+#include "ckpt/torch/tensor_convert.h"
 #include "torch_catch.h"
 
 using namespace ckpt;
