@@ -9,6 +9,7 @@ SECONDS_EACH=${1:-10}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${2:-$ROOT/build-fuzz}
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" \
   -DCKPT_FUZZ=ON -DCKPT_WITH_TORCH=OFF -DCKPT_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD" --target fuzz_pickle fuzz_zip fuzz_safetensors -j2
 status=0
