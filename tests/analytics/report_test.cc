@@ -31,7 +31,7 @@ std::string journal_text() {
   char buf[400];
   const char* start =
       "{\"event\":\"start\",\"time\":0,\"step\":%d,\"fresh\":%s,\"grad_accum\":1,\"sampler\":"
-      "{\"dataset_size\":1000,\"seed\":2,\"shuffle\":true,\"drop_last\":false,\"world_size\":2,"
+      "{\"dataset_size\":5000,\"seed\":2,\"shuffle\":true,\"drop_last\":false,\"world_size\":2,"
       "\"batch_size\":8,\"kind\":\"ckpt\"},\"scheduler\":{\"kind\":\"warmup_cosine\","
       "\"base_lr\":0.001,\"warmup_steps\":20,\"total_steps\":300}}\n";
   int origin = 0, position = 0;

@@ -1,0 +1,34 @@
+// `ckpt coverage RUN_DIR | --run-spec FILE.json`: what fraction of the dataset a restarted run
+// really visited, per epoch: unique samples, repeats, never-visited positions and ids. The work
+// is in verify/analytics/commands.h; this file binds the flags.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+#include <memory>
+
+#include "cli/command.h"
+#include "verify/analytics/commands.h"
+
+namespace ckpt::cli {
+namespace {
+
+Runner setup_coverage(CLI::App& root, CLI::App*& sub) {
+  auto o = std::make_shared<analytics::CoverageCommandOptions>();
+  sub = root.add_subcommand("coverage",
+                            "Dataset coverage across restarts: per-epoch unique fraction, "
+                            "repeats and never-visited samples");
+  sub->add_option("run_dir", o->run_dir, "Our run directory (journal.jsonl)");
+  sub->add_option("--run-spec", o->run_spec,
+                  "A foreign run: JSON with dataset_size, batch_size, world_size, grad_accum, "
+                  "sampler and segments");
+  sub->add_option("--max-ids", o->max_ids, "Never-visited ids listed per epoch in --json")
+      ->capture_default_str();
+  sub->add_flag("--json", o->json, "JSON on stdout");
+  sub->add_option("--svg", o->svg_path, "Write the per-epoch strip chart (SVG) to this file");
+  return [o] { return analytics::run_coverage_command(*o, std::cout, std::cerr); };
+}
+
+const CommandRegistrar kCoverage("coverage", setup_coverage);
+
+}  // namespace
+}  // namespace ckpt::cli
