@@ -192,7 +192,8 @@ Result<Node> read_rank(Env* env, const std::string& step_dir, int64_t rank,
   CKPT_ASSIGN_OR_RETURN(auto file, env->open_random(fpath));
   RankReadStats local;
   for (const ManifestEntry& e : m.tensors) {  // manifest order = offset order: sequential reads
-    if (!options.components.empty() && options.components.count(top_component(e.path)) == 0) {
+    if (options.metadata_only ||
+        (!options.components.empty() && options.components.count(top_component(e.path)) == 0)) {
       continue;
     }
     Tensor* t = find_tensor(&root, e.path);

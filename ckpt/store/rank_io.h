@@ -36,6 +36,8 @@ Result<Manifest> write_rank(Env* env, const std::string& step_dir, int64_t rank,
 struct ReadOptions {
   // Top-level components to read tensor bytes for; empty = all.
   std::set<std::string> components;
+  // Read no tensor bytes at all: the tree, the attributes and every structural check only.
+  bool metadata_only = false;
   // Where to put a tensor's bytes: return memory of exactly meta.nbytes, or nullptr to let the
   // reader allocate. Called after dtype and shape are known; it may refuse with a Status.
   std::function<Result<void*>(const std::string& path, const Tensor& meta)> place;

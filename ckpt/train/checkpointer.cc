@@ -1,0 +1,267 @@
+#include "ckpt/train/checkpointer.h"
+
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "ckpt/base/hash.h"
+#include "ckpt/format/manifest.h"
+#include "ckpt/loader/resumable_sampler.h"
+#include "ckpt/loader/sampler_node.h"
+#include "ckpt/sched/scheduler.h"
+#include "ckpt/store/journal.h"
+#include "ckpt/store/rank_io.h"
+#include "ckpt/store/run_dir.h"
+#include "ckpt/torch/adapter.h"
+
+namespace ckpt {
+namespace {
+
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+}  // namespace
+
+std::string environment_digest(std::string* env_json) {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  nlohmann::json j = {{"libtorch", torch_adapter::libtorch_version()},
+                      {"compiler", std::string("gcc ") + __VERSION__},
+                      {"cuda_available", torch::cuda::is_available()},
+                      {"cuda_devices", static_cast<int64_t>(torch::cuda::device_count())},
+                      {"host", host}};
+  const std::string text = j.dump();
+  if (env_json != nullptr) *env_json = text;
+  return hex64(xxh3_64(text.data(), text.size()));
+}
+
+Checkpointer::Checkpointer(CheckpointerOptions options)
+    : options_(std::move(options)), env_(options_.env ? options_.env : Env::posix()) {}
+
+Checkpointer::~Checkpointer() = default;
+
+void Checkpointer::track(torch::nn::Module* model, torch::optim::Optimizer* optimizer,
+                         sched::Scheduler* scheduler, loader::ResumableSampler* sampler,
+                         TrainCounters* counters) {
+  model_ = model;
+  optimizer_ = optimizer;
+  scheduler_ = scheduler;
+  sampler_ = sampler;
+  counters_ = counters;
+}
+
+Status Checkpointer::open_journal() {
+  if (journal_ || options_.rank != 0) return Status::ok();
+  CKPT_ASSIGN_OR_RETURN(journal_, store::Journal::open(env_, options_.run_dir));
+  return Status::ok();
+}
+
+Status Checkpointer::log_start(const std::string& info_json) {
+  CKPT_RETURN_IF_ERROR(open_journal());
+  if (!journal_) return Status::ok();
+  nlohmann::json info = nlohmann::json::object();
+  if (!info_json.empty()) {
+    info = nlohmann::json::parse(info_json, nullptr, false);
+    if (info.is_discarded() || !info.is_object()) {
+      return invalid_argument("log_start: info is not a JSON object");
+    }
+  }
+  info["pid"] = static_cast<int64_t>(getpid());
+  return journal_->append("start", info, true);
+}
+
+Status Checkpointer::log_progress(int64_t step, double lr, double loss, uint64_t epoch,
+                                  uint64_t position, int64_t samples, uint64_t batch_digest) {
+  CKPT_RETURN_IF_ERROR(open_journal());
+  if (!journal_) return Status::ok();
+  nlohmann::json e = {{"step", step},         {"lr", lr},         {"loss", loss},
+                      {"epoch", epoch},       {"position", position}, {"samples", samples}};
+  if (batch_digest != 0) e["batch_xxh3"] = hex64(batch_digest);
+  return journal_->append("progress", e, false);
+}
+
+Status Checkpointer::capture(Node* root, std::vector<std::string>* components) {
+  auto want = [&](const char* c) { return options_.omit.count(c) == 0; };
+  if (model_ != nullptr) {
+    CKPT_RETURN_IF_ERROR(torch_adapter::capture_model(*model_, &root->child("model")));
+    components->push_back("model");
+  }
+  if (optimizer_ != nullptr && model_ != nullptr && want("optimizer")) {
+    CKPT_RETURN_IF_ERROR(
+        torch_adapter::capture_optimizer(*optimizer_, *model_, &root->child("optimizer")));
+    components->push_back("optimizer");
+  }
+  if (scheduler_ != nullptr && want("scheduler")) {
+    scheduler_->to_node(&root->child("scheduler"));
+    components->push_back("scheduler");
+  }
+  if (want("rng")) {
+    CKPT_RETURN_IF_ERROR(torch_adapter::capture_rng(generators_, &root->child("rng")));
+    components->push_back("rng");
+  }
+  if (sampler_ != nullptr && want("loader")) {
+    loader::sampler_to_node(sampler_->spec(), sampler_->cursor(), &root->child("loader"));
+    components->push_back("loader");
+  }
+  if (counters_ != nullptr && want("train")) {
+    Node& t = root->child("train");
+    t.attrs["global_step"] = counters_->global_step;
+    t.attrs["epoch"] = counters_->epoch;
+    t.attrs["samples_seen"] = counters_->samples_seen;
+    t.attrs["tokens_seen"] = counters_->tokens_seen;
+    t.attrs["grad_accum_steps"] = counters_->grad_accum_steps;
+    t.attrs["grad_accum_pos"] = counters_->grad_accum_pos;
+    if (counters_->amp_loss_scale != 0) t.attrs["amp_loss_scale"] = counters_->amp_loss_scale;
+    t.attrs["config_digest"] = hex64(xxh3_64(counters_->config.data(), counters_->config.size()));
+    std::string env_json;
+    t.attrs["env_digest"] = environment_digest(&env_json);
+    t.attrs["env"] = env_json;
+    components->push_back("train");
+  }
+  if (!extra_.values().empty() && want("extra")) {
+    CKPT_RETURN_IF_ERROR(torch_adapter::capture_extra(extra_, &root->child("extra")));
+    components->push_back("extra");
+  }
+  return Status::ok();
+}
+
+Status Checkpointer::save(int64_t step) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Node root;
+  std::vector<std::string> components;
+  CKPT_RETURN_IF_ERROR(capture(&root, &components));
+  root.attrs["format"] = std::string("ckpt");
+  root.attrs["format_version"] = int64_t{1};
+  root.attrs["producer"] = std::string("ckpt 0.1.0");
+  root.attrs["libtorch_version"] = torch_adapter::libtorch_version();
+  root.attrs["step"] = step;
+  root.attrs["rank"] = options_.rank;
+  root.attrs["world_size"] = options_.world_size;
+  root.attrs["components"] = components;
+
+  const std::string dir = path_join(options_.run_dir, step_dir_name(step));
+  CKPT_RETURN_IF_ERROR(env_->make_dirs(dir));
+  store::RankWriteStats stats;
+  CKPT_RETURN_IF_ERROR(store::write_rank(env_, dir, options_.rank, step, options_.world_size,
+                                         &root, &stats)
+                           .status());
+  if (options_.world_size > 1) {
+    if (!options_.barrier) {
+      return invalid_argument("save: world_size " + std::to_string(options_.world_size) +
+                              " needs a barrier (CheckpointerOptions::barrier)");
+    }
+    CKPT_RETURN_IF_ERROR(options_.barrier().with_context("save barrier"));
+  }
+  if (options_.rank != 0) return options_.barrier().with_context("commit barrier");
+  CKPT_RETURN_IF_ERROR(store::commit(env_, options_.run_dir, step, options_.world_size, components));
+  if (options_.world_size > 1) CKPT_RETURN_IF_ERROR(options_.barrier().with_context("commit barrier"));
+  CKPT_RETURN_IF_ERROR(store::apply_retention(env_, options_.run_dir, options_.keep_last,
+                                              options_.keep_every));
+  CKPT_RETURN_IF_ERROR(open_journal());
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return journal_->append("save",
+                          {{"step", step}, {"checkpoint", step_dir_name(step)},
+                           {"components", components}, {"bytes", stats.file_bytes},
+                           {"seconds", secs}},
+                          true);
+}
+
+Result<RestoreReport> Checkpointer::restore_latest() {
+  RestoreReport rep;
+  auto latest = store::find_latest(env_, options_.run_dir);
+  if (!latest.is_ok()) {
+    if (latest.status().code() == Code::kNotFound) return rep;  // a fresh start
+    return latest.status();
+  }
+  rep.step = latest->step;
+  rep.checkpoint = path_basename(latest->dir);
+  rep.note = latest->note;
+  CKPT_ASSIGN_OR_RETURN(CommitRecord commit, store::read_commit(env_, latest->dir));
+  const int64_t file_rank = std::min<int64_t>(options_.rank, commit.world_size - 1);
+  CKPT_ASSIGN_OR_RETURN(Node root, store::read_rank(env_, latest->dir, file_rank));
+  const std::vector<std::string>& have = commit.components;
+
+  // What is tracked here but absent there; refuse before touching anything if it was required.
+  std::vector<std::pair<std::string, bool>> tracked = {
+      {"model", model_ != nullptr},     {"optimizer", optimizer_ != nullptr},
+      {"scheduler", scheduler_ != nullptr}, {"rng", true},
+      {"loader", sampler_ != nullptr},  {"train", counters_ != nullptr},
+      {"extra", !extra_.values().empty()}};
+  for (const auto& [name, is_tracked] : tracked) {
+    if (!is_tracked) continue;
+    if (contains(have, name) && root.find_child(name) != nullptr) {
+      rep.components.push_back(name);
+    } else {
+      rep.missing.push_back(name);
+      if (options_.required.count(name) != 0) {
+        return not_found(latest->dir + ": required component \"" + name +
+                         "\" is not in the checkpoint (it has: " +
+                         [&] { std::string s; for (auto& h : have) s += (s.empty() ? "" : ", ") + h; return s; }() + ")");
+      }
+    }
+  }
+  // A loader spec that does not describe this run's data is an error, not a cursor to apply.
+  std::optional<loader::LoaderCursor> cursor;
+  if (contains(rep.components, "loader")) {
+    CKPT_ASSIGN_OR_RETURN(auto spec_cursor, loader::sampler_from_node(*root.find_child("loader")));
+    const loader::SamplerSpec& saved = spec_cursor.first;
+    const loader::SamplerSpec& here = sampler_->spec();
+    if (saved.dataset_size != here.dataset_size || saved.seed != here.seed ||
+        saved.shuffle != here.shuffle || saved.drop_last != here.drop_last ||
+        saved.dataset_fingerprint != here.dataset_fingerprint) {
+      return mismatch(latest->dir + ": the loader component describes another dataset or order "
+                      "(dataset_size " + std::to_string(saved.dataset_size) + " vs " +
+                      std::to_string(here.dataset_size) + ", seed " + std::to_string(saved.seed) +
+                      " vs " + std::to_string(here.seed) + ")");
+    }
+    cursor = spec_cursor.second;
+  }
+  const std::string where = path_join(latest->dir, rank_file_name(file_rank));
+  auto ctx = [&](Status s) { return s.with_context(where); };
+  if (contains(rep.components, "model")) {
+    CKPT_RETURN_IF_ERROR(ctx(torch_adapter::restore_model(*root.find_child("model"), *model_)));
+  }
+  if (contains(rep.components, "optimizer")) {
+    CKPT_RETURN_IF_ERROR(ctx(
+        torch_adapter::restore_optimizer(*root.find_child("optimizer"), *optimizer_, *model_)));
+  }
+  if (contains(rep.components, "scheduler")) {
+    CKPT_ASSIGN_OR_RETURN(sched::Scheduler s,
+                          sched::Scheduler::from_node(*root.find_child("scheduler")));
+    *scheduler_ = s;
+  }
+  if (contains(rep.components, "rng")) {
+    CKPT_RETURN_IF_ERROR(ctx(torch_adapter::restore_rng(*root.find_child("rng"), generators_)));
+  }
+  if (cursor) sampler_->set_cursor(*cursor);
+  if (contains(rep.components, "train")) {
+    const Node& t = *root.find_child("train");
+    counters_->global_step = t.get_int("global_step");
+    counters_->epoch = t.get_int("epoch");
+    counters_->samples_seen = t.get_int("samples_seen");
+    counters_->tokens_seen = t.get_int("tokens_seen");
+    counters_->grad_accum_steps = t.get_int("grad_accum_steps", 1);
+    counters_->grad_accum_pos = t.get_int("grad_accum_pos");
+    counters_->amp_loss_scale = t.get_double("amp_loss_scale", 0);
+  }
+  if (contains(rep.components, "extra")) {
+    CKPT_RETURN_IF_ERROR(ctx(torch_adapter::restore_extra(*root.find_child("extra"), extra_)));
+  }
+  rep.restored = true;
+  CKPT_RETURN_IF_ERROR(open_journal());
+  if (journal_) {
+    nlohmann::json loader = nullptr;
+    if (cursor) loader = {{"epoch", cursor->epoch}, {"position", cursor->position}};
+    CKPT_RETURN_IF_ERROR(journal_->append(
+        "restore",
+        {{"step", rep.step}, {"checkpoint", rep.checkpoint}, {"restored", rep.components},
+         {"missing", rep.missing}, {"loader", loader}, {"note", rep.note}},
+        true));
+  }
+  return rep;
+}
+
+}  // namespace ckpt

@@ -1,0 +1,130 @@
+// Checkpointer: complete save and restore for libtorch training code, in two calls.
+//
+//   ckpt::Checkpointer ck(opts);                 // run directory, retention, rank
+//   ck.track(model, optimizer, scheduler, sampler, counters);
+//   auto restored = ck.restore_latest();         // fresh start when the run has no checkpoint
+//   ... for each step: ck.log_progress(...); if (step % K == 0) ck.save(step);
+//
+// save() captures every tracked component (model, optimizer, scheduler, rng, loader, train
+// counters, extra), writes this rank's file, commits (rank 0), moves LATEST and applies retention —
+// the protocol of docs/format.md §2 — and journals it. restore_latest() restores every component
+// the checkpoint has into the tracked objects and reports which were missing; it refuses with a
+// clear error a hash mismatch, a tensor that does not fit the model, or a missing component the
+// caller declared required. The tracked objects are borrowed: they must outlive the Checkpointer.
+// Not thread-safe: call from the training thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ckpt/base/status.h"
+#include "ckpt/io/env.h"
+#include "ckpt/torch/extra_state.h"
+#include "ckpt/torch/rng_state.h"
+
+namespace torch::nn {
+class Module;
+}
+namespace torch::optim {
+class Optimizer;
+}
+namespace ckpt::sched {
+class Scheduler;
+}
+namespace ckpt::loader {
+class ResumableSampler;
+}
+namespace ckpt::store {
+class Journal;
+}
+
+namespace ckpt {
+
+// The /train component: counters a run's logs and bookkeeping depend on.
+struct TrainCounters {
+  int64_t global_step = 0;
+  int64_t epoch = 0;
+  int64_t samples_seen = 0;
+  int64_t tokens_seen = 0;
+  int64_t grad_accum_steps = 1;
+  int64_t grad_accum_pos = 0;
+  double amp_loss_scale = 0;  // 0 = no AMP
+  std::string config;         // the run's configuration as text; its digest is stored
+};
+
+struct CheckpointerOptions {
+  std::string run_dir;
+  int keep_last = 3;        // committed checkpoints to keep (0 = all)
+  int64_t keep_every = 0;   // also keep steps that are multiples of this (0 = none)
+  int64_t rank = 0;
+  int64_t world_size = 1;   // processes writing files (sampler ranks in one process count as 1)
+  // Components to leave out of saves ("optimizer", "scheduler", "rng", "loader"): the incomplete
+  // checkpoints people write, on purpose, to show what breaks.
+  std::set<std::string> omit;
+  // Components restore_latest() must find; a missing one is an error instead of a note.
+  std::set<std::string> required;
+  Env* env = nullptr;  // default: Env::posix()
+  // With world_size > 1: waits until every rank reached this point (e.g. a c10d Gloo barrier).
+  // save() calls it after this rank's file is durable and again after rank 0 committed.
+  std::function<Status()> barrier;
+};
+
+struct RestoreReport {
+  bool restored = false;  // false: no checkpoint, a fresh start
+  int64_t step = 0;
+  std::string checkpoint;  // "step-000000000050"
+  std::vector<std::string> components;  // restored
+  std::vector<std::string> missing;     // tracked but absent from the checkpoint
+  std::string note;                     // e.g. LATEST was stale
+};
+
+class Checkpointer {
+ public:
+  explicit Checkpointer(CheckpointerOptions options);
+  ~Checkpointer();
+  Checkpointer(const Checkpointer&) = delete;
+  Checkpointer& operator=(const Checkpointer&) = delete;
+
+  // What to capture. Any pointer may be null (that component is then not tracked).
+  void track(torch::nn::Module* model, torch::optim::Optimizer* optimizer,
+             sched::Scheduler* scheduler, loader::ResumableSampler* sampler,
+             TrainCounters* counters);
+  torch_adapter::GeneratorRegistry& generators() { return generators_; }
+  torch_adapter::ExtraRegistry& extra() { return extra_; }
+
+  // Journals a process start; `info` (JSON object text, may be empty) is merged into the event.
+  Status log_start(const std::string& info_json);
+  Status save(int64_t step);
+  Result<RestoreReport> restore_latest();
+  // One journal line per step: the LR and loss of step `step`, the data position it consumed and
+  // (when non-zero) a digest of the sample ids of its batch, so sample order can be compared.
+  Status log_progress(int64_t step, double lr, double loss, uint64_t epoch, uint64_t position,
+                      int64_t samples, uint64_t batch_digest = 0);
+
+  const std::string& run_dir() const { return options_.run_dir; }
+
+ private:
+  Status capture(Node* root, std::vector<std::string>* components);
+  Status open_journal();
+
+  CheckpointerOptions options_;
+  Env* env_;
+  torch::nn::Module* model_ = nullptr;
+  torch::optim::Optimizer* optimizer_ = nullptr;
+  sched::Scheduler* scheduler_ = nullptr;
+  loader::ResumableSampler* sampler_ = nullptr;
+  TrainCounters* counters_ = nullptr;
+  torch_adapter::GeneratorRegistry generators_;
+  torch_adapter::ExtraRegistry extra_;
+  std::unique_ptr<store::Journal> journal_;
+};
+
+// Digest of the environment that can change a run's numbers: libtorch version, compiler, CUDA
+// availability and devices, host. `env_json` receives the details.
+std::string environment_digest(std::string* env_json);
+
+}  // namespace ckpt
