@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <sstream>
@@ -334,7 +335,10 @@ TEST_CASE("coverage JSON: keys, exact counts, ids up to --max-ids", "[analytics]
 
 TEST_CASE("the demo run: --omit loader repeats samples, a full checkpoint does not",
           "[analytics]") {
-  const std::string demo = std::string(CKPT_BINARY_DIR) + "/examples/ckpt-train-demo";
+  // CKPT_TRAIN_DEMO may point at a demo built elsewhere (another build directory).
+  const char* env = std::getenv("CKPT_TRAIN_DEMO");
+  const std::string demo =
+      env != nullptr ? env : std::string(CKPT_BINARY_DIR) + "/examples/ckpt-train-demo";
   struct stat st;
   if (::stat(demo.c_str(), &st) != 0) {
     WARN("skipped: " << demo << " is not built yet");

@@ -4,8 +4,10 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <map>
 #include <vector>
 
 #include "cli/exit_codes.h"
@@ -62,6 +64,12 @@ std::string latest_checkpoint(const std::string& run_dir) {
   return best.empty() ? std::string() : run_dir + "/" + best;
 }
 
+std::string percent(double fraction) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f%%", 100.0 * fraction);
+  return buf;
+}
+
 std::string note(const std::string& text) {
   return "<p class=\"note\">" + xml_escape(text) + "</p>\n";
 }
@@ -112,28 +120,40 @@ std::string coverage_section(const std::string& run_dir) {
        "<th>never visited</th></tr>\n";
   for (const auto& e : report->epochs) {
     s += "<tr><td>" + std::to_string(e.epoch) + "</td><td>" + grouped(e.unique) + "</td><td>" +
-         short_number(100.0 * e.fraction) + "%</td><td>" + grouped(e.repeats) + "</td><td>" +
+         percent(e.fraction) + "</td><td>" + grouped(e.repeats) + "</td><td>" +
          grouped(e.never_visited_count) + "</td></tr>\n";
   }
   s += "</table><p>Overall: " + grouped(report->overall_unique) + " of " +
        grouped(report->dataset_size) + " samples visited at least once (" +
-       short_number(100.0 * report->overall_fraction) + "%).</p></section>\n";
+       percent(report->overall_fraction) + ").</p></section>\n";
   return s;
 }
 
 std::string profile_section(const std::string& run_dir) {
-  std::vector<std::string> files;
+  std::vector<std::string> found;
   for (const auto& n : list_dir(run_dir)) {
-    if (n.rfind("profile-rank", 0) == 0) files.push_back(run_dir + "/" + n);
+    if (n.rfind("profile-rank", 0) == 0) found.push_back(run_dir + "/" + n);
   }
-  for (const auto& n : list_dir(run_dir + "/profile")) files.push_back(run_dir + "/profile/" + n);
-  if (files.empty()) return std::string();  // no profiler files: no section
+  for (const auto& n : list_dir(run_dir + "/profile")) found.push_back(run_dir + "/profile/" + n);
+  if (found.empty()) return std::string();  // no profiler files: no section
+  // Every process of a restarted run writes its own file per rank (names sort by start step):
+  // analyse the latest process, one file per rank.
+  std::map<int, std::string> latest_per_rank;
+  std::vector<std::string> files;
+  for (const auto& f : found) {
+    if (auto rank = profile::rank_from_file_name(f)) {
+      latest_per_rank[*rank] = f;
+    } else {
+      files.push_back(f);
+    }
+  }
+  for (const auto& [rank, f] : latest_per_rank) files.push_back(f);
   std::string s = "<section id=\"profile\"><h2>Step profiler</h2>\n";
   auto traces = profile::load_traces(files);
   if (!traces.is_ok()) return s + note(traces.status().message()) + "</section>\n";
   auto report = profile::analyze(*traces);
   if (!report.is_ok()) return s + note(report.status().message()) + "</section>\n";
-  s += "<ol>\n";
+  s += "<p>" + std::to_string(files.size()) + " file(s) of the latest process analysed.</p><ol>\n";
   for (const auto& v : report->verdicts) {
     s += "<li><b>" + xml_escape(v.id) + "</b> (confidence " + short_number(v.confidence) +
          "): " + xml_escape(v.summary) + "</li>\n";
