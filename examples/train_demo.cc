@@ -58,6 +58,10 @@ std::set<std::string> parse_omit(const std::string& list) {
   return out;
 }
 
+void set_lr(torch::optim::Optimizer& opt, double lr) {
+  for (auto& group : opt.param_groups()) group.options().set_lr(lr);
+}
+
 uint64_t params_digest(const torch::nn::Module& model) {
   ckpt::Hasher h;
   for (const auto& p : model.named_parameters(/*recurse=*/true)) {
@@ -158,6 +162,7 @@ int run(const DemoOptions& o) {
   if (!opened.is_ok()) return fail("profile", opened.status());
   std::unique_ptr<ckpt::profile::StepRecorder> rec = std::move(opened).value();
   using ckpt::profile::Phase;
+  set_lr(opt, scheduler.lr());
   model->train();
   while (counters.global_step < o.steps) {
     const int64_t step = counters.global_step;
@@ -174,8 +179,7 @@ int run(const DemoOptions& o) {
         std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(o.slow_loader_ms));
       }
     }
-    const double lr = ckpt::sched::lr_at(scheduler.spec(), scheduler.last_step());
-    for (auto& group : opt.param_groups()) group.options().set_lr(lr);
+    const double lr = scheduler.lr();  // the LR of this step, as torch's scheduler leaves it
     torch::Tensor index = torch::tensor(ids, torch::kLong);
     torch::Tensor x = data.x.index_select(0, index);
     torch::Tensor y = data.y.index_select(0, index);
@@ -193,7 +197,9 @@ int run(const DemoOptions& o) {
       auto phase = rec->phase(Phase::kOptimizer);
       opt.step();
     }
-    scheduler.step();
+    // Like torch's LRScheduler.step(): the groups now hold the next step's LR, so a checkpoint's
+    // optimizer LR and scheduler last_lr agree.
+    set_lr(opt, scheduler.step());
     counters.global_step = step + 1;
     counters.epoch = static_cast<int64_t>(sampler.cursor().epoch);
     counters.samples_seen += static_cast<int64_t>(ids.size());

@@ -8,6 +8,8 @@
 
 #include "ckpt/format/manifest.h"
 #include "ckpt/h5/rank_file.h"
+#include "ckpt/loader/resumable_sampler.h"
+#include "ckpt/loader/sampler_node.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
 #include "verify/audit/reader_registry.h"
@@ -94,6 +96,41 @@ void scan_moment(const std::string& name, const Tensor& t, OptimizerPart* opt) {
   }
   if (all_zero) opt->zero_moments.insert(name);
   if (!finite) opt->nonfinite.insert(name);
+}
+
+// Our sampler's cursor is a pure function of the global step (one global batch per step), so a
+// cursor that disagrees with /train/global_step means the loader was reset or skipped.
+void check_cursor(const Node& root, const std::string& file, CheckpointView* v) {
+  const Node* l = root.find_child("loader");
+  const Node* t = root.find_child("train");
+  if (l == nullptr || t == nullptr) return;
+  auto sc = loader::sampler_from_node(*l);
+  if (!sc.is_ok()) {
+    v->findings.push_back({"error", "loader", file + ": " + sc.status().message(), true});
+    return;
+  }
+  auto sampler = loader::ResumableSampler::create(sc->first, 0);
+  if (!sampler.is_ok()) {
+    v->findings.push_back({"error", "loader", file + ": " + sampler.status().message(), true});
+    return;
+  }
+  const int64_t steps = t->get_int("global_step") / std::max<int64_t>(1, t->get_int("grad_accum_steps", 1));
+  const uint64_t spe = sampler->steps_per_epoch();
+  if (spe == 0 || steps < 0) return;
+  loader::LoaderCursor want{static_cast<uint64_t>(steps) / spe,
+                            (static_cast<uint64_t>(steps) % spe) * sc->first.global_batch()};
+  const loader::LoaderCursor& got = sc->second;
+  const bool same = got == want || (sampler->at_epoch_end(got) && want.position == 0 &&
+                                    want.epoch == got.epoch + 1);
+  if (!same) {
+    v->findings.push_back(
+        {"error", "loader",
+         file + ": loader cursor epoch " + std::to_string(got.epoch) + " position " +
+             std::to_string(got.position) + " but global step " + std::to_string(steps) +
+             " implies epoch " + std::to_string(want.epoch) + " position " +
+             std::to_string(want.position) + " (the loader was reset or skipped on a restart)",
+         true});
+  }
 }
 
 void map_components(const Node& root, const std::string& file, bool deep, CheckpointView* v) {
@@ -184,7 +221,12 @@ void map_components(const Node& root, const std::string& file, bool deep, Checkp
     lp.source = file;
     lp.kind = "ckpt cursor";
     lp.epoch = l->get_int("epoch");
-    lp.samples = l->get_int("position");
+    // Samples consumed since the run began: whole epochs plus the position in this one.
+    const int64_t per_epoch = l->get_bool("drop_last")
+        ? l->get_int("dataset_size") / std::max<int64_t>(1, l->get_int("batch_size") * l->get_int("world_size")) *
+              l->get_int("batch_size") * l->get_int("world_size")
+        : l->get_int("dataset_size");
+    lp.samples = *lp.epoch * per_epoch + l->get_int("position");
     lp.evidence = file + ": /loader epoch " + std::to_string(*lp.epoch) + ", position " +
                   std::to_string(*lp.samples) + " of " + std::to_string(l->get_int("dataset_size")) +
                   " (seed " + std::to_string(l->get_int("seed")) + ", world_size " +
@@ -200,6 +242,7 @@ void map_components(const Node& root, const std::string& file, bool deep, Checkp
     c.evidence = file + ": /train global_step " + std::to_string(*c.global_step) + ", epoch " +
                  std::to_string(t->get_int("epoch")) + ", samples_seen " +
                  std::to_string(t->get_int("samples_seen"));
+    check_cursor(root, file, v);
     if (t->find_attr("amp_loss_scale")) {
       v->mixed_precision = true;
       v->mixed_precision_evidence = file + ": /train/amp_loss_scale";

@@ -1,0 +1,188 @@
+// The library API directly: fresh starts, required components, refusals that name the tensor,
+// and what a restore without optimizer state leaves behind (zero moments).
+#include <torch/torch.h>
+#undef CHECK  // glog's CHECK (via libtorch) clashes with Catch's
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "ckpt/format/manifest.h"
+#include "ckpt/loader/resumable_sampler.h"
+#include "ckpt/sched/scheduler.h"
+#include "ckpt/store/rank_io.h"
+#include "ckpt/train/checkpointer.h"
+#include "demo_runs.h"
+
+namespace ckpt {
+namespace {
+
+struct Dir {
+  std::string path = testing::make_temp_dir();
+  ~Dir() { testing::remove_dir(path); }
+};
+
+struct Training {
+  torch::nn::Linear model{torch::nn::LinearOptions(4, 3)};
+  torch::optim::Adam opt{model->parameters(), torch::optim::AdamOptions(0.1)};
+  sched::Scheduler scheduler{[] {
+    sched::ScheduleSpec s;
+    s.kind = "constant";
+    s.base_lr = 0.1;
+    return s;
+  }()};
+  loader::ResumableSampler sampler{[] {
+    loader::SamplerSpec s;
+    s.dataset_size = 100;
+    s.batch_size = 4;
+    return s;
+  }(), 0};
+  TrainCounters counters;
+
+  void step() {
+    opt.zero_grad();
+    model->forward(torch::ones({2, 4})).sum().backward();
+    opt.step();
+    sampler.next_batch();
+    scheduler.step();
+    ++counters.global_step;
+  }
+  void track(Checkpointer& ck) { ck.track(model.ptr().get(), &opt, &scheduler, &sampler, &counters); }
+};
+
+CheckpointerOptions options(const std::string& dir) {
+  CheckpointerOptions o;
+  o.run_dir = dir;
+  return o;
+}
+
+TEST_CASE("restore_latest on an empty run directory is a fresh start", "[torch]") {
+  Dir d;
+  Training t;
+  Checkpointer ck(options(d.path));
+  t.track(ck);
+  auto r = ck.restore_latest();
+  REQUIRE(r.is_ok());
+  REQUIRE_FALSE(r->restored);
+}
+
+TEST_CASE("save then restore brings back every tracked component", "[torch]") {
+  Dir d;
+  Training a;
+  for (int i = 0; i < 3; ++i) a.step();
+  Checkpointer ck(options(d.path));
+  a.track(ck);
+  REQUIRE(ck.save(3).is_ok());
+  Training b;
+  Checkpointer ck2(options(d.path));
+  b.track(ck2);
+  auto r = ck2.restore_latest();
+  REQUIRE(r.is_ok());
+  REQUIRE(r->restored);
+  REQUIRE(r->step == 3);
+  REQUIRE(r->missing.empty());
+  REQUIRE(torch::equal(a.model->weight, b.model->weight));
+  REQUIRE(b.counters.global_step == 3);
+  REQUIRE(b.sampler.cursor() == a.sampler.cursor());
+  REQUIRE(b.scheduler.last_step() == 3);
+}
+
+TEST_CASE("without optimizer state the moments restart from zero", "[torch]") {
+  Dir d;
+  Training a;
+  for (int i = 0; i < 3; ++i) a.step();
+  CheckpointerOptions o = options(d.path);
+  o.omit = {"optimizer"};
+  Checkpointer ck(o);
+  a.track(ck);
+  REQUIRE(ck.save(3).is_ok());
+  Training b;
+  Checkpointer ck2(options(d.path));
+  b.track(ck2);
+  auto r = ck2.restore_latest();
+  REQUIRE(r.is_ok());
+  REQUIRE(r->missing == std::vector<std::string>{"optimizer"});
+  REQUIRE(b.opt.state().empty());
+  // One step later Adam's first moment is exactly (1 - beta1) * grad: it started from zero.
+  b.opt.zero_grad();
+  b.model->forward(torch::ones({2, 4})).sum().backward();
+  torch::Tensor grad = b.model->weight.grad().clone();
+  b.opt.step();
+  auto& st = static_cast<torch::optim::AdamParamState&>(
+      *b.opt.state().begin()->second);
+  REQUIRE(st.step() == 1);
+  const bool from_zero = torch::allclose(st.exp_avg(), (1 - 0.9) * grad) ||
+                         torch::allclose(st.exp_avg(), (1 - 0.9) * b.model->bias.grad());
+  REQUIRE(from_zero);
+}
+
+TEST_CASE("a required component that is missing is refused before anything changes", "[torch]") {
+  Dir d;
+  Training a;
+  a.step();
+  CheckpointerOptions o = options(d.path);
+  o.omit = {"scheduler"};
+  Checkpointer ck(o);
+  a.track(ck);
+  REQUIRE(ck.save(1).is_ok());
+  Training b;
+  torch::Tensor before = b.model->weight.clone();
+  CheckpointerOptions o2 = options(d.path);
+  o2.required = {"scheduler"};
+  Checkpointer ck2(o2);
+  b.track(ck2);
+  auto r = ck2.restore_latest();
+  REQUIRE(r.status().code() == Code::kNotFound);
+  REQUIRE(r.status().message().find("required component \"scheduler\"") != std::string::npos);
+  REQUIRE(torch::equal(before, b.model->weight));
+}
+
+TEST_CASE("a model of another shape is refused, naming the tensor", "[torch]") {
+  Dir d;
+  Training a;
+  Checkpointer ck(options(d.path));
+  a.track(ck);
+  REQUIRE(ck.save(0).is_ok());
+  torch::nn::Linear other(torch::nn::LinearOptions(4, 5));
+  torch::optim::Adam opt(other->parameters());
+  Checkpointer ck2(options(d.path));
+  ck2.track(other.ptr().get(), &opt, nullptr, nullptr, nullptr);
+  auto r = ck2.restore_latest();
+  REQUIRE_FALSE(r.is_ok());
+  REQUIRE(r.status().message().find("\"weight\"") != std::string::npos);
+  REQUIRE(r.status().message().find("rank-00000.h5") != std::string::npos);
+}
+
+TEST_CASE("a flipped byte in a parameter is refused, naming file and tensor", "[torch]") {
+  Dir d;
+  Training a;
+  Checkpointer ck(options(d.path));
+  a.track(ck);
+  REQUIRE(ck.save(0).is_ok());
+  const std::string dir = d.path + "/" + step_dir_name(0);
+  auto m = store::read_manifest(Env::posix(), dir, 0);
+  REQUIRE(m.is_ok());
+  uint64_t offset = 0;
+  for (const auto& e : m->tensors) {
+    if (e.path == "/model/weight") offset = e.offset;
+  }
+  REQUIRE(offset != 0);
+  {
+    std::fstream f(dir + "/rank-00000.h5", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(offset + 5));
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x10);
+    f.seekp(static_cast<std::streamoff>(offset + 5));
+    f.write(&c, 1);
+  }
+  Training b;
+  Checkpointer ck2(options(d.path));
+  b.track(ck2);
+  auto r = ck2.restore_latest();
+  REQUIRE(r.status().code() == Code::kCorrupt);
+  REQUIRE(r.status().message().find("tensor \"/model/weight\" in ") != std::string::npos);
+  REQUIRE(r.status().message().find("xxh3 mismatch") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace ckpt
