@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Configures and builds ckpt in build/ (or $CKPT_BUILD_DIR). Idempotent: a second run only
+# rebuilds what changed. Extra arguments are passed to `cmake --build` (e.g. --target ckpt).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build="${CKPT_BUILD_DIR:-build}"
+if [[ ! -f "$build/CMakeCache.txt" ]]; then
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCKPT_SKIP_DIRS="" >/dev/null
+fi
+jobs="${CKPT_JOBS:-2}"
+echo "build: cmake --build $build -j$jobs $*" >&2
+cmake --build "$build" -j"$jobs" "$@"
