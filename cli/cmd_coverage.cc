@@ -2,7 +2,6 @@
 // really visited, per epoch: unique samples, repeats, never-visited positions and ids. The work
 // is in verify/analytics/commands.h; this file binds the flags.
 #include <CLI/CLI.hpp>
-
 #include <iostream>
 #include <memory>
 

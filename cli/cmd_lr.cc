@@ -3,7 +3,6 @@
 // run's schedule spec, compares every post-restart LR with the expected one. The work is in
 // verify/analytics/commands.h; this file binds the flags.
 #include <CLI/CLI.hpp>
-
 #include <iostream>
 #include <memory>
 
@@ -15,8 +14,9 @@ namespace {
 
 Runner setup_lr(CLI::App& root, CLI::App*& sub) {
   auto o = std::make_shared<analytics::LrCommandOptions>();
-  sub = root.add_subcommand("lr", "Learning rate across restarts: discontinuities, their kind, "
-                                  "and the error against the schedule (exit 2 when found)");
+  sub = root.add_subcommand("lr",
+                            "Learning rate across restarts: discontinuities, their kind, "
+                            "and the error against the schedule (exit 2 when found)");
   sub->add_option("input", o->input,
                   "Run directory (journal.jsonl), CSV/JSONL log with step and lr or "
                   "learning_rate, or trainer_state.json")
@@ -24,8 +24,7 @@ Runner setup_lr(CLI::App& root, CLI::App*& sub) {
   sub->add_option("--format", o->format, "auto, run, csv, jsonl or trainer_state")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "run", "csv", "jsonl", "trainer_state"}));
-  sub->add_option("--restarts", o->restarts, "Known restart steps, e.g. 300,650")
-      ->delimiter(',');
+  sub->add_option("--restarts", o->restarts, "Known restart steps, e.g. 300,650")->delimiter(',');
   sub->add_option("--milestones", o->milestones,
                   "Declared step-decay milestones (jumps there are the schedule's own)")
       ->delimiter(',');

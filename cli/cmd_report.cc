@@ -2,7 +2,6 @@
 // checkpoint, the LR chart, the coverage chart and the profiler's verdicts when its files are
 // there. The work is in verify/analytics/report_html.h; this file binds the flags.
 #include <CLI/CLI.hpp>
-
 #include <iostream>
 #include <memory>
 
@@ -14,8 +13,9 @@ namespace {
 
 Runner setup_report(CLI::App& root, CLI::App*& sub) {
   auto o = std::make_shared<analytics::ReportCommandOptions>();
-  sub = root.add_subcommand("report", "One self-contained HTML page: audit of the latest "
-                                      "checkpoint, LR and coverage charts, profiler verdicts");
+  sub = root.add_subcommand("report",
+                            "One self-contained HTML page: audit of the latest "
+                            "checkpoint, LR and coverage charts, profiler verdicts");
   sub->add_option("run_dir", o->run_dir, "Our run directory")->required();
   sub->add_option("--html", o->html_path, "Write the page to this file")->required();
   return [o] { return analytics::run_report_command(*o, std::cout, std::cerr); };

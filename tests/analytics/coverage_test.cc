@@ -1,20 +1,19 @@
-#include <catch2/catch.hpp>
+#include "verify/analytics/coverage.h"
 
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "ckpt/loader/resumable_sampler.h"
 #include "tests/analytics/test_support.h"
 #include "verify/analytics/commands.h"
-#include "verify/analytics/coverage.h"
 #include "verify/analytics/coverage_from_journal.h"
 #include "verify/analytics/json_text.h"
 #include "verify/analytics/run_spec.h"
@@ -231,17 +230,19 @@ std::string synthetic_journal(bool loader_restored) {
     if (step > 0) {
       c = at[step];
       if (!loader_restored) c.position = 0;
-      j += journal_line("{\"event\":\"restore\",\"time\":1,\"step\":%lld,\"checkpoint\":\"x\","
-                        "\"restored\":[],\"missing\":[],\"loader\":{\"epoch\":%lld,"
-                        "\"position\":%lld}}\n",
-                        step, static_cast<long long>(c.epoch), static_cast<long long>(c.position));
+      j += journal_line(
+          "{\"event\":\"restore\",\"time\":1,\"step\":%lld,\"checkpoint\":\"x\","
+          "\"restored\":[],\"missing\":[],\"loader\":{\"epoch\":%lld,"
+          "\"position\":%lld}}\n",
+          step, static_cast<long long>(c.epoch), static_cast<long long>(c.position));
     }
     for (; step < stop; ++step) {
       if (sampler.at_epoch_end(c)) c = {c.epoch + 1, 0};
       at[step] = c;
-      j += journal_line("{\"event\":\"progress\",\"time\":2,\"step\":%lld,\"lr\":0.1,\"loss\":1,"
-                        "\"epoch\":%lld,\"position\":%lld,\"samples\":20}\n",
-                        step, static_cast<long long>(c.epoch), static_cast<long long>(c.position));
+      j += journal_line(
+          "{\"event\":\"progress\",\"time\":2,\"step\":%lld,\"lr\":0.1,\"loss\":1,"
+          "\"epoch\":%lld,\"position\":%lld,\"samples\":20}\n",
+          step, static_cast<long long>(c.epoch), static_cast<long long>(c.position));
       sampler.set_cursor(c);
       sampler.next_batch();
       c = sampler.cursor();
@@ -286,8 +287,9 @@ TEST_CASE("bad run specs: one line naming the file, exit 64 / 65 / 66", "[analyt
   std::ostringstream out, err;
   CoverageCommandOptions o;
   CHECK(run_coverage_command(o, out, err) == 64);
-  o.run_spec = dir.file("nokey.json", "{\"batch_size\": 4, \"sampler\": {\"kind\": \"ckpt\"}, "
-                                      "\"segments\": [{\"start_step\": 0, \"end_step\": 3}]}");
+  o.run_spec = dir.file("nokey.json",
+                        "{\"batch_size\": 4, \"sampler\": {\"kind\": \"ckpt\"}, "
+                        "\"segments\": [{\"start_step\": 0, \"end_step\": 3}]}");
   err.str("");
   CHECK(run_coverage_command(o, out, err) == 65);
   CHECK(err.str().find("nokey.json") != std::string::npos);
@@ -295,13 +297,15 @@ TEST_CASE("bad run specs: one line naming the file, exit 64 / 65 / 66", "[analyt
   const std::string message = err.str();
   CHECK(std::count(message.begin(), message.end(), '\n') == 1);
 
-  o.run_spec = dir.file("gap.json", "{\"dataset_size\": 10, \"batch_size\": 2, \"sampler\": "
-                                    "{\"kind\": \"ckpt\"}, \"segments\": [{\"start_step\": 0, "
-                                    "\"end_step\": 3}, {\"start_step\": 5, \"end_step\": 6}]}");
+  o.run_spec = dir.file("gap.json",
+                        "{\"dataset_size\": 10, \"batch_size\": 2, \"sampler\": "
+                        "{\"kind\": \"ckpt\"}, \"segments\": [{\"start_step\": 0, "
+                        "\"end_step\": 3}, {\"start_step\": 5, \"end_step\": 6}]}");
   CHECK(run_coverage_command(o, out, err) == 65);
-  o.run_spec = dir.file("kind.json", "{\"dataset_size\": 10, \"batch_size\": 2, \"sampler\": "
-                                     "{\"kind\": \"magic\"}, \"segments\": [{\"start_step\": 0, "
-                                     "\"end_step\": 3}]}");
+  o.run_spec = dir.file("kind.json",
+                        "{\"dataset_size\": 10, \"batch_size\": 2, \"sampler\": "
+                        "{\"kind\": \"magic\"}, \"segments\": [{\"start_step\": 0, "
+                        "\"end_step\": 3}]}");
   CHECK(run_coverage_command(o, out, err) == 65);
   o.run_spec = dir.file("trunc.json", "{\"dataset_size\": 10, ");
   CHECK(run_coverage_command(o, out, err) == 65);
@@ -316,10 +320,11 @@ TEST_CASE("coverage JSON: keys, exact counts, ids up to --max-ids", "[analytics]
   std::ostringstream out, err;
   CoverageCommandOptions o;
   ScratchDir dir;
-  o.run_spec = dir.file("spec.json", "{\"dataset_size\": 100, \"batch_size\": 5, \"world_size\": "
-                                     "2, \"sampler\": {\"kind\": \"ckpt\", \"seed\": 4}, "
-                                     "\"segments\": [{\"start_step\": 0, \"end_step\": 4}, "
-                                     "{\"start_step\": 4, \"end_step\": 6}]}");
+  o.run_spec = dir.file("spec.json",
+                        "{\"dataset_size\": 100, \"batch_size\": 5, \"world_size\": "
+                        "2, \"sampler\": {\"kind\": \"ckpt\", \"seed\": 4}, "
+                        "\"segments\": [{\"start_step\": 0, \"end_step\": 4}, "
+                        "{\"start_step\": 4, \"end_step\": 6}]}");
   o.json = true;
   o.max_ids = 7;
   REQUIRE(run_coverage_command(o, out, err) == 0);
@@ -349,8 +354,9 @@ TEST_CASE("the demo run: --omit loader repeats samples, a full checkpoint does n
     ScratchDir dir;
     const std::string run = dir.path() + "/run";
     const std::string extra = omit ? " --omit loader" : "";
-    const std::string first = demo + " --run-dir " + run + " --steps 250 --stop-at 45 --save-every 15" +
-                              extra + " > " + dir.path() + "/log1 2>&1";
+    const std::string first = demo + " --run-dir " + run +
+                              " --steps 250 --stop-at 45 --save-every 15" + extra + " > " +
+                              dir.path() + "/log1 2>&1";
     const std::string second = demo + " --run-dir " + run + " --steps 250 --save-every 15" + extra +
                                " > " + dir.path() + "/log2 2>&1";
     REQUIRE(std::system(first.c_str()) == 0);

@@ -1,6 +1,5 @@
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <sstream>
 
@@ -21,7 +20,8 @@ sched::ScheduleSpec spec_of(const std::string& kind) {
   s.kind = kind;
   s.base_lr = 1e-3;
   const std::string k = kind;
-  s.warmup_steps = k == "step" || k == "multistep" || k == "exponential" || k == "one_cycle" ? 0 : 50;
+  s.warmup_steps =
+      k == "step" || k == "multistep" || k == "exponential" || k == "one_cycle" ? 0 : 50;
   s.total_steps = 1000;
   s.min_lr = 1e-5;
   s.power = 2.0;
@@ -107,8 +107,7 @@ TEST_CASE("coarse logs: a known restart inside the gap names the step", "[analyt
   CHECK(told.discontinuities[0].at_restart);
 }
 
-TEST_CASE("with the spec known, post-restart LRs are compared with the schedule",
-          "[analytics]") {
+TEST_CASE("with the spec known, post-restart LRs are compared with the schedule", "[analytics]") {
   const auto spec = spec_of("warmup_cosine");
   LrSeries ours = series_from(spec, 1, {400});
   ours.schedule = spec;

@@ -1,12 +1,10 @@
-#include <catch2/catch.hpp>
-
 #include <sys/stat.h>
 
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "ckpt/sched/schedule.h"
 #include "tests/analytics/test_support.h"
@@ -110,9 +108,10 @@ TEST_CASE("ckpt report: one self-contained page with both charts", "[analytics]"
   probe.insert(probe.rfind("</body>"), script);
   const std::string probe_path = dir.file("probe.html", probe);
   const std::string dom_path = dir.path() + "/dom.html";
-  const std::string cmd = "timeout 120 chromium --headless --no-sandbox --disable-gpu "
-                          "--virtual-time-budget=3000 --dump-dom 'file://" + probe_path +
-                          "' > '" + dom_path + "' 2> /dev/null";
+  const std::string cmd =
+      "timeout 120 chromium --headless --no-sandbox --disable-gpu "
+      "--virtual-time-budget=3000 --dump-dom 'file://" +
+      probe_path + "' > '" + dom_path + "' 2> /dev/null";
   REQUIRE(std::system(cmd.c_str()) == 0);
   auto dom = read_text_file(dom_path);
   REQUIRE(dom.is_ok());

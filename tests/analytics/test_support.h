@@ -2,11 +2,11 @@
 // (tests run one at a time).
 #pragma once
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <string>
-
-#include <unistd.h>
 
 namespace ckpt::analytics::testing {
 

@@ -93,8 +93,8 @@ std::vector<uint64_t> list_never_ids(const SampleOrder& order,
   const uint64_t want = std::min(max_ids, never_count);
   // Scanning ids upward finds `want` of them after about want * n / never_count lookups;
   // mapping every never-visited position costs never_count lookups.
-  const long double scan_cost = std::min<long double>(
-      n, (long double)want * (long double)n / (long double)never_count);
+  const long double scan_cost =
+      std::min<long double>(n, (long double)want * (long double)n / (long double)never_count);
   if (scan_cost < (long double)never_count) {
     for (uint64_t id = 0; id < n && ids.size() < want; ++id) {
       if (!in_ranges(never, order.position_of(id))) continue;
@@ -129,7 +129,7 @@ struct EpochState {
   uint64_t order_key = 0;
   std::vector<PositionRange> visited;  // merged, folded (single order)
   std::vector<PositionRange> never;    // complement of visited (single order)
-  std::unique_ptr<Roaring64Map> ids;  // visited ids (mixed orders)
+  std::unique_ptr<Roaring64Map> ids;   // visited ids (mixed orders)
 };
 
 class EpochMembership {
@@ -200,8 +200,8 @@ Result<CoverageReport> compute_coverage(const CoverageInput& input,
       st.never = complement(st.visited, n);
       ec.never_visited_count = n - ec.unique;
       CKPT_ASSIGN_OR_RETURN(auto order, make_order(cfg, st.order_key));
-      ec.never_visited_ids = list_never_ids(*order, st.never, ec.never_visited_count,
-                                            options.max_ids);
+      ec.never_visited_ids =
+          list_never_ids(*order, st.never, ec.never_visited_count, options.max_ids);
       ec.never_visited_positions = st.never;
       ec.strip = strip_from_ranges(st.visited, n, options.strip_bins);
     } else {

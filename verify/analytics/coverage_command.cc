@@ -1,7 +1,6 @@
 // `ckpt coverage`: build the visits (journal or run spec), compute coverage, print text or JSON,
 // optionally write the strip chart.
 #include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 #include "cli/exit_codes.h"
@@ -46,17 +45,18 @@ nlohmann::json to_json(const CoverageReport& r, const CoverageInput& in, const s
   j["steps_per_epoch"] = r.steps_per_epoch;
   auto& eps = j["epochs"] = nlohmann::json::array();
   for (const auto& e : r.epochs) {
-    eps.push_back({{"epoch", e.epoch},
-                   {"unique", e.unique},
-                   {"fraction", e.fraction},
-                   {"visits", e.visits},
-                   {"repeats", e.repeats},
-                   {"never_visited", e.never_visited_ids},
-                   {"never_visited_count", e.never_visited_count},
-                   {"never_visited_truncated", e.never_visited_ids.size() < e.never_visited_count}});
+    eps.push_back(
+        {{"epoch", e.epoch},
+         {"unique", e.unique},
+         {"fraction", e.fraction},
+         {"visits", e.visits},
+         {"repeats", e.repeats},
+         {"never_visited", e.never_visited_ids},
+         {"never_visited_count", e.never_visited_count},
+         {"never_visited_truncated", e.never_visited_ids.size() < e.never_visited_count}});
   }
-  j["overall"] = {{"unique", r.overall_unique}, {"fraction", r.overall_fraction},
-                  {"visits", r.total_visits}};
+  j["overall"] = {
+      {"unique", r.overall_unique}, {"fraction", r.overall_fraction}, {"visits", r.total_visits}};
   auto& rs = j["restarts"] = nlohmann::json::array();
   for (const auto& m : in.restarts) {
     rs.push_back({{"step", m.step}, {"epoch", m.epoch}, {"position", m.position}});
@@ -92,8 +92,10 @@ void print_text(const CoverageReport& r, const CoverageInput& in, const std::str
                   grouped(e.never_visited_count).c_str());
     out << line;
   }
-  std::snprintf(line, sizeof line, "overall: %s of %s samples visited at least once (%.2f%%), %s "
-                "visits\n", grouped(r.overall_unique).c_str(), grouped(r.dataset_size).c_str(),
+  std::snprintf(line, sizeof line,
+                "overall: %s of %s samples visited at least once (%.2f%%), %s "
+                "visits\n",
+                grouped(r.overall_unique).c_str(), grouped(r.dataset_size).c_str(),
                 100.0 * r.overall_fraction, grouped(r.total_visits).c_str());
   out << line;
   for (const auto& e : r.epochs) {
@@ -103,9 +105,10 @@ void print_text(const CoverageReport& r, const CoverageInput& in, const std::str
     if (e.single_order) {
       out << "  epoch positions: " << ranges_text(e.never_visited_positions, true) << "\n";
     }
-    out << "  sample ids" << (e.never_visited_ids.size() < e.never_visited_count
-                                  ? " (the first " + grouped(e.never_visited_ids.size()) + ")"
-                                  : std::string())
+    out << "  sample ids"
+        << (e.never_visited_ids.size() < e.never_visited_count
+                ? " (the first " + grouped(e.never_visited_ids.size()) + ")"
+                : std::string())
         << ": " << ranges_text(runs_of(e.never_visited_ids), false) << "\n";
   }
 }

@@ -50,7 +50,8 @@ Result<CoverageInput> coverage_input_from_journal(const RunJournal& journal) {
       if (!valid.is_ok()) return Status(valid.code(), where + ": " + valid.message());
       if (have_sampler && (c.kind != in.sampler.kind || c.dataset_size != in.sampler.dataset_size ||
                            c.seed != in.sampler.seed || c.shuffle != in.sampler.shuffle)) {
-        return unsupported(where + ": the dataset or its order changed between processes "
+        return unsupported(where +
+                           ": the dataset or its order changed between processes "
                            "(dataset_size, seed, shuffle or kind); coverage compares one dataset");
       }
       if (!have_sampler) in.sampler = c;
@@ -60,14 +61,15 @@ Result<CoverageInput> coverage_input_from_journal(const RunJournal& journal) {
     }
     if (e.kind != JournalEvent::Kind::kProgress || !e.cursor) continue;
     if (!have_sampler) {
-      return corrupt(where + ": \"progress\" with a loader cursor before any \"start\" that "
-                             "describes the sampler");
+      return corrupt(where +
+                     ": \"progress\" with a loader cursor before any \"start\" that "
+                     "describes the sampler");
     }
     const uint64_t length = std::min(current.epoch_length(), in.sampler.epoch_length());
     const loader::LoaderCursor c = *e.cursor;
     if (c.position > length) {
-      return corrupt(where + ": position " + std::to_string(c.position) + " is beyond the epoch's " +
-                     std::to_string(length) + " positions");
+      return corrupt(where + ": position " + std::to_string(c.position) +
+                     " is beyond the epoch's " + std::to_string(length) + " positions");
     }
     if (restart_pending) {
       in.restarts.push_back({e.step, c.epoch, c.position});

@@ -14,7 +14,8 @@ bool starts_with(std::string_view s, size_t at, std::string_view word) {
 }
 
 // Replaces NaN, Infinity and -Infinity outside strings by null. Infinity keeps its length (padded
-// with spaces); NaN grows by one byte, so parser offsets past a NaN are off by the NaNs before them.
+// with spaces); NaN grows by one byte, so parser offsets past a NaN are off by the NaNs before
+// them.
 std::string strip_python_literals(std::string_view text) {
   std::string out;
   out.reserve(text.size() + 16);

@@ -6,10 +6,9 @@
 // Free functions on values; thread-safe.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "ckpt/base/status.h"
 

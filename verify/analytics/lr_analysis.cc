@@ -78,7 +78,8 @@ JumpKind classify(const std::vector<LrPoint>& p, size_t i, const LrSeries& s, do
   } else {
     for (size_t k = 0; k <= i; ++k) base = std::max(base, p[k].lr);
   }
-  if (base > 0 && std::abs(after - base) <= kBaseMatch * base && before < after * (1 - kBaseMatch)) {
+  if (base > 0 && std::abs(after - base) <= kBaseMatch * base &&
+      before < after * (1 - kBaseMatch)) {
     return JumpKind::kResetToBase;
   }
   return JumpKind::kJumpUp;
@@ -88,10 +89,14 @@ JumpKind classify(const std::vector<LrPoint>& p, size_t i, const LrSeries& s, do
 
 const char* jump_kind_name(JumpKind k) {
   switch (k) {
-    case JumpKind::kRestartedWarmup: return "restarted_warmup";
-    case JumpKind::kResetToBase: return "reset_to_base";
-    case JumpKind::kJumpUp: return "jump_up";
-    case JumpKind::kJumpDown: return "jump_down";
+    case JumpKind::kRestartedWarmup:
+      return "restarted_warmup";
+    case JumpKind::kResetToBase:
+      return "reset_to_base";
+    case JumpKind::kJumpUp:
+      return "jump_up";
+    case JumpKind::kJumpDown:
+      return "jump_down";
   }
   return "jump";
 }

@@ -50,8 +50,8 @@ struct RestartCheck {
 };
 
 struct LrOptions {
-  std::vector<int64_t> restarts;    // extra known restart steps (--restarts)
-  std::vector<int64_t> milestones;  // declared step-decay milestones (--milestones)
+  std::vector<int64_t> restarts;         // extra known restart steps (--restarts)
+  std::vector<int64_t> milestones;       // declared step-decay milestones (--milestones)
   double expected_rel_tolerance = 1e-6;  // logged LRs may be float32
 };
 

@@ -1,7 +1,6 @@
 // `ckpt lr`: load the series, analyse it, print text or JSON, optionally write the SVG.
 #include <cstdio>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "cli/exit_codes.h"
@@ -23,18 +22,22 @@ nlohmann::json to_json(const LrSeries& s, const LrAnalysis& a) {
   j["schedule_known"] = a.has_schedule;
   auto& ds = j["discontinuities"] = nlohmann::json::array();
   for (const auto& d : a.discontinuities) {
-    nlohmann::json e = {{"step", d.step},           {"step_before", d.step_before},
-                        {"lr_before", d.lr_before}, {"lr_after", d.lr_after},
-                        {"kind", jump_kind_name(d.kind)}, {"at_restart", d.at_restart}};
+    nlohmann::json e = {
+        {"step", d.step},         {"step_before", d.step_before},   {"lr_before", d.lr_before},
+        {"lr_after", d.lr_after}, {"kind", jump_kind_name(d.kind)}, {"at_restart", d.at_restart}};
     if (d.expected) e["expected"] = *d.expected;
     ds.push_back(e);
   }
   auto& rc = j["restart_checks"] = nlohmann::json::array();
   for (const auto& c : a.restart_checks) {
-    rc.push_back({{"restart_step", c.restart_step}, {"points", c.points},
-                  {"mismatched", c.mismatched}, {"max_abs_error", c.max_abs_error},
-                  {"max_rel_error", c.max_rel_error}, {"worst_step", c.worst_step},
-                  {"worst_lr", c.worst_lr}, {"worst_expected", c.worst_expected}});
+    rc.push_back({{"restart_step", c.restart_step},
+                  {"points", c.points},
+                  {"mismatched", c.mismatched},
+                  {"max_abs_error", c.max_abs_error},
+                  {"max_rel_error", c.max_rel_error},
+                  {"worst_step", c.worst_step},
+                  {"worst_lr", c.worst_lr},
+                  {"worst_expected", c.worst_expected}});
   }
   return j;
 }
@@ -76,14 +79,20 @@ void print_text(const LrSeries& s, const LrAnalysis& a, std::ostream& out) {
 
 int exit_code_for_status(const Status& s) {
   switch (s.code()) {
-    case Code::kOk: return cli::kExitOk;
+    case Code::kOk:
+      return cli::kExitOk;
     case Code::kNotFound:
-    case Code::kIoError: return cli::kExitNoInput;
+    case Code::kIoError:
+      return cli::kExitNoInput;
     case Code::kCorrupt:
-    case Code::kUnsupported: return cli::kExitDataErr;
-    case Code::kInvalidArgument: return cli::kExitUsage;
-    case Code::kMismatch: return cli::kExitFindings;
-    case Code::kInternal: return cli::kExitInternal;
+    case Code::kUnsupported:
+      return cli::kExitDataErr;
+    case Code::kInvalidArgument:
+      return cli::kExitUsage;
+    case Code::kMismatch:
+      return cli::kExitFindings;
+    case Code::kInternal:
+      return cli::kExitInternal;
   }
   return cli::kExitInternal;
 }

@@ -1,11 +1,11 @@
 #include "verify/analytics/lr_input.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <map>
-#include <sys/stat.h>
-
 #include <nlohmann/json.hpp>
 
 #include "verify/analytics/json_text.h"
@@ -93,7 +93,8 @@ bool is_dir(const std::string& p) {
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace
@@ -124,15 +125,17 @@ Result<LrSeries> lr_from_csv_text(const std::string& text, const std::string& pa
         }
       }
       if (step_col < 0 || lr_col < 0) {
-        return corrupt(where + ": CSV header must name a \"step\" column and an \"lr\" or "
-                               "\"learning_rate\" column, got \"" + line + "\"");
+        return corrupt(where +
+                       ": CSV header must name a \"step\" column and an \"lr\" or "
+                       "\"learning_rate\" column, got \"" +
+                       line + "\"");
       }
       header_cells = cells.size();
       continue;
     }
     if (cells.size() != header_cells) {
-      return corrupt(where + ": expected " + std::to_string(header_cells) + " cells as in the header, got " +
-                     std::to_string(cells.size()));
+      return corrupt(where + ": expected " + std::to_string(header_cells) +
+                     " cells as in the header, got " + std::to_string(cells.size()));
     }
     const std::string& lr_cell = cells[static_cast<size_t>(lr_col)];
     const std::string& step_cell = cells[static_cast<size_t>(step_col)];
@@ -175,7 +178,8 @@ Result<LrSeries> lr_from_jsonl_text(const std::string& text, const std::string& 
     if (key == nullptr || !obj.contains("step") || obj[key].is_null()) continue;
     LrPoint p;
     if (!json_count(obj["step"], &p.step)) {
-      return corrupt(where + ": \"step\" must be a non-negative integer, got " + obj["step"].dump());
+      return corrupt(where + ": \"step\" must be a non-negative integer, got " +
+                     obj["step"].dump());
     }
     if (!json_number(obj[key], &p.lr)) {
       return corrupt(where + ": \"" + key + "\" must be a number, got " + obj[key].dump());

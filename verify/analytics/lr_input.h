@@ -24,8 +24,8 @@ struct LrPoint {
 };
 
 struct LrSeries {
-  std::string source;  // the file or run directory read
-  std::string format;  // "run", "csv", "jsonl" or "trainer_state"
+  std::string source;             // the file or run directory read
+  std::string format;             // "run", "csv", "jsonl" or "trainer_state"
   std::vector<LrPoint> points;    // ascending steps, unique
   std::vector<int64_t> restarts;  // known restart steps, ascending (run journals only)
   std::optional<sched::ScheduleSpec> schedule;  // known when the journal recorded it

@@ -77,16 +77,17 @@ std::string note(const std::string& text) {
 std::string audit_section(const std::string& run_dir, bool* findings) {
   std::string s = "<section id=\"audit\"><h2>Audit of the latest checkpoint</h2>\n";
   const std::string ckpt = latest_checkpoint(run_dir);
-  if (ckpt.empty()) return s + note("No checkpoint in " + run_dir + " (no LATEST, no step-*).") +
-                           "</section>\n";
+  if (ckpt.empty())
+    return s + note("No checkpoint in " + run_dir + " (no LATEST, no step-*).") + "</section>\n";
   auto report = verify::audit_path(ckpt, {});
   if (!report.is_ok()) {
     *findings = true;
     return s + note("Cannot audit " + ckpt + ": " + report.status().message()) + "</section>\n";
   }
   if (!report->complete) *findings = true;
-  s += "<p class=\"verdict " + std::string(report->complete ? "ok\">complete" : "bad\">incomplete") +
-       "</p>\n<pre>" + xml_escape(verify::report_to_text(*report, false)) + "</pre></section>\n";
+  s += "<p class=\"verdict " +
+       std::string(report->complete ? "ok\">complete" : "bad\">incomplete") + "</p>\n<pre>" +
+       xml_escape(verify::report_to_text(*report, false)) + "</pre></section>\n";
   return s;
 }
 
@@ -99,8 +100,8 @@ std::string lr_section(const std::string& run_dir, bool* findings) {
   s += "<figure>" + lr_chart_svg(*series, a) + "</figure>\n<ul>\n";
   if (a.discontinuities.empty()) s += "<li>No discontinuity: the LR is continuous.</li>\n";
   for (const auto& d : a.discontinuities) {
-    std::string line = "step " + std::to_string(d.step) + ": " + short_number(d.lr_before) +
-                       " → " + short_number(d.lr_after) + " (" + jump_kind_name(d.kind) + ")";
+    std::string line = "step " + std::to_string(d.step) + ": " + short_number(d.lr_before) + " → " +
+                       short_number(d.lr_after) + " (" + jump_kind_name(d.kind) + ")";
     if (d.expected) line += ", expected " + short_number(*d.expected);
     s += "<li class=\"bad\">" + xml_escape(line) + "</li>\n";
   }

@@ -11,15 +11,17 @@ namespace {
 
 using nlohmann::json;
 
-Status bad(const std::string& where, const std::string& what) { return corrupt(where + ": " + what); }
+Status bad(const std::string& where, const std::string& what) {
+  return corrupt(where + ": " + what);
+}
 
 Result<int64_t> count_field(const json& obj, const char* key, const std::string& where) {
   auto it = obj.find(key);
   if (it == obj.end()) return bad(where, std::string("missing \"") + key + "\"");
   int64_t v = 0;
   if (!json_count(*it, &v)) {
-    return bad(where, std::string("\"") + key + "\" must be a non-negative integer, got " +
-                          it->dump());
+    return bad(where,
+               std::string("\"") + key + "\" must be a non-negative integer, got " + it->dump());
   }
   return v;
 }

@@ -39,8 +39,8 @@ struct JournalEvent {
 
   // restore / save
   std::string checkpoint;
-  std::vector<std::string> restored;  // restore: components restored
-  std::vector<std::string> missing;   // restore: components the checkpoint lacked
+  std::vector<std::string> restored;                    // restore: components restored
+  std::vector<std::string> missing;                     // restore: components the checkpoint lacked
   std::optional<loader::LoaderCursor> restored_cursor;  // restore: null loader = nullopt
 
   // progress

@@ -53,7 +53,8 @@ Result<bool> flag_of(const json& obj, const char* key, const std::string& where,
 Result<uint32_t> small_count(const json& obj, const char* key, const std::string& where,
                              std::optional<uint64_t> fallback) {
   CKPT_ASSIGN_OR_RETURN(uint64_t v, count_of(obj, key, where, fallback));
-  if (v > UINT32_MAX) return corrupt(where + ": \"" + key + "\" is too large: " + std::to_string(v));
+  if (v > UINT32_MAX)
+    return corrupt(where + ": \"" + key + "\" is too large: " + std::to_string(v));
   return static_cast<uint32_t>(v);
 }
 
@@ -170,8 +171,9 @@ Result<CoverageInput> replay_run(const RunSpec& spec) {
         out.visits.push_back(v);
       }
       if (out.visits.size() > kMaxVisits) {
-        return invalid_argument("the run spans more than 10^7 epoch pieces; is the dataset size "
-                                "right?");
+        return invalid_argument(
+            "the run spans more than 10^7 epoch pieces; is the dataset size "
+            "right?");
       }
       left -= take;
       c = advance(c, take, per_epoch);

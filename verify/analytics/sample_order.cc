@@ -62,10 +62,14 @@ class TableOrder final : public SampleOrder {
 
 const char* sampler_kind_name(SamplerKind k) {
   switch (k) {
-    case SamplerKind::kSequential: return "sequential";
-    case SamplerKind::kTorchRandom: return "torch_random";
-    case SamplerKind::kTorchDistributed: return "torch_distributed";
-    case SamplerKind::kCkpt: return "ckpt";
+    case SamplerKind::kSequential:
+      return "sequential";
+    case SamplerKind::kTorchRandom:
+      return "torch_random";
+    case SamplerKind::kTorchDistributed:
+      return "torch_distributed";
+    case SamplerKind::kCkpt:
+      return "ckpt";
   }
   return "?";
 }
@@ -86,8 +90,8 @@ uint64_t SamplerConfig::step_positions() const {
 uint64_t SamplerConfig::epoch_length() const {
   const uint64_t n = dataset_size, w = world_size, b = batch_size;
   if (kind == SamplerKind::kTorchDistributed) {
-    const uint64_t num_samples = (drop_last && n % w != 0) ? (n >= w ? ceil_div(n - w, w) : 0)
-                                                          : ceil_div(n, w);
+    const uint64_t num_samples =
+        (drop_last && n % w != 0) ? (n >= w ? ceil_div(n - w, w) : 0) : ceil_div(n, w);
     const uint64_t batches = drop_last ? num_samples / b : ceil_div(num_samples, b);
     return std::min(batches * b, num_samples) * w;
   }
@@ -110,15 +114,16 @@ Status validate_sampler(const SamplerConfig& c) {
   if (c.world_size == 0) return invalid_argument("world_size must be >= 1, got 0");
   if (c.grad_accum == 0) return invalid_argument("grad_accum must be >= 1, got 0");
   if (c.kind == SamplerKind::kTorchRandom && c.world_size != 1) {
-    return invalid_argument("sampler torch_random is RandomSampler, a single-process sampler: "
-                            "world_size must be 1, got " + std::to_string(c.world_size) +
-                            " (use torch_distributed)");
+    return invalid_argument(
+        "sampler torch_random is RandomSampler, a single-process sampler: "
+        "world_size must be 1, got " +
+        std::to_string(c.world_size) + " (use torch_distributed)");
   }
   if (c.epoch_length() == 0) {
     return invalid_argument("sampler " + kind + ": with drop_last, a dataset of " +
                             std::to_string(c.dataset_size) + " samples yields no full batch of " +
-                            std::to_string(c.batch_size) + " x " +
-                            std::to_string(c.world_size) + " ranks");
+                            std::to_string(c.batch_size) + " x " + std::to_string(c.world_size) +
+                            " ranks");
   }
   const bool needs_torch = c.shuffle && (c.kind == SamplerKind::kTorchRandom ||
                                          c.kind == SamplerKind::kTorchDistributed);

@@ -55,8 +55,8 @@ struct SamplerConfig {
   uint32_t batch_size = 1;  // B, per rank
   uint32_t grad_accum = 1;  // A
 
-  uint64_t step_positions() const;  // S
-  uint64_t epoch_length() const;    // L (see above)
+  uint64_t step_positions() const;   // S
+  uint64_t epoch_length() const;     // L (see above)
   uint64_t steps_per_epoch() const;  // ceil(L / S)
 };
 
@@ -68,9 +68,9 @@ Status validate_sampler(const SamplerConfig& c);
 class SampleOrder {
  public:
   virtual ~SampleOrder() = default;
-  virtual uint64_t size() const = 0;                        // N
-  virtual uint64_t id_at(uint64_t position) const = 0;      // position < N
-  virtual uint64_t position_of(uint64_t id) const = 0;      // id < N
+  virtual uint64_t size() const = 0;                    // N
+  virtual uint64_t id_at(uint64_t position) const = 0;  // position < N
+  virtual uint64_t position_of(uint64_t id) const = 0;  // id < N
   // Cost class for choosing how to list never-visited ids: true when id_at is a table lookup.
   virtual bool cheap() const = 0;
 };

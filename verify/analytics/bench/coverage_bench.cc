@@ -72,11 +72,11 @@ int main(int argc, char** argv) {
     uint64_t listed = 0;
     for (const auto& e : report->epochs) listed += e.never_visited_ids.size();
     const double rss = peak_rss_mb();
-    std::printf("  %-32s %3zu epochs, overall %.4f%%, %llu never-visited ids listed, svg %zu B: "
-                "%.3f s (target 5 s, ratio %.2f), peak RSS %.1f MB (target 200 MB, ratio %.2f)\n",
-                sc.name, report->epochs.size(), 100 * report->overall_fraction,
-                static_cast<unsigned long long>(listed), svg.size(), secs, secs / 5.0, rss,
-                rss / 200.0);
+    std::printf(
+        "  %-32s %3zu epochs, overall %.4f%%, %llu never-visited ids listed, svg %zu B: "
+        "%.3f s (target 5 s, ratio %.2f), peak RSS %.1f MB (target 200 MB, ratio %.2f)\n",
+        sc.name, report->epochs.size(), 100 * report->overall_fraction,
+        static_cast<unsigned long long>(listed), svg.size(), secs, secs / 5.0, rss, rss / 200.0);
     if (secs > 5.0 || rss > 200.0) ++failures;
   }
   return failures == 0 ? 0 : 2;
