@@ -13,6 +13,7 @@
 
 #include "ckpt/loader/resumable_sampler.h"
 #include "tests/analytics/test_support.h"
+#include "verify/analytics/checkpoint_cursors.h"
 #include "verify/analytics/commands.h"
 #include "verify/analytics/coverage_from_journal.h"
 #include "verify/analytics/json_text.h"
@@ -372,6 +373,19 @@ TEST_CASE("the demo run: --omit loader repeats samples, a full checkpoint does n
     }
     // 3000 samples in batches of 16: 188 steps per epoch, so 250 steps finish epoch 0.
     REQUIRE(report->epochs.size() == 2);
+    // The checkpoints' own loader cursors (every rank) against the journal.
+    auto journal = read_journal(run);
+    REQUIRE(journal.is_ok());
+    auto checks = check_checkpoint_cursors(run, *journal);
+    REQUIRE(checks.is_ok());
+    REQUIRE_FALSE(checks->empty());
+    for (const auto& c : *checks) {
+      CAPTURE(c.name, c.problem);
+      CHECK(c.ranks >= 1);
+      CHECK(c.ok() == !omit);
+      CHECK(c.cursor.has_value() == !omit);
+      if (!omit) CHECK(c.journal_cursor.has_value());
+    }
     if (omit) {
       CHECK(repeats == 45 * 16);  // the head of epoch 0 again after the stop at step 45
       CHECK(report->epochs.back().never_visited_count > 0);

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/exit_codes.h"
+#include "verify/analytics/checkpoint_cursors.h"
 #include "verify/analytics/commands.h"
 #include "verify/analytics/coverage.h"
 #include "verify/analytics/coverage_chart.h"
@@ -36,7 +37,18 @@ std::string ranges_text(const std::vector<PositionRange>& ranges, bool exclusive
   return s;
 }
 
-nlohmann::json to_json(const CoverageReport& r, const CoverageInput& in, const std::string& src) {
+nlohmann::json cursor_json(const std::optional<loader::LoaderCursor>& c) {
+  if (!c) return nullptr;
+  return {{"epoch", c->epoch}, {"position", c->position}};
+}
+
+std::string cursor_words(const std::optional<loader::LoaderCursor>& c) {
+  if (!c) return "no loader";
+  return "epoch " + std::to_string(c->epoch) + " position " + std::to_string(c->position);
+}
+
+nlohmann::json to_json(const CoverageReport& r, const CoverageInput& in, const std::string& src,
+                       const std::vector<CheckpointCursorCheck>& checkpoints) {
   nlohmann::json j;
   j["source"] = src;
   j["dataset_size"] = r.dataset_size;
@@ -61,11 +73,23 @@ nlohmann::json to_json(const CoverageReport& r, const CoverageInput& in, const s
   for (const auto& m : in.restarts) {
     rs.push_back({{"step", m.step}, {"epoch", m.epoch}, {"position", m.position}});
   }
+  if (!checkpoints.empty()) {
+    auto& cs = j["checkpoints"] = nlohmann::json::array();
+    for (const auto& c : checkpoints) {
+      cs.push_back({{"step", c.step},
+                    {"name", c.name},
+                    {"ranks", c.ranks},
+                    {"cursor", cursor_json(c.cursor)},
+                    {"journal_cursor", cursor_json(c.journal_cursor)},
+                    {"ok", c.ok()},
+                    {"problem", c.problem}});
+    }
+  }
   return j;
 }
 
 void print_text(const CoverageReport& r, const CoverageInput& in, const std::string& src,
-                std::ostream& out) {
+                const std::vector<CheckpointCursorCheck>& checkpoints, std::ostream& out) {
   const SamplerConfig& c = in.sampler;
   out << "ckpt coverage: " << src << "\n";
   out << "dataset: " << grouped(r.dataset_size) << " samples; sampler " << r.sampler
@@ -111,6 +135,19 @@ void print_text(const CoverageReport& r, const CoverageInput& in, const std::str
                 : std::string())
         << ": " << ranges_text(runs_of(e.never_visited_ids), false) << "\n";
   }
+  if (checkpoints.empty()) return;
+  size_t bad = 0;
+  for (const auto& c : checkpoints) bad += c.ok() ? 0 : 1;
+  out << "\ncheckpoints: " << checkpoints.size() << " committed; ";
+  if (bad == 0) {
+    out << "the loader cursor of every rank agrees with the journal\n";
+    return;
+  }
+  out << bad << " with a loader problem\n";
+  for (const auto& c : checkpoints) {
+    if (!c.ok())
+      out << "  " << c.name << " (" << cursor_words(c.cursor) << "): " << c.problem << "\n";
+  }
 }
 
 }  // namespace
@@ -121,8 +158,20 @@ int run_coverage_command(const CoverageCommandOptions& o, std::ostream& out, std
     return cli::kExitUsage;
   }
   const std::string src = o.run_dir.empty() ? o.run_spec : o.run_dir;
+  std::vector<CheckpointCursorCheck> checkpoints;
   Result<CoverageInput> input = [&]() -> Result<CoverageInput> {
-    if (!o.run_dir.empty()) return coverage_input_from_run(o.run_dir);
+    if (!o.run_dir.empty()) {
+      CKPT_ASSIGN_OR_RETURN(RunJournal journal, read_journal(o.run_dir));
+      for (const auto& w : journal.warnings) err << "ckpt coverage: warning: " << w << "\n";
+      auto checks = check_checkpoint_cursors(o.run_dir, journal);
+      if (checks.is_ok()) {
+        checkpoints = std::move(checks).value();
+      } else {
+        err << "ckpt coverage: warning: checkpoints not checked: " << checks.status().message()
+            << "\n";
+      }
+      return coverage_input_from_journal(journal);
+    }
     CKPT_ASSIGN_OR_RETURN(RunSpec spec, read_run_spec(o.run_spec));
     auto replayed = replay_run(spec);
     if (!replayed.is_ok()) {
@@ -149,9 +198,9 @@ int run_coverage_command(const CoverageCommandOptions& o, std::ostream& out, std
     }
   }
   if (o.json) {
-    out << to_json(*report, *input, src).dump(2) << "\n";
+    out << to_json(*report, *input, src, checkpoints).dump(2) << "\n";
   } else {
-    print_text(*report, *input, src, out);
+    print_text(*report, *input, src, checkpoints, out);
   }
   return cli::kExitOk;
 }
