@@ -81,5 +81,26 @@ TEST_CASE("coverage chart: one strip per epoch, never-visited and restart marks"
   CHECK(count_of(svg, "class=\"visited\"") >= 2);
 }
 
+TEST_CASE("coverage chart of a long run: the first and last epochs, every epoch in the table",
+          "[analytics]") {
+  RunSpec spec;
+  spec.sampler.dataset_size = 100;
+  spec.sampler.batch_size = 10;
+  spec.sampler.kind = SamplerKind::kCkpt;
+  spec.segments = {{0, 1000, false}};  // 100 epochs
+  auto in = replay_run(spec);
+  REQUIRE(in.is_ok());
+  auto report = compute_coverage(*in, {});
+  REQUIRE(report.is_ok());
+  REQUIRE(report->epochs.size() == 100);
+  CHECK(report->epochs[19].strip.size() == 100);
+  CHECK(report->epochs[50].strip.empty());
+  CHECK(report->epochs[80].strip.size() == 100);
+  const std::string svg = coverage_chart_svg(*report, "long.json");
+  CHECK(count_of(svg, "class=\"epoch-strip\"") == 40);
+  CHECK(svg.find("data-epoch=\"99\"") != std::string::npos);
+  CHECK(svg.find("data-epoch=\"50\"") == std::string::npos);
+}
+
 }  // namespace
 }  // namespace ckpt::analytics

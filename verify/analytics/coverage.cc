@@ -183,7 +183,12 @@ Result<CoverageReport> compute_coverage(const CoverageInput& input,
   }
 
   std::vector<EpochState> states;
+  const size_t epoch_count = by_epoch.size();
   for (const auto& [epoch, visits] : by_epoch) {
+    const size_t index = states.size();
+    const bool keep_strip = epoch_count <= options.strip_epochs ||
+                            index < options.strip_epochs / 2 ||
+                            index >= epoch_count - options.strip_epochs / 2;
     EpochCoverage ec;
     ec.epoch = epoch;
     EpochState st;
@@ -203,7 +208,7 @@ Result<CoverageReport> compute_coverage(const CoverageInput& input,
       ec.never_visited_ids =
           list_never_ids(*order, st.never, ec.never_visited_count, options.max_ids);
       ec.never_visited_positions = st.never;
-      ec.strip = strip_from_ranges(st.visited, n, options.strip_bins);
+      if (keep_strip) ec.strip = strip_from_ranges(st.visited, n, options.strip_bins);
     } else {
       // Several orders in one epoch (a reseeded torch_random generator): positions no longer
       // name the same samples, so count ids.
@@ -220,9 +225,10 @@ Result<CoverageReport> compute_coverage(const CoverageInput& input,
       st.ids->runOptimize();
       ec.unique = st.ids->cardinality();
       ec.never_visited_count = n - ec.unique;
-      const uint64_t bins = std::max<uint64_t>(1, std::min<uint64_t>(n, options.strip_bins));
+      const uint64_t bins =
+          keep_strip ? std::max<uint64_t>(1, std::min<uint64_t>(n, options.strip_bins)) : 0;
       std::vector<uint64_t> per_bin(bins, 0);
-      for (auto it = st.ids->begin(); it != st.ids->end(); ++it) {
+      for (auto it = st.ids->begin(); bins > 0 && it != st.ids->end(); ++it) {
         per_bin[static_cast<uint64_t>((unsigned __int128)(*it) * bins / n)]++;
       }
       ec.strip.resize(bins);

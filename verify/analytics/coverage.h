@@ -54,6 +54,9 @@ struct CoverageInput {
 struct CoverageOptions {
   uint64_t max_ids = 100000;  // never-visited ids listed per epoch (the count is always exact)
   int strip_bins = 600;       // resolution of the per-epoch strip (for the SVG)
+  // Strips are kept for the first and the last strip_epochs / 2 epochs only (what the chart
+  // draws), so a run of many epochs does not hold a strip per epoch.
+  size_t strip_epochs = 40;
 };
 
 struct EpochCoverage {
@@ -67,7 +70,8 @@ struct EpochCoverage {
   bool single_order = true;
   // Single order: never-visited position ranges (complete). Mixed orders: empty.
   std::vector<PositionRange> never_visited_positions;
-  // Visited fraction per bin of [0, N): positions (single order) or sample ids (mixed).
+  // Visited fraction per bin of [0, N): positions (single order) or sample ids (mixed); empty
+  // for epochs outside CoverageOptions::strip_epochs.
   std::vector<double> strip;
   std::vector<RestartMark> restarts;  // those that happened in this epoch
 };

@@ -11,8 +11,6 @@ namespace {
 
 constexpr double kStripHeight = 22;
 constexpr double kStripGap = 12;
-// Beyond this many epochs the chart shows the first and last ones (the table has them all).
-constexpr size_t kMaxStrips = 40;
 
 // Red (never) to green (visited), through the fraction visited.
 std::string strip_color(double visited) {
@@ -34,8 +32,8 @@ const char* strip_class(double visited) {
 std::string coverage_chart_svg(const CoverageReport& report, const std::string& source) {
   std::vector<const EpochCoverage*> shown;
   for (size_t i = 0; i < report.epochs.size(); ++i) {
-    if (report.epochs.size() <= kMaxStrips || i < kMaxStrips / 2 ||
-        i >= report.epochs.size() - kMaxStrips / 2) {
+    // compute_coverage keeps strips for exactly these epochs (CoverageOptions::strip_epochs).
+    if (!report.epochs[i].strip.empty()) {
       shown.push_back(&report.epochs[i]);
     }
   }

@@ -46,7 +46,7 @@ Result<RunSpec> parse_run_spec(const std::string& text, const std::string& path)
 Result<RunSpec> read_run_spec(const std::string& path);
 
 // The visits and restart marks of the replay. On failure invalid_argument when a segment starts
-// at a step no earlier segment reached, or the run spans more than 10^7 epoch pieces.
+// at a step no earlier segment reached, or the run spans more than 10^6 epoch pieces.
 Result<CoverageInput> replay_run(const RunSpec& spec);
 
 }  // namespace ckpt::analytics

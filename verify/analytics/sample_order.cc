@@ -132,9 +132,11 @@ Status validate_sampler(const SamplerConfig& c) {
                        " needs libtorch's randperm to reproduce PyTorch's order; this ckpt was "
                        "built without libtorch (CKPT_WITH_TORCH=OFF)");
   }
-  if (needs_torch && c.dataset_size > (uint64_t{1} << 40)) {
+  // randperm plus the order and its inverse cost 24 bytes a sample.
+  if (needs_torch && c.dataset_size > (uint64_t{1} << 31)) {
     return unsupported("sampler " + kind + ": a materialised randperm of " +
-                       std::to_string(c.dataset_size) + " samples is beyond this tool");
+                       std::to_string(c.dataset_size) +
+                       " samples (24 bytes each) is beyond this tool; the limit is 2^31");
   }
   return Status::ok();
 }
