@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "ckpt/base/hash.h"
-#include "ckpt/format/attrs_digest.h"
 #include "ckpt/h5/rank_file.h"
 #include "ckpt/store/rank_io.h"
 #include "resume/pipeline.h"
@@ -65,61 +64,6 @@ class HostSink final : public ChunkSink {
   std::vector<Staging> staging_;  // one per worker; each worker touches only its own
 };
 
-Tensor* find_tensor(Node* root, const std::string& path) {
-  Node* node = root;
-  size_t start = 1;
-  while (true) {
-    const size_t slash = path.find('/', start);
-    if (slash == std::string::npos) {
-      auto it = node->tensors.find(path.substr(start));
-      return it == node->tensors.end() ? nullptr : &it->second;
-    }
-    auto it = node->children.find(path.substr(start, slash - start));
-    if (it == node->children.end()) return nullptr;
-    node = &it->second;
-    start = slash + 1;
-  }
-}
-
-std::string top_component(const std::string& path) {
-  const size_t slash = path.find('/', 1);
-  return path.substr(1, slash == std::string::npos ? std::string::npos : slash - 1);
-}
-
-// The manifest and the HDF5 structure must describe the same tensors at the same places; the
-// attributes must match the manifest's digest (the rules ckpt/store's reader enforces).
-Status check_structure(const Manifest& m, const std::vector<h5::DatasetInfo>& datasets,
-                       const Node& root, const std::string& fpath) {
-  std::map<std::string, const ManifestEntry*> by_path;
-  for (const auto& e : m.tensors) by_path[e.path] = &e;
-  size_t seen = 0;
-  for (const auto& d : datasets) {
-    if (!d.alias_of.empty()) continue;
-    auto it = by_path.find(d.path);
-    if (it == by_path.end()) {
-      return corrupt(fpath + ": dataset \"" + d.path + "\" is not in the manifest");
-    }
-    const ManifestEntry& e = *it->second;
-    ++seen;
-    if (e.dtype != d.dtype || e.shape != d.shape || e.xxh3 != d.xxh3 ||
-        (e.nbytes > 0 && e.offset != d.offset)) {
-      return corrupt(fpath + ": dataset \"" + d.path + "\" disagrees with the manifest (dtype " +
-                     dtype_name(d.dtype) + " vs " + dtype_name(e.dtype) + ", offset " +
-                     std::to_string(d.offset) + " vs " + std::to_string(e.offset) + ")");
-    }
-  }
-  if (seen != m.tensors.size()) {
-    return corrupt(fpath + ": the manifest lists " + std::to_string(m.tensors.size()) +
-                   " tensors, the file has " + std::to_string(seen));
-  }
-  const uint64_t digest = attrs_digest(root);
-  if (digest != m.attrs_xxh3) {
-    return corrupt(fpath + ": attributes damaged: their xxh3 is " + hex64(digest) +
-                   ", the manifest says " + hex64(m.attrs_xxh3));
-  }
-  return Status::ok();
-}
-
 Status check_destinations(const Manifest& m, const RestoreOptions& options,
                           const std::string& fpath) {
   std::map<std::string, const ManifestEntry*> by_path;
@@ -130,7 +74,7 @@ Status check_destinations(const Manifest& m, const RestoreOptions& options,
       return not_found("destination for tensor \"" + path + "\": " + fpath +
                        " has no such tensor (aliases have no bytes of their own)");
     }
-    if (!options.components.empty() && options.components.count(top_component(path)) == 0) {
+    if (!options.components.empty() && options.components.count(store::top_component(path)) == 0) {
       return invalid_argument("destination for tensor \"" + path +
                               "\" is outside the requested components");
     }
@@ -146,39 +90,18 @@ Status check_destinations(const Manifest& m, const RestoreOptions& options,
   return Status::ok();
 }
 
-Status link_aliases(const std::vector<h5::DatasetInfo>& datasets, Node* root,
-                    const std::string& fpath) {
-  for (const auto& d : datasets) {
-    if (d.alias_of.empty()) continue;
-    Tensor* alias = find_tensor(root, d.path);
-    Tensor* target = find_tensor(root, d.alias_of);
-    if (alias == nullptr || target == nullptr || !target->alias_of.empty()) {
-      return corrupt(fpath + ": \"" + d.path + "\" is an alias of \"" + d.alias_of +
-                     "\", which is not a tensor in this file");
-    }
-    alias->shape = target->shape;
-    alias->dtype = target->dtype;
-    alias->nbytes = target->nbytes;
-    alias->data = target->data;
-    alias->keepalive = target->keepalive;
-    alias->xxh3 = target->xxh3;
-  }
-  return Status::ok();
-}
-
 Result<Node> restore_impl(Env* env, const std::string& step_dir, int64_t rank,
                           const RestoreOptions& options, RestoreStats* stats) {
   const auto t0 = Clock::now();
-  CKPT_ASSIGN_OR_RETURN(Manifest m, store::read_manifest(env, step_dir, rank));
-  const std::string fpath = path_join(step_dir, m.file);
-  std::vector<h5::DatasetInfo> datasets;
-  CKPT_ASSIGN_OR_RETURN(Node root, h5::read_structure(fpath, &datasets));
-  CKPT_RETURN_IF_ERROR(check_structure(m, datasets, root, fpath));
+  CKPT_ASSIGN_OR_RETURN(store::RankStructure rs, store::open_rank_structure(env, step_dir, rank));
+  const Manifest& m = rs.manifest;
+  const std::string& fpath = rs.file;
+  Node& root = rs.root;
   CKPT_RETURN_IF_ERROR(check_destinations(m, options, fpath));
 
   std::vector<size_t> selected;
   for (size_t i = 0; i < m.tensors.size(); ++i) {
-    if (options.components.empty() || options.components.count(top_component(m.tensors[i].path))) {
+    if (options.components.empty() || options.components.count(store::top_component(m.tensors[i].path))) {
       selected.push_back(i);
     }
   }
@@ -193,7 +116,7 @@ Result<Node> restore_impl(Env* env, const std::string& step_dir, int64_t rank,
   std::vector<Tensor*> tensors(plan.tensors.size(), nullptr);
   for (size_t i = 0; i < plan.tensors.size(); ++i) {
     const PlanTensor& pt = plan.tensors[i];
-    Tensor* t = find_tensor(&root, pt.path);
+    Tensor* t = store::find_tensor(&root, pt.path);
     if (t == nullptr) return internal_error(fpath + ": \"" + pt.path + "\" vanished from the tree");
     tensors[i] = t;
     auto d = options.destinations.find(pt.path);
@@ -221,14 +144,14 @@ Result<Node> restore_impl(Env* env, const std::string& step_dir, int64_t rank,
   CKPT_RETURN_IF_ERROR(run_pipeline(*file, plan, &sink, pipe, &ps));
   local.data_seconds = since(t1);
 
-  CKPT_RETURN_IF_ERROR(link_aliases(datasets, &root, fpath));
+  CKPT_RETURN_IF_ERROR(store::link_aliases(rs.datasets, &root, fpath));
   local.tensor_bytes = plan.tensor_bytes;
   local.read_bytes = ps.read_bytes;
   local.tensors = plan.tensors.size();
   local.chunks = ps.chunks;
   local.threads = ps.threads;
   if (stats != nullptr) *stats = local;
-  return root;
+  return std::move(rs.root);
 }
 
 }  // namespace

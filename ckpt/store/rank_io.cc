@@ -123,9 +123,6 @@ Result<Manifest> read_manifest(Env* env, const std::string& step_dir, int64_t ra
   return m;
 }
 
-namespace {
-
-// The tensor at `path` ("/a/b/c") inside root, or nullptr.
 Tensor* find_tensor(Node* root, const std::string& path) {
   Node* node = root;
   size_t start = 1;
@@ -146,6 +143,8 @@ std::string top_component(const std::string& path) {
   size_t slash = path.find('/', 1);
   return path.substr(1, slash == std::string::npos ? std::string::npos : slash - 1);
 }
+
+namespace {
 
 Status cross_check(const Manifest& m, const std::vector<h5::DatasetInfo>& datasets,
                    const std::string& fpath) {
@@ -176,18 +175,46 @@ Status cross_check(const Manifest& m, const std::vector<h5::DatasetInfo>& datase
 
 }  // namespace
 
+Result<RankStructure> open_rank_structure(Env* env, const std::string& step_dir, int64_t rank) {
+  RankStructure rs;
+  CKPT_ASSIGN_OR_RETURN(rs.manifest, read_manifest(env, step_dir, rank));
+  rs.file = path_join(step_dir, rs.manifest.file);
+  CKPT_ASSIGN_OR_RETURN(rs.root, h5::read_structure(rs.file, &rs.datasets));
+  CKPT_RETURN_IF_ERROR(cross_check(rs.manifest, rs.datasets, rs.file));
+  const uint64_t digest = attrs_digest(rs.root);
+  if (digest != rs.manifest.attrs_xxh3) {
+    return corrupt(rs.file + ": attributes damaged: their xxh3 is " + hex64(digest) +
+                   ", the manifest says " + hex64(rs.manifest.attrs_xxh3));
+  }
+  return rs;
+}
+
+Status link_aliases(const std::vector<h5::DatasetInfo>& datasets, Node* root,
+                    const std::string& fpath) {
+  for (const auto& d : datasets) {
+    if (d.alias_of.empty()) continue;
+    Tensor* alias = find_tensor(root, d.path);
+    Tensor* target = find_tensor(root, d.alias_of);
+    if (alias == nullptr || target == nullptr || !target->alias_of.empty()) {
+      return corrupt(fpath + ": \"" + d.path + "\" is an alias of \"" + d.alias_of +
+                     "\", which is not a tensor in this file");
+    }
+    alias->shape = target->shape;
+    alias->dtype = target->dtype;
+    alias->nbytes = target->nbytes;
+    alias->data = target->data;
+    alias->keepalive = target->keepalive;
+    alias->xxh3 = target->xxh3;
+  }
+  return Status::ok();
+}
+
 Result<Node> read_rank(Env* env, const std::string& step_dir, int64_t rank,
                        const ReadOptions& options, RankReadStats* stats) {
-  CKPT_ASSIGN_OR_RETURN(Manifest m, read_manifest(env, step_dir, rank));
-  const std::string fpath = path_join(step_dir, m.file);
-  std::vector<h5::DatasetInfo> datasets;
-  CKPT_ASSIGN_OR_RETURN(Node root, h5::read_structure(fpath, &datasets));
-  CKPT_RETURN_IF_ERROR(cross_check(m, datasets, fpath));
-  const uint64_t digest = attrs_digest(root);
-  if (digest != m.attrs_xxh3) {
-    return corrupt(fpath + ": attributes damaged: their xxh3 is " + hex64(digest) +
-                   ", the manifest says " + hex64(m.attrs_xxh3));
-  }
+  CKPT_ASSIGN_OR_RETURN(RankStructure rs, open_rank_structure(env, step_dir, rank));
+  const Manifest& m = rs.manifest;
+  const std::string& fpath = rs.file;
+  Node& root = rs.root;
 
   CKPT_ASSIGN_OR_RETURN(auto file, env->open_random(fpath));
   RankReadStats local;
@@ -224,24 +251,9 @@ Result<Node> read_rank(Env* env, const std::string& step_dir, int64_t rank,
     local.tensor_bytes += e.nbytes;
     ++local.tensors;
   }
-  // Aliases share the bytes of their target.
-  for (const auto& d : datasets) {
-    if (d.alias_of.empty()) continue;
-    Tensor* alias = find_tensor(&root, d.path);
-    Tensor* target = find_tensor(&root, d.alias_of);
-    if (alias == nullptr || target == nullptr || !target->alias_of.empty()) {
-      return corrupt(fpath + ": \"" + d.path + "\" is an alias of \"" + d.alias_of +
-                     "\", which is not a tensor in this file");
-    }
-    alias->shape = target->shape;
-    alias->dtype = target->dtype;
-    alias->nbytes = target->nbytes;
-    alias->data = target->data;
-    alias->keepalive = target->keepalive;
-    alias->xxh3 = target->xxh3;
-  }
+  CKPT_RETURN_IF_ERROR(link_aliases(rs.datasets, &root, fpath));
   if (stats != nullptr) *stats = local;
-  return root;
+  return std::move(rs.root);
 }
 
 }  // namespace ckpt::store

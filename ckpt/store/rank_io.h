@@ -17,6 +17,7 @@
 #include "ckpt/base/status.h"
 #include "ckpt/format/manifest.h"
 #include "ckpt/format/tree.h"
+#include "ckpt/h5/rank_file.h"
 #include "ckpt/io/env.h"
 
 namespace ckpt::store {
@@ -58,5 +59,25 @@ Result<Node> read_rank(Env* env, const std::string& step_dir, int64_t rank,
 
 // Reads and decodes rank R's manifest, checking it against the file's real size.
 Result<Manifest> read_manifest(Env* env, const std::string& step_dir, int64_t rank);
+
+// One rank file's structure, checked against its manifest without trusting HDF5: every dataset
+// listed with the same dtype, shape, hash and data offset, and the attribute digest matching.
+// `root` has every group and attribute; its tensors have no bytes yet. The building block of
+// read_rank and of the fast path in resume/.
+struct RankStructure {
+  Manifest manifest;
+  std::string file;  // full path of rank-R.h5
+  Node root;
+  std::vector<h5::DatasetInfo> datasets;
+};
+Result<RankStructure> open_rank_structure(Env* env, const std::string& step_dir, int64_t rank);
+
+// The tensor at "/a/b/c" inside root, or nullptr.
+Tensor* find_tensor(Node* root, const std::string& path);
+// "model" for "/model/fc1.weight".
+std::string top_component(const std::string& path);
+// Points every alias at its target's bytes (after the targets were read).
+Status link_aliases(const std::vector<h5::DatasetInfo>& datasets, Node* root,
+                    const std::string& fpath);
 
 }  // namespace ckpt::store
