@@ -12,8 +12,10 @@
 #include <sstream>
 
 #include "ckpt/loader/resumable_sampler.h"
+#include "ckpt/sched/schedule.h"
 #include "tests/analytics/test_support.h"
 #include "verify/analytics/checkpoint_cursors.h"
+#include "verify/analytics/checkpoint_lr.h"
 #include "verify/analytics/commands.h"
 #include "verify/analytics/coverage_from_journal.h"
 #include "verify/analytics/json_text.h"
@@ -385,6 +387,14 @@ TEST_CASE("the demo run: --omit loader repeats samples, a full checkpoint does n
       CHECK(c.ok() == !omit);
       CHECK(c.cursor.has_value() == !omit);
       if (!omit) CHECK(c.journal_cursor.has_value());
+    }
+    // Without the journal, the checkpoints' scheduler components still give the LR.
+    auto lr = lr_from_checkpoints(run);
+    REQUIRE(lr.is_ok());
+    REQUIRE(lr->schedule.has_value());
+    REQUIRE_FALSE(lr->points.empty());
+    for (const auto& p : lr->points) {
+      CHECK(p.lr == Approx(sched::lr_at(*lr->schedule, p.step)).epsilon(1e-9));
     }
     if (omit) {
       CHECK(repeats == 45 * 16);  // the head of epoch 0 again after the stop at step 45

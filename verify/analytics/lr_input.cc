@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "verify/analytics/checkpoint_lr.h"
 #include "verify/analytics/json_text.h"
 #include "verify/analytics/run_journal.h"
 
@@ -223,7 +224,14 @@ Result<LrSeries> lr_from_trainer_state_text(const std::string& text, const std::
 }
 
 Result<LrSeries> lr_from_run(const std::string& run_dir) {
-  CKPT_ASSIGN_OR_RETURN(RunJournal journal, read_journal(run_dir));
+  auto read = read_journal(run_dir);
+  if (!read.is_ok() && read.status().code() == Code::kNotFound) {
+    // No journal: the checkpoints' scheduler components still give one point each.
+    auto from_checkpoints = lr_from_checkpoints(run_dir);
+    if (from_checkpoints.is_ok()) return from_checkpoints;
+    return read.status();
+  }
+  CKPT_ASSIGN_OR_RETURN(RunJournal journal, std::move(read));
   LrSeries out;
   out.source = run_dir;
   out.format = "run";

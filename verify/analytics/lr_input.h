@@ -39,6 +39,7 @@ Result<LrSeries> lr_from_jsonl_text(const std::string& text, const std::string& 
 Result<LrSeries> lr_from_trainer_state_text(const std::string& text, const std::string& path);
 // RUN_DIR/journal.jsonl: points from "progress" events; a restart is every process start after
 // the first, placed at the first step that process took; the schedule from the last "start".
+// Without a journal, one point per committed checkpoint (checkpoint_lr.h).
 Result<LrSeries> lr_from_run(const std::string& run_dir);
 
 // Picks the reader: `format` is "auto", "run", "csv", "jsonl" or "trainer_state". Under "auto" a
