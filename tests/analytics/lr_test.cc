@@ -170,6 +170,8 @@ TEST_CASE("CSV written by torch LambdaLR restarting into warmup", "[analytics]")
   CHECK(a.discontinuities[1].kind == JumpKind::kRestartedWarmup);
 }
 
+// Both files were written by transformers 4.30.2's Trainer
+// (fixtures/analytics/make_hf_fixtures.py).
 TEST_CASE("Hugging Face trainer_state.json: continuous and restarted", "[analytics]") {
   auto cont = load_lr_series(fixture("trainer_state_continuous.json"), "auto");
   REQUIRE(cont.is_ok());
@@ -183,6 +185,13 @@ TEST_CASE("Hugging Face trainer_state.json: continuous and restarted", "[analyti
   REQUIRE(a.discontinuities.size() == 1);
   CHECK(a.discontinuities[0].step == 410);
   CHECK(a.discontinuities[0].kind == JumpKind::kRestartedWarmup);
+  // Told where the restart was (trainer_state_restarted.expected.json: 400), it names that step.
+  LrOptions told;
+  told.restarts = {400};
+  const auto b = analyze_lr(*restarted, told);
+  REQUIRE(b.discontinuities.size() == 1);
+  CHECK(b.discontinuities[0].step == 400);
+  CHECK(b.discontinuities[0].at_restart);
 }
 
 TEST_CASE("JSONL logs and repeated steps: the last occurrence wins", "[analytics]") {

@@ -9,7 +9,7 @@
 // visits − unique, never-visited = the complement; only the never-visited ids actually listed
 // (up to max_ids, ascending) are mapped through the order, choosing between mapping every
 // never-visited position and scanning ids upward through the inverse order, whichever is fewer
-// lookups. 10^9 samples cost no more than 10^3. An epoch that mixes orders materialises its
+// lookups, so 10^9 samples cost about what 10^3 do. An epoch that mixes orders materialises its
 // visited ids in a CRoaring bitmap.
 //
 // Pure function of its input; thread-safe.

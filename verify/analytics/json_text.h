@@ -20,7 +20,7 @@ Result<nlohmann::json> parse_python_json(std::string_view text, const std::strin
 // The whole file as bytes. On failure io_error / not_found naming the path.
 Result<std::string> read_text_file(const std::string& path);
 
-// A number from a JSON value that may be an integer or a float; nullopt otherwise (null included).
+// A number from a JSON value that may be an integer or a float; false otherwise (null included).
 bool json_number(const nlohmann::json& v, double* out);
 // A non-negative integer (an integral float such as 12.0 is accepted, as Python may write it).
 bool json_count(const nlohmann::json& v, int64_t* out);

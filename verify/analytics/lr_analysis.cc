@@ -17,13 +17,23 @@ constexpr double kMinJump = 0.01;
 // reset_to_base: the new LR within 2% of the base LR.
 constexpr double kBaseMatch = 0.02;
 
-bool any_in_gap(const std::vector<int64_t>& sorted, int64_t after, int64_t upto, int64_t* found) {
-  auto it = std::upper_bound(sorted.begin(), sorted.end(), after);
+// A restart in [from, upto]: inclusive at both ends because logs number a restart either by the
+// checkpoint it resumed from (Hugging Face's checkpoint-400: the logged point at 400 is still the
+// old process) or by the first step the new process took (our journal).
+bool restart_in_gap(const std::vector<int64_t>& sorted, int64_t from, int64_t upto,
+                    int64_t* found) {
+  auto it = std::lower_bound(sorted.begin(), sorted.end(), from);
   if (it != sorted.end() && *it <= upto) {
-    if (found != nullptr) *found = *it;
+    *found = *it;
     return true;
   }
   return false;
+}
+
+// A milestone in (after, upto]: the schedule's own jump lands on the milestone step.
+bool any_in_gap(const std::vector<int64_t>& sorted, int64_t after, int64_t upto) {
+  auto it = std::upper_bound(sorted.begin(), sorted.end(), after);
+  return it != sorted.end() && *it <= upto;
 }
 
 bool close_rel(double a, double b, double tol) {
@@ -134,7 +144,7 @@ LrAnalysis analyze_lr(const LrSeries& series, const LrOptions& options) {
   for (size_t i = 0; i + 1 < p.size(); ++i) {
     if (smooth_gap(p, i, noise_floor)) continue;
     int64_t restart = 0;
-    const bool at_restart = any_in_gap(out.restarts, p[i].step, p[i + 1].step, &restart);
+    const bool at_restart = restart_in_gap(out.restarts, p[i].step, p[i + 1].step, &restart);
     std::optional<double> expected;
     if (series.schedule) {
       expected = sched::lr_at(*series.schedule, p[i + 1].step);
@@ -144,7 +154,7 @@ LrAnalysis analyze_lr(const LrSeries& series, const LrOptions& options) {
           close_rel(p[i].lr, expected_before, options.expected_rel_tolerance)) {
         continue;
       }
-    } else if (!at_restart && any_in_gap(milestones, p[i].step, p[i + 1].step, nullptr)) {
+    } else if (!at_restart && any_in_gap(milestones, p[i].step, p[i + 1].step)) {
       continue;
     }
     Discontinuity d;
