@@ -1,7 +1,7 @@
 // `ckpt audit PATH [--deep] [--require LIST] [--json]`: says, for every component of the
 // completeness contract, whether a checkpoint (ours or PyTorch / HF / Lightning / DCP /
 // safetensors) holds it, with evidence, consequence and fix. Exit codes in cli/exit_codes.h;
-// documented in docs/cli-audit.md.
+// documented in docs/cli.md.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>

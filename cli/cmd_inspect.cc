@@ -1,6 +1,6 @@
 // `ckpt inspect PATH [--json]`: the tree of what is inside a checkpoint (keys, dtypes, shapes,
 // byte sizes, devices, opaque globals), like `h5ls -r` for torch.save, safetensors, HF,
-// Lightning, DCP and our own format. Reads metadata only. Documented in docs/cli-audit.md.
+// Lightning, DCP and our own format. Reads metadata only. Documented in docs/cli.md.
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>

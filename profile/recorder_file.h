@@ -3,7 +3,7 @@
 // Line 1 is a header object {"format":"ckpt-profile","version":1,"rank","world_size","cpu_cores",
 // "phases":[...],"start_unix_s"}; then, in any order, step lines {"s","t","d","p":[9],"g":[9]?,
 // "n","tok","pg","pin"}, sampler lines {"c":[t,host_busy,host_iowait,process_busy,step,phase]}
-// and, when the recorder closed cleanly, {"end":t}. docs/cli-profile.md is the full spec.
+// and, when the recorder closed cleanly, {"end":t}. docs/cli.md ("ckpt profile") is the full spec.
 // Appending lines is what makes a killed or hung process's file still readable up to its last
 // flush. Free functions, no shared state; thread-safe.
 #pragma once
