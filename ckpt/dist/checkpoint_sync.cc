@@ -21,7 +21,8 @@ Status check_agreement(const std::vector<std::vector<int64_t>>& rows,
     std::string msg = what + ": ranks disagree on " +
                       (i < names.size() ? names[i] : "value " + std::to_string(i)) + ":";
     for (size_t r = 0; r < rows.size(); ++r) {
-      msg += (r == 0 ? " rank " : ", rank ") + std::to_string(r) + " = " + std::to_string(rows[r][i]);
+      msg +=
+          (r == 0 ? " rank " : ", rank ") + std::to_string(r) + " = " + std::to_string(rows[r][i]);
     }
     return mismatch(msg);
   }

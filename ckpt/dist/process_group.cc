@@ -51,7 +51,8 @@ Result<uint16_t> read_port_file(const std::string& path, std::chrono::millisecon
       }
     }
     if (std::chrono::steady_clock::now() >= deadline) {
-      return io_error("port file " + path + (last.empty() ? " did not appear" : " holds \"" + last + "\", not a port") +
+      return io_error("port file " + path +
+                      (last.empty() ? " did not appear" : " holds \"" + last + "\", not a port") +
                       " within " + std::to_string(timeout.count()) +
                       " ms (is rank 0 running, with the same --port-file?)");
     }
@@ -82,8 +83,9 @@ Result<std::unique_ptr<ProcessGroupContext>> ProcessGroupContext::create(
                             " is outside world size " + std::to_string(options.world_size));
   }
   if (options.port == 0 && options.port_file.empty()) {
-    return invalid_argument("process group: port 0 (pick a free one) needs a port file to "
-                            "publish it to the other ranks");
+    return invalid_argument(
+        "process group: port 0 (pick a free one) needs a port file to "
+        "publish it to the other ranks");
   }
   if (options.timeout.count() <= 0) {
     return invalid_argument("process group: timeout must be positive, got " +
@@ -110,8 +112,8 @@ Result<std::unique_ptr<ProcessGroupContext>> ProcessGroupContext::create(
   try {
     auto gloo_options = compat::make_gloo_options(compat::make_device(o.master_addr), o.timeout);
     ctx->impl_->group = c10::make_intrusive<::c10d::ProcessGroupGloo>(
-        c10::static_intrusive_pointer_cast<::c10d::Store>(ctx->impl_->store), o.rank,
-        o.world_size, gloo_options);
+        c10::static_intrusive_pointer_cast<::c10d::Store>(ctx->impl_->store), o.rank, o.world_size,
+        gloo_options);
   } catch (const std::exception& e) {
     return io_error("process group: " + where + std::to_string(ctx->port_) +
                     ": the Gloo rendezvous did not complete within " +
@@ -145,8 +147,8 @@ Status ProcessGroupContext::barrier() {
 Status ProcessGroupContext::allreduce_mean(std::vector<at::Tensor>& tensors) {
   if (!broken_.is_ok()) return broken_;
   if (tensors.empty()) return Status::ok();
-  const c10::ScalarType dtype = tensors.front().defined() ? tensors.front().scalar_type()
-                                                          : c10::ScalarType::Undefined;
+  const c10::ScalarType dtype =
+      tensors.front().defined() ? tensors.front().scalar_type() : c10::ScalarType::Undefined;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const at::Tensor& t = tensors[i];
     if (!t.defined() || !t.device().is_cpu() || !at::isFloatingType(t.scalar_type()) ||

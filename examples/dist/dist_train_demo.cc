@@ -18,12 +18,11 @@
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "ckpt/base/hash.h"
@@ -59,8 +58,7 @@ struct DistDemoOptions {
 constexpr int kCrashExit = 3;
 
 std::string tag(const DistDemoOptions& o) {
-  return "ckpt-dist-demo[rank " + std::to_string(o.rank) + "/" + std::to_string(o.world_size) +
-         "]";
+  return "ckpt-dist-demo[rank " + std::to_string(o.rank) + "/" + std::to_string(o.world_size) + "]";
 }
 
 uint64_t params_digest(const torch::nn::Module& model) {
@@ -124,8 +122,7 @@ int DistDemo::run() {
   demo::Dataset data = demo::make_dataset(o_.dataset_size, /*seed=*/1234);
   demo::Mlp model = demo::make_model();
   torch::manual_seed(o_.seed + 1 + R);  // this rank's dropout stream
-  torch::optim::AdamW opt(model->parameters(),
-                          torch::optim::AdamWOptions(1e-3).weight_decay(0.01));
+  torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(0.01));
 
   ckpt::sched::ScheduleSpec spec;
   spec.kind = "warmup_cosine";
@@ -179,14 +176,21 @@ int DistDemo::run() {
   nlohmann::json start = {
       {"fresh", !restored->restored},
       {"step", restored->step},
-      {"sampler", {{"dataset_size", sspec.dataset_size}, {"seed", sspec.seed},
-                   {"shuffle", sspec.shuffle}, {"drop_last", sspec.drop_last},
-                   {"world_size", sspec.world_size}, {"batch_size", sspec.batch_size},
-                   {"kind", "ckpt"}}},
+      {"sampler",
+       {{"dataset_size", sspec.dataset_size},
+        {"seed", sspec.seed},
+        {"shuffle", sspec.shuffle},
+        {"drop_last", sspec.drop_last},
+        {"world_size", sspec.world_size},
+        {"batch_size", sspec.batch_size},
+        {"kind", "ckpt"}}},
       {"grad_accum", 1},
-      {"scheduler", {{"kind", spec.kind}, {"base_lr", spec.base_lr},
-                     {"warmup_steps", spec.warmup_steps}, {"total_steps", spec.total_steps},
-                     {"min_lr", spec.min_lr}}},
+      {"scheduler",
+       {{"kind", spec.kind},
+        {"base_lr", spec.base_lr},
+        {"warmup_steps", spec.warmup_steps},
+        {"total_steps", spec.total_steps},
+        {"min_lr", spec.min_lr}}},
       {"dist", {{"backend", "gloo"}, {"world_size", o_.world_size}, {"port", group.port()}}}};
   if (auto s = ck.log_start(start.dump()); !s.is_ok()) return fail("journal", s);
   if (restored->restored) {
@@ -212,8 +216,7 @@ int DistDemo::run() {
   for (const char* sub : {"/profile", "/samples"}) {
     if (auto s = env->make_dirs(o_.run_dir + sub); !s.is_ok()) return fail("run dir", s);
   }
-  const std::string samples_path =
-      o_.run_dir + "/samples/" + rank_name + "-" + segment + ".txt";
+  const std::string samples_path = o_.run_dir + "/samples/" + rank_name + "-" + segment + ".txt";
   std::ofstream samples_log(samples_path, std::ios::trunc);
   if (!samples_log) return fail("samples log", ckpt::io_error("cannot create " + samples_path));
   ckpt::profile::RecorderOptions ropts;
@@ -311,7 +314,8 @@ int DistDemo::run() {
     const bool stop = done == o_.stop_at;
     if (stop || done % o_.save_every == 0 || done == o_.steps) {
       auto phase = rec->phase(Phase::kCheckpoint);
-      if (auto s = ck.save(done); !s.is_ok()) return fail("save at step " + std::to_string(done), s);
+      if (auto s = ck.save(done); !s.is_ok())
+        return fail("save at step " + std::to_string(done), s);
       std::cout << "saved step " << done << "\n";
     }
     if (stop) {
@@ -327,9 +331,10 @@ int DistDemo::run() {
 
 int main(int argc, char** argv) {
   DistDemoOptions o;
-  CLI::App app{"ckpt-dist-demo: ckpt-train-demo's MLP trained data-parallel by one process per "
-               "rank (c10d Gloo), each rank writing its own checkpoint file, rank 0 committing.",
-               "ckpt-dist-demo"};
+  CLI::App app{
+      "ckpt-dist-demo: ckpt-train-demo's MLP trained data-parallel by one process per "
+      "rank (c10d Gloo), each rank writing its own checkpoint file, rank 0 committing.",
+      "ckpt-dist-demo"};
   app.add_option("--run-dir", o.run_dir, "Run directory (checkpoints, journal.jsonl)")->required();
   app.add_option("--steps", o.steps, "Train until this global step")->check(CLI::PositiveNumber);
   app.add_option("--save-every", o.save_every, "Save every N steps")->check(CLI::PositiveNumber);
@@ -354,8 +359,9 @@ int main(int argc, char** argv) {
                  "Sleep this many ms in every data fetch (a slow input pipeline)");
   app.add_option("--keep-last", o.keep_last, "Committed checkpoints to keep");
   app.add_option("--seed", o.seed, "Seed of the sampler and of the fresh-start RNG");
-  app.footer("The last stdout line is `final_params_xxh3 <16 hex digits>`; exit status 0 done, "
-             "1 error (including a peer that died), 3 --crash-at, 64 usage.");
+  app.footer(
+      "The last stdout line is `final_params_xxh3 <16 hex digits>`; exit status 0 done, "
+      "1 error (including a peer that died), 3 --crash-at, 64 usage.");
   try {
     app.parse(argc, argv);
     if (o.rank >= o.world_size) {

@@ -1,12 +1,11 @@
 // End-to-end [dist] tests: W processes of ckpt-dist-demo on loopback, stopped, crashed, resumed in
 // fresh processes (also with another world size), and a peer that dies or hangs.
-#include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
-
 #include <dirent.h>
 #include <sys/stat.h>
 
+#include <catch2/catch.hpp>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
@@ -22,8 +21,8 @@ using ckpt::dist_test::read_text;
 const std::string kDemo = std::string(CKPT_BINARY_DIR) + "/examples/dist/ckpt-dist-demo";
 constexpr std::chrono::milliseconds kLaunchLimit{60000};
 // Small and fast: 600 samples, 16 per rank per step; W=2 takes 19 steps per epoch.
-const std::vector<std::string> kTask = {"--steps", "60", "--save-every", "10", "--dataset-size",
-                                        "600", "--timeout-ms", "5000"};
+const std::vector<std::string> kTask = {"--steps",        "60",  "--save-every", "10",
+                                        "--dataset-size", "600", "--timeout-ms", "5000"};
 
 bool exists(const std::string& path) {
   struct stat st;
@@ -50,9 +49,15 @@ std::vector<RankResult> run_ranks(const std::string& work, const std::string& na
                                   std::function<std::vector<std::string>(int)> extra = {}) {
   std::vector<std::vector<std::string>> argv;
   for (int r = 0; r < world; ++r) {
-    std::vector<std::string> a = {kDemo,         "--run-dir",  work + "/run",
-                                  "--rank",      std::to_string(r), "--world-size",
-                                  std::to_string(world), "--port-file", work + "/" + name + ".port"};
+    std::vector<std::string> a = {kDemo,
+                                  "--run-dir",
+                                  work + "/run",
+                                  "--rank",
+                                  std::to_string(r),
+                                  "--world-size",
+                                  std::to_string(world),
+                                  "--port-file",
+                                  work + "/" + name + ".port"};
     a.insert(a.end(), args.begin(), args.end());
     if (extra) {
       auto more = extra(r);
@@ -229,16 +234,17 @@ TEST_CASE("resuming 2 ranks as 3 mid-epoch visits every sample of the epoch exac
           "[dist]") {
   const std::string work = ckpt::dist_test::make_temp_dir("ckpt-dist-reshard");
   REQUIRE_FALSE(work.empty());
-  const std::vector<std::string> task = {"--steps", "30", "--save-every", "10", "--dataset-size",
-                                         "600", "--timeout-ms", "5000"};
+  const std::vector<std::string> task = {"--steps",        "30",  "--save-every", "10",
+                                         "--dataset-size", "600", "--timeout-ms", "5000"};
   auto args = task;
   args.insert(args.end(), {"--stop-at", "10"});  // epoch 0, position 320 of 600
   require_success(run_ranks(work, "w2", 2, args));
   auto resumed = run_ranks(work, "w3", 3, task);
   require_success(resumed);
   final_digest(resumed);
-  REQUIRE(resumed[2].out.find("restored step-000000000010 (step 10, loader epoch 0 position 320)") !=
-          std::string::npos);
+  REQUIRE(
+      resumed[2].out.find("restored step-000000000010 (step 10, loader epoch 0 position 320)") !=
+      std::string::npos);
 
   // From the ranks' own logs: epoch 0 (10 steps at W=2, 6 at W=3) and epoch 1 (all at W=3).
   auto per_epoch = effective_samples(work + "/run");
@@ -257,13 +263,12 @@ TEST_CASE("resuming 2 ranks as 3 mid-epoch visits every sample of the epoch exac
     sizes.push_back(e["samples"].get<int64_t>());
   }
   REQUIRE(next == 600);
-  REQUIRE(sizes == std::vector<int64_t>{32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 48, 48, 48, 48,
-                                        48, 40});
+  REQUIRE(sizes ==
+          std::vector<int64_t>{32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 48, 48, 48, 48, 48, 40});
   check_committed_checkpoints(work + "/run", {{0, 2}, {10, 3}});
 }
 
-TEST_CASE("a peer that dies mid-run makes the others fail promptly with a clear error",
-          "[dist]") {
+TEST_CASE("a peer that dies mid-run makes the others fail promptly with a clear error", "[dist]") {
   const std::string work = ckpt::dist_test::make_temp_dir("ckpt-dist-death");
   REQUIRE_FALSE(work.empty());
   auto rs = run_ranks(work, "die", 2, kTask, [](int r) {
@@ -283,9 +288,9 @@ TEST_CASE("a peer that hangs makes the others fail after the timeout", "[dist]")
   REQUIRE_FALSE(work.empty());
   std::vector<std::vector<std::string>> argv;
   for (int r = 0; r < 2; ++r) {
-    argv.push_back({kDemo, "--run-dir", work + "/run", "--rank", std::to_string(r),
-                    "--world-size", "2", "--port-file", work + "/hang.port", "--steps", "400",
-                    "--dataset-size", "600", "--timeout-ms", "2000", "--slow-loader", "20"});
+    argv.push_back({kDemo, "--run-dir", work + "/run", "--rank", std::to_string(r), "--world-size",
+                    "2", "--port-file", work + "/hang.port", "--steps", "400", "--dataset-size",
+                    "600", "--timeout-ms", "2000", "--slow-loader", "20"});
   }
   Launch launch(argv, work + "/hang");
   // Freeze rank 1 once it is training (its sample log has lines); rank 0 then waits in vain.

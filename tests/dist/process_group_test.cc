@@ -1,15 +1,15 @@
 // [dist] tests of ProcessGroupContext and the checkpoint barrier: W ranks as threads of this
 // process, each with its own TCPStore client and Gloo group on loopback.
+#include "ckpt/dist/process_group.h"
+
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
-
 #include <cstring>
 #include <functional>
 #include <thread>
 
 #include "ckpt/dist/checkpoint_sync.h"
-#include "ckpt/dist/process_group.h"
 #include "tests/dist/launcher.h"
 
 namespace {
@@ -62,7 +62,8 @@ TEST_CASE("allreduce_mean is the exact mean, bit-identical on every rank", "[dis
     ports[static_cast<size_t>(r)] = g.port();
     identity[static_cast<size_t>(r)] = g.rank() * 100 + g.world_size();
     // Values whose sums are exact in float: the mean is known in closed form.
-    std::vector<torch::Tensor> ts = {torch::full({2, 3}, 1.0f + r), torch::arange(5).to(torch::kFloat) * (r + 1),
+    std::vector<torch::Tensor> ts = {torch::full({2, 3}, 1.0f + r),
+                                     torch::arange(5).to(torch::kFloat) * (r + 1),
                                      torch::full({1}, 0.25f * r)};
     statuses[static_cast<size_t>(r)] = g.allreduce_mean(ts).to_string();
     results[static_cast<size_t>(r)] = ts;
@@ -156,11 +157,17 @@ TEST_CASE("the checkpoint barrier fails on every rank when the ranks disagree", 
   constexpr int kWorld = 2;
   std::vector<std::string> agree(kWorld), disagree(kWorld), plain(kWorld);
   auto errors = on_ranks(kWorld, 5000, [&](int r, ProcessGroupContext& g) {
-    auto same = ckpt::dist::checkpoint_barrier(&g, [] { return std::vector<int64_t>{7, 0, 64}; },
+    auto same = ckpt::dist::checkpoint_barrier(&g,
+                                               [] {
+                                                 return std::vector<int64_t>{7, 0, 64};
+                                               },
                                                {"global_step", "epoch", "position"});
     agree[static_cast<size_t>(r)] = same().to_string();
-    auto differ = ckpt::dist::checkpoint_barrier(
-        &g, [r] { return std::vector<int64_t>{7, 0, 64 + r}; }, {"global_step", "epoch", "position"});
+    auto differ = ckpt::dist::checkpoint_barrier(&g,
+                                                 [r] {
+                                                   return std::vector<int64_t>{7, 0, 64 + r};
+                                                 },
+                                                 {"global_step", "epoch", "position"});
     disagree[static_cast<size_t>(r)] = differ().to_string();
     plain[static_cast<size_t>(r)] = ckpt::dist::checkpoint_barrier(&g)().to_string();
   });
