@@ -78,7 +78,7 @@ TEST_CASE("damaged foreign fixtures fail with the documented error kinds", "[ver
   CHECK(r.status().message().find("legacy") != std::string::npos);
 }
 
-TEST_CASE("--require rejects unknown component names", "[verify]") {
+TEST_CASE("audit --require rejects unknown component names", "[verify]") {
   CHECK(parse_component_list("model, optimizer").is_ok());
   auto bad = parse_component_list("model,rng");
   REQUIRE_FALSE(bad.is_ok());

@@ -149,7 +149,7 @@ TEST_CASE("an optimizer that never stepped is empty; a wrong-size RNG is inconsi
   CHECK(r.find("rng_cpu")->status == "missing");
 }
 
-TEST_CASE("--require narrows the components that decide completeness", "[verify]") {
+TEST_CASE("audit --require narrows the components that decide completeness", "[verify]") {
   Tree t;
   const Value* root = t.training_dict("cpu", 6, 6, 0.05, 0.05, /*with_loader=*/false);
   AuditReport all = judge(root);

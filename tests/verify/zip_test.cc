@@ -88,7 +88,7 @@ TEST_CASE("metadata-only audit reads the zip directory and data.pkl, never tenso
   fs::remove(p);
 }
 
-TEST_CASE("--deep finds a flipped byte through the record CRC-32", "[verify]") {
+TEST_CASE("audit --deep finds a flipped byte through the record CRC-32", "[verify]") {
   AuditOptions o;
   o.deep = true;
   auto r = audit_path((kForeign / "damaged" / "bitflip.pt").string(), o);
