@@ -242,9 +242,6 @@ TEST_CASE("resuming 2 ranks as 3 mid-epoch visits every sample of the epoch exac
   auto resumed = run_ranks(work, "w3", 3, task);
   require_success(resumed);
   final_digest(resumed);
-  REQUIRE(
-      resumed[2].out.find("restored step-000000000010 (step 10, loader epoch 0 position 320)") !=
-      std::string::npos);
 
   // From the ranks' own logs: epoch 0 (10 steps at W=2, 6 at W=3) and epoch 1 (all at W=3).
   auto per_epoch = effective_samples(work + "/run");
@@ -265,6 +262,9 @@ TEST_CASE("resuming 2 ranks as 3 mid-epoch visits every sample of the epoch exac
   REQUIRE(next == 600);
   REQUIRE(sizes ==
           std::vector<int64_t>{32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 48, 48, 48, 48, 48, 40});
+  REQUIRE(
+      resumed[2].out.find("restored step-000000000010 (step 10, loader epoch 0 position 320)") !=
+      std::string::npos);
   check_committed_checkpoints(work + "/run", {{0, 2}, {10, 3}});
 }
 
