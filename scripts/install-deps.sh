@@ -2,7 +2,7 @@
 # Installs what ckpt needs from Debian's packages, only what is missing. Idempotent; quick when all
 # is there. Usage: scripts/install-deps.sh [--test]   (--test adds what the test suite needs)
 set -euo pipefail
-pkgs=(cmake g++ make ccache pkg-config zlib1g-dev libtorch-dev libhdf5-dev hdf5-tools libxxhash-dev
+pkgs=(cmake g++ make ccache pkg-config zlib1g-dev libgloo-dev libtorch-dev libhdf5-dev hdf5-tools libxxhash-dev
       libcli11-dev catch2 nlohmann-json3-dev libroaring-dev libsimdjson-dev
       python3-torch python3-h5py python3-numpy)
 if [[ "${1:-}" == "--test" ]]; then

@@ -129,6 +129,14 @@ Status Checkpointer::capture(Node* root, std::vector<std::string>* components) {
 
 Status Checkpointer::save(int64_t step) {
   const auto t0 = std::chrono::steady_clock::now();
+  if (options_.rank < 0 || options_.rank >= options_.world_size) {
+    return invalid_argument("save: rank " + std::to_string(options_.rank) + " is not in [0, " +
+                            std::to_string(options_.world_size) + ")");
+  }
+  if (options_.world_size > 1 && !options_.barrier) {
+    return invalid_argument("save: world_size " + std::to_string(options_.world_size) +
+                            " needs a barrier (CheckpointerOptions::barrier)");
+  }
   Node root;
   std::vector<std::string> components;
   CKPT_RETURN_IF_ERROR(capture(&root, &components));
@@ -148,10 +156,6 @@ Status Checkpointer::save(int64_t step) {
                                          &root, &stats)
                            .status());
   if (options_.world_size > 1) {
-    if (!options_.barrier) {
-      return invalid_argument("save: world_size " + std::to_string(options_.world_size) +
-                              " needs a barrier (CheckpointerOptions::barrier)");
-    }
     CKPT_RETURN_IF_ERROR(options_.barrier().with_context("save barrier"));
   }
   if (options_.rank != 0) return options_.barrier().with_context("commit barrier");
@@ -181,6 +185,7 @@ Result<RestoreReport> Checkpointer::restore_latest() {
   rep.note = latest->note;
   CKPT_ASSIGN_OR_RETURN(CommitRecord commit, store::read_commit(env_, latest->dir));
   const int64_t file_rank = std::min<int64_t>(options_.rank, commit.world_size - 1);
+  rep.saved_world_size = commit.world_size;
   CKPT_ASSIGN_OR_RETURN(Node root, store::read_rank(env_, latest->dir, file_rank));
   const std::vector<std::string>& have = commit.components;
 

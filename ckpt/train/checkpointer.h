@@ -69,7 +69,9 @@ struct CheckpointerOptions {
   std::set<std::string> required;
   Env* env = nullptr;  // default: Env::posix()
   // With world_size > 1: waits until every rank reached this point (e.g. a c10d Gloo barrier).
-  // save() calls it after this rank's file is durable and again after rank 0 committed.
+  // save() calls it after this rank's file is durable and again after rank 0 committed. If rank
+  // 0's commit fails it returns without the second barrier, so the other ranks fail at their
+  // barrier's timeout rather than believe the checkpoint committed.
   std::function<Status()> barrier;
 };
 
@@ -80,6 +82,7 @@ struct RestoreReport {
   std::vector<std::string> components;  // restored
   std::vector<std::string> missing;     // tracked but absent from the checkpoint
   std::string note;                     // e.g. LATEST was stale
+  int64_t saved_world_size = 0;         // ranks that wrote the checkpoint (≠ world_size: resharded)
 };
 
 class Checkpointer {

@@ -24,7 +24,7 @@ void require_bijection(uint64_t n, uint64_t seed, uint64_t epoch) {
   }
 }
 
-TEST_CASE("EpochPermutation is a bijection of [0, n) for many n", "[loader]") {
+TEST_CASE("EpochPermutation is a bijection of 0..n-1 for many n", "[loader]") {
   std::vector<uint64_t> sizes = {1,  2,  3,  4,  5,  6,   7,    8,    9,     10,
                                  11, 13, 17, 31, 97, 101, 1000, 4093, 65521, 999983};
   for (int k = 1; k <= 20; ++k) {

@@ -58,7 +58,7 @@ TEST_CASE("periodicity: a period is found, noise and random spikes give none", "
   REQUIRE_FALSE(r.found);
 }
 
-TEST_CASE("noise without a period gives no periodic_stall; a period with eval does",
+TEST_CASE("noise without a period gives no periodic_stall, a period with eval does",
           "[profile]") {
   RankTrace t = make_rank(0, 300, 0.1, 0.01, 1);
   auto quiet = analyze({t});
@@ -79,7 +79,7 @@ TEST_CASE("noise without a period gives no periodic_stall; a period with eval do
   REQUIRE(v.evidence["period_s"].get<double>() == Approx(25 * 0.1).epsilon(0.05));
 }
 
-TEST_CASE("equal ranks give no straggler; a slow rank is named", "[profile]") {
+TEST_CASE("equal ranks give no straggler, a slow rank is named", "[profile]") {
   std::vector<RankTrace> ranks;
   for (int r = 0; r < 4; ++r) {
     RankTrace t = make_rank(r, 200, 0.1, 0.005, 100 + r);
@@ -148,7 +148,7 @@ TEST_CASE("input-bound with host CPU: saturated means CPU-bound, idle means I/O-
   REQUIRE(ids(*analyze({t})).count("input_bound") == 0);
 }
 
-TEST_CASE("step time following tokens: sequence_imbalance; pageable copies", "[profile]") {
+TEST_CASE("step time following tokens: sequence_imbalance, and pageable copies", "[profile]") {
   RankTrace t = make_rank(0, 200, 0.1, 0.001, 5);
   std::mt19937 gen(9);
   std::uniform_int_distribution<int> len(500, 2000);

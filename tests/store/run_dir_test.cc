@@ -24,7 +24,7 @@ Status save(Env* env, const std::string& run, int64_t step, float value) {
   return store::commit(env, run, step, 1, {"model"});
 }
 
-TEST_CASE("commit writes COMMIT.json and LATEST; find_latest follows it", "[store]") {
+TEST_CASE("commit writes COMMIT.json and LATEST, find_latest follows it", "[store]") {
   TempDir tmp;
   Env* env = Env::posix();
   REQUIRE(save(env, tmp.path(), 10, 1.0f).is_ok());

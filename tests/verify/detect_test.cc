@@ -129,7 +129,7 @@ TEST_CASE("consistency: optimizer step, scheduler step and LR against the global
   CHECK_FALSE(r.complete);
 }
 
-TEST_CASE("an optimizer that never stepped is empty; a wrong-size RNG is inconsistent", "[verify]") {
+TEST_CASE("an optimizer that never stepped is empty, a wrong-size RNG is inconsistent", "[verify]") {
   Tree t;
   Value* root = t.training_dict("cpu", 6, 6, 0.05, 0.05);
   const_cast<Value*>(root->get("optim_sd")->get("state"))->entries.clear();

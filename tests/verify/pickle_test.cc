@@ -137,7 +137,7 @@ TEST_CASE("persistent ids become tensor records without tensor bytes", "[verify]
   CHECK(bad.status().message().find("extends past its storage") != std::string::npos);
 }
 
-TEST_CASE("unknown globals stay opaque; dangerous ones are classed and never run", "[verify]") {
+TEST_CASE("unknown globals stay opaque, dangerous ones are classed and never run", "[verify]") {
   const std::string marker = "/tmp/ckpt_verify_test_marker_" + std::to_string(::getpid());
   std::filesystem::remove(marker);
   P p;
