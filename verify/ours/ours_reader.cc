@@ -228,7 +228,7 @@ void map_components(const Node& root, const std::string& file, bool deep, Checkp
         : l->get_int("dataset_size");
     lp.samples = *lp.epoch * per_epoch + l->get_int("position");
     lp.evidence = file + ": /loader epoch " + std::to_string(*lp.epoch) + ", position " +
-                  std::to_string(*lp.samples) + " of " + std::to_string(l->get_int("dataset_size")) +
+                  std::to_string(l->get_int("position")) + " of " + std::to_string(l->get_int("dataset_size")) +
                   " (seed " + std::to_string(l->get_int("seed")) + ", world_size " +
                   std::to_string(l->get_int("world_size")) + ", batch " +
                   std::to_string(l->get_int("batch_size")) + ")";
