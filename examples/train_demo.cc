@@ -58,19 +58,6 @@ std::set<std::string> parse_omit(const std::string& list) {
   return out;
 }
 
-void set_lr(torch::optim::Optimizer& opt, double lr) {
-  for (auto& group : opt.param_groups()) group.options().set_lr(lr);
-}
-
-uint64_t params_digest(const torch::nn::Module& model) {
-  ckpt::Hasher h;
-  for (const auto& p : model.named_parameters(/*recurse=*/true)) {
-    torch::Tensor t = p.value().detach().contiguous();
-    h.update(t.data_ptr(), t.numel() * t.element_size());
-  }
-  return h.digest();
-}
-
 // Diagnostics that must not stop training (the journal, the profiler) go to stderr.
 void warn_if(const ckpt::Status& s, const char* what) {
   if (!s.is_ok()) std::cerr << "ckpt-train-demo: warning: " << what << ": " << s.to_string() << "\n";
@@ -89,21 +76,9 @@ int run(const DemoOptions& o) {
   torch::optim::AdamW opt(model->parameters(),
                           torch::optim::AdamWOptions(1e-3).weight_decay(0.01));
 
-  ckpt::sched::ScheduleSpec spec;
-  spec.kind = "warmup_cosine";
-  spec.base_lr = 3e-3;
-  spec.warmup_steps = 20;
-  spec.total_steps = o.steps;
-  spec.min_lr = 1e-4;
+  const ckpt::sched::ScheduleSpec spec = demo::make_schedule(o.steps);
   ckpt::sched::Scheduler scheduler(spec);
-
-  ckpt::loader::SamplerSpec sspec;
-  sspec.dataset_size = static_cast<uint64_t>(data.x.size(0));
-  sspec.dataset_fingerprint = data.fingerprint;
-  sspec.seed = o.seed;
-  sspec.shuffle = true;
-  sspec.batch_size = 16;
-  sspec.world_size = o.world_size;
+  const ckpt::loader::SamplerSpec sspec = demo::make_sampler_spec(data, o.seed, o.world_size);
   ckpt::loader::ResumableSampler sampler(sspec, 0);
   ckpt::TrainCounters counters;
   counters.config = "demo mlp adamw warmup_cosine steps=" + std::to_string(o.steps);
@@ -162,7 +137,7 @@ int run(const DemoOptions& o) {
   if (!opened.is_ok()) return fail("profile", opened.status());
   std::unique_ptr<ckpt::profile::StepRecorder> rec = std::move(opened).value();
   using ckpt::profile::Phase;
-  set_lr(opt, scheduler.lr());
+  demo::set_lr(opt, scheduler.lr());
   model->train();
   while (counters.global_step < o.steps) {
     const int64_t step = counters.global_step;
@@ -199,7 +174,7 @@ int run(const DemoOptions& o) {
     }
     // Like torch's LRScheduler.step(): the groups now hold the next step's LR, so a checkpoint's
     // optimizer LR and scheduler last_lr agree.
-    set_lr(opt, scheduler.step());
+    demo::set_lr(opt, scheduler.step());
     counters.global_step = step + 1;
     counters.epoch = static_cast<int64_t>(sampler.cursor().epoch);
     counters.samples_seen += static_cast<int64_t>(ids.size());
@@ -224,12 +199,12 @@ int run(const DemoOptions& o) {
     if (stop) {
       std::cout << "stopped at step " << done << " (preempted)\n";
       warn_if(rec->close(), "profile");
-      std::cout << "final_params_xxh3 " << ckpt::hex64(params_digest(*model)) << "\n";
+      std::cout << "final_params_xxh3 " << ckpt::hex64(demo::params_digest(*model)) << "\n";
       return 0;
     }
   }
   warn_if(rec->close(), "profile");
-  std::cout << "final_params_xxh3 " << ckpt::hex64(params_digest(*model)) << "\n";
+  std::cout << "final_params_xxh3 " << ckpt::hex64(demo::params_digest(*model)) << "\n";
   return 0;
 }
 

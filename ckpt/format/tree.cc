@@ -4,6 +4,18 @@
 
 namespace ckpt {
 
+const char* attr_type_name(const AttrValue& v) {
+  switch (v.index()) {
+    case 0: return "a bool";
+    case 1: return "an int64";
+    case 2: return "a double";
+    case 3: return "a string";
+    case 4: return "an int64 array";
+    case 5: return "a double array";
+    default: return "a string array";
+  }
+}
+
 int64_t Tensor::numel() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

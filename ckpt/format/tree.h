@@ -24,6 +24,9 @@ namespace ckpt {
 using AttrValue = std::variant<bool, int64_t, double, std::string, std::vector<int64_t>,
                                std::vector<double>, std::vector<std::string>>;
 
+// "an int64", "a double array", ...: for error messages about ill-typed attributes.
+const char* attr_type_name(const AttrValue& v);
+
 struct Tensor {
   DType dtype = DType::kFloat32;
   std::vector<int64_t> shape;  // empty = 0-d scalar

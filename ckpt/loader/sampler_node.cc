@@ -6,31 +6,12 @@
 namespace ckpt::loader {
 namespace {
 
-const char* type_name(const AttrValue& v) {
-  switch (v.index()) {
-    case 0:
-      return "a bool";
-    case 1:
-      return "an int64";
-    case 2:
-      return "a double";
-    case 3:
-      return "a string";
-    case 4:
-      return "an int64 array";
-    case 5:
-      return "a double array";
-    default:
-      return "a string array";
-  }
-}
-
 template <typename T>
 Result<T> read_attr(const Node& node, const std::string& name, const char* expected) {
   const AttrValue* v = node.find_attr(name);
   if (v == nullptr) return corrupt("loader: attribute \"" + name + "\" is missing");
   if (const T* p = std::get_if<T>(v)) return *p;
-  return corrupt("loader: attribute \"" + name + "\" is " + type_name(*v) + ", expected " +
+  return corrupt("loader: attribute \"" + name + "\" is " + attr_type_name(*v) + ", expected " +
                  expected);
 }
 

@@ -10,27 +10,8 @@
 namespace ckpt::sched {
 namespace {
 
-const char* type_name(const AttrValue& v) {
-  switch (v.index()) {
-    case 0:
-      return "a bool";
-    case 1:
-      return "an int64";
-    case 2:
-      return "a double";
-    case 3:
-      return "a string";
-    case 4:
-      return "an int64 array";
-    case 5:
-      return "a double array";
-    default:
-      return "a string array";
-  }
-}
-
 Status ill_typed(const std::string& name, const AttrValue& v, const char* expected) {
-  return corrupt("scheduler: attribute \"" + name + "\" is " + type_name(v) + ", expected " +
+  return corrupt("scheduler: attribute \"" + name + "\" is " + attr_type_name(v) + ", expected " +
                  expected);
 }
 

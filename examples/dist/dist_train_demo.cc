@@ -61,19 +61,10 @@ std::string tag(const DistDemoOptions& o) {
   return "ckpt-dist-demo[rank " + std::to_string(o.rank) + "/" + std::to_string(o.world_size) + "]";
 }
 
-uint64_t params_digest(const torch::nn::Module& model) {
-  ckpt::Hasher h;
-  for (const auto& p : model.named_parameters(/*recurse=*/true)) {
-    torch::Tensor t = p.value().detach().contiguous();
-    h.update(t.data_ptr(), t.numel() * t.element_size());
-  }
-  return h.digest();
-}
-
 // Fails unless every rank holds the same parameters; returns the digest they agree on.
 ckpt::Result<uint64_t> agreed_digest(ckpt::dist::ProcessGroupContext& group,
                                      const torch::nn::Module& model) {
-  const uint64_t mine = params_digest(model);
+  const uint64_t mine = demo::params_digest(model);
   CKPT_ASSIGN_OR_RETURN(auto rows, group.allgather({static_cast<int64_t>(mine)}));
   CKPT_RETURN_IF_ERROR(ckpt::dist::check_agreement(rows, {"params_xxh3"}, "final parameters"));
   return mine;
@@ -124,21 +115,9 @@ int DistDemo::run() {
   torch::manual_seed(o_.seed + 1 + R);  // this rank's dropout stream
   torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(0.01));
 
-  ckpt::sched::ScheduleSpec spec;
-  spec.kind = "warmup_cosine";
-  spec.base_lr = 3e-3;
-  spec.warmup_steps = 20;
-  spec.total_steps = o_.steps;
-  spec.min_lr = 1e-4;
+  const ckpt::sched::ScheduleSpec spec = demo::make_schedule(o_.steps);
   ckpt::sched::Scheduler scheduler(spec);
-
-  ckpt::loader::SamplerSpec sspec;
-  sspec.dataset_size = static_cast<uint64_t>(data.x.size(0));
-  sspec.dataset_fingerprint = data.fingerprint;
-  sspec.seed = o_.seed;
-  sspec.shuffle = true;
-  sspec.batch_size = 16;
-  sspec.world_size = W;
+  const ckpt::loader::SamplerSpec sspec = demo::make_sampler_spec(data, o_.seed, W);
   ckpt::loader::ResumableSampler sampler(sspec, R);
   ckpt::TrainCounters counters;
   counters.config = "demo mlp adamw warmup_cosine steps=" + std::to_string(o_.steps) +
@@ -254,7 +233,7 @@ int DistDemo::run() {
     samples_log << "\n" << std::flush;
 
     const double lr = ckpt::sched::lr_at(scheduler.spec(), scheduler.last_step());
-    for (auto& group_opts : opt.param_groups()) group_opts.options().set_lr(lr);
+    demo::set_lr(opt, lr);
     // This rank's share of the global-batch mean, scaled by W because allreduce_mean divides by W:
     // the mean of the ranks' gradients is then the gradient of the global-batch mean even for the
     // epoch's short last step, where ranks hold different numbers of samples (or none).
