@@ -1,5 +1,6 @@
 #include "ckpt/train/checkpointer.h"
 
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -27,10 +28,21 @@ bool contains(const std::vector<std::string>& v, const std::string& s) {
 std::string environment_digest(std::string* env_json) {
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
+  // The CUDA runtime libtorch runs on; "none" on CPU-only builds and machines without a GPU.
+  std::string cuda_runtime = "none";
+  try {
+    if (at::detail::getCUDAHooks().hasCUDA()) {
+      const long v = at::detail::getCUDAHooks().versionCUDART();
+      cuda_runtime = std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+    }
+  } catch (const std::exception&) {
+    cuda_runtime = "unknown";
+  }
   nlohmann::json j = {{"libtorch", torch_adapter::libtorch_version()},
                       {"compiler", std::string("gcc ") + __VERSION__},
                       {"cuda_available", torch::cuda::is_available()},
                       {"cuda_devices", static_cast<int64_t>(torch::cuda::device_count())},
+                      {"cuda_runtime", cuda_runtime},
                       {"host", host}};
   const std::string text = j.dump();
   if (env_json != nullptr) *env_json = text;
