@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <unordered_map>
 #include <vector>
 
@@ -214,6 +215,28 @@ struct StateParts {
   std::optional<int64_t> step;
 };
 
+// Adam and AdamW keep the same per-parameter state in two unrelated libtorch classes.
+template <typename AdamState>
+bool adam_parts(const optim::OptimizerParamState* p, StateParts* parts) {
+  auto a = dynamic_cast<const AdamState*>(p);
+  if (a == nullptr) return false;
+  for (const auto& [name, t] : {std::pair<const char*, at::Tensor>{"exp_avg", a->exp_avg()},
+                                {"exp_avg_sq", a->exp_avg_sq()},
+                                {"max_exp_avg_sq", a->max_exp_avg_sq()}}) {
+    if (t.defined()) parts->tensors[name] = t;
+  }
+  parts->step = a->step();
+  return true;
+}
+
+template <typename AdamState, typename Get>
+std::unique_ptr<optim::OptimizerParamState> adam_state(Get& get, int64_t step) {
+  auto s = std::make_unique<AdamState>();
+  s->step(step).exp_avg(get("exp_avg")).exp_avg_sq(get("exp_avg_sq"));
+  s->max_exp_avg_sq(get("max_exp_avg_sq"));
+  return s;
+}
+
 Result<StateParts> split_state(Kind k, const optim::OptimizerParamState& s) {
   StateParts parts;
   auto put = [&](const char* name, const at::Tensor& t) {
@@ -222,22 +245,10 @@ Result<StateParts> split_state(Kind k, const optim::OptimizerParamState& s) {
   const optim::OptimizerParamState* p = &s;
   switch (k) {
     case Kind::kAdam:
-      if (auto a = dynamic_cast<const optim::AdamParamState*>(p)) {
-        put("exp_avg", a->exp_avg());
-        put("exp_avg_sq", a->exp_avg_sq());
-        put("max_exp_avg_sq", a->max_exp_avg_sq());
-        parts.step = a->step();
-        return parts;
-      }
+      if (adam_parts<optim::AdamParamState>(p, &parts)) return parts;
       break;
     case Kind::kAdamW:
-      if (auto a = dynamic_cast<const optim::AdamWParamState*>(p)) {
-        put("exp_avg", a->exp_avg());
-        put("exp_avg_sq", a->exp_avg_sq());
-        put("max_exp_avg_sq", a->max_exp_avg_sq());
-        parts.step = a->step();
-        return parts;
-      }
+      if (adam_parts<optim::AdamWParamState>(p, &parts)) return parts;
       break;
     case Kind::kSGD:
       if (auto a = dynamic_cast<const optim::SGDParamState*>(p)) {
@@ -297,18 +308,10 @@ std::unique_ptr<optim::OptimizerParamState> build_state(Kind k, std::map<std::st
                                                         int64_t step) {
   auto get = [&](const char* name) { return t.count(name) ? t[name] : at::Tensor(); };
   switch (k) {
-    case Kind::kAdam: {
-      auto s = std::make_unique<optim::AdamParamState>();
-      s->step(step).exp_avg(get("exp_avg")).exp_avg_sq(get("exp_avg_sq"));
-      s->max_exp_avg_sq(get("max_exp_avg_sq"));
-      return s;
-    }
-    case Kind::kAdamW: {
-      auto s = std::make_unique<optim::AdamWParamState>();
-      s->step(step).exp_avg(get("exp_avg")).exp_avg_sq(get("exp_avg_sq"));
-      s->max_exp_avg_sq(get("max_exp_avg_sq"));
-      return s;
-    }
+    case Kind::kAdam:
+      return adam_state<optim::AdamParamState>(get, step);
+    case Kind::kAdamW:
+      return adam_state<optim::AdamWParamState>(get, step);
     case Kind::kSGD: {
       auto s = std::make_unique<optim::SGDParamState>();
       s->momentum_buffer(get("momentum_buffer"));
