@@ -9,14 +9,6 @@
 
 namespace ckpt::resume_test {
 
-TempDir::TempDir() {
-  char tmpl[] = "/tmp/ckpt-resume-test-XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
-  path_ = tmpl;
-}
-
-TempDir::~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
-
 Node varied_tree(std::vector<std::vector<unsigned char>>* storage) {
   Node root;
   root.attrs["step"] = int64_t{42};

@@ -1,4 +1,4 @@
-// Helpers for the resume tests: a temporary directory, a checkpoint tree with tensors of many
+// Helpers for the resume tests: a checkpoint tree with tensors of many
 // sizes around the chunk sizes the tests use, and a deep comparison of two restored trees.
 #pragma once
 
@@ -7,19 +7,11 @@
 #include <vector>
 
 #include "ckpt/format/tree.h"
+#include "tests/common/test_util.h"
 
 namespace ckpt::resume_test {
 
-// A fresh empty directory under /tmp, removed when the object dies.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;  // tests/common/test_util.h
 
 // Tensors of 0, 1, 3, 4095, 4097, 12345 bytes, several of 64 KiB ± 1, 300 KB and 1.1 MB (larger
 // than the small chunk sizes), every component group, attributes and an alias. The bytes live in

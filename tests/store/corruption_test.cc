@@ -4,7 +4,7 @@
 #include "ckpt/base/hash.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
-#include "test_util.h"
+#include "tests/common/test_util.h"
 
 namespace ckpt {
 namespace {

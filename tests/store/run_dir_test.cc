@@ -3,7 +3,7 @@
 #include "ckpt/io/fault_injection_env.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
-#include "test_util.h"
+#include "tests/common/test_util.h"
 
 namespace ckpt {
 namespace {

@@ -1,4 +1,4 @@
-// Helpers shared by the store tests: temporary directories and small trees.
+// Helpers shared by the tests: temporary directories, a sample tree, shell commands, whole files.
 #pragma once
 
 #include <string>
