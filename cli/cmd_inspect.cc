@@ -23,7 +23,9 @@ int run_inspect(const InspectCliOptions& o) {
     return exit_code_for(v.status());
   }
   if (o.json) {
-    nlohmann::json j = {{"path", v->path}, {"format", v->format}, {"contents", verify::inspect_to_json(v->contents)}};
+    nlohmann::json j = {{"path", v->path},
+                        {"format", v->format},
+                        {"contents", verify::inspect_to_json(v->contents)}};
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << v->format << ": " << verify::inspect_to_text(v->contents);
@@ -34,7 +36,8 @@ int run_inspect(const InspectCliOptions& o) {
 namespace {
 const CommandRegistrar kInspect("inspect", [](CLI::App& root, CLI::App*& sub) -> Runner {
   auto opts = std::make_shared<InspectCliOptions>();
-  sub = root.add_subcommand("inspect", "Show the tree inside a checkpoint (keys, dtypes, shapes, sizes, devices)");
+  sub = root.add_subcommand(
+      "inspect", "Show the tree inside a checkpoint (keys, dtypes, shapes, sizes, devices)");
   sub->add_option("PATH", opts->path, "checkpoint file or folder")->required();
   sub->add_flag("--json", opts->json, "print one JSON object");
   sub->footer(kExitCodeHelp);

@@ -7,10 +7,9 @@
 // 64 usage, 65 unreadable/malformed input, 66 cannot open. The logic lives in profile/; this
 // file binds flags and prints.
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "cli/command.h"
 #include "cli/exit_codes.h"
@@ -151,10 +150,10 @@ Runner setup_profile(CLI::App& root, CLI::App*& sub) {
                             "environment");
   sub->require_subcommand(1);
   auto* analyze = sub->add_subcommand(
-      "analyze", "Name why training is slow from recorder files and/or PyTorch profiler traces "
-                 "(one file per rank)");
-  analyze->add_option("files", o->files, "trace or recorder files, one per rank")
-      ->required();
+      "analyze",
+      "Name why training is slow from recorder files and/or PyTorch profiler traces "
+      "(one file per rank)");
+  analyze->add_option("files", o->files, "trace or recorder files, one per rank")->required();
   analyze->add_flag("--json", o->json, "machine-readable output");
   analyze->add_option("--svg", o->svg, "write a chart of step time and data wait per rank");
 
@@ -162,8 +161,7 @@ Runner setup_profile(CLI::App& root, CLI::App*& sub) {
       "budget", "Throughput-budget MODEL: predicted GPU utilisation from rates");
   budget->add_option("--gpus", o->gpus, "number of GPUs")->required();
   budget->add_option("--per-gpu", o->per_gpu, "samples/s one GPU consumes")->required();
-  budget->add_option("--loader-cap", o->loader_cap, "samples/s the loader can supply")
-      ->required();
+  budget->add_option("--loader-cap", o->loader_cap, "samples/s the loader can supply")->required();
   budget->add_flag("--json", o->json, "machine-readable output");
 
   auto* layout = sub->add_subcommand("layout", "File count, sizes and formats of a dataset");

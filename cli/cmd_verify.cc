@@ -4,9 +4,8 @@
 // checkpoint is checked, and uncommitted ones are listed). Exit 0 intact, 2 damaged, 65 not a
 // ckpt checkpoint, 66 cannot open.
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "ckpt/format/manifest.h"
 #include "ckpt/store/run_dir.h"
@@ -49,14 +48,17 @@ int run_verify(const VerifyOptions& o) {
               << ": expected a checkpoint directory (step-NNNNNNNNNNNN) or a run directory\n";
     return kExitDataErr;
   }
-  nlohmann::json out = {{"path", o.path}, {"checkpoints", nlohmann::json::array()},
-                        {"uncommitted", uncommitted}};
+  nlohmann::json out = {
+      {"path", o.path}, {"checkpoints", nlohmann::json::array()}, {"uncommitted", uncommitted}};
   bool ok = uncommitted.empty() || !dirs.empty();
   for (const auto& d : dirs) {
     store::VerifyReport rep = store::verify_checkpoint(env, d);
     ok = ok && rep.problems.empty();
-    out["checkpoints"].push_back({{"dir", d}, {"ok", rep.problems.empty()}, {"files", rep.files},
-                                  {"tensors", rep.tensors}, {"bytes", rep.bytes},
+    out["checkpoints"].push_back({{"dir", d},
+                                  {"ok", rep.problems.empty()},
+                                  {"files", rep.files},
+                                  {"tensors", rep.tensors},
+                                  {"bytes", rep.bytes},
                                   {"problems", rep.problems}});
     if (!o.json) {
       std::cout << (rep.problems.empty() ? "ok       " : "DAMAGED  ") << d << "  (" << rep.files
@@ -78,13 +80,14 @@ namespace {
 
 Runner setup_verify(CLI::App& root, CLI::App*& sub) {
   auto o = std::make_shared<VerifyOptions>();
-  sub = root.add_subcommand(
-      "verify",
-      "Check every byte of a ckpt checkpoint: commit record, file hashes, manifests, tensor hashes");
+  sub = root.add_subcommand("verify",
+                            "Check every byte of a ckpt checkpoint: commit record, file hashes, "
+                            "manifests, tensor hashes");
   sub->add_option("path", o->path, "A step directory, or a run directory (checks all)")->required();
   sub->add_flag("--json", o->json, "Print one JSON object instead of text");
-  sub->footer("Exit codes: 0 intact; 2 damaged or incomplete; 65 not a ckpt checkpoint; 66 cannot "
-              "open.");
+  sub->footer(
+      "Exit codes: 0 intact; 2 damaged or incomplete; 65 not a ckpt checkpoint; 66 cannot "
+      "open.");
   return [o] { return run_verify(*o); };
 }
 

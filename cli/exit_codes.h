@@ -5,12 +5,12 @@
 
 namespace ckpt::cli {
 
-constexpr int kExitOk = 0;           // complete / nothing found
-constexpr int kExitInternal = 1;     // a bug in ckpt
-constexpr int kExitFindings = 2;     // incomplete, inconsistent, corrupt, or discontinuities found
-constexpr int kExitUsage = 64;       // bad flags or arguments (EX_USAGE)
-constexpr int kExitDataErr = 65;     // unreadable, or not a checkpoint (EX_DATAERR)
-constexpr int kExitNoInput = 66;     // cannot open the input (EX_NOINPUT)
+constexpr int kExitOk = 0;        // complete / nothing found
+constexpr int kExitInternal = 1;  // a bug in ckpt
+constexpr int kExitFindings = 2;  // incomplete, inconsistent, corrupt, or discontinuities found
+constexpr int kExitUsage = 64;    // bad flags or arguments (EX_USAGE)
+constexpr int kExitDataErr = 65;  // unreadable, or not a checkpoint (EX_DATAERR)
+constexpr int kExitNoInput = 66;  // cannot open the input (EX_NOINPUT)
 
 // The exit code that matches a failed Status: NotFound/IoError → 66, Corrupt/Unsupported → 65,
 // InvalidArgument → 64, Mismatch → 2, Internal → 1.

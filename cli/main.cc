@@ -1,7 +1,6 @@
 // `ckpt`: the command-line front door. Parses argv with CLI11, dispatches to one subcommand, and
 // maps every failure to a documented exit code (cli/exit_codes.h).
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <exception>
 #include <iostream>
@@ -22,14 +21,20 @@ CommandRegistrar::CommandRegistrar(std::string name, Setup setup) {
 
 int exit_code_for(const Status& s) {
   switch (s.code()) {
-    case Code::kOk: return kExitOk;
+    case Code::kOk:
+      return kExitOk;
     case Code::kNotFound:
-    case Code::kIoError: return kExitNoInput;
+    case Code::kIoError:
+      return kExitNoInput;
     case Code::kCorrupt:
-    case Code::kUnsupported: return kExitDataErr;
-    case Code::kInvalidArgument: return kExitUsage;
-    case Code::kMismatch: return kExitFindings;
-    case Code::kInternal: return kExitInternal;
+    case Code::kUnsupported:
+      return kExitDataErr;
+    case Code::kInvalidArgument:
+      return kExitUsage;
+    case Code::kMismatch:
+      return kExitFindings;
+    case Code::kInternal:
+      return kExitInternal;
   }
   return kExitInternal;
 }

@@ -10,11 +10,10 @@
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
@@ -50,8 +49,9 @@ std::set<std::string> parse_omit(const std::string& list) {
   while (std::getline(ss, item, ',')) {
     if (item.empty()) continue;
     if (item != "optimizer" && item != "scheduler" && item != "rng" && item != "loader") {
-      throw CLI::ValidationError("--omit", "unknown component \"" + item +
-                                               "\" (choose from optimizer, scheduler, rng, loader)");
+      throw CLI::ValidationError(
+          "--omit",
+          "unknown component \"" + item + "\" (choose from optimizer, scheduler, rng, loader)");
     }
     out.insert(item);
   }
@@ -60,7 +60,8 @@ std::set<std::string> parse_omit(const std::string& list) {
 
 // Diagnostics that must not stop training (the journal, the profiler) go to stderr.
 void warn_if(const ckpt::Status& s, const char* what) {
-  if (!s.is_ok()) std::cerr << "ckpt-train-demo: warning: " << what << ": " << s.to_string() << "\n";
+  if (!s.is_ok())
+    std::cerr << "ckpt-train-demo: warning: " << what << ": " << s.to_string() << "\n";
 }
 
 int fail(const std::string& what, const ckpt::Status& s) {
@@ -73,8 +74,7 @@ int run(const DemoOptions& o) {
   torch::manual_seed(static_cast<uint64_t>(o.seed));  // a fresh process always starts here
   demo::Dataset data = demo::make_dataset(/*n=*/3000, /*seed=*/1234);
   demo::Mlp model = demo::make_model();
-  torch::optim::AdamW opt(model->parameters(),
-                          torch::optim::AdamWOptions(1e-3).weight_decay(0.01));
+  torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(0.01));
 
   const ckpt::sched::ScheduleSpec spec = demo::make_schedule(o.steps);
   ckpt::sched::Scheduler scheduler(spec);
@@ -90,17 +90,23 @@ int run(const DemoOptions& o) {
   ckpt::Checkpointer ck(copts);
   ck.track(model.ptr().get(), &opt, &scheduler, &sampler, &counters);
 
-  nlohmann::json start = {
-      {"fresh", true},
-      {"sampler", {{"dataset_size", sspec.dataset_size}, {"seed", sspec.seed},
-                   {"shuffle", sspec.shuffle}, {"drop_last", sspec.drop_last},
-                   {"world_size", sspec.world_size}, {"batch_size", sspec.batch_size},
-                   {"kind", "ckpt"}}},
-      {"grad_accum", 1},
-      {"scheduler", {{"kind", spec.kind}, {"base_lr", spec.base_lr},
-                     {"warmup_steps", spec.warmup_steps}, {"total_steps", spec.total_steps},
-                     {"min_lr", spec.min_lr}}},
-      {"omit", std::vector<std::string>(omit.begin(), omit.end())}};
+  nlohmann::json start = {{"fresh", true},
+                          {"sampler",
+                           {{"dataset_size", sspec.dataset_size},
+                            {"seed", sspec.seed},
+                            {"shuffle", sspec.shuffle},
+                            {"drop_last", sspec.drop_last},
+                            {"world_size", sspec.world_size},
+                            {"batch_size", sspec.batch_size},
+                            {"kind", "ckpt"}}},
+                          {"grad_accum", 1},
+                          {"scheduler",
+                           {{"kind", spec.kind},
+                            {"base_lr", spec.base_lr},
+                            {"warmup_steps", spec.warmup_steps},
+                            {"total_steps", spec.total_steps},
+                            {"min_lr", spec.min_lr}}},
+                          {"omit", std::vector<std::string>(omit.begin(), omit.end())}};
   auto restored = ck.restore_latest();
   if (!restored.is_ok()) return fail("restore", restored.status());
   start["fresh"] = !restored->restored;
@@ -141,7 +147,7 @@ int run(const DemoOptions& o) {
   model->train();
   while (counters.global_step < o.steps) {
     const int64_t step = counters.global_step;
-        if (sampler.at_epoch_end(sampler.cursor())) sampler.set_cursor({sampler.cursor().epoch + 1, 0});
+    if (sampler.at_epoch_end(sampler.cursor())) sampler.set_cursor({sampler.cursor().epoch + 1, 0});
     const ckpt::loader::LoaderCursor c = sampler.cursor();  // what this step consumes
     std::vector<int64_t> ids;
     {
@@ -179,8 +185,8 @@ int run(const DemoOptions& o) {
     counters.epoch = static_cast<int64_t>(sampler.cursor().epoch);
     counters.samples_seen += static_cast<int64_t>(ids.size());
     warn_if(ck.log_progress(step, lr, loss.item<double>(), c.epoch, c.position,
-                    static_cast<int64_t>(ids.size()),
-                    ckpt::xxh3_64(ids.data(), ids.size() * sizeof(int64_t))),
+                            static_cast<int64_t>(ids.size()),
+                            ckpt::xxh3_64(ids.data(), ids.size() * sizeof(int64_t))),
             "journal");
     rec->end_step(static_cast<int64_t>(ids.size()), 0);
 
@@ -212,15 +218,15 @@ int run(const DemoOptions& o) {
 
 int main(int argc, char** argv) {
   DemoOptions o;
-  CLI::App app{"ckpt-train-demo: an MLP trained with AdamW and a warmup+cosine schedule, saving "
-               "complete checkpoints with ckpt and resuming from the latest one.",
-               "ckpt-train-demo"};
+  CLI::App app{
+      "ckpt-train-demo: an MLP trained with AdamW and a warmup+cosine schedule, saving "
+      "complete checkpoints with ckpt and resuming from the latest one.",
+      "ckpt-train-demo"};
   app.add_option("--run-dir", o.run_dir, "Run directory (checkpoints, journal.jsonl)")->required();
   app.add_option("--steps", o.steps, "Train until this global step")->check(CLI::PositiveNumber);
   app.add_option("--save-every", o.save_every, "Save every N steps")->check(CLI::PositiveNumber);
   app.add_option("--stop-at", o.stop_at, "Save at step K and exit 0 (a preempted job)");
-  app.add_option("--crash-at", o.crash_at,
-                 "Exit with status 3 at step K without saving (a crash)");
+  app.add_option("--crash-at", o.crash_at, "Exit with status 3 at step K without saving (a crash)");
   app.add_option("--omit", o.omit,
                  "Comma list of components to leave out of checkpoints: optimizer, scheduler, "
                  "rng, loader");

@@ -168,26 +168,27 @@ void check_periodicity(const std::vector<RankTrace>& traces, Report& rep) {
   v.period_steps = best.p.period_steps;
   v.confidence = r4(best.p.confidence);
   v.impact = total_time > 0 ? double(spikes.size()) * best.p.mean_excess / total_time : 0;
-  v.evidence = {{"series", best.series},
-                {"rank", best.t->rank},
-                {"period_steps", best.p.period_steps},
-                {"period_s", r4(period_s)},
-                {"stalled_steps", spikes.size()},
-                {"first_stalled_step", steps[spikes.front()].step},
-                {"mean_excess_s", r6(best.p.mean_excess)},
-                {"gap_agreement", r4(best.p.gap_agreement)},
-                {"coverage", r4(best.p.coverage)},
-                {"cause", cause_name},
-                {"cause_share", r4(total_excess > 0 ? std::max(0.0, cause_excess) / total_excess
-                                                    : 0)}};
-  std::string why = cause_name == "checkpoint" ? "checkpoint saves"
-                    : cause_name == "eval"     ? "evaluation"
+  v.evidence = {
+      {"series", best.series},
+      {"rank", best.t->rank},
+      {"period_steps", best.p.period_steps},
+      {"period_s", r4(period_s)},
+      {"stalled_steps", spikes.size()},
+      {"first_stalled_step", steps[spikes.front()].step},
+      {"mean_excess_s", r6(best.p.mean_excess)},
+      {"gap_agreement", r4(best.p.gap_agreement)},
+      {"coverage", r4(best.p.coverage)},
+      {"cause", cause_name},
+      {"cause_share", r4(total_excess > 0 ? std::max(0.0, cause_excess) / total_excess : 0)}};
+  std::string why = cause_name == "checkpoint"  ? "checkpoint saves"
+                    : cause_name == "eval"      ? "evaluation"
                     : cause_name == "data_wait" ? "the data loader (buffer refill)"
                     : cause_name == "unattributed"
                         ? "time outside any named phase (GC? logging? annotate it)"
                         : cause_name;
-  v.summary = "every " + std::to_string(best.p.period_steps) + " steps (" + fmt("%.3g s", period_s) +
-              ") a step is slower by " + fmt("%.3g s", best.p.mean_excess) + ", caused by " + why;
+  v.summary = "every " + std::to_string(best.p.period_steps) + " steps (" +
+              fmt("%.3g s", period_s) + ") a step is slower by " +
+              fmt("%.3g s", best.p.mean_excess) + ", caused by " + why;
   rep.verdicts.push_back(v);
 }
 
@@ -259,34 +260,34 @@ void check_input(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, 
     }
   }
   if (busy.size() < 3) {
-    rep.notes.push_back("input-bound, but no host CPU samples: cannot tell CPU-bound decode from "
-                        "I/O-bound loading (record with the ckpt recorder, or run mpstat 1)");
+    rep.notes.push_back(
+        "input-bound, but no host CPU samples: cannot tell CPU-bound decode from "
+        "I/O-bound loading (record with the ckpt recorder, or run mpstat 1)");
     return;
   }
   double mb = mean_of(busy), mi = mean_of(iowait), mp = mean_of(proc);
   Verdict c;
   c.impact = dw - 1e-9;  // right after input_bound: it refines it
-  c.evidence = {{"host_cpu_busy_mean", r4(mb)},
-                {"host_cpu_busy_p90", r4(percentile(busy, 0.9))},
-                {"host_iowait_mean", r4(mi)},
-                {"process_cpu_mean", r4(mp)},
-                {"samples", busy.size()},
-                {"data_wait_fraction", dw}};
+  c.evidence = {{"host_cpu_busy_mean", r4(mb)}, {"host_cpu_busy_p90", r4(percentile(busy, 0.9))},
+                {"host_iowait_mean", r4(mi)},   {"process_cpu_mean", r4(mp)},
+                {"samples", busy.size()},       {"data_wait_fraction", dw}};
   if (mb >= o.cpu_saturated) {
     c.id = "cpu_bound_loader";
     c.confidence = r4(std::min(1.0, 0.5 + (mb - o.cpu_saturated) / (1 - o.cpu_saturated) * 0.5));
-    c.summary = fmt("host CPUs %.0f%% busy while waiting for data: decode/augment is the limit",
-                    100 * mb);
+    c.summary =
+        fmt("host CPUs %.0f%% busy while waiting for data: decode/augment is the limit", 100 * mb);
   } else if (mb <= o.cpu_idle) {
     c.id = "io_bound_loader";
     c.confidence = r4(std::min(1.0, 0.5 + (o.cpu_idle - mb) / o.cpu_idle * 0.5));
-    c.summary = fmt("host CPUs only %.0f%% busy (iowait %.0f%%) while waiting for data: storage "
-                    "or metadata latency is the limit",
-                    100 * mb, 100 * mi);
+    c.summary =
+        fmt("host CPUs only %.0f%% busy (iowait %.0f%%) while waiting for data: storage "
+            "or metadata latency is the limit",
+            100 * mb, 100 * mi);
   } else {
-    rep.notes.push_back(fmt("host CPU %.0f%% busy while input-bound: between the CPU-bound and "
-                            "I/O-bound thresholds; check per-worker CPU",
-                            100 * mb));
+    rep.notes.push_back(
+        fmt("host CPU %.0f%% busy while input-bound: between the CPU-bound and "
+            "I/O-bound thresholds; check per-worker CPU",
+            100 * mb));
     return;
   }
   rep.verdicts.push_back(c);
@@ -296,8 +297,7 @@ void check_input(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, 
 
 // Defined in analyzer_ranks.cc: distribution, straggler, scale, collective, tokens, copies.
 void check_ranks(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, Report& rep);
-void check_correlations(const std::vector<RankTrace>& traces, const AnalyzeOptions& o,
-                        Report& rep);
+void check_correlations(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, Report& rep);
 
 Result<Report> analyze(const std::vector<RankTrace>& traces, const AnalyzeOptions& o) {
   Report rep;

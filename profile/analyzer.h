@@ -8,9 +8,8 @@
 // pure function of its input and thread-safe.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,8 +26,8 @@ struct AnalyzeOptions {
   double slow_factor = 1.5;      // a step is slow when it takes ≥ 1.5 × its rank's median
   double collective_bound = 0.10;
   double compute_bound = 0.80;
-  double cpu_saturated = 0.85;   // host busy (iowait excluded) at or above: CPU-bound loader
-  double cpu_idle = 0.50;        // at or below: the loader waits on I/O
+  double cpu_saturated = 0.85;  // host busy (iowait excluded) at or above: CPU-bound loader
+  double cpu_idle = 0.50;       // at or below: the loader waits on I/O
 };
 
 struct Verdict {
@@ -52,9 +51,9 @@ struct RankStats {
 
 struct ScaleModel {
   int ranks = 0;
-  double p_slow = 0;            // per-rank probability of a slow step (mean over ranks)
-  double observed_any_slow = 0; // fraction of common steps where at least one rank was slow
-  double predicted_now = 0;     // 1 − (1 − p)^N
+  double p_slow = 0;             // per-rank probability of a slow step (mean over ranks)
+  double observed_any_slow = 0;  // fraction of common steps where at least one rank was slow
+  double predicted_now = 0;      // 1 − (1 − p)^N
   double predicted_2x = 0;
   double predicted_4x = 0;
 };
@@ -62,14 +61,14 @@ struct ScaleModel {
 struct Liveness {
   bool steady = true;
   double steps_per_s = 0;
-  double rate_ratio = 1;   // step rate in the second half / first half
-  double max_gap_s = 0;    // longest step or pause between steps
-  double tail_gap_s = 0;   // time alive after the last completed step (largest over ranks)
+  double rate_ratio = 1;  // step rate in the second half / first half
+  double max_gap_s = 0;   // longest step or pause between steps
+  double tail_gap_s = 0;  // time alive after the last completed step (largest over ranks)
 };
 
 struct Report {
   int ranks = 0;
-  int64_t steps = 0;  // step records of the longest rank
+  int64_t steps = 0;                  // step records of the longest rank
   double mean = 0, p50 = 0, p99 = 0;  // step time over all ranks' steps, seconds
   PhaseTimes breakdown{};             // fraction of step time per phase; other = unattributed
   Liveness liveness;

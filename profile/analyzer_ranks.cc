@@ -212,9 +212,10 @@ void check_ranks(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, 
       v.evidence = {{"transfer_fraction", r4(transfer / step_sum)},
                     {"collective_fraction", rep.breakdown[index(Phase::kCollective)]},
                     {"method", "per-step minimum of collective time over ranks"}};
-      v.summary = fmt("%.1f%% of step time is collective transfer (the minimum over ranks, "
-                      "waiting excluded)",
-                      100 * v.impact);
+      v.summary =
+          fmt("%.1f%% of step time is collective transfer (the minimum over ranks, "
+              "waiting excluded)",
+              100 * v.impact);
       rep.verdicts.push_back(v);
     }
     return;
@@ -227,8 +228,8 @@ void check_ranks(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, 
     v.confidence = r4(std::min(0.6, 0.3 + c));  // one rank cannot separate waiting from transfer
     v.evidence = {{"collective_fraction", c},
                   {"method", "single rank: collective time includes waiting for other ranks"}};
-    v.summary = fmt("%.1f%% of step time is in collectives (one rank: waiting not separable)",
-                    100 * c);
+    v.summary =
+        fmt("%.1f%% of step time is in collectives (one rank: waiting not separable)", 100 * c);
     rep.verdicts.push_back(v);
   }
 }
@@ -298,9 +299,10 @@ void check_correlations(const std::vector<RankTrace>& traces, const AnalyzeOptio
                   {"pinned_copies", pinned},
                   {"pageable_share", r4(share)},
                   {"h2d_fraction", h2d}};
-    v.summary = fmt("%.0f of %.0f host-to-device copies come from pageable memory (h2d is %.1f%% "
-                    "of step time)",
-                    double(pageable), double(pageable + pinned), 100 * h2d);
+    v.summary =
+        fmt("%.0f of %.0f host-to-device copies come from pageable memory (h2d is %.1f%% "
+            "of step time)",
+            double(pageable), double(pageable + pinned), 100 * h2d);
     rep.verdicts.push_back(v);
   }
   (void)o;

@@ -88,8 +88,7 @@ std::optional<CpuUtilisation> CpuMeter::sample(double now_s) {
       CpuUtilisation u;
       u.host_busy = double(host->busy - prev_host_.busy) / double(dt);
       u.host_iowait = double(host->iowait - prev_host_.iowait) / double(dt);
-      u.process_busy =
-          double(*proc - prev_proc_) / double(ticks_per_s_) / wall / double(cores_);
+      u.process_busy = double(*proc - prev_proc_) / double(ticks_per_s_) / wall / double(cores_);
       out = u;
     }
   }

@@ -18,10 +18,9 @@ namespace ckpt::profile {
 
 namespace {
 
-const char* const kPrefixes[] = {"CUDA_", "NCCL_",    "OMP_",      "MKL_",       "TORCH_",
-                                 "PYTORCH_", "GLOO_", "MASTER_",   "CKPT_",      "KMP_",
-                                 "CUBLAS_",  "CUDNN_"};
-const char* const kExact[] = {"WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+const char* const kPrefixes[] = {"CUDA_", "NCCL_",   "OMP_",  "MKL_", "TORCH_",  "PYTORCH_",
+                                 "GLOO_", "MASTER_", "CKPT_", "KMP_", "CUBLAS_", "CUDNN_"};
+const char* const kExact[] = {"WORLD_SIZE",      "RANK",      "LOCAL_RANK", "LOCAL_WORLD_SIZE",
                               "LD_LIBRARY_PATH", "LD_PRELOAD"};
 
 bool relevant(const std::string& name) {
@@ -108,7 +107,8 @@ Result<EnvSnapshot> env_from_json(const nlohmann::json& j, const std::string& so
   EnvSnapshot e;
   for (const auto& [k, v] : j.items()) {
     if (!v.is_string()) {
-      return corrupt(source + ": key \"" + k + "\" is not a string (not a `ckpt profile env "
+      return corrupt(source + ": key \"" + k +
+                     "\" is not a string (not a `ckpt profile env "
                      "--json` document)");
     }
     e.fields[k] = v.get<std::string>();

@@ -8,9 +8,8 @@
 // Values and pure functions apart from capture_env's reads of the process and /proc; thread-safe.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 

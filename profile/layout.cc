@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::pair<const char*, uint64_t> kBuckets[] = {
-    {"<4KiB", 4ull << 10},    {"4KiB-64KiB", 64ull << 10},  {"64KiB-1MiB", 1ull << 20},
+    {"<4KiB", 4ull << 10},    {"4KiB-64KiB", 64ull << 10}, {"64KiB-1MiB", 1ull << 20},
     {"1-16MiB", 16ull << 20}, {"16-256MiB", 256ull << 20}, {"256MiB-4GiB", 4ull << 30},
     {">=4GiB", UINT64_MAX}};
 
@@ -45,7 +45,11 @@ std::string sniff_format(const unsigned char* h, size_t n) {
   if (at(0, "\x1f\x8b", 2)) return "gzip";
   if (at(0, "\x28\xb5\x2f\xfd", 4)) return "zstd";
   if (at(0, "BZh", 3)) return "bzip2";
-  if (at(0, "\xfd" "7zXZ\x00", 6)) return "xz";
+  if (at(0,
+         "\xfd"
+         "7zXZ\x00",
+         6))
+    return "xz";
   if (at(0, "\x04\x22\x4d\x18", 4)) return "lz4";
   if (at(257, "ustar", 5)) return "tar";
   if (at(0, "PK\x03\x04", 4)) return "zip";
@@ -122,10 +126,11 @@ Result<LayoutScan> scan_layout(const std::string& dir) {
 nlohmann::json layout_json(const LayoutScan& s) {
   nlohmann::json hist = nlohmann::json::object();
   for (const auto& [label, n] : s.size_histogram) hist[label] = n;
-  return {{"root", s.root},       {"files", s.files},         {"bytes", s.bytes},
-          {"median_size", s.median_size}, {"size_histogram", hist}, {"extensions", s.extensions},
-          {"formats", s.formats}, {"compression", s.compression}, {"sniffed", s.sniffed},
-          {"layout", s.layout}};
+  return {{"root", s.root},         {"files", s.files},
+          {"bytes", s.bytes},       {"median_size", s.median_size},
+          {"size_histogram", hist}, {"extensions", s.extensions},
+          {"formats", s.formats},   {"compression", s.compression},
+          {"sniffed", s.sniffed},   {"layout", s.layout}};
 }
 
 Result<LayoutScan> layout_from_json(const nlohmann::json& j, const std::string& source) {
@@ -181,7 +186,8 @@ std::vector<std::string> diff_layouts(const LayoutScan& a, const LayoutScan& b) 
   }
   if (a.files != b.files) {
     std::snprintf(buf, sizeof buf, "file count: %llu -> %llu (x%.2f)",
-                  static_cast<unsigned long long>(a.files), static_cast<unsigned long long>(b.files),
+                  static_cast<unsigned long long>(a.files),
+                  static_cast<unsigned long long>(b.files),
                   a.files ? double(b.files) / double(a.files) : 0.0);
     out.push_back(buf);
   }

@@ -7,10 +7,9 @@
 // prints and what `layout-diff` reads back. Values and pure functions; thread-safe.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 

@@ -24,9 +24,8 @@ Result<std::unique_ptr<StepRecorder>> StepRecorder::open(RecorderOptions options
     return io_error(options.path + ": cannot create profile file (" + std::strerror(errno) + ")");
   }
   CpuMeter probe;
-  double unix_s = std::chrono::duration<double>(
-                      std::chrono::system_clock::now().time_since_epoch())
-                      .count();
+  double unix_s =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   std::string header = encode_header(options.rank, options.world_size, probe.cores(), unix_s);
   if (std::fwrite(header.data(), 1, header.size(), r->file_) != header.size() ||
       std::fflush(r->file_) != 0) {
@@ -103,7 +102,10 @@ void StepRecorder::writer_loop() {
     if (now >= next_sample) {
       double t = double(now_ns() - origin_ns_) * 1e-9;
       if (auto u = meter.sample(t)) {
-        CpuSample c{t, u->host_busy, u->host_iowait, u->process_busy,
+        CpuSample c{t,
+                    u->host_busy,
+                    u->host_iowait,
+                    u->process_busy,
                     current_step_.load(std::memory_order_relaxed),
                     current_phase_.load(std::memory_order_relaxed)};
         append_cpu_line(buf, c);
@@ -112,8 +114,8 @@ void StepRecorder::writer_loop() {
     }
     if (stopping) append_end_line(buf, double(now_ns() - origin_ns_) * 1e-9);
     Status st;
-    if (!buf.empty() && (std::fwrite(buf.data(), 1, buf.size(), file_) != buf.size() ||
-                         std::fflush(file_) != 0)) {
+    if (!buf.empty() &&
+        (std::fwrite(buf.data(), 1, buf.size(), file_) != buf.size() || std::fflush(file_) != 0)) {
       st = io_error(path_ + ": cannot write profile records (" + std::strerror(errno) + ")");
     }
     batch.clear();

@@ -151,7 +151,7 @@ class StepRecorder {
   std::condition_variable wake_;
   std::condition_variable written_;
   std::vector<StepRecord> pending_;
-  uint64_t ended_ = 0;    // steps handed to the writer
+  uint64_t ended_ = 0;      // steps handed to the writer
   uint64_t written_n_ = 0;  // steps on disk
   bool flush_requested_ = false;
   bool stop_ = false;

@@ -2,8 +2,8 @@
 
 #include <simdjson.h>
 
-#include <cinttypes>
 #include <algorithm>
+#include <cinttypes>
 #include <cmath>
 #include <cstdio>
 

@@ -19,11 +19,20 @@ std::string escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -98,8 +107,8 @@ std::string report_svg(const Report& r) {
   std::ostringstream o;
   o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << kWidth << "' height='" << height
     << "' font-family='sans-serif'>\n<rect width='100%' height='100%' fill='white'/>\n"
-    << "<text x='" << kLeft << "' y='20' font-size='14'>ckpt profile: " << r.ranks
-    << " rank(s), " << r.steps << " steps</text>\n";
+    << "<text x='" << kLeft << "' y='20' font-size='14'>ckpt profile: " << r.ranks << " rank(s), "
+    << r.steps << " steps</text>\n";
   double y = kTop;
   for (const auto& v : r.verdicts) {
     o << "<text x='" << kLeft << "' y='" << y << "' font-size='11'>" << escape(v.id) << ": "

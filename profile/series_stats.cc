@@ -63,7 +63,8 @@ std::vector<double> rolling_baseline(const std::vector<double>& x, size_t half) 
     size_t hi = std::min(x.size(), i + half + 1);
     // Near the ends, borrow from the other side so the window keeps its size.
     if (i < half) hi = std::min(x.size(), hi + (half - i));
-    if (i + half + 1 > x.size()) lo = lo >= (i + half + 1 - x.size()) ? lo - (i + half + 1 - x.size()) : 0;
+    if (i + half + 1 > x.size())
+      lo = lo >= (i + half + 1 - x.size()) ? lo - (i + half + 1 - x.size()) : 0;
     for (size_t j = lo; j < hi; ++j) {
       if (j != i) window.push_back(x[j]);
     }
@@ -123,7 +124,8 @@ Periodicity detect_periodic_spikes(const std::vector<double>& x, double min_exce
   out.coverage = std::min(1.0, double(out.spikes.size()) / expected);
   out.period_steps = static_cast<int64_t>(period);
   out.found = out.gap_agreement >= 0.75 && out.coverage >= 0.6;
-  out.confidence = out.gap_agreement * out.coverage * std::min(1.0, double(out.spikes.size()) / 5.0);
+  out.confidence =
+      out.gap_agreement * out.coverage * std::min(1.0, double(out.spikes.size()) / 5.0);
   return out;
 }
 

@@ -30,11 +30,11 @@ std::vector<double> rolling_baseline(const std::vector<double>& x, size_t half =
 struct Periodicity {
   bool found = false;
   int64_t period_steps = 0;
-  double confidence = 0;          // matching gaps × coverage, capped by spike count
-  std::vector<size_t> spikes;     // indices into the series (all spikes, periodic or not)
-  double mean_excess = 0;         // mean (value − baseline) over the spikes
-  double gap_agreement = 0;       // fraction of gaps equal to (a multiple of) the period
-  double coverage = 0;            // spikes found / K-spaced positions between first and last
+  double confidence = 0;       // matching gaps × coverage, capped by spike count
+  std::vector<size_t> spikes;  // indices into the series (all spikes, periodic or not)
+  double mean_excess = 0;      // mean (value − baseline) over the spikes
+  double gap_agreement = 0;    // fraction of gaps equal to (a multiple of) the period
+  double coverage = 0;         // spikes found / K-spaced positions between first and last
 };
 
 // min_excess: the smallest rise over the local baseline that counts as a spike (absolute units

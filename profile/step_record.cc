@@ -3,9 +3,9 @@
 namespace ckpt::profile {
 
 namespace {
-constexpr const char* kNames[kNumPhases] = {"data_wait",  "h2d",        "forward",
-                                            "backward",   "optimizer",  "collective",
-                                            "checkpoint", "eval",       "other"};
+constexpr const char* kNames[kNumPhases] = {"data_wait",  "h2d",       "forward",
+                                            "backward",   "optimizer", "collective",
+                                            "checkpoint", "eval",      "other"};
 }
 
 const char* phase_name(Phase p) { return kNames[index(p)]; }

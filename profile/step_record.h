@@ -31,7 +31,7 @@ enum class Phase : uint8_t {
 constexpr int kNumPhases = 9;
 using PhaseTimes = std::array<double, kNumPhases>;  // seconds per phase
 
-const char* phase_name(Phase p);                         // "data_wait", "h2d", ...
+const char* phase_name(Phase p);  // "data_wait", "h2d", ...
 std::optional<Phase> phase_from_name(std::string_view name);
 inline int index(Phase p) { return static_cast<int>(p); }
 

@@ -26,7 +26,9 @@ bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.
 bool ends_with(std::string_view s, std::string_view p) {
   return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
 }
-bool contains(std::string_view s, std::string_view p) { return s.find(p) != std::string_view::npos; }
+bool contains(std::string_view s, std::string_view p) {
+  return s.find(p) != std::string_view::npos;
+}
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -42,8 +44,8 @@ std::optional<Phase> classify(std::string_view name, std::string_view cat) {
     return Phase::kDataWait;
   }
   if (starts_with(name, "c10d::") || starts_with(name, "gloo:") || starts_with(name, "nccl:") ||
-      starts_with(name, "nccl") || contains(name, "ncclKernel") || contains(name, "ncclDevKernel") ||
-      name == "record_param_comms") {
+      starts_with(name, "nccl") || contains(name, "ncclKernel") ||
+      contains(name, "ncclDevKernel") || name == "record_param_comms") {
     return Phase::kCollective;
   }
   if (starts_with(name, "Memcpy HtoD")) return Phase::kH2D;
@@ -69,7 +71,8 @@ std::optional<Phase> classify(std::string_view name, std::string_view cat) {
 
 // Priority when events overlap: lower value wins.
 constexpr int kPriority[kNumPhases] = {
-    /*data_wait*/ 2, /*h2d*/ 4,        /*forward*/ 7, /*backward*/ 6, /*optimizer*/ 5,
+    /*data_wait*/ 2,  /*h2d*/ 4,        /*forward*/ 7, /*backward*/ 6,
+    /*optimizer*/ 5,
     /*collective*/ 3, /*checkpoint*/ 0, /*eval*/ 1,    /*other*/ 8};
 
 // Exclusive time per phase inside [lo, hi), by priority.
@@ -199,7 +202,8 @@ Result<RankTrace> import_pytorch_trace_text(std::string_view json, const std::st
     if (*phase == Phase::kH2D) copies.push_back({start, contains(name, "Pinned")});
   }
   if (windows.empty()) {
-    return corrupt(source + ": no ProfilerStep#N events (profile with a schedule and call "
+    return corrupt(source +
+                   ": no ProfilerStep#N events (profile with a schedule and call "
                    "prof.step() every iteration)");
   }
   std::sort(windows.begin(), windows.end(),
@@ -241,9 +245,8 @@ Result<RankTrace> import_pytorch_trace_text(std::string_view json, const std::st
 }
 
 std::optional<int> rank_from_file_name(const std::string& path) {
-  std::string name = lower(path.substr(path.find_last_of('/') == std::string::npos
-                                           ? 0
-                                           : path.find_last_of('/') + 1));
+  std::string name = lower(
+      path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1));
   size_t pos = 0;
   while ((pos = name.find("rank", pos)) != std::string::npos) {
     size_t i = pos + 4;

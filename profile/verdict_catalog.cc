@@ -2,16 +2,23 @@
 
 namespace ckpt::profile {
 
-const char* const kVerdictIds[10] = {"hung",          "input_bound",      "cpu_bound_loader",
-                                     "io_bound_loader", "straggler",      "periodic_stall",
-                                     "collective_bound", "pageable_h2d",  "sequence_imbalance",
+const char* const kVerdictIds[10] = {"hung",
+                                     "input_bound",
+                                     "cpu_bound_loader",
+                                     "io_bound_loader",
+                                     "straggler",
+                                     "periodic_stall",
+                                     "collective_bound",
+                                     "pageable_h2d",
+                                     "sequence_imbalance",
                                      "compute_bound"};
 
 namespace {
 
 const std::vector<VerdictText>& catalog() {
   static const std::vector<VerdictText> kCatalog = {
-      {"hung", "steps stopped advancing",
+      {"hung",
+       "steps stopped advancing",
        "py-spy dump / gdb thread backtraces on every rank; NCCL_DEBUG=INFO or "
        "TORCH_DISTRIBUTED_DEBUG=DETAIL to see which collective each rank is in",
        {{"find the rank that did not enter the collective (the others wait in it) and fix it",
@@ -19,7 +26,8 @@ const std::vector<VerdictText>& catalog() {
         {"set a collective timeout so a hang fails fast instead of burning the allocation",
          "free"}},
        {"tuning throughput before the hang is explained: a hung collective has a different fix"}},
-      {"input_bound", "steps wait for input data",
+      {"input_bound",
+       "steps wait for input data",
        "rerun with synthetic in-memory batches: if the step time drops by the data-wait share, "
        "the input pipeline is the bottleneck; record host CPU alongside (the ckpt recorder does)",
        {{"more DataLoader workers and deeper prefetch (prefetch_factor)",
@@ -30,16 +38,17 @@ const std::vector<VerdictText>& catalog() {
          "medium: one offline pass"}},
        {"adding GPUs to a starved job: it adds load to the saturated loader and worsens the tail",
         "more learning-rate tuning when the loss curve is healthy"}},
-      {"cpu_bound_loader", "the input pipeline is limited by host CPU (decode/augment/collate)",
+      {"cpu_bound_loader",
+       "the input pipeline is limited by host CPU (decode/augment/collate)",
        "per-process CPU of the loader workers (top -H / pidstat -t 1) while training",
        {{"move deterministic decode/resize offline; store pre-resized, cheap-to-decode data",
          "medium: one offline pass"},
-        {"GPU decode/augment (DALI, torchvision.io.decode_jpeg on device)",
-         "medium: code change"},
+        {"GPU decode/augment (DALI, torchvision.io.decode_jpeg on device)", "medium: code change"},
         {"use more host cores per GPU, or a cheaper codec", "medium to large"}},
        {"more DataLoader workers beyond the core count: the cores are already saturated",
         "adding GPUs: more demand on the same saturated CPUs"}},
-      {"io_bound_loader", "the input pipeline waits on storage (I/O or metadata latency)",
+      {"io_bound_loader",
+       "the input pipeline waits on storage (I/O or metadata latency)",
        "iostat -x 1 and the dataset layout (ckpt profile layout DIR): file count and size "
        "distribution; many small files move the bottleneck to metadata",
        {{"repack loose files into sequential shards of 100 MB-1 GB (tar/webdataset, parquet)",
@@ -48,7 +57,8 @@ const std::vector<VerdictText>& catalog() {
         {"stage the dataset on local NVMe or in page cache", "small to medium"}},
        {"faster CPUs or GPU decode: the CPUs are idle, they are waiting for bytes",
         "adding GPUs: more load on the same storage"}},
-      {"straggler", "one rank is consistently slow and the others wait for it in collectives",
+      {"straggler",
+       "one rank is consistently slow and the others wait for it in collectives",
        "per-rank compute time without collectives on the slow rank's host: nvidia-smi -q "
        "(clocks, temperature, throttling), other processes, its data shard sizes",
        {{"drain or replace the slow node, or fix what slows it (thermal throttling, a noisy "
@@ -58,7 +68,8 @@ const std::vector<VerdictText>& catalog() {
        {"tuning collectives (bucket sizes, algorithms): the time in them is waiting, not "
         "transfer",
         "adding ranks: every added rank is another chance to wait for the slowest"}},
-      {"periodic_stall", "slow steps recur every K steps",
+      {"periodic_stall",
+       "slow steps recur every K steps",
        "match K against the checkpoint, eval, logging and GC intervals; time the stalled step's "
        "phases with annotations (record_function(\"checkpoint\")) if they are unattributed",
        {{"asynchronous checkpointing: block only for the device-to-host copy, write in the "
@@ -69,7 +80,8 @@ const std::vector<VerdictText>& catalog() {
          "small"}},
        {"judging throughput by the mean step time: the stall is in the tail and grows with rank "
         "count"}},
-      {"collective_bound", "the step is dominated by collective transfer time",
+      {"collective_bound",
+       "the step is dominated by collective transfer time",
        "the transfer part of collective time (its minimum over ranks) against the link bandwidth; "
        "nccl-tests all_reduce_perf on the same nodes",
        {{"overlap communication with backward (DDP bucket_cap_mb, gradient as bucket view)",
@@ -78,18 +90,21 @@ const std::vector<VerdictText>& catalog() {
          "small; changes the optimisation"},
         {"compression or lower-precision gradients (bf16 all-reduce)", "medium"}},
        {"adding ranks on the same network: the transfer does not shrink per rank"}},
-      {"pageable_h2d", "host-to-device copies come from pageable memory",
+      {"pageable_h2d",
+       "host-to-device copies come from pageable memory",
        "count of pageable vs pinned Memcpy HtoD events per step in a CUDA trace",
        {{"DataLoader(pin_memory=True) and .to(device, non_blocking=True)", "free"},
         {"a pinned staging ring for custom loaders", "small"}},
        {"pinning everything when the bottleneck is upstream: small gain if data wait dominates"}},
-      {"sequence_imbalance", "step time follows the number of tokens in the step",
+      {"sequence_imbalance",
+       "step time follows the number of tokens in the step",
        "tokens per rank per step and the padding fraction",
        {{"pack sequences or bucket by length so every rank gets similar token counts",
          "medium: loader change"},
         {"token-based (not sample-based) batching", "medium"}},
        {"blaming a slow node: the slowness moves with the data, not with the rank"}},
-      {"compute_bound", "the step is spent in computation: the input pipeline keeps up",
+      {"compute_bound",
+       "the step is spent in computation: the input pipeline keeps up",
        "kernel-level profile (GPU utilisation, SM occupancy, tensor-core use) of a few steps",
        {{"mixed precision (bf16/fp16) and fused kernels", "small to medium"},
         {"larger batch per GPU if memory allows", "small; changes the optimisation"},

@@ -101,7 +101,8 @@ Result<Node> restore_impl(Env* env, const std::string& step_dir, int64_t rank,
 
   std::vector<size_t> selected;
   for (size_t i = 0; i < m.tensors.size(); ++i) {
-    if (options.components.empty() || options.components.count(store::top_component(m.tensors[i].path))) {
+    if (options.components.empty() ||
+        options.components.count(store::top_component(m.tensors[i].path))) {
       selected.push_back(i);
     }
   }

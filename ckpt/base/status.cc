@@ -4,14 +4,22 @@ namespace ckpt {
 
 const char* code_name(Code c) {
   switch (c) {
-    case Code::kOk: return "ok";
-    case Code::kInvalidArgument: return "invalid argument";
-    case Code::kNotFound: return "not found";
-    case Code::kIoError: return "I/O error";
-    case Code::kCorrupt: return "corrupt";
-    case Code::kMismatch: return "mismatch";
-    case Code::kUnsupported: return "unsupported";
-    case Code::kInternal: return "internal error";
+    case Code::kOk:
+      return "ok";
+    case Code::kInvalidArgument:
+      return "invalid argument";
+    case Code::kNotFound:
+      return "not found";
+    case Code::kIoError:
+      return "I/O error";
+    case Code::kCorrupt:
+      return "corrupt";
+    case Code::kMismatch:
+      return "mismatch";
+    case Code::kUnsupported:
+      return "unsupported";
+    case Code::kInternal:
+      return "internal error";
   }
   return "unknown";
 }

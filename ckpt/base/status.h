@@ -60,7 +60,7 @@ inline Status internal_error(std::string m) { return {Code::kInternal, std::move
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT
     assert(!std::get<Status>(v_).is_ok() && "Result built from an ok Status");
   }
@@ -89,9 +89,9 @@ class [[nodiscard]] Result {
 #define CKPT_CONCAT(a, b) CKPT_CONCAT_INNER(a, b)
 
 // Return the Status from the enclosing function if `expr` is not ok.
-#define CKPT_RETURN_IF_ERROR(expr)            \
-  do {                                        \
-    ::ckpt::Status ckpt_status_ = (expr);     \
+#define CKPT_RETURN_IF_ERROR(expr)                  \
+  do {                                              \
+    ::ckpt::Status ckpt_status_ = (expr);           \
     if (!ckpt_status_.is_ok()) return ckpt_status_; \
   } while (0)
 

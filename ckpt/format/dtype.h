@@ -10,12 +10,28 @@
 namespace ckpt {
 
 enum class DType : uint8_t {
-  kBool, kUInt8, kInt8, kInt16, kInt32, kInt64,
-  kFloat16, kBFloat16, kFloat32, kFloat64,
-  kComplex32, kComplex64, kComplex128,
-  kQInt8, kQUInt8, kQInt32, kQUInt4x2,
-  kFloat8E5M2, kFloat8E4M3FN,
-  kUInt16, kUInt32, kUInt64,
+  kBool,
+  kUInt8,
+  kInt8,
+  kInt16,
+  kInt32,
+  kInt64,
+  kFloat16,
+  kBFloat16,
+  kFloat32,
+  kFloat64,
+  kComplex32,
+  kComplex64,
+  kComplex128,
+  kQInt8,
+  kQUInt8,
+  kQInt32,
+  kQUInt4x2,
+  kFloat8E5M2,
+  kFloat8E4M3FN,
+  kUInt16,
+  kUInt32,
+  kUInt64,
 };
 
 // "float32", "bfloat16", "int64", ...

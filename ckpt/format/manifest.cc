@@ -1,9 +1,8 @@
 #include "ckpt/format/manifest.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "ckpt/base/hash.h"
@@ -71,9 +70,15 @@ std::string encode_manifest(const Manifest& m) {
                  {"nbytes", e.nbytes},
                  {"xxh3", hex64(e.xxh3)}});
   }
-  json j = {{"format", "ckpt-manifest"}, {"version", 1},       {"file", m.file},
-            {"file_bytes", m.file_bytes}, {"step", m.step},     {"rank", m.rank},
-            {"world_size", m.world_size}, {"attrs_xxh3", hex64(m.attrs_xxh3)}, {"tensors", t}};
+  json j = {{"format", "ckpt-manifest"},
+            {"version", 1},
+            {"file", m.file},
+            {"file_bytes", m.file_bytes},
+            {"step", m.step},
+            {"rank", m.rank},
+            {"world_size", m.world_size},
+            {"attrs_xxh3", hex64(m.attrs_xxh3)},
+            {"tensors", t}};
   return j.dump(1) + "\n";
 }
 
@@ -92,8 +97,9 @@ Result<Manifest> decode_manifest(const std::string& text, const std::string& whe
   if (!get_str(j, "file", &m.file) || !get_u64(j, "file_bytes", &m.file_bytes) ||
       !get_i64(j, "step", &m.step) || !get_i64(j, "rank", &m.rank) ||
       !get_i64(j, "world_size", &m.world_size) || !get_hash(j, "attrs_xxh3", &m.attrs_xxh3)) {
-    return field_error(where, "missing or ill-typed header field (file, file_bytes, step, rank, "
-                              "world_size, attrs_xxh3)");
+    return field_error(where,
+                       "missing or ill-typed header field (file, file_bytes, step, rank, "
+                       "world_size, attrs_xxh3)");
   }
   auto tensors = j.find("tensors");
   if (tensors == j.end() || !tensors->is_array()) return field_error(where, "no \"tensors\" array");
@@ -113,7 +119,8 @@ Result<Manifest> decode_manifest(const std::string& text, const std::string& whe
       e.shape.push_back(d.get<int64_t>());
     }
     auto dtype = dtype_from_name(dt);
-    if (!dtype) return field_error(where, "tensor \"" + e.path + "\": unknown dtype \"" + dt + "\"");
+    if (!dtype)
+      return field_error(where, "tensor \"" + e.path + "\": unknown dtype \"" + dt + "\"");
     e.dtype = *dtype;
     uint64_t expect = 0;
     if (!checked_nbytes(e.shape, dtype_size(e.dtype), &expect) || expect != e.nbytes) {
@@ -155,8 +162,9 @@ std::string encode_commit(const CommitRecord& c) {
   for (const auto& f : c.files) {
     files.push_back({{"name", f.name}, {"bytes", f.bytes}, {"xxh3", hex64(f.xxh3)}});
   }
-  json body = {{"format", "ckpt-commit"}, {"version", 1}, {"step", c.step},
-               {"world_size", c.world_size}, {"time", c.time}, {"components", c.components},
+  json body = {{"format", "ckpt-commit"}, {"version", 1},
+               {"step", c.step},          {"world_size", c.world_size},
+               {"time", c.time},          {"components", c.components},
                {"files", files}};
   const std::string canonical = body.dump();
   json j = {{"body", body}, {"xxh3", hex64(xxh3_64(canonical.data(), canonical.size()))}};
@@ -188,8 +196,9 @@ Result<CommitRecord> decode_commit(const std::string& text, const std::string& w
   if (!get_i64(body, "step", &c.step) || !get_i64(body, "world_size", &c.world_size) ||
       !get_str(body, "time", &c.time) || !body.contains("files") || !body["files"].is_array() ||
       !body.contains("components") || !body["components"].is_array()) {
-    return field_error(where, "missing or ill-typed field (step, world_size, time, files, "
-                              "components)");
+    return field_error(where,
+                       "missing or ill-typed field (step, world_size, time, files, "
+                       "components)");
   }
   if (c.world_size < 1 || c.world_size > (1 << 20)) {
     return field_error(where, "world_size " + std::to_string(c.world_size) + " out of range");

@@ -6,13 +6,20 @@ namespace ckpt {
 
 const char* attr_type_name(const AttrValue& v) {
   switch (v.index()) {
-    case 0: return "a bool";
-    case 1: return "an int64";
-    case 2: return "a double";
-    case 3: return "a string";
-    case 4: return "an int64 array";
-    case 5: return "a double array";
-    default: return "a string array";
+    case 0:
+      return "a bool";
+    case 1:
+      return "an int64";
+    case 2:
+      return "a double";
+    case 3:
+      return "a string";
+    case 4:
+      return "an int64 array";
+    case 5:
+      return "a double array";
+    default:
+      return "a string array";
   }
 }
 

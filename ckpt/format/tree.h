@@ -68,7 +68,7 @@ struct Node {
 };
 
 // The components of format v1, in the order they are written.
-constexpr const char* kComponents[] = {"model", "optimizer", "scheduler", "rng",
+constexpr const char* kComponents[] = {"model",  "optimizer", "scheduler", "rng",
                                        "loader", "train",     "extra"};
 
 }  // namespace ckpt

@@ -3,9 +3,9 @@
 // write_structure creates the file with every group, attribute and dataset of a tree, each
 // dataset contiguous, unfiltered, allocated at creation and 4 KiB aligned, but does NOT write the
 // tensor bytes: it returns each dataset's file offset so ckpt/store can fill the extents with
-// plain pwrites (one pass over the bytes, at the speed of the disk, and through Env). read_structure
-// walks a file back into a tree whose tensors carry dtype, shape, hash and offset but no bytes.
-// All functions take h5_lock(); callers on several threads are serialised.
+// plain pwrites (one pass over the bytes, at the speed of the disk, and through Env).
+// read_structure walks a file back into a tree whose tensors carry dtype, shape, hash and offset
+// but no bytes. All functions take h5_lock(); callers on several threads are serialised.
 #pragma once
 
 #include <cstdint>

@@ -15,12 +15,14 @@ struct Reader {
   Status status;
 
   Status read_group(hid_t g, Node* node, const std::string& path, int depth) {
-    if (depth > kMaxDepth) return corrupt(file + ": groups nested deeper than " + std::to_string(kMaxDepth));
+    if (depth > kMaxDepth)
+      return corrupt(file + ": groups nested deeper than " + std::to_string(kMaxDepth));
     CKPT_RETURN_IF_ERROR(read_attrs(g, &node->attrs, file + ":" + (path.empty() ? "/" : path), ""));
     std::vector<std::string> names;
     hsize_t idx = 0;
     auto collect = [](hid_t, const char* name, const H5L_info_t* info, void* data) -> herr_t {
-      if (info->type == H5L_TYPE_HARD) static_cast<std::vector<std::string>*>(data)->push_back(name);
+      if (info->type == H5L_TYPE_HARD)
+        static_cast<std::vector<std::string>*>(data)->push_back(name);
       return 0;
     };
     if (H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, &idx, collect, &names) < 0) {
@@ -55,7 +57,8 @@ struct Reader {
       CKPT_ASSIGN_OR_RETURN(info.alias_of, read_string_attr(ds, "alias_of", where));
     } else {
       CKPT_ASSIGN_OR_RETURN(std::string hx, read_string_attr(ds, "xxh3", where));
-      if (!parse_hex64(hx, &info.xxh3)) return corrupt(where + ": xxh3 attribute \"" + hx + "\" is not 16 hex digits");
+      if (!parse_hex64(hx, &info.xxh3))
+        return corrupt(where + ": xxh3 attribute \"" + hx + "\" is not 16 hex digits");
       Handle space = space_handle(H5Dget_space(ds));
       const int rank = H5Sget_simple_extent_ndims(space.get());
       if (rank < 0 || rank > 32) return corrupt(where + ": bad dataspace");

@@ -26,7 +26,8 @@ struct Writer {
     return Status::ok();
   }
 
-  Status write_dataset(hid_t loc, const std::string& name, const Tensor& t, const std::string& path) {
+  Status write_dataset(hid_t loc, const std::string& name, const Tensor& t,
+                       const std::string& path) {
     const std::string where = file + ":" + path;
     const bool alias = !t.alias_of.empty();
     Handle space;
@@ -45,8 +46,8 @@ struct Writer {
     H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS);
     H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY);
     H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER);
-    Handle ds = dataset_handle(
-        H5Dcreate2(loc, name.c_str(), type.get(), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT));
+    Handle ds = dataset_handle(H5Dcreate2(loc, name.c_str(), type.get(), space.get(), H5P_DEFAULT,
+                                          dcpl.get(), H5P_DEFAULT));
     if (!ds.valid()) return h5_error(where, "cannot create dataset");
     CKPT_RETURN_IF_ERROR(write_attr(ds.get(), "dtype", std::string(dtype_name(t.dtype)), where));
     if (alias) {

@@ -63,26 +63,40 @@ Handle make_type(DType t) {
   switch (t) {
     case DType::kBool:
     case DType::kUInt8:
-    case DType::kQUInt8: return type_handle(H5Tcopy(H5T_STD_U8LE));
+    case DType::kQUInt8:
+      return type_handle(H5Tcopy(H5T_STD_U8LE));
     case DType::kInt8:
-    case DType::kQInt8: return type_handle(H5Tcopy(H5T_STD_I8LE));
-    case DType::kInt16: return type_handle(H5Tcopy(H5T_STD_I16LE));
+    case DType::kQInt8:
+      return type_handle(H5Tcopy(H5T_STD_I8LE));
+    case DType::kInt16:
+      return type_handle(H5Tcopy(H5T_STD_I16LE));
     case DType::kInt32:
-    case DType::kQInt32: return type_handle(H5Tcopy(H5T_STD_I32LE));
-    case DType::kInt64: return type_handle(H5Tcopy(H5T_STD_I64LE));
-    case DType::kUInt16: return type_handle(H5Tcopy(H5T_STD_U16LE));
-    case DType::kUInt32: return type_handle(H5Tcopy(H5T_STD_U32LE));
-    case DType::kUInt64: return type_handle(H5Tcopy(H5T_STD_U64LE));
-    case DType::kFloat32: return type_handle(H5Tcopy(H5T_IEEE_F32LE));
-    case DType::kFloat64: return type_handle(H5Tcopy(H5T_IEEE_F64LE));
-    case DType::kFloat16: return float16_type(10, 5, 10, 15);
-    case DType::kBFloat16: return float16_type(7, 8, 7, 127);
+    case DType::kQInt32:
+      return type_handle(H5Tcopy(H5T_STD_I32LE));
+    case DType::kInt64:
+      return type_handle(H5Tcopy(H5T_STD_I64LE));
+    case DType::kUInt16:
+      return type_handle(H5Tcopy(H5T_STD_U16LE));
+    case DType::kUInt32:
+      return type_handle(H5Tcopy(H5T_STD_U32LE));
+    case DType::kUInt64:
+      return type_handle(H5Tcopy(H5T_STD_U64LE));
+    case DType::kFloat32:
+      return type_handle(H5Tcopy(H5T_IEEE_F32LE));
+    case DType::kFloat64:
+      return type_handle(H5Tcopy(H5T_IEEE_F64LE));
+    case DType::kFloat16:
+      return float16_type(10, 5, 10, 15);
+    case DType::kBFloat16:
+      return float16_type(7, 8, 7, 127);
     case DType::kComplex32: {
       Handle half = float16_type(10, 5, 10, 15);
       return complex_type(half.get(), 2);
     }
-    case DType::kComplex64: return complex_type(H5T_IEEE_F32LE, 4);
-    case DType::kComplex128: return complex_type(H5T_IEEE_F64LE, 8);
+    case DType::kComplex64:
+      return complex_type(H5T_IEEE_F32LE, 4);
+    case DType::kComplex128:
+      return complex_type(H5T_IEEE_F64LE, 8);
     case DType::kQUInt4x2:
     case DType::kFloat8E5M2:
     case DType::kFloat8E4M3FN: {
@@ -94,7 +108,8 @@ Handle make_type(DType t) {
   return Handle();
 }
 
-Status write_attr(hid_t obj, const std::string& name, const AttrValue& v, const std::string& where) {
+Status write_attr(hid_t obj, const std::string& name, const AttrValue& v,
+                  const std::string& where) {
   Handle scalar = space_handle(H5Screate(H5S_SCALAR));
   if (auto p = std::get_if<bool>(&v)) {
     Handle t = bool_enum();
@@ -140,15 +155,18 @@ struct AttrReadCtx {
 Result<AttrValue> read_one(hid_t a, const std::string& name, const std::string& where) {
   Handle type = type_handle(H5Aget_type(a));
   Handle space = space_handle(H5Aget_space(a));
-  if (!type.valid() || !space.valid()) return h5_error(where, "unreadable attribute " + name, Code::kCorrupt);
+  if (!type.valid() || !space.valid())
+    return h5_error(where, "unreadable attribute " + name, Code::kCorrupt);
   const H5S_class_t sclass = H5Sget_simple_extent_type(space.get());
   const hssize_t n = sclass == H5S_NULL ? 0 : H5Sget_simple_extent_npoints(space.get());
   const bool is_scalar = sclass == H5S_SCALAR;
-  if (n < 0 || n > (1 << 24)) return corrupt(where + ": attribute \"" + name + "\" has an absurd size");
+  if (n < 0 || n > (1 << 24))
+    return corrupt(where + ": attribute \"" + name + "\" has an absurd size");
   const H5T_class_t cls = H5Tget_class(type.get());
   if (cls == H5T_ENUM && is_scalar) {
     int8_t b = 0;
-    if (H5Aread(a, H5T_NATIVE_INT8, &b) < 0) return h5_error(where, "cannot read " + name, Code::kCorrupt);
+    if (H5Aread(a, H5T_NATIVE_INT8, &b) < 0)
+      return h5_error(where, "cannot read " + name, Code::kCorrupt);
     return AttrValue(b != 0);
   }
   if (cls == H5T_INTEGER) {
@@ -227,7 +245,8 @@ Status read_attrs(hid_t obj, std::map<std::string, AttrValue>* out, const std::s
 }
 
 Result<std::string> read_string_attr(hid_t obj, const std::string& name, const std::string& where) {
-  if (H5Aexists(obj, name.c_str()) <= 0) return corrupt(where + ": attribute \"" + name + "\" missing");
+  if (H5Aexists(obj, name.c_str()) <= 0)
+    return corrupt(where + ": attribute \"" + name + "\" missing");
   Handle a = attr_handle(H5Aopen(obj, name.c_str(), H5P_DEFAULT));
   CKPT_ASSIGN_OR_RETURN(AttrValue v, read_one(a.get(), name, where));
   if (auto p = std::get_if<std::string>(&v)) return *p;

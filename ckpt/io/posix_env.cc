@@ -22,7 +22,8 @@ Status errno_status(const std::string& what, const std::string& path) {
 
 class PosixWritable final : public WritableFile {
  public:
-  PosixWritable(int fd, std::string path, uint64_t end) : fd_(fd), path_(std::move(path)), end_(end) {}
+  PosixWritable(int fd, std::string path, uint64_t end)
+      : fd_(fd), path_(std::move(path)), end_(end) {}
   ~PosixWritable() override {
     if (fd_ >= 0) ::close(fd_);
   }
@@ -64,7 +65,8 @@ class PosixWritable final : public WritableFile {
 
 class PosixRandom final : public RandomAccessFile {
  public:
-  PosixRandom(int fd, std::string path, uint64_t size) : fd_(fd), path_(std::move(path)), size_(size) {}
+  PosixRandom(int fd, std::string path, uint64_t size)
+      : fd_(fd), path_(std::move(path)), size_(size) {}
   ~PosixRandom() override { ::close(fd_); }
   Status read_at(uint64_t offset, void* dst, size_t n) const override {
     if (offset > size_ || n > size_ - offset) {

@@ -13,8 +13,8 @@ Result<std::unique_ptr<Journal>> Journal::open(Env* env, const std::string& run_
 
 Status Journal::append(const std::string& kind, nlohmann::json event, bool durable) {
   using namespace std::chrono;
-  nlohmann::json line = {{"event", kind},
-                         {"time", duration<double>(system_clock::now().time_since_epoch()).count()}};
+  nlohmann::json line = {
+      {"event", kind}, {"time", duration<double>(system_clock::now().time_since_epoch()).count()}};
   for (auto it = event.begin(); it != event.end(); ++it) line[it.key()] = it.value();
   const std::string text = line.dump() + "\n";
   CKPT_RETURN_IF_ERROR(file_->append(text.data(), text.size()));

@@ -5,10 +5,9 @@
 #pragma once
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "ckpt/base/status.h"
 #include "ckpt/io/env.h"

@@ -26,7 +26,8 @@ void collect(Node& node, const std::string& path, std::vector<TensorRef>* out) {
 void hash_all(const std::vector<TensorRef>& refs) {
   uint64_t total = 0;
   for (const auto& r : refs) total += r.tensor->nbytes;
-  const unsigned threads = total > (64u << 20) ? std::max(1u, std::thread::hardware_concurrency()) : 1u;
+  const unsigned threads =
+      total > (64u << 20) ? std::max(1u, std::thread::hardware_concurrency()) : 1u;
   auto work = [&](unsigned k) {
     for (size_t i = k; i < refs.size(); i += threads) {
       Tensor* t = refs[i].tensor;
@@ -113,7 +114,8 @@ Result<Manifest> read_manifest(Env* env, const std::string& step_dir, int64_t ra
   CKPT_ASSIGN_OR_RETURN(Manifest m, decode_manifest(text, mpath));
   const std::string fpath = path_join(step_dir, m.file);
   if (m.file != rank_file_name(rank)) {
-    return corrupt(mpath + ": describes \"" + m.file + "\", expected \"" + rank_file_name(rank) + "\"");
+    return corrupt(mpath + ": describes \"" + m.file + "\", expected \"" + rank_file_name(rank) +
+                   "\"");
   }
   CKPT_ASSIGN_OR_RETURN(uint64_t size, env->file_size(fpath));
   if (size != m.file_bytes) {

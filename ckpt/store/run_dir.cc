@@ -115,7 +115,8 @@ Result<Latest> find_latest(Env* env, const std::string& run_dir) {
   while (!named.empty() && (named.back() == '\n' || named.back() == '\r')) named.pop_back();
   int64_t step = 0;
   if (!parse_step_dir_name(named, &step)) {
-    out.note = "LATEST is damaged (\"" + named.substr(0, 40) + "\"); using " + path_basename(out.dir);
+    out.note =
+        "LATEST is damaged (\"" + named.substr(0, 40) + "\"); using " + path_basename(out.dir);
   } else if (step != newest->step) {
     out.note = "LATEST names " + named + " but " + path_basename(out.dir) +
                " is newer and committed (a save was interrupted after its commit); using it";
@@ -133,7 +134,8 @@ Status apply_retention(Env* env, const std::string& run_dir, int keep_last, int6
   if (committed.empty()) return Status::ok();
   const int64_t newest = committed.back()->step;
   const size_t keep_from = committed.size() > static_cast<size_t>(keep_last)
-                               ? committed.size() - static_cast<size_t>(keep_last) : 0;
+                               ? committed.size() - static_cast<size_t>(keep_last)
+                               : 0;
   for (size_t i = 0; i < keep_from; ++i) {
     const CheckpointEntry& e = *committed[i];
     if (keep_every > 0 && e.step % keep_every == 0) continue;
@@ -170,8 +172,8 @@ VerifyReport verify_checkpoint(Env* env, const std::string& step_dir) {
     if (!h.is_ok()) {
       rep.problems.push_back(h.status().message());
     } else if (*h != f.xxh3) {
-      rep.problems.push_back(p + ": xxh3 of the file is " + hex64(*h) + ", the commit record says " +
-                             hex64(f.xxh3));
+      rep.problems.push_back(p + ": xxh3 of the file is " + hex64(*h) +
+                             ", the commit record says " + hex64(f.xxh3));
     }
   }
   for (int64_t r = 0; r < rec->world_size; ++r) {

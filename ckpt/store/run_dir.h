@@ -32,7 +32,7 @@ Result<CommitRecord> read_commit(Env* env, const std::string& step_dir);
 
 struct CheckpointEntry {
   int64_t step = 0;
-  std::string dir;      // full path
+  std::string dir;  // full path
   bool committed = false;
   std::string problem;  // why it is not committed ("no COMMIT.json", or the decode error)
 };

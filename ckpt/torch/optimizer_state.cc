@@ -12,8 +12,8 @@
 #include <memory>
 #include <string>
 #include <tuple>
-#include <utility>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "ckpt/torch/compat.h"

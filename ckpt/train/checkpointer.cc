@@ -88,8 +88,8 @@ Status Checkpointer::log_progress(int64_t step, double lr, double loss, uint64_t
                                   uint64_t position, int64_t samples, uint64_t batch_digest) {
   CKPT_RETURN_IF_ERROR(open_journal());
   if (!journal_) return Status::ok();
-  nlohmann::json e = {{"step", step},         {"lr", lr},         {"loss", loss},
-                      {"epoch", epoch},       {"position", position}, {"samples", samples}};
+  nlohmann::json e = {{"step", step},         {"lr", lr},          {"loss", loss}, {"epoch", epoch},
+                      {"position", position}, {"samples", samples}};
   if (batch_digest != 0) e["batch_xxh3"] = hex64(batch_digest);
   return journal_->append("progress", e, false);
 }
@@ -164,23 +164,26 @@ Status Checkpointer::save(int64_t step) {
   const std::string dir = path_join(options_.run_dir, step_dir_name(step));
   CKPT_RETURN_IF_ERROR(env_->make_dirs(dir));
   store::RankWriteStats stats;
-  CKPT_RETURN_IF_ERROR(store::write_rank(env_, dir, options_.rank, step, options_.world_size,
-                                         &root, &stats)
-                           .status());
+  CKPT_RETURN_IF_ERROR(
+      store::write_rank(env_, dir, options_.rank, step, options_.world_size, &root, &stats)
+          .status());
   if (options_.world_size > 1) {
     CKPT_RETURN_IF_ERROR(options_.barrier().with_context("save barrier"));
   }
   if (options_.rank != 0) return options_.barrier().with_context("commit barrier");
-  CKPT_RETURN_IF_ERROR(store::commit(env_, options_.run_dir, step, options_.world_size, components));
-  if (options_.world_size > 1) CKPT_RETURN_IF_ERROR(options_.barrier().with_context("commit barrier"));
-  CKPT_RETURN_IF_ERROR(store::apply_retention(env_, options_.run_dir, options_.keep_last,
-                                              options_.keep_every));
+  CKPT_RETURN_IF_ERROR(
+      store::commit(env_, options_.run_dir, step, options_.world_size, components));
+  if (options_.world_size > 1)
+    CKPT_RETURN_IF_ERROR(options_.barrier().with_context("commit barrier"));
+  CKPT_RETURN_IF_ERROR(
+      store::apply_retention(env_, options_.run_dir, options_.keep_last, options_.keep_every));
   CKPT_RETURN_IF_ERROR(open_journal());
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return journal_->append("save",
-                          {{"step", step}, {"checkpoint", step_dir_name(step)},
-                           {"components", components}, {"bytes", stats.file_bytes},
+                          {{"step", step},
+                           {"checkpoint", step_dir_name(step)},
+                           {"components", components},
+                           {"bytes", stats.file_bytes},
                            {"seconds", secs}},
                           true);
 }
@@ -203,9 +206,9 @@ Result<RestoreReport> Checkpointer::restore_latest() {
 
   // What is tracked here but absent there; refuse before touching anything if it was required.
   std::vector<std::pair<std::string, bool>> tracked = {
-      {"model", model_ != nullptr},     {"optimizer", optimizer_ != nullptr},
+      {"model", model_ != nullptr},         {"optimizer", optimizer_ != nullptr},
       {"scheduler", scheduler_ != nullptr}, {"rng", true},
-      {"loader", sampler_ != nullptr},  {"train", counters_ != nullptr},
+      {"loader", sampler_ != nullptr},      {"train", counters_ != nullptr},
       {"extra", !extra_.values().empty()}};
   for (const auto& [name, is_tracked] : tracked) {
     if (!is_tracked) continue;
@@ -216,7 +219,12 @@ Result<RestoreReport> Checkpointer::restore_latest() {
       if (options_.required.count(name) != 0) {
         return not_found(latest->dir + ": required component \"" + name +
                          "\" is not in the checkpoint (it has: " +
-                         [&] { std::string s; for (auto& h : have) s += (s.empty() ? "" : ", ") + h; return s; }() + ")");
+                         [&] {
+                           std::string s;
+                           for (auto& h : have) s += (s.empty() ? "" : ", ") + h;
+                           return s;
+                         }() +
+                         ")");
       }
     }
   }
@@ -229,8 +237,10 @@ Result<RestoreReport> Checkpointer::restore_latest() {
     if (saved.dataset_size != here.dataset_size || saved.seed != here.seed ||
         saved.shuffle != here.shuffle || saved.drop_last != here.drop_last ||
         saved.dataset_fingerprint != here.dataset_fingerprint) {
-      return mismatch(latest->dir + ": the loader component describes another dataset or order "
-                      "(dataset_size " + std::to_string(saved.dataset_size) + " vs " +
+      return mismatch(latest->dir +
+                      ": the loader component describes another dataset or order "
+                      "(dataset_size " +
+                      std::to_string(saved.dataset_size) + " vs " +
                       std::to_string(here.dataset_size) + ", seed " + std::to_string(saved.seed) +
                       " vs " + std::to_string(here.seed) + ")");
     }
@@ -242,8 +252,8 @@ Result<RestoreReport> Checkpointer::restore_latest() {
     CKPT_RETURN_IF_ERROR(ctx(torch_adapter::restore_model(*root.find_child("model"), *model_)));
   }
   if (contains(rep.components, "optimizer")) {
-    CKPT_RETURN_IF_ERROR(ctx(
-        torch_adapter::restore_optimizer(*root.find_child("optimizer"), *optimizer_, *model_)));
+    CKPT_RETURN_IF_ERROR(
+        ctx(torch_adapter::restore_optimizer(*root.find_child("optimizer"), *optimizer_, *model_)));
   }
   if (contains(rep.components, "scheduler")) {
     CKPT_ASSIGN_OR_RETURN(sched::Scheduler s,
@@ -272,11 +282,14 @@ Result<RestoreReport> Checkpointer::restore_latest() {
   if (journal_) {
     nlohmann::json loader = nullptr;
     if (cursor) loader = {{"epoch", cursor->epoch}, {"position", cursor->position}};
-    CKPT_RETURN_IF_ERROR(journal_->append(
-        "restore",
-        {{"step", rep.step}, {"checkpoint", rep.checkpoint}, {"restored", rep.components},
-         {"missing", rep.missing}, {"loader", loader}, {"note", rep.note}},
-        true));
+    CKPT_RETURN_IF_ERROR(journal_->append("restore",
+                                          {{"step", rep.step},
+                                           {"checkpoint", rep.checkpoint},
+                                           {"restored", rep.components},
+                                           {"missing", rep.missing},
+                                           {"loader", loader},
+                                           {"note", rep.note}},
+                                          true));
   }
   return rep;
 }

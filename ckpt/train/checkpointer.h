@@ -58,10 +58,10 @@ struct TrainCounters {
 
 struct CheckpointerOptions {
   std::string run_dir;
-  int keep_last = 3;        // committed checkpoints to keep (0 = all)
-  int64_t keep_every = 0;   // also keep steps that are multiples of this (0 = none)
+  int keep_last = 3;       // committed checkpoints to keep (0 = all)
+  int64_t keep_every = 0;  // also keep steps that are multiples of this (0 = none)
   int64_t rank = 0;
-  int64_t world_size = 1;   // processes writing files (sampler ranks in one process count as 1)
+  int64_t world_size = 1;  // processes writing files (sampler ranks in one process count as 1)
   // Components to leave out of saves ("optimizer", "scheduler", "rng", "loader"): the incomplete
   // checkpoints people write, on purpose, to show what breaks.
   std::set<std::string> omit;
@@ -78,11 +78,11 @@ struct CheckpointerOptions {
 struct RestoreReport {
   bool restored = false;  // false: no checkpoint, a fresh start
   int64_t step = 0;
-  std::string checkpoint;  // "step-000000000050"
+  std::string checkpoint;               // "step-000000000050"
   std::vector<std::string> components;  // restored
   std::vector<std::string> missing;     // tracked but absent from the checkpoint
   std::string note;                     // e.g. LATEST was stale
-  int64_t saved_world_size = 0;         // ranks that wrote the checkpoint (≠ world_size: resharded)
+  int64_t saved_world_size = 0;  // ranks that wrote the checkpoint (≠ world_size: resharded)
 };
 
 class Checkpointer {

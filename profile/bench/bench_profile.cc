@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     auto& r = **rec;
-    const Phase phases[kPhasesPerStep] = {Phase::kDataWait, Phase::kH2D,       Phase::kForward,
+    const Phase phases[kPhasesPerStep] = {Phase::kDataWait, Phase::kH2D,        Phase::kForward,
                                           Phase::kBackward, Phase::kCollective, Phase::kOptimizer};
     t0 = Clock::now();
     for (size_t s = 0; s < rec_steps; ++s) {
@@ -57,9 +57,10 @@ int main(int argc, char** argv) {
     for (size_t s = 0; s < rec_steps; ++s) r.end_step(32, 4096);
     double step_ns = since(t0) * 1e9 / double(rec_steps);
     (void)r.close();
-    std::printf("recorder: %.1f ns per phase record (scoped begin+end; goal <= 200 ns); "
-                "bare steady_clock read %.1f ns (x%.2f); end_step %.1f ns\n",
-                phase_ns, clock_ns, phase_ns / clock_ns / 2, step_ns);
+    std::printf(
+        "recorder: %.1f ns per phase record (scoped begin+end; goal <= 200 ns); "
+        "bare steady_clock read %.1f ns (x%.2f); end_step %.1f ns\n",
+        phase_ns, clock_ns, phase_ns / clock_ns / 2, step_ns);
   }
 
   // --- 2. analysis of 10^6 step records ---------------------------------------------------------

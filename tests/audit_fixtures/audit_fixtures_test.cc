@@ -4,15 +4,15 @@
 // fixtures were written by the real libraries (torch.save, HF Trainer, Accelerate, Lightning, DCP);
 // see fixtures/foreign/README.md. The malicious fixture must be reported and never executed: the
 // marker file its pickle would create must not appear.
-#include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
@@ -26,8 +26,8 @@ using nlohmann::json;
 const fs::path kFixtures = fs::path(CKPT_SOURCE_DIR) / "fixtures" / "foreign";
 const fs::path kCkpt = fs::path(CKPT_BINARY_DIR) / "cli" / "ckpt";
 
-const std::set<std::string> kStatuses = {"present",        "missing", "empty", "inconsistent",
-                                         "not_applicable", "derived"};
+const std::set<std::string> kStatuses = {"present",      "missing",        "empty",
+                                         "inconsistent", "not_applicable", "derived"};
 const std::set<std::string> kSeverities = {"error", "warning", "info"};
 
 struct RunResult {
@@ -224,7 +224,8 @@ TEST_CASE("the malicious pickle is reported and never executed", "[verify]") {
     check_report_shape(j);
     bool reported = false;
     for (const auto& f : j["findings"])
-      reported = reported || finding_matches(f, {{"severity", "error"}, {"all_of", {"posix", "system"}}});
+      reported =
+          reported || finding_matches(f, {{"severity", "error"}, {"all_of", {"posix", "system"}}});
     CHECK(reported);
   }
 }
@@ -232,7 +233,8 @@ TEST_CASE("the malicious pickle is reported and never executed", "[verify]") {
 TEST_CASE("every fixture file is covered by a case of EXPECTED.json", "[verify]") {
   const json expected = load_expected();
   std::vector<fs::path> covered;
-  for (const auto& c : expected.at("cases")) covered.push_back(kFixtures / c.at("path").get<std::string>());
+  for (const auto& c : expected.at("cases"))
+    covered.push_back(kFixtures / c.at("path").get<std::string>());
   const std::set<std::string> not_fixtures = {"README.md", "EXPECTED.json", "versions.json",
                                               "torch_facts.json", "lib_facts.json"};
   for (const auto& e : fs::recursive_directory_iterator(kFixtures)) {

@@ -1,9 +1,8 @@
-#include <catch2/catch.hpp>
+#include "ckpt/base/hash.h"
 
+#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
-
-#include "ckpt/base/hash.h"
 
 namespace ckpt {
 namespace {

@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include "ckpt/base/status.h"
+
+#include <catch2/catch.hpp>
 
 namespace ckpt {
 namespace {

@@ -23,16 +23,18 @@ Node sample_tree(std::vector<std::vector<unsigned char>>* storage) {
     for (auto d : shape) numel *= d;
     storage->emplace_back(static_cast<size_t>(numel) * dtype_size(dt));
     auto& bytes = storage->back();
-    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(i * 37 + name.size());
+    for (size_t i = 0; i < bytes.size(); ++i)
+      bytes[i] = static_cast<unsigned char>(i * 37 + name.size());
     n.tensors[name] = Tensor::borrow(dt, std::move(shape), bytes.data(), bytes.size());
   };
   Node& model = root.child("model");
-  const DType all[] = {DType::kBool, DType::kUInt8, DType::kInt8, DType::kInt16, DType::kInt32,
-                       DType::kInt64, DType::kFloat16, DType::kBFloat16, DType::kFloat32,
-                       DType::kFloat64, DType::kComplex32, DType::kComplex64, DType::kComplex128,
-                       DType::kQInt8, DType::kQUInt8, DType::kQInt32, DType::kQUInt4x2,
-                       DType::kFloat8E5M2, DType::kFloat8E4M3FN, DType::kUInt16, DType::kUInt32,
-                       DType::kUInt64};
+  const DType all[] = {
+      DType::kBool,       DType::kUInt8,      DType::kInt8,         DType::kInt16,
+      DType::kInt32,      DType::kInt64,      DType::kFloat16,      DType::kBFloat16,
+      DType::kFloat32,    DType::kFloat64,    DType::kComplex32,    DType::kComplex64,
+      DType::kComplex128, DType::kQInt8,      DType::kQUInt8,       DType::kQInt32,
+      DType::kQUInt4x2,   DType::kFloat8E5M2, DType::kFloat8E4M3FN, DType::kUInt16,
+      DType::kUInt32,     DType::kUInt64};
   for (DType dt : all) add(model, std::string("t_") + dtype_name(dt), dt, {3, 5});
   add(model, "layer.weight", DType::kFloat32, {64, 33});
   add(model, "scalar", DType::kFloat64, {});

@@ -1,11 +1,11 @@
 // Synthetic series for the analyzer's edge cases: noise without a period, equal ranks, a hung
 // tail, CPU- and I/O-bound loaders, tokens, and the scale prediction.
-#include <catch2/catch.hpp>
+#include "profile/analyzer.h"
 
+#include <catch2/catch.hpp>
 #include <random>
 #include <set>
 
-#include "profile/analyzer.h"
 #include "profile/report_render.h"
 #include "profile/series_stats.h"
 
@@ -58,8 +58,7 @@ TEST_CASE("periodicity: a period is found, noise and random spikes give none", "
   REQUIRE_FALSE(r.found);
 }
 
-TEST_CASE("noise without a period gives no periodic_stall, a period with eval does",
-          "[profile]") {
+TEST_CASE("noise without a period gives no periodic_stall, a period with eval does", "[profile]") {
   RankTrace t = make_rank(0, 300, 0.1, 0.01, 1);
   auto quiet = analyze({t});
   REQUIRE(quiet.is_ok());

@@ -1,13 +1,13 @@
 // The recorder round trip: phases timed on the training thread, written by the background thread,
 // read back by the same loader `ckpt profile analyze` uses.
-#include <catch2/catch.hpp>
+#include "profile/recorder.h"
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
-#include "profile/recorder.h"
 #include "profile/recorder_file.h"
 #include "profile/trace_import.h"
 

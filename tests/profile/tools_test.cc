@@ -1,6 +1,5 @@
 // Budget model, dataset layout scan/diff, environment snapshot/diff, /proc parsing.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <fstream>
 
@@ -38,7 +37,8 @@ TEST_CASE("layout: shards vs loose files, codecs, and the diff that names the ch
   fs::create_directories(root / "b");
   std::string tar_header(512, '\0');
   tar_header.replace(257, 5, "ustar");
-  for (int i = 0; i < 3; ++i) write(root / "a" / ("shard" + std::to_string(i) + ".tar"), tar_header);
+  for (int i = 0; i < 3; ++i)
+    write(root / "a" / ("shard" + std::to_string(i) + ".tar"), tar_header);
   for (int i = 0; i < 1200; ++i) {
     write(root / "b" / ("img" + std::to_string(i) + ".jpg.gz"), std::string("\x1f\x8b\x08rest", 7));
   }

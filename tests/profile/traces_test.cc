@@ -1,7 +1,6 @@
 // Verdicts on real traces written by Debian's python3-torch profiler (fixtures/profile/,
 // made by make_traces.py): each gets the right primary verdict and none of the wrong ones.
 #include <catch2/catch.hpp>
-
 #include <set>
 
 #include "profile/analyzer.h"
@@ -56,8 +55,7 @@ TEST_CASE("compute-bound loop: compute_bound only", "[profile]") {
   REQUIRE(r.breakdown[index(Phase::kForward)] + r.breakdown[index(Phase::kBackward)] > 0.8);
 }
 
-TEST_CASE("periodic checkpoint: periodic_stall every 4 steps, caused by checkpoint",
-          "[profile]") {
+TEST_CASE("periodic checkpoint: periodic_stall every 4 steps, caused by checkpoint", "[profile]") {
   Report r = analyze_files({"periodic_ckpt.json"});
   const Verdict& v = r.verdicts.front();
   REQUIRE(v.id == "periodic_stall");
@@ -139,11 +137,11 @@ TEST_CASE("bad trace input: one-line errors naming the file", "[profile]") {
   auto bad = import_pytorch_trace_text(R"({"traceEvents":[{"ph":"X",)", "bad.json");
   REQUIRE(bad.status().code() == Code::kCorrupt);
   REQUIRE(bad.status().message().find("bad.json") != std::string::npos);
-  auto nosteps = import_pytorch_trace_text(R"([{"ph":"X","name":"aten::mm","ts":1,"dur":2}])",
-                                           "n.json");
+  auto nosteps =
+      import_pytorch_trace_text(R"([{"ph":"X","name":"aten::mm","ts":1,"dur":2}])", "n.json");
   REQUIRE(nosteps.status().code() == Code::kCorrupt);
-  auto wrong_ts = import_pytorch_trace_text(R"([{"ph":"X","name":"ProfilerStep#1","ts":{}}])",
-                                            "w.json");
+  auto wrong_ts =
+      import_pytorch_trace_text(R"([{"ph":"X","name":"ProfilerStep#1","ts":{}}])", "w.json");
   REQUIRE(wrong_ts.status().code() == Code::kCorrupt);
   auto missing = load_traces({"/nonexistent/trace.json"});
   REQUIRE(missing.status().code() == Code::kNotFound);

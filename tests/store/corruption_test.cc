@@ -96,9 +96,10 @@ TEST_CASE("a damaged attribute is caught by the attribute digest even with valid
     WARN("python3-h5py not installed; skipping");
     return;
   }
-  REQUIRE(testing::run_command("/usr/bin/python3 -c \"import h5py; f=h5py.File('" + s.dir +
-                                   "/rank-00000.h5','r+'); f['optimizer'].attrs.modify('lr', 1.0); f.close()\"",
-                               &out) == 0);
+  REQUIRE(testing::run_command(
+              "/usr/bin/python3 -c \"import h5py; f=h5py.File('" + s.dir +
+                  "/rank-00000.h5','r+'); f['optimizer'].attrs.modify('lr', 1.0); f.close()\"",
+              &out) == 0);
   // h5py may move things; only check when the file size (in the manifest) still matches.
   auto r = store::read_rank(Env::posix(), s.dir, 0);
   REQUIRE_FALSE(r.is_ok());

@@ -1,9 +1,9 @@
-#include <catch2/catch.hpp>
+#include "ckpt/store/rank_io.h"
 
+#include <catch2/catch.hpp>
 #include <cstring>
 
 #include "ckpt/base/hash.h"
-#include "ckpt/store/rank_io.h"
 #include "tests/common/test_util.h"
 
 namespace ckpt {
@@ -72,10 +72,14 @@ TEST_CASE("read_rank places tensors into caller memory and filters components", 
   auto back = store::read_rank(Env::posix(), tmp.path(), 0, opts, &stats);
   REQUIRE(back.is_ok());
   REQUIRE(stats.placed == 1);
-  REQUIRE(std::memcmp(dest.data(), root.children["model"].tensors["layer.weight"].data, dest.size()) == 0);
+  REQUIRE(std::memcmp(dest.data(), root.children["model"].tensors["layer.weight"].data,
+                      dest.size()) == 0);
   // The optimizer's tensor was not requested: present in the tree, without bytes.
-  REQUIRE(back->children.at("optimizer").children.at("state").children.at("layer.weight")
-              .tensors.at("exp_avg").data == nullptr);
+  REQUIRE(back->children.at("optimizer")
+              .children.at("state")
+              .children.at("layer.weight")
+              .tensors.at("exp_avg")
+              .data == nullptr);
 }
 
 TEST_CASE("h5py and h5dump read the rank file", "[h5]") {
@@ -90,7 +94,8 @@ TEST_CASE("h5py and h5dump read the rank file", "[h5]") {
   } else {
     const std::string py =
         "import h5py,sys; f=h5py.File(sys.argv[1],'r'); "
-        "print(sorted(f.keys())); print(f['model/layer.weight'].shape, f['model/layer.weight'].dtype); "
+        "print(sorted(f.keys())); print(f['model/layer.weight'].shape, "
+        "f['model/layer.weight'].dtype); "
         "print(f['model/t_float16'].dtype); print(f['optimizer'].attrs['type']); "
         "print(list(f['optimizer'].attrs['betas'])); print(f['model/layer.weight'].attrs['xxh3'])";
     REQUIRE(testing::run_command("/usr/bin/python3 -c \"" + py + "\" " + file, &out) == 0);
@@ -115,7 +120,8 @@ TEST_CASE("write_rank refuses an alias of nothing", "[h5]") {
   root.child("model").tensors["b"].alias_of = "/model/a";
   auto m = store::write_rank(Env::posix(), tmp.path(), 0, 1, 1, &root);
   REQUIRE(m.status().code() == Code::kInvalidArgument);
-  REQUIRE(m.status().message().find("\"/model/b\" is an alias of \"/model/a\"") != std::string::npos);
+  REQUIRE(m.status().message().find("\"/model/b\" is an alias of \"/model/a\"") !=
+          std::string::npos);
 }
 
 }  // namespace

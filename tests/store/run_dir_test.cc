@@ -1,8 +1,9 @@
+#include "ckpt/store/run_dir.h"
+
 #include <catch2/catch.hpp>
 
 #include "ckpt/io/fault_injection_env.h"
 #include "ckpt/store/rank_io.h"
-#include "ckpt/store/run_dir.h"
 #include "tests/common/test_util.h"
 
 namespace ckpt {

@@ -3,7 +3,6 @@
 #include <torch/torch.h>
 #undef CHECK  // glog's CHECK (via libtorch) clashes with Catch's
 #include <catch2/catch.hpp>
-
 #include <fstream>
 
 #include "ckpt/format/manifest.h"
@@ -32,11 +31,12 @@ struct Training {
     return s;
   }()};
   loader::ResumableSampler sampler{[] {
-    loader::SamplerSpec s;
-    s.dataset_size = 100;
-    s.batch_size = 4;
-    return s;
-  }(), 0};
+                                     loader::SamplerSpec s;
+                                     s.dataset_size = 100;
+                                     s.batch_size = 4;
+                                     return s;
+                                   }(),
+                                   0};
   TrainCounters counters;
 
   void step() {
@@ -47,7 +47,9 @@ struct Training {
     scheduler.step();
     ++counters.global_step;
   }
-  void track(Checkpointer& ck) { ck.track(model.ptr().get(), &opt, &scheduler, &sampler, &counters); }
+  void track(Checkpointer& ck) {
+    ck.track(model.ptr().get(), &opt, &scheduler, &sampler, &counters);
+  }
 };
 
 CheckpointerOptions options(const std::string& dir) {

@@ -38,7 +38,7 @@ void expect_identical_runs(const std::string& common, int64_t mid_epoch, int64_t
   for (const auto& [step, rec] : pa) {
     INFO("step " << step);
     const StepRecord& other = pb.at(step);
-    REQUIRE(other.lr == rec.lr);      // bitwise: same double
+    REQUIRE(other.lr == rec.lr);  // bitwise: same double
     REQUIRE(other.loss == rec.loss);
     REQUIRE(other.batch == rec.batch);
     REQUIRE(other.epoch == rec.epoch);

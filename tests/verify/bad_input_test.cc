@@ -2,7 +2,6 @@
 // input under fixtures/fuzz/ goes through the pickle, zip and safetensors readers and the whole
 // audit; each either parses or fails with a one-line error naming the file.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -27,12 +26,14 @@ std::string slurp(const fs::path& p) {
 void replay_dir(const fs::path& dir, size_t* count) {
   if (!fs::exists(dir)) return;
   for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (!e.is_regular_file() || e.path().extension() == ".md" || e.path().extension() == ".py") continue;
+    if (!e.is_regular_file() || e.path().extension() == ".md" || e.path().extension() == ".py")
+      continue;
     ++*count;
     const std::string bytes = slurp(e.path());
     INFO(e.path().string());
     auto pk = read_pickle(bytes, e.path().filename().string());
-    if (!pk.is_ok()) CHECK(pk.status().message().find(e.path().filename().string()) != std::string::npos);
+    if (!pk.is_ok())
+      CHECK(pk.status().message().find(e.path().filename().string()) != std::string::npos);
     auto f = FileReader::from_bytes(e.path().filename().string(), bytes);
     auto z = ZipReader::open(*f);
     if (z.is_ok()) {
@@ -42,7 +43,8 @@ void replay_dir(const fs::path& dir, size_t* count) {
       }
     }
     auto st = parse_safetensors(*f);
-    if (!st.is_ok()) CHECK(st.status().message().find(e.path().filename().string()) != std::string::npos);
+    if (!st.is_ok())
+      CHECK(st.status().message().find(e.path().filename().string()) != std::string::npos);
     auto r = audit_path(e.path().string(), AuditOptions{true, false, {}});
     if (!r.is_ok()) {
       CHECK(r.status().message().find('\n') == std::string::npos);
@@ -72,7 +74,10 @@ TEST_CASE("damaged foreign fixtures fail with the documented error kinds", "[ver
   r = audit_path((d / "does_not_exist.pt").string(), {});
   REQUIRE_FALSE(r.is_ok());
   CHECK(r.status().code() == ckpt::Code::kNotFound);
-  r = audit_path((fs::path(CKPT_SOURCE_DIR) / "fixtures" / "foreign" / "torch" / "legacy_tutorial.pt").string(), {});
+  r = audit_path(
+      (fs::path(CKPT_SOURCE_DIR) / "fixtures" / "foreign" / "torch" / "legacy_tutorial.pt")
+          .string(),
+      {});
   REQUIRE_FALSE(r.is_ok());
   CHECK(r.status().code() == ckpt::Code::kUnsupported);
   CHECK(r.status().message().find("legacy") != std::string::npos);

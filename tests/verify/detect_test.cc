@@ -1,8 +1,9 @@
 // Structural detection and the audit rules on hand-built value trees: components found by shape
 // under any key name, device awareness, consistency checks, --require semantics.
+#include "verify/audit/detect.h"
+
 #include <catch2/catch.hpp>
 
-#include "verify/audit/detect.h"
 #include "verify/audit/rules.h"
 
 using namespace ckpt::verify;
@@ -13,9 +14,21 @@ struct Tree {
   PickleDoc doc;
   Value* dict() { return doc.make(Kind::kDict); }
   Value* list() { return doc.make(Kind::kList); }
-  Value* str(const std::string& s) { Value* v = doc.make(Kind::kStr); v->s = s; return v; }
-  Value* num(int64_t i) { Value* v = doc.make(Kind::kInt); v->i = i; return v; }
-  Value* flt(double f) { Value* v = doc.make(Kind::kFloat); v->f = f; return v; }
+  Value* str(const std::string& s) {
+    Value* v = doc.make(Kind::kStr);
+    v->s = s;
+    return v;
+  }
+  Value* num(int64_t i) {
+    Value* v = doc.make(Kind::kInt);
+    v->i = i;
+    return v;
+  }
+  Value* flt(double f) {
+    Value* v = doc.make(Kind::kFloat);
+    v->f = f;
+    return v;
+  }
   Value* tensor(const std::string& dtype, std::vector<int64_t> shape, const std::string& loc) {
     Value* v = doc.make(Kind::kTensor);
     v->tensor->dtype = dtype;
@@ -115,7 +128,8 @@ TEST_CASE("tensors stored from cuda:N make the CUDA RNG state required", "[verif
   CHECK(r.complete);
 }
 
-TEST_CASE("consistency: optimizer step, scheduler step and LR against the global step", "[verify]") {
+TEST_CASE("consistency: optimizer step, scheduler step and LR against the global step",
+          "[verify]") {
   Tree t;
   AuditReport r = judge(t.training_dict("cpu", 6, 9, 0.05, 0.05));
   CHECK(r.find("optimizer")->status == "inconsistent");
@@ -129,7 +143,8 @@ TEST_CASE("consistency: optimizer step, scheduler step and LR against the global
   CHECK_FALSE(r.complete);
 }
 
-TEST_CASE("an optimizer that never stepped is empty, a wrong-size RNG is inconsistent", "[verify]") {
+TEST_CASE("an optimizer that never stepped is empty, a wrong-size RNG is inconsistent",
+          "[verify]") {
   Tree t;
   Value* root = t.training_dict("cpu", 6, 6, 0.05, 0.05);
   const_cast<Value*>(root->get("optim_sd")->get("state"))->entries.clear();
@@ -158,7 +173,8 @@ TEST_CASE("audit --require narrows the components that decide completeness", "[v
   AuditReport some = judge(root, {"model", "optimizer"});
   CHECK(some.complete);
   bool warned = false;
-  for (const auto& f : some.findings) warned = warned || (f.component == "loader" && f.severity == "warning");
+  for (const auto& f : some.findings)
+    warned = warned || (f.component == "loader" && f.severity == "warning");
   CHECK(warned);
 }
 

@@ -1,9 +1,8 @@
 // The non-executing unpickler: every opcode family, protocols 2-5, memo, persistent ids and
 // tensor rebuilds, opaque and dangerous globals, and the caps that stop bombs.
-#include <catch2/catch.hpp>
-
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <string>
 
@@ -16,15 +15,39 @@ namespace {
 // A tiny pickle assembler: opcodes as bytes, with helpers for the length-prefixed ones.
 struct P {
   std::string b;
-  P& op(char c) { b.push_back(c); return *this; }
-  P& u8(unsigned v) { b.push_back(static_cast<char>(v)); return *this; }
-  P& u32(uint32_t v) { for (int i = 0; i < 4; ++i) b.push_back(static_cast<char>(v >> (8 * i))); return *this; }
-  P& u64(uint64_t v) { for (int i = 0; i < 8; ++i) b.push_back(static_cast<char>(v >> (8 * i))); return *this; }
+  P& op(char c) {
+    b.push_back(c);
+    return *this;
+  }
+  P& u8(unsigned v) {
+    b.push_back(static_cast<char>(v));
+    return *this;
+  }
+  P& u32(uint32_t v) {
+    for (int i = 0; i < 4; ++i) b.push_back(static_cast<char>(v >> (8 * i)));
+    return *this;
+  }
+  P& u64(uint64_t v) {
+    for (int i = 0; i < 8; ++i) b.push_back(static_cast<char>(v >> (8 * i)));
+    return *this;
+  }
   P& proto(int p) { return op('\x80').u8(p); }
-  P& str(const std::string& s) { op('X').u32(static_cast<uint32_t>(s.size())); b += s; return *this; }
-  P& sstr(const std::string& s) { op('\x8c').u8(static_cast<unsigned>(s.size())); b += s; return *this; }
+  P& str(const std::string& s) {
+    op('X').u32(static_cast<uint32_t>(s.size()));
+    b += s;
+    return *this;
+  }
+  P& sstr(const std::string& s) {
+    op('\x8c').u8(static_cast<unsigned>(s.size()));
+    b += s;
+    return *this;
+  }
   P& i1(unsigned v) { return op('K').u8(v); }
-  P& global(const std::string& m, const std::string& n) { op('c'); b += m + "\n" + n + "\n"; return *this; }
+  P& global(const std::string& m, const std::string& n) {
+    op('c');
+    b += m + "\n" + n + "\n";
+    return *this;
+  }
   P& stop() { return op('.'); }
 };
 
@@ -46,7 +69,7 @@ TEST_CASE("protocol 2 dict: ints, strings, floats, long ints, memo", "[verify]")
   const unsigned char one_half[8] = {0x3f, 0xe0, 0, 0, 0, 0, 0, 0};  // 0.5 big-endian
   p.b.append(reinterpret_cast<const char*>(one_half), 8);
   p.str("d").op('\x8a').u8(5).u32(0xffffffffu).u8(0);  // 2^32 - 1 as a 5-byte LONG1
-  p.str("e").op('h').u8(0);                             // the dict itself (cycle through memo)
+  p.str("e").op('h').u8(0);                            // the dict itself (cycle through memo)
   p.str("f").op('\x88');
   p.op('u').stop();
   auto doc = parse_ok(p.b);
@@ -64,14 +87,14 @@ TEST_CASE("protocol 2 dict: ints, strings, floats, long ints, memo", "[verify]")
 TEST_CASE("protocol 4: FRAME, SHORT_BINUNICODE, MEMOIZE, STACK_GLOBAL, sets, bytes", "[verify]") {
   P p;
   p.proto(4).op('\x95').u64(0);
-  p.op(']').op('\x94');                                  // list, memo 0
+  p.op(']').op('\x94');                                    // list, memo 0
   p.op('\x8f').op('\x94').op('(').i1(1).i1(2).op('\x90');  // {1, 2}
   p.op('a');
-  p.op('C').u8(3).b += "xyz";                            // SHORT_BINBYTES
+  p.op('C').u8(3).b += "xyz";  // SHORT_BINBYTES
   p.op('a');
   p.sstr("collections").sstr("OrderedDict").op('\x93').op(')').op('R');  // OrderedDict()
   p.op('a');
-  p.op('h').u8(0).op('a');                               // the list inside itself
+  p.op('h').u8(0).op('a');  // the list inside itself
   p.stop();
   auto doc = parse_ok(p.b);
   const Value* l = doc->root;
@@ -88,14 +111,20 @@ TEST_CASE("protocol 4: FRAME, SHORT_BINUNICODE, MEMOIZE, STACK_GLOBAL, sets, byt
 
 TEST_CASE("tuples, POP, POP_MARK, DUP, LIST, DICT, text INT/FLOAT/STRING", "[verify]") {
   P p;
-  p.proto(2).op('(').i1(1).i1(2).i1(3).op('t');   // (1, 2, 3)
-  p.i1(9).op('0');                                  // push and POP
-  p.op('(').i1(4).op('1');                          // POP_MARK
-  p.op('2');                                        // DUP the tuple
-  p.op('\x86');                                     // TUPLE2 (t, t)
-  p.op('(').op('I'); p.b += "42\n"; p.op('F'); p.b += "1.5\n"; p.op('S'); p.b += "'hi'\n"; p.op('l');
+  p.proto(2).op('(').i1(1).i1(2).i1(3).op('t');  // (1, 2, 3)
+  p.i1(9).op('0');                               // push and POP
+  p.op('(').i1(4).op('1');                       // POP_MARK
+  p.op('2');                                     // DUP the tuple
+  p.op('\x86');                                  // TUPLE2 (t, t)
+  p.op('(').op('I');
+  p.b += "42\n";
+  p.op('F');
+  p.b += "1.5\n";
+  p.op('S');
+  p.b += "'hi'\n";
+  p.op('l');
   p.op('(').str("k").op('N').op('d');
-  p.op('\x87').stop();                              // TUPLE3 ((t, t), [..], {..})
+  p.op('\x87').stop();  // TUPLE3 ((t, t), [..], {..})
   auto doc = parse_ok(p.b);
   const Value* t = doc->root;
   REQUIRE(t->kind == Kind::kTuple);
@@ -114,7 +143,15 @@ namespace {
 P tensor_pickle(int numel, int rows, int cols, const std::string& loc) {
   P p;
   p.proto(2).global("torch._utils", "_rebuild_tensor_v2").op('(');
-  p.op('(').str("storage").global("torch", "FloatStorage").str("0").str(loc).op('J').u32(numel).op('t').op('Q');
+  p.op('(')
+      .str("storage")
+      .global("torch", "FloatStorage")
+      .str("0")
+      .str(loc)
+      .op('J')
+      .u32(numel)
+      .op('t')
+      .op('Q');
   p.i1(0).i1(rows).i1(cols).op('\x86').i1(cols).i1(1).op('\x86').op('\x89');
   p.global("collections", "OrderedDict").op(')').op('R');
   p.op('t').op('R').stop();
@@ -164,13 +201,28 @@ TEST_CASE("unknown globals stay opaque, dangerous ones are classed and never run
 
 TEST_CASE("bytes via _codecs.encode and numpy arrays are decoded", "[verify]") {
   P p;
-  // numpy.core.multiarray._reconstruct(ndarray, (0,), b'b') + BUILD (1, (2,), dtype('u4'), False, raw)
+  // numpy.core.multiarray._reconstruct(ndarray, (0,), b'b') + BUILD (1, (2,), dtype('u4'), False,
+  // raw)
   p.proto(2).op('(');
   p.global("_codecs", "encode").str("\xc3\xbf\x01").str("latin1").op('\x86').op('R');
-  p.global("numpy.core.multiarray", "_reconstruct").global("numpy", "ndarray").i1(0).op('\x85').op('C').u8(1);
+  p.global("numpy.core.multiarray", "_reconstruct")
+      .global("numpy", "ndarray")
+      .i1(0)
+      .op('\x85')
+      .op('C')
+      .u8(1);
   p.b += "b";
   p.op('\x87').op('R');
-  p.op('(').i1(1).i1(2).op('\x85').global("numpy", "dtype").str("u4").op('\x89').op('\x88').op('\x87').op('R');
+  p.op('(')
+      .i1(1)
+      .i1(2)
+      .op('\x85')
+      .global("numpy", "dtype")
+      .str("u4")
+      .op('\x89')
+      .op('\x88')
+      .op('\x87')
+      .op('R');
   p.op('\x89').op('C').u8(8);
   p.b += std::string(8, '\x01');
   p.op('t').op('b');
@@ -186,7 +238,8 @@ TEST_CASE("bytes via _codecs.encode and numpy arrays are decoded", "[verify]") {
   CHECK(arr->tensor->location == "numpy");
 }
 
-TEST_CASE("caps: value count, nesting depth, memo misuse, truncation, unknown opcodes", "[verify]") {
+TEST_CASE("caps: value count, nesting depth, memo misuse, truncation, unknown opcodes",
+          "[verify]") {
   P bomb;
   bomb.proto(2).op(']');
   for (int i = 0; i < 1000; ++i) bomb.op('N').op('a');

@@ -1,7 +1,7 @@
 // safetensors header parsing and validation (huggingface/safetensors rules).
-#include <catch2/catch.hpp>
-
 #include "verify/formats/safetensors.h"
+
+#include <catch2/catch.hpp>
 
 using namespace ckpt::verify;
 
@@ -15,8 +15,9 @@ std::string file_with(const std::string& header, uint64_t data_bytes) {
 }  // namespace
 
 TEST_CASE("safetensors: a valid header with metadata, padding and a 0-rank tensor", "[verify]") {
-  std::string h = R"({"__metadata__":{"format":"pt"},"b":{"dtype":"BF16","shape":[2,3],"data_offsets":[4,16]},)"
-                  R"("a":{"dtype":"F32","shape":[],"data_offsets":[0,4]}})";
+  std::string h =
+      R"({"__metadata__":{"format":"pt"},"b":{"dtype":"BF16","shape":[2,3],"data_offsets":[4,16]},)"
+      R"("a":{"dtype":"F32","shape":[],"data_offsets":[0,4]}})";
   h += "   ";  // writers pad with spaces to a multiple of 8
   auto r = parse_safetensors(*FileReader::from_bytes("m.safetensors", file_with(h, 16)));
   INFO(r.status().to_string());
@@ -41,10 +42,13 @@ TEST_CASE("safetensors: every validation rule rejects", "[verify]") {
   check_bad(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8, "gap or overlap");
   check_bad(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 9, "trailing");
   check_bad(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 2, "truncated");
-  check_bad(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 4, "non-integer dimension");
+  check_bad(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 4,
+            "non-integer dimension");
   check_bad(R"({"__metadata__":{"k":1}})", 0, "is not a string");
-  check_bad(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,4]}})", 4, "overflows");
-  auto huge = FileReader::from_bytes("h.safetensors", std::string("\xff\xff\xff\xff\xff\xff\xff\x7f{}", 10));
+  check_bad(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,4]}})", 4,
+            "overflows");
+  auto huge = FileReader::from_bytes("h.safetensors",
+                                     std::string("\xff\xff\xff\xff\xff\xff\xff\x7f{}", 10));
   auto r = parse_safetensors(*huge);
   REQUIRE_FALSE(r.is_ok());
   CHECK(r.status().message().find("100 MB") != std::string::npos);

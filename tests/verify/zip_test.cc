@@ -1,9 +1,8 @@
 // The zip directory reader: torch.save archives written by torch 1.13, ZIP record offsets and
 // CRC-32, unsafe names, and proof that a metadata-only audit reads no tensor bytes.
-#include <catch2/catch.hpp>
-
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 
@@ -20,7 +19,8 @@ namespace {
 const fs::path kForeign = fs::path(CKPT_SOURCE_DIR) / "fixtures" / "foreign";
 
 fs::path write_temp(const std::string& name, const std::string& bytes) {
-  fs::path p = fs::temp_directory_path() / ("ckpt_verify_" + std::to_string(::getpid()) + "_" + name);
+  fs::path p =
+      fs::temp_directory_path() / ("ckpt_verify_" + std::to_string(::getpid()) + "_" + name);
   std::ofstream(p, std::ios::binary) << bytes;
   return p;
 }
@@ -54,7 +54,8 @@ TEST_CASE("zip reader rejects unsafe names, bad signatures and out-of-file offse
   CHECK_FALSE(zip_name_is_safe("a\\b"));
   CHECK(zip_name_is_safe("a/..b"));
 
-  auto slip = FileReader::from_bytes("slip.pt", testing::make_zip({{"a/data.pkl", "x"}, {"../evil", "y"}}));
+  auto slip =
+      FileReader::from_bytes("slip.pt", testing::make_zip({{"a/data.pkl", "x"}, {"../evil", "y"}}));
   auto z = ZipReader::open(*slip);
   REQUIRE_FALSE(z.is_ok());
   CHECK(z.status().message().find("../evil") != std::string::npos);
@@ -70,10 +71,12 @@ TEST_CASE("zip reader rejects unsafe names, bad signatures and out-of-file offse
   REQUIRE_FALSE(z.is_ok());
 }
 
-TEST_CASE("metadata-only audit reads the zip directory and data.pkl, never tensor bytes", "[verify]") {
+TEST_CASE("metadata-only audit reads the zip directory and data.pkl, never tensor bytes",
+          "[verify]") {
   const uint32_t n = 4u << 20;  // 16 MiB of float32
   std::string pkl = testing::one_tensor_pickle(n, "cpu");
-  std::string zip = testing::make_zip({{"big/data.pkl", pkl}, {"big/data/0", std::string(size_t(n) * 4, '\0')},
+  std::string zip = testing::make_zip({{"big/data.pkl", pkl},
+                                       {"big/data/0", std::string(size_t(n) * 4, '\0')},
                                        {"big/version", "3\n"}});
   fs::path p = write_temp("big.pt", zip);
   AuditOptions o;

@@ -18,7 +18,8 @@ Result<std::set<std::string>> parse_component_list(const std::string& list) {
     if (!known) {
       std::string all;
       for (const auto& c : kAuditComponents) all += (all.empty() ? "" : ", ") + c;
-      return invalid_argument("--require: unknown component \"" + item + "\" (expected: " + all + ")");
+      return invalid_argument("--require: unknown component \"" + item + "\" (expected: " + all +
+                              ")");
     }
     out.insert(item);
   }
@@ -48,15 +49,19 @@ nlohmann::json report_to_json(const AuditReport& r) {
   j["complete"] = r.complete;
   nlohmann::json comps = nlohmann::json::object();
   for (const auto& c : r.components) {
-    comps[c.name] = {{"status", c.status},   {"evidence", c.evidence}, {"consequence", c.consequence},
-                     {"fix", c.fix},         {"required", c.required}};
+    comps[c.name] = {{"status", c.status},
+                     {"evidence", c.evidence},
+                     {"consequence", c.consequence},
+                     {"fix", c.fix},
+                     {"required", c.required}};
   }
   j["components"] = comps;
   nlohmann::json f = nlohmann::json::array();
   for (const auto& x : r.findings) {
-    f.push_back({{"severity", x.severity},
-                 {"component", x.component.empty() ? nlohmann::json(nullptr) : nlohmann::json(x.component)},
-                 {"message", x.message}});
+    f.push_back(
+        {{"severity", x.severity},
+         {"component", x.component.empty() ? nlohmann::json(nullptr) : nlohmann::json(x.component)},
+         {"message", x.message}});
   }
   j["findings"] = f;
   return j;
@@ -79,7 +84,9 @@ std::vector<std::string> wrap(const std::string& text, size_t width) {
   return lines;
 }
 
-std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s : s + std::string(w - s.size(), ' '); }
+std::string pad(const std::string& s, size_t w) {
+  return s.size() >= w ? s : s + std::string(w - s.size(), ' ');
+}
 
 }  // namespace
 
@@ -104,7 +111,8 @@ std::string report_to_text(const AuditReport& r, bool color) {
       }
     }
     if (!c.consequence.empty()) {
-      for (const auto& l : wrap("consequence: " + c.consequence, 70)) o << std::string(29, ' ') << l << "\n";
+      for (const auto& l : wrap("consequence: " + c.consequence, 70))
+        o << std::string(29, ' ') << l << "\n";
       for (const auto& l : wrap("fix: " + c.fix, 70)) o << std::string(29, ' ') << l << "\n";
     }
   }
@@ -116,8 +124,8 @@ std::string report_to_text(const AuditReport& r, bool color) {
       header = true;
     }
     const char* col = f.severity == "error" ? red : f.severity == "warning" ? yellow : "";
-    o << "  " << col << pad(f.severity, 8) << reset << (f.component.empty() ? "" : "[" + f.component + "] ")
-      << f.message << "\n";
+    o << "  " << col << pad(f.severity, 8) << reset
+      << (f.component.empty() ? "" : "[" + f.component + "] ") << f.message << "\n";
   }
   return o.str();
 }
@@ -139,7 +147,8 @@ nlohmann::json inspect_to_json(const InspectNode& n) {
 }
 
 namespace {
-void inspect_lines(const InspectNode& n, const std::string& path, std::ostringstream& o, int depth) {
+void inspect_lines(const InspectNode& n, const std::string& path, std::ostringstream& o,
+                   int depth) {
   if (depth > 64) return;
   o << pad(path.empty() ? "/" : path, 48) << " " << n.summary << "\n";
   for (const auto& c : n.children) inspect_lines(c, path + "/" + c.name, o, depth + 1);

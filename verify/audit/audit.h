@@ -10,7 +10,6 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-
 #include <set>
 #include <string>
 
@@ -22,8 +21,8 @@ namespace ckpt::verify {
 
 struct AuditOptions {
   bool deep = false;
-  bool progress = false;                // progress bar on stderr (only drawn on a terminal)
-  std::set<std::string> require;        // empty = every component of the contract
+  bool progress = false;          // progress bar on stderr (only drawn on a terminal)
+  std::set<std::string> require;  // empty = every component of the contract
 };
 
 // Reads and judges `path`. Errors: NotFound/IoError (cannot open), Corrupt/Unsupported

@@ -103,7 +103,8 @@ class Detector {
           best_count = tensors;
         }
         if (tensors > 0 && others == 0 && !all_uint8) continue;  // a tensor dict: nothing inside
-        for (const auto& [k, x] : v->entries) queue.push_back({x, join(it.path, key_text(k)), it.depth + 1});
+        for (const auto& [k, x] : v->entries)
+          queue.push_back({x, join(it.path, key_text(k)), it.depth + 1});
       } else if (v->kind == Kind::kList || v->kind == Kind::kTuple) {
         if (is_python_rng(v)) {
           note_python_rng(it.path);
@@ -149,7 +150,8 @@ class Detector {
       const Value* v = stack.back();
       stack.pop_back();
       if (v == nullptr || !seen.insert(v).second) continue;
-      if (v->kind == Kind::kTensor && !v->tensor->location.empty() && v->tensor->location != "numpy") {
+      if (v->kind == Kind::kTensor && !v->tensor->location.empty() &&
+          v->tensor->location != "numpy") {
         view_.devices.insert(v->tensor->location);
       }
       for (const Value* x : v->items) stack.push_back(x);
@@ -181,7 +183,8 @@ class Detector {
         if (s) o << " (scale " << *s << ")";
         view_.grad_scaler.evidence = o.str();
         view_.mixed_precision = true;
-        if (view_.mixed_precision_evidence.empty()) view_.mixed_precision_evidence = view_.grad_scaler.evidence;
+        if (view_.mixed_precision_evidence.empty())
+          view_.mixed_precision_evidence = view_.grad_scaler.evidence;
       }
       return true;
     }
@@ -200,7 +203,8 @@ class Detector {
         l.kind = "StatefulDataLoader";
         l.source = ctx_.source;
         const Value* n = d.get("_num_yielded");
-        if (n == nullptr && d.get("_snapshot") != nullptr) n = d.get("_snapshot")->get("_snapshot_step");
+        if (n == nullptr && d.get("_snapshot") != nullptr)
+          n = d.get("_snapshot")->get("_snapshot_step");
         if (n != nullptr) l.batches = n->as_int();
         l.evidence = where(ctx_, path) + ": torchdata StatefulDataLoader state" +
                      (l.batches ? " (" + std::to_string(*l.batches) + " batches yielded)" : "");
@@ -211,14 +215,16 @@ class Detector {
     if (const Value* fit = d.get("fit_loop"); fit != nullptr && fit->kind == Kind::kDict) {
       const Value* bp = fit->get("epoch_loop.batch_progress");
       const Value* cur = bp != nullptr ? bp->get("current") : nullptr;
-      std::optional<int64_t> done = cur != nullptr && cur->get("completed") ? cur->get("completed")->as_int() : std::nullopt;
+      std::optional<int64_t> done =
+          cur != nullptr && cur->get("completed") ? cur->get("completed")->as_int() : std::nullopt;
       const Value* sd = fit->get("state_dict");
       const Value* combined = sd != nullptr ? sd->get("combined_loader") : nullptr;
       if (!l.found) {
         l.kind = "Lightning loops";
         l.source = ctx_.source;
         l.batches = done;
-        std::string pos = done ? std::to_string(*done) + " batches into the epoch" : "position unknown";
+        std::string pos =
+            done ? std::to_string(*done) + " batches into the epoch" : "position unknown";
         const Value* last = bp != nullptr ? bp->get("is_last_batch") : nullptr;
         if (last != nullptr && last->kind == Kind::kBool && last->b) {
           // Saved after the last batch of an epoch: resume starts the next epoch afresh, so
@@ -226,7 +232,8 @@ class Detector {
           l.found = true;
           l.evidence = where(ctx_, path) + ".fit_loop: " + pos +
                        ", is_last_batch: saved at an epoch boundary (nothing to replay)";
-        } else if (combined != nullptr && combined->kind == Kind::kList && !combined->items.empty()) {
+        } else if (combined != nullptr && combined->kind == Kind::kList &&
+                   !combined->items.empty()) {
           l.found = true;
           l.evidence = where(ctx_, path) + ".fit_loop: " + pos + "; combined_loader holds " +
                        std::to_string(combined->items.size()) + " stateful loader state(s)";
@@ -241,7 +248,8 @@ class Detector {
     const Value* ep = d.get("epoch");
     const Value* bi = d.get("batch_idx");
     const Value* ss = d.get("samples_seen");
-    if (ep != nullptr && ep->kind == Kind::kInt && ((bi != nullptr && bi->as_int()) || (ss != nullptr && ss->as_int()))) {
+    if (ep != nullptr && ep->kind == Kind::kInt &&
+        ((bi != nullptr && bi->as_int()) || (ss != nullptr && ss->as_int()))) {
       if (!l.found) {
         l.found = true;
         l.kind = "cursor";
@@ -262,7 +270,8 @@ class Detector {
   }
 
   void note_counters(const Value& d, const std::string& path) {
-    static const char* kStepKeys[] = {"global_step", "step", "iteration", "num_updates", "train_step"};
+    static const char* kStepKeys[] = {"global_step", "step", "iteration", "num_updates",
+                                      "train_step"};
     static const char* kEpochKeys[] = {"epoch", "current_epoch"};
     CountersPart& c = view_.counters;
     bool added = false;
@@ -270,7 +279,8 @@ class Detector {
       const Value* v = d.get(k);
       if (v != nullptr && v->kind == Kind::kInt && !c.global_step) {
         c.global_step = v->i;
-        c.evidence += (c.evidence.empty() ? "" : "; ") + where(ctx_, join(path, k)) + " = " + std::to_string(v->i);
+        c.evidence += (c.evidence.empty() ? "" : "; ") + where(ctx_, join(path, k)) + " = " +
+                      std::to_string(v->i);
         added = true;
       }
     }
@@ -278,7 +288,8 @@ class Detector {
       const Value* v = d.get(k);
       if (v != nullptr && (v->kind == Kind::kInt || v->kind == Kind::kFloat) && !c.epoch) {
         c.epoch = v->as_number();
-        c.evidence += (c.evidence.empty() ? "" : "; ") + where(ctx_, join(path, k)) + " = " + summarize(*v);
+        c.evidence +=
+            (c.evidence.empty() ? "" : "; ") + where(ctx_, join(path, k)) + " = " + summarize(*v);
         added = true;
       }
     }
@@ -311,7 +322,8 @@ class Detector {
     r.found = true;
     r.source = ctx_.source;
     for (const Value* x : list.items) r.nbytes.push_back(x->tensor->shape[0]);
-    r.evidence = where(ctx_, path) + ": " + std::to_string(list.items.size()) + " CUDA generator state(s)";
+    r.evidence =
+        where(ctx_, path) + ": " + std::to_string(list.items.size()) + " CUDA generator state(s)";
   }
   void note_cuda_rng_single(const Value& t, const std::string& path) {
     RngCudaPart& r = view_.rng_cuda;
@@ -319,7 +331,8 @@ class Detector {
     r.found = true;
     r.source = ctx_.source;
     r.nbytes.push_back(t.tensor->shape[0]);
-    r.evidence = where(ctx_, path) + ": " + std::to_string(t.tensor->shape[0]) + "-byte CUDA generator state";
+    r.evidence = where(ctx_, path) + ": " + std::to_string(t.tensor->shape[0]) +
+                 "-byte CUDA generator state";
   }
 
   void fill_model(const Value& d, const std::string& path) {
@@ -332,7 +345,8 @@ class Detector {
     for (const auto& [k, x] : d.entries) {
       if (x->kind != Kind::kTensor) continue;
       m.tensors.push_back(tensor_info(*x->tensor, key_text(k), ctx_.source));
-      if (shown++ < 4) o << (shown == 1 ? " (" : ", ") << key_text(k) << " " << shape_str(x->tensor->shape);
+      if (shown++ < 4)
+        o << (shown == 1 ? " (" : ", ") << key_text(k) << " " << shape_str(x->tensor->shape);
     }
     if (shown > 0) o << (shown > 4 ? ", ...)" : ")");
     m.evidence = o.str();
@@ -372,7 +386,8 @@ class Detector {
             continue;
           }
           if (sv->kind == Kind::kTensor) {
-            ps.tensors[name] = tensor_info(*sv->tensor, "state." + std::to_string(ps.id) + "." + name, ctx_.source);
+            ps.tensors[name] = tensor_info(
+                *sv->tensor, "state." + std::to_string(ps.id) + "." + name, ctx_.source);
           }
         }
       }
@@ -505,8 +520,10 @@ InspectNode inspect_at(const Value& v, const std::string& name, size_t* budget, 
       n.children.push_back(inspect_at(*x, key_text(k), budget, depth + 1));
     }
   } else if (v.kind == Kind::kObject) {
-    if (v.args != nullptr && !v.args->items.empty()) n.children.push_back(inspect_at(*v.args, "args", budget, depth + 1));
-    if (v.state != nullptr && *budget > 0) n.children.push_back(inspect_at(*v.state, "state", budget, depth + 1));
+    if (v.args != nullptr && !v.args->items.empty())
+      n.children.push_back(inspect_at(*v.args, "args", budget, depth + 1));
+    if (v.state != nullptr && *budget > 0)
+      n.children.push_back(inspect_at(*v.state, "state", budget, depth + 1));
   }
   return n;
 }

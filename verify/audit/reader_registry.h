@@ -28,7 +28,8 @@ class FormatReader {
   virtual int probe(const std::string& path) const = 0;
   // Reads the checkpoint. On failure: NotFound/IoError (cannot open → exit 66), Corrupt or
   // Unsupported (unreadable or not a checkpoint → exit 65), with one line naming the file.
-  virtual Result<CheckpointView> read(const std::string& path, const ReadOptions& options) const = 0;
+  virtual Result<CheckpointView> read(const std::string& path,
+                                      const ReadOptions& options) const = 0;
 };
 
 void register_reader(std::unique_ptr<FormatReader> reader);

@@ -6,9 +6,8 @@
 
 namespace ckpt::verify {
 
-const std::vector<std::string> kAuditComponents = {"model",    "optimizer", "scheduler",
-                                                   "rng_cpu",  "rng_cuda",  "loader",
-                                                   "counters", "grad_scaler"};
+const std::vector<std::string> kAuditComponents = {
+    "model", "optimizer", "scheduler", "rng_cpu", "rng_cuda", "loader", "counters", "grad_scaler"};
 
 namespace {
 
@@ -20,8 +19,9 @@ struct Advice {
 // What a missing/empty/inconsistent component does to the run, and the fix (DOMAIN.md).
 const std::map<std::string, Advice>& advice() {
   static const std::map<std::string, Advice> kAdvice = {
-      {"model", {"nothing to resume: the run restarts from its initial weights",
-                 "save model.state_dict() in every checkpoint"}},
+      {"model",
+       {"nothing to resume: the run restarts from its initial weights",
+        "save model.state_dict() in every checkpoint"}},
       {"optimizer",
        {"Adam/momentum state restarts at zero: a loss bump that takes hundreds of steps to recover",
         "save optimizer.state_dict() and call optimizer.load_state_dict() on resume before the "
@@ -119,7 +119,8 @@ class Judge {
     std::set<int64_t> listed;
     for (const auto& g : o.groups) listed.insert(g.params.begin(), g.params.end());
     if (o.state.empty()) {
-      std::string e = o.evidence + "; state == {} (the optimizer never stepped, or its state was not saved)";
+      std::string e =
+          o.evidence + "; state == {} (the optimizer never stepped, or its state was not saved)";
       return set("optimizer", "empty", e);
     }
     std::set<int64_t> with_state;
@@ -138,8 +139,8 @@ class Judge {
     }
     if (!lacking.empty()) {
       std::ostringstream e;
-      e << lacking.size() << " of " << listed.size() << " params in param_groups have no state (first: "
-        << lacking.front() << ")";
+      e << lacking.size() << " of " << listed.size()
+        << " params in param_groups have no state (first: " << lacking.front() << ")";
       problems.push_back(e.str());
     }
     const auto& gs = v_.counters.global_step;
@@ -152,9 +153,11 @@ class Judge {
       }
     }
     if (steps.size() > 1) {
-      problems.push_back("params disagree on step (" + fmt(*steps.begin()) + " .. " + fmt(*steps.rbegin()) + ")");
+      problems.push_back("params disagree on step (" + fmt(*steps.begin()) + " .. " +
+                         fmt(*steps.rbegin()) + ")");
     }
-    for (const auto& n : o.zero_moments) problems.push_back("moment " + n + " is all zeros after steps were taken");
+    for (const auto& n : o.zero_moments)
+      problems.push_back("moment " + n + " is all zeros after steps were taken");
     for (const auto& n : o.nonfinite) problems.push_back("moment " + n + " holds NaN/Inf");
     std::string e = o.evidence;
     if (!steps.empty()) e += "; step " + fmt(*steps.begin());
@@ -176,8 +179,9 @@ class Judge {
     const SchedulerPart& s = v_.scheduler;
     if (!s.found) {
       return set("scheduler", "missing",
-                 s.evidence.empty() ? "no dict with last_epoch + base_lrs (or ReduceLROnPlateau's shape)"
-                                    : s.evidence);
+                 s.evidence.empty()
+                     ? "no dict with last_epoch + base_lrs (or ReduceLROnPlateau's shape)"
+                     : s.evidence);
     }
     std::vector<std::string> problems;
     const auto& gs = v_.counters.global_step;
@@ -187,11 +191,12 @@ class Judge {
       bool matches_epoch = ep && close(static_cast<double>(le), std::floor(*ep));
       if (gs) {
         if (le != *gs && !matches_epoch) {
-          problems.push_back("last_epoch " + std::to_string(le) + " != global_step " + std::to_string(*gs) +
-                             (ep ? " (and != epoch " + fmt(*ep) + ")" : ""));
+          problems.push_back("last_epoch " + std::to_string(le) + " != global_step " +
+                             std::to_string(*gs) + (ep ? " (and != epoch " + fmt(*ep) + ")" : ""));
         }
       } else if (auto os = optimizer_step(); os && !s.per_epoch && le != *os && !matches_epoch) {
-        problems.push_back("last_epoch " + std::to_string(le) + " != optimizer step " + std::to_string(*os));
+        problems.push_back("last_epoch " + std::to_string(le) + " != optimizer step " +
+                           std::to_string(*os));
       }
     }
     const auto& groups = v_.optimizer.groups;
@@ -211,8 +216,9 @@ class Judge {
     const RngCpuPart& r = v_.rng_cpu;
     if (!r.found) {
       auto gap = v_.format_gaps.find("rng_cpu");
-      return set("rng_cpu", "missing",
-                 gap != v_.format_gaps.end() ? gap->second : "no 5056-byte uint8 CPU generator state");
+      return set(
+          "rng_cpu", "missing",
+          gap != v_.format_gaps.end() ? gap->second : "no 5056-byte uint8 CPU generator state");
     }
     if (r.nbytes != 5056) {
       return set("rng_cpu", "inconsistent",
@@ -230,8 +236,9 @@ class Judge {
     if (r.found) {
       for (int64_t n : r.nbytes) {
         if (n != 16 && n != 8 && n != 816) {
-          return set("rng_cuda", "inconsistent",
-                     r.evidence + "; a " + std::to_string(n) + "-byte state (expected 16, 8 or 816)");
+          return set(
+              "rng_cuda", "inconsistent",
+              r.evidence + "; a " + std::to_string(n) + "-byte state (expected 16, 8 or 816)");
         }
       }
       return set("rng_cuda", "present", r.evidence);
@@ -273,8 +280,9 @@ class Judge {
     auto gap = v_.format_gaps.find("loader");
     if (gap != v_.format_gaps.end()) return set("loader", "missing", gap->second);
     set("loader", "missing",
-        v_.counters.epoch && !v_.counters.global_step ? "only an epoch count; no batch or sample cursor"
-                                                      : "no loader state (no sampler or cursor)");
+        v_.counters.epoch && !v_.counters.global_step
+            ? "only an epoch count; no batch or sample cursor"
+            : "no loader state (no sampler or cursor)");
   }
 
   void counters() {
@@ -317,7 +325,8 @@ AuditReport apply_rules(const CheckpointView& view, const std::set<std::string>&
   r.path = view.path;
   r.format = view.format;
   r.bytes_read = view.bytes_read;
-  for (const auto& name : kAuditComponents) r.components.push_back({name, "missing", "", "", "", true});
+  for (const auto& name : kAuditComponents)
+    r.components.push_back({name, "missing", "", "", "", true});
   Judge(view, &r).run();
   bool complete = true;
   for (auto& c : r.components) {
@@ -335,7 +344,8 @@ AuditReport apply_rules(const CheckpointView& view, const std::set<std::string>&
   }
   for (const ReaderFinding& f : view.findings) {
     std::string sev = f.severity;
-    if (sev == "error" && !f.component.empty() && required.size() > 0 && required.count(f.component) == 0) {
+    if (sev == "error" && !f.component.empty() && required.size() > 0 &&
+        required.count(f.component) == 0) {
       sev = "warning";
     }
     if (sev == "error") complete = false;

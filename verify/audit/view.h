@@ -20,12 +20,12 @@
 namespace ckpt::verify {
 
 struct TensorInfo {
-  std::string name;      // "0.weight", "state.3.exp_avg"
-  std::string dtype;     // "float32", "uint8", "numpy <u4"
+  std::string name;   // "0.weight", "state.3.exp_avg"
+  std::string dtype;  // "float32", "uint8", "numpy <u4"
   std::vector<int64_t> shape;
-  std::string device;    // "cpu", "cuda:0", "meta", "" when the format does not say
-  std::string file;      // file that holds the bytes
-  std::string record;    // zip record / dataset / storage key ("archive/data/0")
+  std::string device;  // "cpu", "cuda:0", "meta", "" when the format does not say
+  std::string file;    // file that holds the bytes
+  std::string record;  // zip record / dataset / storage key ("archive/data/0")
   uint64_t nbytes = 0;
 };
 
@@ -63,13 +63,13 @@ struct OptimizerPart : Part {
   struct ParamState {
     int64_t id = 0;
     std::map<std::string, TensorInfo> tensors;  // exp_avg, exp_avg_sq, momentum_buffer, ...
-    std::optional<double> step;                  // int, float or resolved 0-dim tensor
-    bool step_unreadable = false;                // a step tensor whose value was not read
+    std::optional<double> step;                 // int, float or resolved 0-dim tensor
+    bool step_unreadable = false;               // a step tensor whose value was not read
   };
   std::vector<ParamState> state;
   int count = 0;  // optimizers found (Lightning: one per configure_optimizers entry)
-  std::set<std::string> zero_moments;     // --deep: all-zero moment tensors
-  std::set<std::string> nonfinite;        // --deep: moment tensors with NaN/Inf
+  std::set<std::string> zero_moments;  // --deep: all-zero moment tensors
+  std::set<std::string> nonfinite;     // --deep: moment tensors with NaN/Inf
 };
 
 struct SchedulerPart : Part {
@@ -92,9 +92,9 @@ struct RngCudaPart : Part {
 };
 
 struct LoaderPart : Part {
-  bool derived = false;        // position recomputed from counters (HF Trainer)
-  std::string derive_cost;     // what recomputing it costs
-  std::string kind;            // "StatefulDataLoader", "cursor", "Lightning loops", ...
+  bool derived = false;     // position recomputed from counters (HF Trainer)
+  std::string derive_cost;  // what recomputing it costs
+  std::string kind;         // "StatefulDataLoader", "cursor", "Lightning loops", ...
   std::optional<int64_t> samples;
   std::optional<int64_t> batches;
   std::optional<int64_t> epoch;
@@ -130,10 +130,10 @@ struct CheckpointView {
   LoaderPart loader;
   CountersPart counters;
   GradScalerPart grad_scaler;
-  bool mixed_precision = false;          // fp16 autocast with a GradScaler expected
+  bool mixed_precision = false;  // fp16 autocast with a GradScaler expected
   std::string mixed_precision_evidence;
-  std::set<std::string> devices;         // every tensor location seen ("cpu", "cuda:0")
-  bool devices_known = false;            // false for formats that do not record devices
+  std::set<std::string> devices;  // every tensor location seen ("cpu", "cuda:0")
+  bool devices_known = false;     // false for formats that do not record devices
   // Components that this format cannot hold by construction, with the reason
   // (e.g. rng_cpu in Lightning: "Lightning saves no RNG state").
   std::map<std::string, std::string> format_gaps;

@@ -8,9 +8,9 @@
 
 namespace ckpt::verify {
 
-std::unique_ptr<FormatReader> make_torch_file_reader();    // .pt/.pth/.bin/.ckpt, Lightning
-std::unique_ptr<FormatReader> make_safetensors_reader();   // *.safetensors
-std::unique_ptr<FormatReader> make_hf_folder_reader();     // HF Trainer checkpoint-N/, Accelerate
-std::unique_ptr<FormatReader> make_dcp_reader();           // torch.distributed.checkpoint folders
+std::unique_ptr<FormatReader> make_torch_file_reader();   // .pt/.pth/.bin/.ckpt, Lightning
+std::unique_ptr<FormatReader> make_safetensors_reader();  // *.safetensors
+std::unique_ptr<FormatReader> make_hf_folder_reader();    // HF Trainer checkpoint-N/, Accelerate
+std::unique_ptr<FormatReader> make_dcp_reader();          // torch.distributed.checkpoint folders
 
 }  // namespace ckpt::verify

@@ -86,17 +86,22 @@ class DcpReader : public FormatReader {
     const Value* storage = field(md, "storage_data");
     const Value* planner = field(md, "planner_data");
     if (sdm == nullptr || sdm->kind != Kind::kDict) {
-      return corrupt(mpath + ": not DCP metadata (no state_dict_metadata dict in " + summarize(*md) + ")");
+      return corrupt(mpath + ": not DCP metadata (no state_dict_metadata dict in " +
+                     summarize(*md) + ")");
     }
     // (fqn, offsets) → (file, offset, length)
-    struct Loc { std::string file; int64_t offset = 0, length = 0; };
+    struct Loc {
+      std::string file;
+      int64_t offset = 0, length = 0;
+    };
     std::map<std::pair<std::string, std::vector<int64_t>>, Loc> where;
     if (storage != nullptr && storage->kind == Kind::kDict) {
       for (const auto& [k, v] : storage->entries) {
         const Value* fqn = field(k, "fqn");
         if (fqn == nullptr || fqn->kind != Kind::kStr) continue;
         Loc l;
-        if (const Value* rp = field(v, "relative_path"); rp != nullptr && rp->kind == Kind::kStr) l.file = rp->s;
+        if (const Value* rp = field(v, "relative_path"); rp != nullptr && rp->kind == Kind::kStr)
+          l.file = rp->s;
         if (const Value* o = field(v, "offset")) l.offset = o->as_int().value_or(-1);
         if (const Value* n = field(v, "length")) l.length = n->as_int().value_or(-1);
         where[{fqn->s, ints(field(k, "offset"))}] = l;
@@ -139,39 +144,49 @@ class DcpReader : public FormatReader {
             inside = off[d] >= 0 && sz[d] >= 0 && off[d] + sz[d] <= t.shape[d];
           }
           if (!inside) {
-            view.findings.push_back({"error", "", ".metadata: a chunk of \"" + fqn + "\" lies outside its shape", false});
+            view.findings.push_back({"error", "",
+                                     ".metadata: a chunk of \"" + fqn + "\" lies outside its shape",
+                                     false});
             continue;
           }
           volume += cv;
           auto loc = where.find({fqn, off});
           if (loc == where.end()) {
-            view.findings.push_back({"error", "", ".metadata: chunk of \"" + fqn + "\" has no storage entry", false});
+            view.findings.push_back(
+                {"error", "", ".metadata: chunk of \"" + fqn + "\" has no storage entry", false});
             continue;
           }
           auto fs = file_size(loc->second.file);
           if (!fs || loc->second.offset < 0 || loc->second.length < 0 ||
               !range_inside(loc->second.offset, loc->second.length, *fs)) {
-            view.findings.push_back({"error", "", "\"" + fqn + "\": bytes [" + std::to_string(loc->second.offset) +
-                                                      ", +" + std::to_string(loc->second.length) + ") of " +
-                                                      loc->second.file + " are missing (file absent or too short)", false});
+            view.findings.push_back(
+                {"error", "",
+                 "\"" + fqn + "\": bytes [" + std::to_string(loc->second.offset) + ", +" +
+                     std::to_string(loc->second.length) + ") of " + loc->second.file +
+                     " are missing (file absent or too short)",
+                 false});
           }
         }
         if (volume != t.numel()) {
-          view.findings.push_back({"error", "", ".metadata: the chunks of \"" + fqn + "\" do not tile its shape", false});
+          view.findings.push_back({"error", "",
+                                   ".metadata: the chunks of \"" + fqn + "\" do not tile its shape",
+                                   false});
         }
       } else {
         // A non-tensor value: a torch.save blob inside a .distcp file.
         auto loc = where.find({fqn, {}});
         if (loc != where.end()) {
           auto fs = file_size(loc->second.file);
-          if (fs && loc->second.length >= 0 && static_cast<uint64_t>(loc->second.length) <= kMaxBytesItem &&
+          if (fs && loc->second.length >= 0 &&
+              static_cast<uint64_t>(loc->second.length) <= kMaxBytesItem &&
               range_inside(loc->second.offset, loc->second.length, *fs)) {
             auto f = FileReader::open(path + "/" + loc->second.file);
             if (f.is_ok()) {
               auto blob = (*f)->read_string(loc->second.offset, loc->second.length);
               total_read += (*f)->bytes_read();
               if (blob.is_ok()) {
-                auto tf = open_torch_file(FileReader::from_bytes(loc->second.file + ":" + fqn, std::move(*blob)));
+                auto tf = open_torch_file(
+                    FileReader::from_bytes(loc->second.file + ":" + fqn, std::move(*blob)));
                 if (tf.is_ok() && tf->doc->root != nullptr) {
                   blobs.push_back(std::make_unique<TorchFile>(std::move(*tf)));
                   add_global_findings(*blobs.back()->doc, loc->second.file + ":" + fqn, &view);
@@ -187,7 +202,8 @@ class DcpReader : public FormatReader {
       std::vector<std::string> parts;
       const Value* pp = planner != nullptr ? planner->get(fqn) : nullptr;
       if (pp != nullptr && (pp->kind == Kind::kTuple || pp->kind == Kind::kList)) {
-        for (const Value* x : pp->items) parts.push_back(x->kind == Kind::kStr ? x->s : std::to_string(x->i));
+        for (const Value* x : pp->items)
+          parts.push_back(x->kind == Kind::kStr ? x->s : std::to_string(x->i));
       } else {
         std::stringstream ss(fqn);
         for (std::string s; std::getline(ss, s, '.');) parts.push_back(s);
@@ -230,15 +246,17 @@ class DcpReader : public FormatReader {
  private:
   // param_groups arrive as {"0": {...}, "1": {...}}: rebuild those lists (keys exactly 0..n-1).
   // Only dicts this reader made are touched (values from blobs belong to their own pickles).
-  static void lists_from_int_keys(const std::set<const Value*>& mine, Value* d, const std::string& key,
-                                  int depth) {
+  static void lists_from_int_keys(const std::set<const Value*>& mine, Value* d,
+                                  const std::string& key, int depth) {
     if (d->kind != Kind::kDict || mine.count(d) == 0 || depth > kMaxPathParts) return;
     for (auto& [k, v] : d->entries) {
-      lists_from_int_keys(mine, const_cast<Value*>(v), k->kind == Kind::kStr ? k->s : "", depth + 1);
+      lists_from_int_keys(mine, const_cast<Value*>(v), k->kind == Kind::kStr ? k->s : "",
+                          depth + 1);
     }
     if (key != "param_groups" && key != "params") return;
     for (size_t i = 0; i < d->entries.size(); ++i) {
-      if (d->entries[i].first->kind != Kind::kStr || d->entries[i].first->s != std::to_string(i)) return;
+      if (d->entries[i].first->kind != Kind::kStr || d->entries[i].first->s != std::to_string(i))
+        return;
     }
     for (auto& [k, v] : d->entries) d->items.push_back(v);
     d->entries.clear();

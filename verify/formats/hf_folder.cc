@@ -42,7 +42,9 @@ bool is_dir(const std::string& p) {
 bool ends_with(const std::string& s, const std::string& e) {
   return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
 }
-bool starts_with(const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; }
+bool starts_with(const std::string& s, const std::string& p) {
+  return s.compare(0, p.size(), p) == 0;
+}
 
 // An opaque object's attribute from its BUILD state (TrainingArguments is a dataclass).
 const Value* attr(const Value* obj, const std::string& name) {
@@ -57,7 +59,9 @@ class HfFolderReader : public FormatReader {
   int probe(const std::string& path) const override {
     if (!is_dir(path)) return 0;
     auto names = list_dir(path);
-    auto has = [&](const std::string& n) { return std::find(names.begin(), names.end(), n) != names.end(); };
+    auto has = [&](const std::string& n) {
+      return std::find(names.begin(), names.end(), n) != names.end();
+    };
     if (has("trainer_state.json")) return 80;
     for (const auto& n : names) {
       if (starts_with(n, "random_states_") && ends_with(n, ".pkl")) return 75;
@@ -75,7 +79,9 @@ class HfFolderReader : public FormatReader {
     view.contents.name = path;
     view.contents.kind = "dir";
     auto names = list_dir(path);
-    auto has = [&](const std::string& n) { return std::find(names.begin(), names.end(), n) != names.end(); };
+    auto has = [&](const std::string& n) {
+      return std::find(names.begin(), names.end(), n) != names.end();
+    };
     view.format = has("trainer_state.json") ? "hf-trainer" : "accelerate";
     uint64_t bytes = 0;
     int rng_files = 0;
@@ -111,15 +117,17 @@ class HfFolderReader : public FormatReader {
         view.grad_scaler.source = n;
         view.grad_scaler.evidence = n + ": {} (the GradScaler was disabled when saved)";
         add_torch_file_to_view(tf, n, &view, options);
-      } else if (n == "sampler.bin" || starts_with(n, "sampler_") || starts_with(n, "dl_state_dict")) {
+      } else if (n == "sampler.bin" || starts_with(n, "sampler_") ||
+                 starts_with(n, "dl_state_dict")) {
         add_torch_file_to_view(tf, n, &view, options);
         if (!view.loader.found) {
           view.loader.found = true;
           view.loader.source = n;
           view.loader.kind = starts_with(n, "dl_state_dict") ? "StatefulDataLoader" : "sampler";
-          view.loader.evidence = n + ": " + (view.loader.kind == "sampler"
-                                                 ? "pickled sampler object (" + tf.doc->root->qualname() + ")"
-                                                 : "stateful dataloader state");
+          view.loader.evidence = n + ": " +
+                                 (view.loader.kind == "sampler"
+                                      ? "pickled sampler object (" + tf.doc->root->qualname() + ")"
+                                      : "stateful dataloader state");
         }
       } else if (starts_with(n, "random_states_")) {
         // Its "step" is Accelerator.step (a gradient-accumulation counter), not the training
@@ -134,15 +142,16 @@ class HfFolderReader : public FormatReader {
       bytes += raw->bytes_read();
       keep.push_back(std::move(tf));
     }
-    if (has("trainer_state.json")) CKPT_RETURN_IF_ERROR(read_trainer_state(path + "/trainer_state.json", &view));
+    if (has("trainer_state.json"))
+      CKPT_RETURN_IF_ERROR(read_trainer_state(path + "/trainer_state.json", &view));
     if (view.format == "hf-trainer" && !view.loader.found) {
       const auto gs = view.counters.global_step;
       view.loader.derived = gs.has_value();
       view.loader.kind = "derived from global_step";
       view.loader.evidence =
           "HF Trainer saves no loader state; on resume it recomputes the position from "
-          "trainer_state.json global_step" + (gs ? " " + std::to_string(*gs) : std::string()) +
-          " and the sampler seed";
+          "trainer_state.json global_step" +
+          (gs ? " " + std::to_string(*gs) : std::string()) + " and the sampler seed";
       view.loader.derive_cost =
           "the resumed run re-reads and discards (global_step mod steps_per_epoch) x "
           "gradient_accumulation_steps batches of the current epoch through the data pipeline "
@@ -176,7 +185,8 @@ class HfFolderReader : public FormatReader {
       }
     }
     nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) return corrupt(p + ": trainer_state.json is not a JSON object");
+    if (j.is_discarded() || !j.is_object())
+      return corrupt(p + ": trainer_state.json is not a JSON object");
     CountersPart& c = view->counters;
     if (j.contains("global_step") && j["global_step"].is_number_integer()) {
       c.found = true;
@@ -191,9 +201,16 @@ class HfFolderReader : public FormatReader {
       c.evidence += o.str();
     }
     c.source = "trainer_state.json";
-    InspectNode n{"trainer_state.json", "file", "global_step " + (c.global_step ? std::to_string(*c.global_step) : "?") +
-                                                    ", " + std::to_string(j.value("log_history", nlohmann::json::array()).size()) +
-                                                    " log entries", "", {}, 0, "", {}};
+    InspectNode n{"trainer_state.json",
+                  "file",
+                  "global_step " + (c.global_step ? std::to_string(*c.global_step) : "?") + ", " +
+                      std::to_string(j.value("log_history", nlohmann::json::array()).size()) +
+                      " log entries",
+                  "",
+                  {},
+                  0,
+                  "",
+                  {}};
     view->contents.children.push_back(std::move(n));
     return Status::ok();
   }

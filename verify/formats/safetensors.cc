@@ -1,8 +1,7 @@
 #include "verify/formats/safetensors.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 namespace ckpt::verify {
 namespace {
@@ -12,21 +11,36 @@ struct StDtype {
   const char* name;
   size_t bits;
 };
-constexpr StDtype kDtypes[] = {
-    {"BOOL", "bool", 8},         {"U8", "uint8", 8},           {"I8", "int8", 8},
-    {"F8_E5M2", "float8_e5m2", 8}, {"F8_E4M3", "float8_e4m3fn", 8}, {"F8_E8M0", "float8_e8m0fnu", 8},
-    {"F8_E4M3FNUZ", "float8_e4m3fnuz", 8}, {"F8_E5M2FNUZ", "float8_e5m2fnuz", 8},
-    {"I16", "int16", 16},        {"U16", "uint16", 16},        {"F16", "float16", 16},
-    {"BF16", "bfloat16", 16},    {"I32", "int32", 32},         {"U32", "uint32", 32},
-    {"F32", "float32", 32},      {"C64", "complex64", 64},     {"F64", "float64", 64},
-    {"I64", "int64", 64},        {"U64", "uint64", 64},        {"F4", "float4_e2m1", 4},
-    {"F6_E2M3", "float6_e2m3", 6}, {"F6_E3M2", "float6_e3m2", 6}};
+constexpr StDtype kDtypes[] = {{"BOOL", "bool", 8},
+                               {"U8", "uint8", 8},
+                               {"I8", "int8", 8},
+                               {"F8_E5M2", "float8_e5m2", 8},
+                               {"F8_E4M3", "float8_e4m3fn", 8},
+                               {"F8_E8M0", "float8_e8m0fnu", 8},
+                               {"F8_E4M3FNUZ", "float8_e4m3fnuz", 8},
+                               {"F8_E5M2FNUZ", "float8_e5m2fnuz", 8},
+                               {"I16", "int16", 16},
+                               {"U16", "uint16", 16},
+                               {"F16", "float16", 16},
+                               {"BF16", "bfloat16", 16},
+                               {"I32", "int32", 32},
+                               {"U32", "uint32", 32},
+                               {"F32", "float32", 32},
+                               {"C64", "complex64", 64},
+                               {"F64", "float64", 64},
+                               {"I64", "int64", 64},
+                               {"U64", "uint64", 64},
+                               {"F4", "float4_e2m1", 4},
+                               {"F6_E2M3", "float6_e2m3", 6},
+                               {"F6_E3M2", "float6_e3m2", 6}};
 
 }  // namespace
 
 Result<SafetensorsHeader> parse_safetensors_header(const std::string& text, uint64_t file_size,
                                                    const std::string& where) {
-  auto bad = [&](const std::string& what) { return corrupt(where + ": safetensors header " + what); };
+  auto bad = [&](const std::string& what) {
+    return corrupt(where + ": safetensors header " + what);
+  };
   if (text.empty() || text[0] != '{') return bad("does not start with '{'");
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return bad("is not a JSON object");
@@ -62,27 +76,32 @@ Result<SafetensorsHeader> parse_safetensors_header(const std::string& text, uint
     t.element_size = (bits + 7) / 8;
     unsigned __int128 numel = 1;
     for (const auto& d : v["shape"]) {
-      if (!d.is_number_unsigned()) return bad("entry \"" + t.name + "\" has a non-integer dimension");
+      if (!d.is_number_unsigned())
+        return bad("entry \"" + t.name + "\" has a non-integer dimension");
       t.shape.push_back(static_cast<int64_t>(d.get<uint64_t>()));
       numel *= d.get<uint64_t>();
-      if (numel > (static_cast<unsigned __int128>(1) << 64)) return bad("entry \"" + t.name + "\" shape overflows");
+      if (numel > (static_cast<unsigned __int128>(1) << 64))
+        return bad("entry \"" + t.name + "\" shape overflows");
     }
     for (const auto& o : v["data_offsets"]) {
-      if (!o.is_number_unsigned()) return bad("entry \"" + t.name + "\" has a non-integer data offset");
+      if (!o.is_number_unsigned())
+        return bad("entry \"" + t.name + "\" has a non-integer data offset");
     }
     t.begin = v["data_offsets"][0].get<uint64_t>();
     t.end = v["data_offsets"][1].get<uint64_t>();
     if (t.end < t.begin) return bad("entry \"" + t.name + "\" ends before it begins");
     unsigned __int128 nbits = numel * bits;
     if (nbits % 8 != 0 || nbits / 8 != t.end - t.begin) {
-      return bad("entry \"" + t.name + "\" " + t.st_dtype + " spans " + std::to_string(t.end - t.begin) +
-                 " bytes, its shape needs " + std::to_string(static_cast<uint64_t>(nbits / 8)));
+      return bad("entry \"" + t.name + "\" " + t.st_dtype + " spans " +
+                 std::to_string(t.end - t.begin) + " bytes, its shape needs " +
+                 std::to_string(static_cast<uint64_t>(nbits / 8)));
     }
     h.tensors.push_back(std::move(t));
   }
-  std::sort(h.tensors.begin(), h.tensors.end(), [](const SafetensorsTensor& a, const SafetensorsTensor& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-  });
+  std::sort(h.tensors.begin(), h.tensors.end(),
+            [](const SafetensorsTensor& a, const SafetensorsTensor& b) {
+              return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+            });
   uint64_t expect = 0;
   for (const auto& t : h.tensors) {
     if (t.begin != expect) {
@@ -92,8 +111,10 @@ Result<SafetensorsHeader> parse_safetensors_header(const std::string& text, uint
     expect = t.end;
   }
   if (!range_inside(h.data_start, expect, file_size) || h.data_start + expect != file_size) {
-    return bad("describes a buffer ending at " + std::to_string(expect) + " bytes after the header, "
-               "but the file has " + std::to_string(file_size > h.data_start ? file_size - h.data_start : 0) +
+    return bad("describes a buffer ending at " + std::to_string(expect) +
+               " bytes after the header, "
+               "but the file has " +
+               std::to_string(file_size > h.data_start ? file_size - h.data_start : 0) +
                " (truncated or trailing bytes)");
   }
   return h;
@@ -101,7 +122,8 @@ Result<SafetensorsHeader> parse_safetensors_header(const std::string& text, uint
 
 Result<SafetensorsHeader> parse_safetensors(const FileReader& file) {
   unsigned char len[8];
-  if (file.size() < 8) return corrupt(file.name() + ": not safetensors: " + std::to_string(file.size()) + " bytes");
+  if (file.size() < 8)
+    return corrupt(file.name() + ": not safetensors: " + std::to_string(file.size()) + " bytes");
   CKPT_RETURN_IF_ERROR(file.read_at(0, 8, len));
   uint64_t n = 0;
   for (int k = 7; k >= 0; --k) n = (n << 8) | len[k];

@@ -18,7 +18,7 @@ namespace ckpt::verify {
 
 struct SafetensorsTensor {
   std::string name;
-  std::string dtype;  // ckpt spelling: "float32", "bfloat16", ...
+  std::string dtype;     // ckpt spelling: "float32", "bfloat16", ...
   std::string st_dtype;  // safetensors spelling: "F32"
   size_t element_size = 0;
   std::vector<int64_t> shape;
@@ -27,7 +27,7 @@ struct SafetensorsTensor {
 
 struct SafetensorsHeader {
   uint64_t header_size = 0;
-  uint64_t data_start = 0;  // 8 + header_size
+  uint64_t data_start = 0;                 // 8 + header_size
   std::vector<SafetensorsTensor> tensors;  // sorted by offset
   std::map<std::string, std::string> metadata;
 };

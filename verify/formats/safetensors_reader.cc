@@ -21,9 +21,17 @@ std::string basename_of(const std::string& path) {
 uint64_t count_nonfinite(const std::string& dtype, const unsigned char* p, size_t n) {
   uint64_t bad = 0;
   if (dtype == "float32") {
-    for (size_t k = 0; k + 4 <= n; k += 4) { float f; std::memcpy(&f, p + k, 4); bad += !std::isfinite(f); }
+    for (size_t k = 0; k + 4 <= n; k += 4) {
+      float f;
+      std::memcpy(&f, p + k, 4);
+      bad += !std::isfinite(f);
+    }
   } else if (dtype == "float64") {
-    for (size_t k = 0; k + 8 <= n; k += 8) { double d; std::memcpy(&d, p + k, 8); bad += !std::isfinite(d); }
+    for (size_t k = 0; k + 8 <= n; k += 8) {
+      double d;
+      std::memcpy(&d, p + k, 8);
+      bad += !std::isfinite(d);
+    }
   } else if (dtype == "float16") {
     for (size_t k = 0; k + 2 <= n; k += 2) bad += (p[k + 1] & 0x7c) == 0x7c;
   } else if (dtype == "bfloat16") {
@@ -39,7 +47,8 @@ class SafetensorsReader : public FormatReader {
     struct stat st;
     if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return 0;
     const std::string ext = ".safetensors";
-    if (path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0) return 70;
+    if (path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0)
+      return 70;
     auto f = FileReader::open(path);
     if (!f.is_ok() || (*f)->size() < 9) return 0;
     auto head = (*f)->read_string(8, 1);
@@ -51,7 +60,8 @@ class SafetensorsReader : public FormatReader {
     view.format = "safetensors";
     view.contents.name = path;
     view.contents.kind = "file";
-    CKPT_ASSIGN_OR_RETURN(view.bytes_read, add_safetensors_to_view(path, basename_of(path), &view, options));
+    CKPT_ASSIGN_OR_RETURN(view.bytes_read,
+                          add_safetensors_to_view(path, basename_of(path), &view, options));
     view.model.weights_only_format = true;
     const std::string why = "safetensors holds weights only: this state cannot be in the file";
     for (const char* c : {"optimizer", "scheduler", "rng_cpu", "rng_cuda", "loader", "counters"}) {
@@ -59,8 +69,10 @@ class SafetensorsReader : public FormatReader {
     }
     view.optimizer.evidence = why;
     view.scheduler.evidence = why;
-    view.findings.push_back({"info", "", "safetensors stores tensors only: optimizer, scheduler, RNG, "
-                                         "loader and counters must come from other files", false});
+    view.findings.push_back({"info", "",
+                             "safetensors stores tensors only: optimizer, scheduler, RNG, "
+                             "loader and counters must come from other files",
+                             false});
     return view;
   }
 };
@@ -82,7 +94,8 @@ Result<uint64_t> add_safetensors_to_view(const std::string& path, const std::str
   node.kind = "file";
   node.summary = "safetensors, header " + std::to_string(h.header_size) + " B, " +
                  std::to_string(h.tensors.size()) + " tensors";
-  for (const auto& [k, v] : h.metadata) node.children.push_back({"__metadata__." + k, "str", "'" + v + "'", "", {}, 0, "", {}});
+  for (const auto& [k, v] : h.metadata)
+    node.children.push_back({"__metadata__." + k, "str", "'" + v + "'", "", {}, 0, "", {}});
   uint64_t total = 0;
   for (const auto& t : h.tensors) total += t.end - t.begin;
   ProgressBar bar(options.deep && options.progress, total, "ckpt audit --deep " + label);
@@ -109,14 +122,18 @@ Result<uint64_t> add_safetensors_to_view(const std::string& path, const std::str
       bar.advance(n);
     }
     if (bad > 0) {
-      view->findings.push_back({"error", "model", label + ": tensor \"" + t.name + "\" holds " +
-                                                      std::to_string(bad) + " NaN/Inf values", true});
+      view->findings.push_back(
+          {"error", "model",
+           label + ": tensor \"" + t.name + "\" holds " + std::to_string(bad) + " NaN/Inf values",
+           true});
     }
   }
   if (options.inspect) view->contents.children.push_back(std::move(node));
   return file->bytes_read();
 }
 
-std::unique_ptr<FormatReader> make_safetensors_reader() { return std::make_unique<SafetensorsReader>(); }
+std::unique_ptr<FormatReader> make_safetensors_reader() {
+  return std::make_unique<SafetensorsReader>();
+}
 
 }  // namespace ckpt::verify

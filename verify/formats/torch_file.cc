@@ -14,8 +14,8 @@ namespace ckpt::verify {
 namespace {
 
 // The legacy stream starts with pickle PROTO 2, LONG1 10 bytes = 0x1950a86a20f9469cfc6c.
-const unsigned char kLegacyMagic[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46,
-                                      0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
+const unsigned char kLegacyMagic[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c,
+                                      0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
 
 constexpr uint64_t kMaxPickleBytes = 1ull << 30;
 constexpr size_t kInspectBudget = 200000;
@@ -27,7 +27,8 @@ void collect_storages(const Value* root, std::map<std::string, TensorRecord>* ou
     const Value* v = stack.back();
     stack.pop_back();
     if (v == nullptr || !seen.insert(v).second) continue;
-    if ((v->kind == Kind::kTensor || v->kind == Kind::kStorage) && !v->tensor->storage_key.empty()) {
+    if ((v->kind == Kind::kTensor || v->kind == Kind::kStorage) &&
+        !v->tensor->storage_key.empty()) {
       out->emplace(v->tensor->storage_key, *v->tensor);
     }
     for (const Value* x : v->items) stack.push_back(x);
@@ -62,13 +63,15 @@ void ProgressBar::advance(uint64_t n) {
   if (pct == last_percent_) return;
   last_percent_ = pct;
   int bars = pct / 4;
-  std::cerr << "\r" << what_ << " [" << std::string(bars, '#') << std::string(25 - bars, ' ') << "] "
-            << pct << "% " << (done_ >> 20) << "/" << (total_ >> 20) << " MiB" << std::flush;
+  std::cerr << "\r" << what_ << " [" << std::string(bars, '#') << std::string(25 - bars, ' ')
+            << "] " << pct << "% " << (done_ >> 20) << "/" << (total_ >> 20) << " MiB"
+            << std::flush;
 }
 
 std::string sniff_torch(const std::string& head) {
   if (head.size() >= 4 && head.compare(0, 4, "PK\x03\x04", 4) == 0) return "zip";
-  if (head.size() >= sizeof kLegacyMagic && std::memcmp(head.data(), kLegacyMagic, sizeof kLegacyMagic) == 0) {
+  if (head.size() >= sizeof kLegacyMagic &&
+      std::memcmp(head.data(), kLegacyMagic, sizeof kLegacyMagic) == 0) {
     return "legacy";
   }
   if (head.size() >= 262 && head.compare(257, 5, "ustar") == 0) return "legacy-tar";
@@ -77,16 +80,19 @@ std::string sniff_torch(const std::string& head) {
 
 Result<TorchFile> open_torch_file(std::unique_ptr<FileReader> file) {
   const std::string fn = file->name();
-  CKPT_ASSIGN_OR_RETURN(std::string head, file->read_string(0, std::min<uint64_t>(file->size(), 512)));
+  CKPT_ASSIGN_OR_RETURN(std::string head,
+                        file->read_string(0, std::min<uint64_t>(file->size(), 512)));
   std::string kind = sniff_torch(head);
   if (kind == "legacy") {
-    return unsupported(fn + ": legacy torch.save stream (PyTorch < 1.6 or "
-                            "_use_new_zipfile_serialization=False): not audited; re-save it with "
-                            "torch.save from PyTorch >= 1.6");
+    return unsupported(fn +
+                       ": legacy torch.save stream (PyTorch < 1.6 or "
+                       "_use_new_zipfile_serialization=False): not audited; re-save it with "
+                       "torch.save from PyTorch >= 1.6");
   }
   if (kind == "legacy-tar") {
-    return unsupported(fn + ": legacy tar-format torch.save file (PyTorch < 0.4): not audited; "
-                            "re-save it with a current PyTorch");
+    return unsupported(fn +
+                       ": legacy tar-format torch.save file (PyTorch < 0.4): not audited; "
+                       "re-save it with a current PyTorch");
   }
   if (kind != "zip") {
     return corrupt(fn + ": not a torch.save file (no zip signature, no legacy pickle magic)");
@@ -96,18 +102,22 @@ Result<TorchFile> open_torch_file(std::unique_ptr<FileReader> file) {
   CKPT_ASSIGN_OR_RETURN(ZipReader z, ZipReader::open(*tf.file));
   tf.zip = std::make_unique<ZipReader>(std::move(z));
   tf.prefix = tf.zip->prefix();
-  if (tf.prefix.empty()) return corrupt(fn + ": zip archive has no top-level folder (not a torch.save file)");
+  if (tf.prefix.empty())
+    return corrupt(fn + ": zip archive has no top-level folder (not a torch.save file)");
   for (const auto& e : tf.zip->entries()) {
     if (e.name.compare(0, tf.prefix.size() + 1, tf.prefix + "/") != 0) {
-      return corrupt(fn + ": zip entry \"" + e.name + "\" is outside the archive folder \"" + tf.prefix + "/\"");
+      return corrupt(fn + ": zip entry \"" + e.name + "\" is outside the archive folder \"" +
+                     tf.prefix + "/\"");
     }
   }
   if (tf.zip->find(tf.prefix + "/constants.pkl") != nullptr) {
-    return unsupported(fn + ": TorchScript archive (torch.jit.save: code + weights for inference), "
-                            "not a training checkpoint: no optimizer, scheduler, RNG or loader state");
+    return unsupported(fn +
+                       ": TorchScript archive (torch.jit.save: code + weights for inference), "
+                       "not a training checkpoint: no optimizer, scheduler, RNG or loader state");
   }
   const ZipEntry* pkl = tf.zip->find(tf.prefix + "/data.pkl");
-  if (pkl == nullptr) return corrupt(fn + ": zip archive has no " + tf.prefix + "/data.pkl (not a torch.save file)");
+  if (pkl == nullptr)
+    return corrupt(fn + ": zip archive has no " + tf.prefix + "/data.pkl (not a torch.save file)");
   if (pkl->size > kMaxPickleBytes) {
     return corrupt(fn + ": data.pkl is " + std::to_string(pkl->size) + " bytes (limit 1 GiB)");
   }
@@ -117,18 +127,20 @@ Result<TorchFile> open_torch_file(std::unique_ptr<FileReader> file) {
   for (const auto& [key, t] : tf.storages) {
     const ZipEntry* rec = tf.zip->find(tf.prefix + "/data/" + key);
     if (rec == nullptr) {
-      return corrupt(fn + ": storage \"" + key + "\" referenced by data.pkl has no record " + tf.prefix + "/data/" + key);
+      return corrupt(fn + ": storage \"" + key + "\" referenced by data.pkl has no record " +
+                     tf.prefix + "/data/" + key);
     }
     if (t.location != "meta" && rec->size < t.storage_nbytes) {
-      return corrupt(fn + ": record " + rec->name + " has " + std::to_string(rec->size) + " bytes, the pickle needs " +
-                     std::to_string(t.storage_nbytes));
+      return corrupt(fn + ": record " + rec->name + " has " + std::to_string(rec->size) +
+                     " bytes, the pickle needs " + std::to_string(t.storage_nbytes));
     }
   }
   return tf;
 }
 
 std::optional<double> TorchFile::read_scalar(const TensorRecord& t) const {
-  if (t.numel() != 1 || t.element_size == 0 || t.element_size > 8 || t.storage_key.empty()) return std::nullopt;
+  if (t.numel() != 1 || t.element_size == 0 || t.element_size > 8 || t.storage_key.empty())
+    return std::nullopt;
   const ZipEntry* rec = zip->find(prefix + "/data/" + t.storage_key);
   if (rec == nullptr || rec->method != 0) return std::nullopt;
   auto off = zip->data_offset(*rec);
@@ -136,11 +148,31 @@ std::optional<double> TorchFile::read_scalar(const TensorRecord& t) const {
   if (!off.is_ok() || !range_inside(byte, t.element_size, rec->size)) return std::nullopt;
   unsigned char b[8] = {0};
   if (!file->read_at(*off + byte, t.element_size, b).is_ok()) return std::nullopt;
-  if (t.dtype == "float32") { float f; std::memcpy(&f, b, 4); return f; }
-  if (t.dtype == "float64") { double d; std::memcpy(&d, b, 8); return d; }
-  if (t.dtype == "int64") { int64_t i; std::memcpy(&i, b, 8); return static_cast<double>(i); }
-  if (t.dtype == "int32") { int32_t i; std::memcpy(&i, b, 4); return i; }
-  if (t.dtype == "float16") { uint16_t h; std::memcpy(&h, b, 2); return half_to_float(h); }
+  if (t.dtype == "float32") {
+    float f;
+    std::memcpy(&f, b, 4);
+    return f;
+  }
+  if (t.dtype == "float64") {
+    double d;
+    std::memcpy(&d, b, 8);
+    return d;
+  }
+  if (t.dtype == "int64") {
+    int64_t i;
+    std::memcpy(&i, b, 8);
+    return static_cast<double>(i);
+  }
+  if (t.dtype == "int32") {
+    int32_t i;
+    std::memcpy(&i, b, 4);
+    return i;
+  }
+  if (t.dtype == "float16") {
+    uint16_t h;
+    std::memcpy(&h, b, 2);
+    return half_to_float(h);
+  }
   if (t.dtype == "bfloat16") {
     uint32_t w = static_cast<uint32_t>(b[0] | (b[1] << 8)) << 16;
     float f;
@@ -153,14 +185,18 @@ std::optional<double> TorchFile::read_scalar(const TensorRecord& t) const {
 void add_global_findings(const PickleDoc& doc, const std::string& label, CheckpointView* view) {
   for (const auto& [q, cls] : doc.globals) {
     if (cls == GlobalClass::kDangerous) {
-      view->findings.push_back({"error", "", label + ": the pickle calls " + q +
-                                                 " (never executed here): torch.load(weights_only=False) "
-                                                 "would run it — treat the file as hostile", false});
+      view->findings.push_back({"error", "",
+                                label + ": the pickle calls " + q +
+                                    " (never executed here): torch.load(weights_only=False) "
+                                    "would run it — treat the file as hostile",
+                                false});
     } else if (cls == GlobalClass::kOpaque) {
-      view->findings.push_back({"error", "", label + ": the pickle names " + q +
-                                                 ", outside the allow-list of training libraries "
-                                                 "(kept opaque, not constructed); loading it needs "
-                                                 "that code and runs it", false});
+      view->findings.push_back({"error", "",
+                                label + ": the pickle names " + q +
+                                    ", outside the allow-list of training libraries "
+                                    "(kept opaque, not constructed); loading it needs "
+                                    "that code and runs it",
+                                false});
     }
   }
 }
@@ -174,8 +210,9 @@ void add_torch_file_to_view(const TorchFile& tf, const std::string& label, Check
     size_t budget = kInspectBudget;
     InspectNode n = inspect_value(*tf.doc->root, label, &budget);
     n.kind = "file";
-    n.summary = "torch.save zip, prefix \"" + tf.prefix + "/\", " + std::to_string(tf.zip->entries().size()) +
-                " records, pickle protocol " + std::to_string(tf.doc->protocol) + "; root " + n.summary;
+    n.summary = "torch.save zip, prefix \"" + tf.prefix + "/\", " +
+                std::to_string(tf.zip->entries().size()) + " records, pickle protocol " +
+                std::to_string(tf.doc->protocol) + "; root " + n.summary;
     view->contents.children.push_back(std::move(n));
   }
 }
@@ -222,13 +259,22 @@ Status deep_scan_torch(const TorchFile& tf, const std::string& label, Checkpoint
         const unsigned char* p = reinterpret_cast<const unsigned char*>(buf.data());
         for (size_t k = 0; k < n && all_zero; ++k) all_zero = p[k] == 0;
         if (dtype == "float32") {
-          for (size_t k = 0; k + 4 <= n; k += 4) { float f; std::memcpy(&f, p + k, 4); nonfinite += !std::isfinite(f); }
+          for (size_t k = 0; k + 4 <= n; k += 4) {
+            float f;
+            std::memcpy(&f, p + k, 4);
+            nonfinite += !std::isfinite(f);
+          }
         } else if (dtype == "float64") {
-          for (size_t k = 0; k + 8 <= n; k += 8) { double d; std::memcpy(&d, p + k, 8); nonfinite += !std::isfinite(d); }
+          for (size_t k = 0; k + 8 <= n; k += 8) {
+            double d;
+            std::memcpy(&d, p + k, 8);
+            nonfinite += !std::isfinite(d);
+          }
         } else if (dtype == "float16") {
           for (size_t k = 0; k + 2 <= n; k += 2) nonfinite += ((p[k + 1] & 0x7c) == 0x7c);
         } else if (dtype == "bfloat16") {
-          for (size_t k = 0; k + 2 <= n; k += 2) nonfinite += ((p[k + 1] & 0x7f) == 0x7f && (p[k] & 0x80));
+          for (size_t k = 0; k + 2 <= n; k += 2)
+            nonfinite += ((p[k + 1] & 0x7f) == 0x7f && (p[k] & 0x80));
         }
         done += n;
         bar.advance(n);
@@ -240,13 +286,16 @@ Status deep_scan_torch(const TorchFile& tf, const std::string& label, Checkpoint
     if (e.crc32 != 0 && crc != e.crc32) {
       char msg[64];
       std::snprintf(msg, sizeof msg, "(central directory 0x%08x, computed 0x%08x)", e.crc32, crc);
-      view->findings.push_back({"error", comp, label + ": record " + e.name + tname +
-                                                   " fails its CRC-32 " + msg + ": the bytes changed after writing",
+      view->findings.push_back({"error", comp,
+                                label + ": record " + e.name + tname + " fails its CRC-32 " + msg +
+                                    ": the bytes changed after writing",
                                 !comp.empty()});
     }
     if (nonfinite > 0 && !comp.empty()) {
-      view->findings.push_back({"error", comp, label + ": " + std::to_string(nonfinite) + " NaN/Inf values in " +
-                                                   e.name + tname, true});
+      view->findings.push_back(
+          {"error", comp,
+           label + ": " + std::to_string(nonfinite) + " NaN/Inf values in " + e.name + tname,
+           true});
     }
     if (comp == "optimizer" && all_zero && stepped && e.size > 0) {
       view->optimizer.zero_moments.insert(own->second.second);

@@ -32,7 +32,8 @@ class TorchFileReader : public FormatReader {
     if (head.is_ok() && !sniff_torch(*head).empty()) return 60;
     for (const char* ext : {".pt", ".pth", ".bin", ".ckpt", ".pkl", ".tar"}) {
       const std::string e = ext;
-      if (path.size() >= e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0) return 10;
+      if (path.size() >= e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0)
+        return 10;
     }
     return 0;
   }
@@ -61,6 +62,8 @@ class TorchFileReader : public FormatReader {
 
 }  // namespace
 
-std::unique_ptr<FormatReader> make_torch_file_reader() { return std::make_unique<TorchFileReader>(); }
+std::unique_ptr<FormatReader> make_torch_file_reader() {
+  return std::make_unique<TorchFileReader>();
+}
 
 }  // namespace ckpt::verify

@@ -51,11 +51,18 @@ InspectNode inspect(const Node& n, const std::string& name) {
     a.summary = std::visit(
         [](const auto& x) -> std::string {
           using T = std::decay_t<decltype(x)>;
-          if constexpr (std::is_same_v<T, bool>) return x ? "true" : "false";
-          else if constexpr (std::is_same_v<T, int64_t>) return std::to_string(x);
-          else if constexpr (std::is_same_v<T, double>) { char b[32]; std::snprintf(b, sizeof b, "%.9g", x); return b; }
-          else if constexpr (std::is_same_v<T, std::string>) return "\"" + x.substr(0, 80) + "\"";
-          else return "[" + std::to_string(x.size()) + " items]";
+          if constexpr (std::is_same_v<T, bool>)
+            return x ? "true" : "false";
+          else if constexpr (std::is_same_v<T, int64_t>)
+            return std::to_string(x);
+          else if constexpr (std::is_same_v<T, double>) {
+            char b[32];
+            std::snprintf(b, sizeof b, "%.9g", x);
+            return b;
+          } else if constexpr (std::is_same_v<T, std::string>)
+            return "\"" + x.substr(0, 80) + "\"";
+          else
+            return "[" + std::to_string(x.size()) + " items]";
         },
         v);
     out.children.push_back(std::move(a));
@@ -67,8 +74,9 @@ InspectNode inspect(const Node& n, const std::string& name) {
     c.dtype = dtype_name(t.dtype);
     c.shape = t.shape;
     c.nbytes = t.nbytes;
-    c.summary = t.alias_of.empty() ? std::string(dtype_name(t.dtype)) + " " + std::to_string(t.nbytes) + " B"
-                                   : "alias of " + t.alias_of;
+    c.summary = t.alias_of.empty()
+                    ? std::string(dtype_name(t.dtype)) + " " + std::to_string(t.nbytes) + " B"
+                    : "alias of " + t.alias_of;
     out.children.push_back(std::move(c));
   }
   for (const auto& [k, child] : n.children) out.children.push_back(inspect(child, k));
@@ -114,7 +122,8 @@ void check_cursor(const Node& root, const std::string& file, CheckpointView* v) 
     v->findings.push_back({"error", "loader", file + ": " + sampler.status().message(), true});
     return;
   }
-  const int64_t steps = t->get_int("global_step") / std::max<int64_t>(1, t->get_int("grad_accum_steps", 1));
+  const int64_t steps =
+      t->get_int("global_step") / std::max<int64_t>(1, t->get_int("grad_accum_steps", 1));
   const uint64_t spe = sampler->steps_per_epoch();
   if (spe == 0 || steps < 0) return;
   loader::LoaderCursor want{static_cast<uint64_t>(steps) / spe,
@@ -137,7 +146,8 @@ void map_components(const Node& root, const std::string& file, bool deep, Checkp
   if (const Node* m = root.find_child("model")) {
     v->model.found = !m->tensors.empty();
     v->model.source = file;
-    for (const auto& [k, t] : m->tensors) v->model.tensors.push_back(info(k, t, file, "/model/" + k));
+    for (const auto& [k, t] : m->tensors)
+      v->model.tensors.push_back(info(k, t, file, "/model/" + k));
     v->model.evidence = file + ": /model holds " + std::to_string(m->tensors.size()) + " tensors";
   }
   std::map<std::string, int64_t> index;  // parameter name → position in param_names
@@ -209,8 +219,10 @@ void map_components(const Node& root, const std::string& file, bool deep, Checkp
     if (const Node* c = r->find_child("cuda")) {
       v->rng_cuda.found = !c->tensors.empty();
       v->rng_cuda.source = file;
-      for (const auto& [k, t] : c->tensors) v->rng_cuda.nbytes.push_back(static_cast<int64_t>(t.nbytes));
-      v->rng_cuda.evidence = file + ": /rng/cuda holds " + std::to_string(c->tensors.size()) + " device state(s)";
+      for (const auto& [k, t] : c->tensors)
+        v->rng_cuda.nbytes.push_back(static_cast<int64_t>(t.nbytes));
+      v->rng_cuda.evidence =
+          file + ": /rng/cuda holds " + std::to_string(c->tensors.size()) + " device state(s)";
     } else {
       v->rng_cuda.evidence = file + ": /rng records cuda_available=" + (cuda ? "true" : "false");
     }
@@ -222,14 +234,17 @@ void map_components(const Node& root, const std::string& file, bool deep, Checkp
     lp.kind = "ckpt cursor";
     lp.epoch = l->get_int("epoch");
     // Samples consumed since the run began: whole epochs plus the position in this one.
-    const int64_t per_epoch = l->get_bool("drop_last")
-        ? l->get_int("dataset_size") / std::max<int64_t>(1, l->get_int("batch_size") * l->get_int("world_size")) *
-              l->get_int("batch_size") * l->get_int("world_size")
-        : l->get_int("dataset_size");
+    const int64_t per_epoch =
+        l->get_bool("drop_last")
+            ? l->get_int("dataset_size") /
+                  std::max<int64_t>(1, l->get_int("batch_size") * l->get_int("world_size")) *
+                  l->get_int("batch_size") * l->get_int("world_size")
+            : l->get_int("dataset_size");
     lp.samples = *lp.epoch * per_epoch + l->get_int("position");
     lp.evidence = file + ": /loader epoch " + std::to_string(*lp.epoch) + ", position " +
-                  std::to_string(l->get_int("position")) + " of " + std::to_string(l->get_int("dataset_size")) +
-                  " (seed " + std::to_string(l->get_int("seed")) + ", world_size " +
+                  std::to_string(l->get_int("position")) + " of " +
+                  std::to_string(l->get_int("dataset_size")) + " (seed " +
+                  std::to_string(l->get_int("seed")) + ", world_size " +
                   std::to_string(l->get_int("world_size")) + ", batch " +
                   std::to_string(l->get_int("batch_size")) + ")";
   }
@@ -248,7 +263,8 @@ void map_components(const Node& root, const std::string& file, bool deep, Checkp
       v->mixed_precision_evidence = file + ": /train/amp_loss_scale";
       v->grad_scaler.found = true;
       v->grad_scaler.scale = t->get_double("amp_loss_scale");
-      v->grad_scaler.evidence = file + ": /train amp_loss_scale " + std::to_string(*v->grad_scaler.scale);
+      v->grad_scaler.evidence =
+          file + ": /train amp_loss_scale " + std::to_string(*v->grad_scaler.scale);
     }
   }
 }
@@ -261,7 +277,8 @@ class OursReader : public FormatReader {
     Env* env = Env::posix();
     if (env->is_dir(path)) {
       if (env->exists(path_join(path, "COMMIT.json")) ||
-          env->exists(path_join(path, "rank-00000.manifest.json"))) return 100;
+          env->exists(path_join(path, "rank-00000.manifest.json")))
+        return 100;
       if (env->exists(path_join(path, "LATEST"))) return 100;
       auto names = env->list_dir(path);
       if (names.is_ok()) {
@@ -294,8 +311,10 @@ class OursReader : public FormatReader {
       if (!all.is_ok()) return all.status();
       for (const auto& e : *all) {
         if (!e.committed) {
-          view.findings.push_back({"warning", "", e.dir + " is not a committed checkpoint (" +
-                                                       e.problem + "); restore skips it", false});
+          view.findings.push_back(
+              {"warning", "",
+               e.dir + " is not a committed checkpoint (" + e.problem + "); restore skips it",
+               false});
         }
       }
       auto latest = store::find_latest(env, path);
@@ -304,20 +323,25 @@ class OursReader : public FormatReader {
       }
       if (!latest->note.empty()) view.findings.push_back({"warning", "", latest->note, false});
       step_dir = latest->dir;
-      view.findings.push_back({"info", "", "auditing the newest committed checkpoint " + step_dir, false});
+      view.findings.push_back(
+          {"info", "", "auditing the newest committed checkpoint " + step_dir, false});
     }
     auto commit = store::read_commit(env, step_dir);
     if (!commit.is_ok()) {
       if (commit.status().code() == Code::kNotFound) {
-        return corrupt(step_dir + ": no COMMIT.json — an interrupted save, not a checkpoint (restore skips it)");
+        return corrupt(
+            step_dir +
+            ": no COMMIT.json — an interrupted save, not a checkpoint (restore skips it)");
       }
       return commit.status();
     }
     const std::string file = path_join(step_dir, rank_file_name(rank));
     store::ReadOptions ro;
     // Metadata-only unless --deep: the tree and attributes, and the manifest checks, but no bytes.
-    if (options.deep) ro.components = {"optimizer"};
-    else ro.metadata_only = true;
+    if (options.deep)
+      ro.components = {"optimizer"};
+    else
+      ro.metadata_only = true;
     auto root = store::read_rank(env, step_dir, rank, ro);
     if (!root.is_ok()) {
       if (root.status().code() == Code::kCorrupt && options.deep) {
@@ -331,16 +355,19 @@ class OursReader : public FormatReader {
       auto rep = store::verify_checkpoint(env, step_dir);
       for (const auto& p : rep.problems) view.findings.push_back({"error", "", p, false});
       if (rep.problems.empty()) {
-        view.findings.push_back({"info", "", "verified " + std::to_string(rep.files) + " files, " +
-                                                 std::to_string(rep.tensors) + " tensor hashes", false});
+        view.findings.push_back({"info", "",
+                                 "verified " + std::to_string(rep.files) + " files, " +
+                                     std::to_string(rep.tensors) + " tensor hashes",
+                                 false});
       }
       view.bytes_read = rep.bytes;
     }
     const auto comps = root->get_strings("components");
     if (comps != commit->components) {
-      view.findings.push_back({"error", "", file + ": components " + join(comps) +
-                                               " differ from the commit record's " +
-                                               join(commit->components), false});
+      view.findings.push_back({"error", "",
+                               file + ": components " + join(comps) +
+                                   " differ from the commit record's " + join(commit->components),
+                               false});
     }
     map_components(*root, file, options.deep, &view);
     if (options.inspect) view.contents = inspect(*root, step_dir);

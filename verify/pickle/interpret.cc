@@ -23,14 +23,24 @@ size_t nargs(const Value* args) {
 
 // torch.<X>Storage → (dtype, element size); UntypedStorage counts bytes.
 bool storage_dtype(const std::string& name, std::string* dtype) {
-  static const std::map<std::string, std::string> kMap = {
-      {"DoubleStorage", "float64"}, {"FloatStorage", "float32"}, {"HalfStorage", "float16"},
-      {"BFloat16Storage", "bfloat16"}, {"LongStorage", "int64"}, {"IntStorage", "int32"},
-      {"ShortStorage", "int16"}, {"CharStorage", "int8"}, {"ByteStorage", "uint8"},
-      {"BoolStorage", "bool"}, {"ComplexDoubleStorage", "complex128"},
-      {"ComplexFloatStorage", "complex64"}, {"QInt8Storage", "qint8"},
-      {"QUInt8Storage", "quint8"}, {"QInt32Storage", "qint32"}, {"QUInt4x2Storage", "quint4x2"},
-      {"QUInt2x4Storage", "quint4x2"}, {"UntypedStorage", "uint8"}};
+  static const std::map<std::string, std::string> kMap = {{"DoubleStorage", "float64"},
+                                                          {"FloatStorage", "float32"},
+                                                          {"HalfStorage", "float16"},
+                                                          {"BFloat16Storage", "bfloat16"},
+                                                          {"LongStorage", "int64"},
+                                                          {"IntStorage", "int32"},
+                                                          {"ShortStorage", "int16"},
+                                                          {"CharStorage", "int8"},
+                                                          {"ByteStorage", "uint8"},
+                                                          {"BoolStorage", "bool"},
+                                                          {"ComplexDoubleStorage", "complex128"},
+                                                          {"ComplexFloatStorage", "complex64"},
+                                                          {"QInt8Storage", "qint8"},
+                                                          {"QUInt8Storage", "quint8"},
+                                                          {"QInt32Storage", "qint32"},
+                                                          {"QUInt4x2Storage", "quint4x2"},
+                                                          {"QUInt2x4Storage", "quint4x2"},
+                                                          {"UntypedStorage", "uint8"}};
   auto it = kMap.find(name);
   if (it == kMap.end()) return false;
   *dtype = it->second;
@@ -40,9 +50,9 @@ bool storage_dtype(const std::string& name, std::string* dtype) {
 // torch dtype global names ("float", "half", "float8_e4m3fn") → ckpt spelling.
 std::string torch_dtype_name(const std::string& n) {
   static const std::map<std::string, std::string> kAlias = {
-      {"float", "float32"}, {"double", "float64"}, {"half", "float16"}, {"long", "int64"},
-      {"int", "int32"}, {"short", "int16"}, {"cfloat", "complex64"}, {"cdouble", "complex128"},
-      {"chalf", "complex32"}};
+      {"float", "float32"},    {"double", "float64"},     {"half", "float16"},
+      {"long", "int64"},       {"int", "int32"},          {"short", "int16"},
+      {"cfloat", "complex64"}, {"cdouble", "complex128"}, {"chalf", "complex32"}};
   auto it = kAlias.find(n);
   return it == kAlias.end() ? n : it->second;
 }
@@ -54,7 +64,8 @@ Status shape_of(Interpreter& in, const Value* v, std::vector<int64_t>* out, cons
   }
   for (const Value* d : v->items) {
     auto x = d->as_int();
-    if (!x || *x < 0) return bad(in, std::string("tensor ") + what + " has a non-integer or negative entry");
+    if (!x || *x < 0)
+      return bad(in, std::string("tensor ") + what + " has a non-integer or negative entry");
     out->push_back(*x);
   }
   return Status::ok();
@@ -64,7 +75,8 @@ Status shape_of(Interpreter& in, const Value* v, std::vector<int64_t>* out, cons
 Status check_extent(Interpreter& in, const TensorRecord& t) {
   if (t.numel() < 0) return bad(in, "tensor shape overflows");
   if (t.numel() == 0 || t.location == "meta") return Status::ok();
-  if (t.stride.size() != t.shape.size()) return bad(in, "tensor stride rank differs from its shape rank");
+  if (t.stride.size() != t.shape.size())
+    return bad(in, "tensor stride rank differs from its shape rank");
   __int128 last = t.storage_offset;
   for (size_t k = 0; k < t.shape.size(); ++k) {
     if (t.stride[k] < 0) return bad(in, "tensor has a negative stride");
@@ -114,7 +126,8 @@ std::string latin1_bytes(const std::string& utf8) {
   for (size_t k = 0; k < utf8.size(); ++k) {
     unsigned char c = static_cast<unsigned char>(utf8[k]);
     if ((c & 0xE0) == 0xC0 && k + 1 < utf8.size()) {
-      out.push_back(static_cast<char>(((c & 0x1F) << 6) | (static_cast<unsigned char>(utf8[k + 1]) & 0x3F)));
+      out.push_back(
+          static_cast<char>(((c & 0x1F) << 6) | (static_cast<unsigned char>(utf8[k + 1]) & 0x3F)));
       ++k;
     } else {
       out.push_back(static_cast<char>(c));
@@ -184,7 +197,8 @@ Result<Value*> interpret_persistent_id(Interpreter& in, Value* pid) {
     t.storage_numel = *numel;
     const bool untyped = type->name == "UntypedStorage";
     uint64_t es = untyped ? 1 : t.element_size;
-    if (static_cast<uint64_t>(*numel) > UINT64_MAX / es) return bad(in, "persistent id numel overflows");
+    if (static_cast<uint64_t>(*numel) > UINT64_MAX / es)
+      return bad(in, "persistent id numel overflows");
     t.storage_nbytes = static_cast<uint64_t>(*numel) * es;
     return v;
   }
@@ -205,7 +219,8 @@ Result<Value*> interpret_call(Interpreter& in, Value* callable, Value* args) {
       const Value* data = arg(args, 0);
       if (data != nullptr && data->kind == Kind::kTensor) return const_cast<Value*>(data);
     }
-    if (name == "_rebuild_meta_tensor_no_storage" || name == "_rebuild_device_tensor_from_cpu_tensor") {
+    if (name == "_rebuild_meta_tensor_no_storage" ||
+        name == "_rebuild_device_tensor_from_cpu_tensor") {
       CKPT_ASSIGN_OR_RETURN(Value * v, in.make(Kind::kTensor));
       TensorRecord& t = *v->tensor;
       t.rebuild = name;
@@ -219,7 +234,8 @@ Result<Value*> interpret_call(Interpreter& in, Value* callable, Value* args) {
       }
       const Value* data = arg(args, 0);
       if (data != nullptr && data->kind == Kind::kTensor) t = *data->tensor;
-      if (const Value* dev = arg(args, 2); dev != nullptr && dev->kind == Kind::kStr) t.location = dev->s;
+      if (const Value* dev = arg(args, 2); dev != nullptr && dev->kind == Kind::kStr)
+        t.location = dev->s;
       t.rebuild = name;
       return v;
     }
@@ -227,7 +243,8 @@ Result<Value*> interpret_call(Interpreter& in, Value* callable, Value* args) {
   if (q == "torch._tensor._rebuild_from_type_v2" && n >= 3) {
     Value* fn = const_cast<Value*>(arg(args, 0));
     Value* inner = const_cast<Value*>(arg(args, 2));
-    if (fn->kind == Kind::kGlobal && inner->kind == Kind::kTuple) return interpret_call(in, fn, inner);
+    if (fn->kind == Kind::kGlobal && inner->kind == Kind::kTuple)
+      return interpret_call(in, fn, inner);
   }
   if (q == "collections.OrderedDict" || q == "collections.Counter" || q == "builtins.dict" ||
       q == "collections.defaultdict") {
@@ -249,7 +266,8 @@ Result<Value*> interpret_call(Interpreter& in, Value* callable, Value* args) {
   if (q == "builtins.set" || q == "builtins.frozenset") {
     CKPT_ASSIGN_OR_RETURN(Value * s, in.make(Kind::kSet));
     const Value* src = arg(args, 0);
-    if (src != nullptr && (src->kind == Kind::kList || src->kind == Kind::kTuple || src->kind == Kind::kSet)) {
+    if (src != nullptr &&
+        (src->kind == Kind::kList || src->kind == Kind::kTuple || src->kind == Kind::kSet)) {
       s->items = src->items;
       s->depth = src->depth;
     }
@@ -285,7 +303,8 @@ Result<Value*> interpret_call(Interpreter& in, Value* callable, Value* args) {
         raw->s.size() == size && (size == 1 || size == 2 || size == 4 || size == 8)) {
       char kind = code.size() > 1 ? code[1] : '?';
       uint64_t u = 0;
-      for (size_t k = 0; k < size; ++k) u |= static_cast<uint64_t>(static_cast<uint8_t>(raw->s[k])) << (8 * k);
+      for (size_t k = 0; k < size; ++k)
+        u |= static_cast<uint64_t>(static_cast<uint8_t>(raw->s[k])) << (8 * k);
       if (kind == 'f' && (size == 4 || size == 8)) {
         CKPT_ASSIGN_OR_RETURN(Value * f, in.make(Kind::kFloat));
         if (size == 8) {

@@ -30,7 +30,8 @@ class Machine {
   Result<uint64_t> uint_le(int n) {
     CKPT_RETURN_IF_ERROR(need(n));
     uint64_t v = 0;
-    for (int k = 0; k < n; ++k) v |= static_cast<uint64_t>(static_cast<uint8_t>(in_[pos_ + k])) << (8 * k);
+    for (int k = 0; k < n; ++k)
+      v |= static_cast<uint64_t>(static_cast<uint8_t>(in_[pos_ + k])) << (8 * k);
     pos_ += n;
     return v;
   }
@@ -97,7 +98,8 @@ class Machine {
       dict->entries.emplace_back(k, v);
       return add_child(dict, v);
     }
-    if (dict->kind != Kind::kDict) return fail(std::string("sets an item on a ") + kind_name(dict->kind));
+    if (dict->kind != Kind::kDict)
+      return fail(std::string("sets an item on a ") + kind_name(dict->kind));
     for (auto& e : dict->entries) {
       if (same_key(e.first, k)) {
         e.second = v;
@@ -114,11 +116,16 @@ class Machine {
     switch (a->kind) {
       case Kind::kStr:
       case Kind::kBytes:
-      case Kind::kBigInt: return a->s == b->s;
-      case Kind::kInt: return a->i == b->i;
-      case Kind::kBool: return a->b == b->b;
-      case Kind::kNone: return true;
-      default: return false;
+      case Kind::kBigInt:
+        return a->s == b->s;
+      case Kind::kInt:
+        return a->i == b->i;
+      case Kind::kBool:
+        return a->b == b->b;
+      case Kind::kNone:
+        return true;
+      default:
+        return false;
     }
   }
   Result<Value*> make_tuple(std::vector<Value*> items) {
@@ -137,7 +144,8 @@ class Machine {
   Result<Value*> make_long(const std::string& le) {
     if (le.size() <= 8) {
       uint64_t u = 0;
-      for (size_t k = 0; k < le.size(); ++k) u |= static_cast<uint64_t>(static_cast<uint8_t>(le[k])) << (8 * k);
+      for (size_t k = 0; k < le.size(); ++k)
+        u |= static_cast<uint64_t>(static_cast<uint8_t>(le[k])) << (8 * k);
       if (!le.empty() && le.size() < 8 && (static_cast<uint8_t>(le.back()) & 0x80)) {
         u |= ~uint64_t{0} << (8 * le.size());  // sign-extend
       }
@@ -170,7 +178,8 @@ class Machine {
   }
   Result<Value*> memo_get(uint64_t idx) {
     auto it = memo_.find(idx);
-    if (it == memo_.end()) return fail("reads memo slot " + std::to_string(idx) + " that was never set");
+    if (it == memo_.end())
+      return fail("reads memo slot " + std::to_string(idx) + " that was never set");
     return it->second;
   }
   Status call(Value* callable, Value* args, Value** out) {
@@ -218,7 +227,9 @@ Result<std::unique_ptr<PickleDoc>> Machine::run() {
         doc_->end_offset = pos_;
         return std::move(doc_);
       }
-      case '(': marks_.push_back(stack_.size()); continue;
+      case '(':
+        marks_.push_back(stack_.size());
+        continue;
       case '0': {
         if (stack_.size() > floor()) {
           stack_.pop_back();
@@ -238,7 +249,10 @@ Result<std::unique_ptr<PickleDoc>> Machine::run() {
         stack_.push_back(v);
         continue;
       }
-      case 'N': { CKPT_ASSIGN_OR_RETURN(v, make(Kind::kNone)); break; }
+      case 'N': {
+        CKPT_ASSIGN_OR_RETURN(v, make(Kind::kNone));
+        break;
+      }
       case 0x88:
       case 0x89: {
         CKPT_ASSIGN_OR_RETURN(v, make(Kind::kBool));
@@ -271,7 +285,9 @@ Result<std::unique_ptr<PickleDoc>> Machine::run() {
         std::memcpy(&v->f, &u, 8);
         break;
       }
-      case 'I': case 'L': case 'F': {  // text INT / LONG / FLOAT (protocol 0)
+      case 'I':
+      case 'L':
+      case 'F': {  // text INT / LONG / FLOAT (protocol 0)
         CKPT_ASSIGN_OR_RETURN(std::string t, line());
         if (op == 'L' && !t.empty() && t.back() == 'L') t.pop_back();
         if (op == 'I' && (t == "00" || t == "01")) {
@@ -288,20 +304,32 @@ Result<std::unique_ptr<PickleDoc>> Machine::run() {
           v->f = d;
         } else {
           long long x = std::strtoll(t.c_str(), &end, 10);
-          if (t.empty() || *end != '\0' || errno == ERANGE) return fail("has a malformed or huge INT");
+          if (t.empty() || *end != '\0' || errno == ERANGE)
+            return fail("has a malformed or huge INT");
           CKPT_ASSIGN_OR_RETURN(v, make_int(x));
         }
         break;
       }
-      case 'X': case 0x8c: case 0x8d: case 'T': case 'U': case 'B': case 'C': case 0x8e: case 0x96: {
-        int width = (op == 0x8c || op == 'U' || op == 'C') ? 1 : (op == 0x8d || op == 0x8e || op == 0x96) ? 8 : 4;
+      case 'X':
+      case 0x8c:
+      case 0x8d:
+      case 'T':
+      case 'U':
+      case 'B':
+      case 'C':
+      case 0x8e:
+      case 0x96: {
+        int width = (op == 0x8c || op == 'U' || op == 'C')     ? 1
+                    : (op == 0x8d || op == 0x8e || op == 0x96) ? 8
+                                                               : 4;
         CKPT_ASSIGN_OR_RETURN(uint64_t n, uint_le(width));
         CKPT_ASSIGN_OR_RETURN(std::string s, bytes(n));
         bool is_text = op == 'X' || op == 0x8c || op == 0x8d || op == 'T' || op == 'U';
         CKPT_ASSIGN_OR_RETURN(v, make_str(is_text ? Kind::kStr : Kind::kBytes, std::move(s)));
         break;
       }
-      case 'S': case 'V': {  // text STRING (quoted repr) / UNICODE (raw-unicode-escape)
+      case 'S':
+      case 'V': {  // text STRING (quoted repr) / UNICODE (raw-unicode-escape)
         CKPT_ASSIGN_OR_RETURN(std::string t, line());
         if (op == 'S') {
           if (t.size() < 2 || (t.front() != '\'' && t.front() != '"') || t.back() != t.front()) {
@@ -312,20 +340,30 @@ Result<std::unique_ptr<PickleDoc>> Machine::run() {
         CKPT_ASSIGN_OR_RETURN(v, make_str(Kind::kStr, std::move(t)));
         break;
       }
-      case ')': { CKPT_ASSIGN_OR_RETURN(v, make_tuple({})); break; }
+      case ')': {
+        CKPT_ASSIGN_OR_RETURN(v, make_tuple({}));
+        break;
+      }
       case 't': {
         CKPT_ASSIGN_OR_RETURN(auto items, pop_mark());
         CKPT_ASSIGN_OR_RETURN(v, make_tuple(std::move(items)));
         break;
       }
-      case 0x85: case 0x86: case 0x87: {
+      case 0x85:
+      case 0x86:
+      case 0x87: {
         size_t n = op - 0x84u;
         std::vector<Value*> items(n);
-        for (size_t k = n; k-- > 0;) { CKPT_ASSIGN_OR_RETURN(items[k], pop()); }
+        for (size_t k = n; k-- > 0;) {
+          CKPT_ASSIGN_OR_RETURN(items[k], pop());
+        }
         CKPT_ASSIGN_OR_RETURN(v, make_tuple(std::move(items)));
         break;
       }
-      case ']': { CKPT_ASSIGN_OR_RETURN(v, make(Kind::kList)); break; }
+      case ']': {
+        CKPT_ASSIGN_OR_RETURN(v, make(Kind::kList));
+        break;
+      }
       case 'l': {
         CKPT_ASSIGN_OR_RETURN(auto items, pop_mark());
         CKPT_ASSIGN_OR_RETURN(v, make(Kind::kList));
@@ -338,18 +376,23 @@ Result<std::unique_ptr<PickleDoc>> Machine::run() {
         CKPT_RETURN_IF_ERROR(push_item(list, item));
         continue;
       }
-      case 'e': case 0x90: {  // APPENDS, ADDITEMS
+      case 'e':
+      case 0x90: {  // APPENDS, ADDITEMS
         CKPT_ASSIGN_OR_RETURN(auto items, pop_mark());
         CKPT_ASSIGN_OR_RETURN(Value * list, top());
         for (Value* it : items) CKPT_RETURN_IF_ERROR(push_item(list, it));
         continue;
       }
-      case '}': { CKPT_ASSIGN_OR_RETURN(v, make(Kind::kDict)); break; }
+      case '}': {
+        CKPT_ASSIGN_OR_RETURN(v, make(Kind::kDict));
+        break;
+      }
       case 'd': {
         CKPT_ASSIGN_OR_RETURN(auto items, pop_mark());
         if (items.size() % 2 != 0) return fail("DICT with an odd number of items");
         CKPT_ASSIGN_OR_RETURN(v, make(Kind::kDict));
-        for (size_t k = 0; k < items.size(); k += 2) CKPT_RETURN_IF_ERROR(set_item(v, items[k], items[k + 1]));
+        for (size_t k = 0; k < items.size(); k += 2)
+          CKPT_RETURN_IF_ERROR(set_item(v, items[k], items[k + 1]));
         break;
       }
       case 's': {
@@ -363,10 +406,14 @@ Result<std::unique_ptr<PickleDoc>> Machine::run() {
         CKPT_ASSIGN_OR_RETURN(auto items, pop_mark());
         if (items.size() % 2 != 0) return fail("SETITEMS with an odd number of items");
         CKPT_ASSIGN_OR_RETURN(Value * dict, top());
-        for (size_t k = 0; k < items.size(); k += 2) CKPT_RETURN_IF_ERROR(set_item(dict, items[k], items[k + 1]));
+        for (size_t k = 0; k < items.size(); k += 2)
+          CKPT_RETURN_IF_ERROR(set_item(dict, items[k], items[k + 1]));
         continue;
       }
-      case 0x8f: { CKPT_ASSIGN_OR_RETURN(v, make(Kind::kSet)); break; }
+      case 0x8f: {
+        CKPT_ASSIGN_OR_RETURN(v, make(Kind::kSet));
+        break;
+      }
       case 0x91: {
         CKPT_ASSIGN_OR_RETURN(auto items, pop_mark());
         CKPT_ASSIGN_OR_RETURN(v, make(Kind::kSet));
@@ -382,11 +429,13 @@ Result<std::unique_ptr<PickleDoc>> Machine::run() {
       case 0x93: {  // STACK_GLOBAL
         CKPT_ASSIGN_OR_RETURN(Value * name, pop());
         CKPT_ASSIGN_OR_RETURN(Value * module, pop());
-        if (name->kind != Kind::kStr || module->kind != Kind::kStr) return fail("STACK_GLOBAL needs two strings");
+        if (name->kind != Kind::kStr || module->kind != Kind::kStr)
+          return fail("STACK_GLOBAL needs two strings");
         CKPT_ASSIGN_OR_RETURN(v, make_global(module->s, name->s));
         break;
       }
-      case 'R': case 0x81: {  // REDUCE, NEWOBJ
+      case 'R':
+      case 0x81: {  // REDUCE, NEWOBJ
         CKPT_ASSIGN_OR_RETURN(Value * args, pop());
         CKPT_ASSIGN_OR_RETURN(Value * fn, pop());
         CKPT_RETURN_IF_ERROR(call(fn, args, &v));
@@ -413,7 +462,8 @@ Result<std::unique_ptr<PickleDoc>> Machine::run() {
         CKPT_ASSIGN_OR_RETURN(auto items, pop_mark());
         if (items.empty()) return fail("OBJ without a class");
         Value* fn = items.front();
-        CKPT_ASSIGN_OR_RETURN(Value * args, make_tuple(std::vector<Value*>(items.begin() + 1, items.end())));
+        CKPT_ASSIGN_OR_RETURN(Value * args,
+                              make_tuple(std::vector<Value*>(items.begin() + 1, items.end())));
         CKPT_RETURN_IF_ERROR(call(fn, args, &v));
         break;
       }
@@ -425,7 +475,8 @@ Result<std::unique_ptr<PickleDoc>> Machine::run() {
         if (obj->kind == Kind::kObject) CKPT_RETURN_IF_ERROR(add_child(obj, state));
         continue;
       }
-      case 'Q': case 'P': {  // BINPERSID, PERSID
+      case 'Q':
+      case 'P': {  // BINPERSID, PERSID
         Value* pid = nullptr;
         if (op == 'Q') {
           CKPT_ASSIGN_OR_RETURN(pid, pop());
@@ -465,10 +516,17 @@ Result<std::unique_ptr<PickleDoc>> Machine::run() {
         CKPT_RETURN_IF_ERROR(memo_put(i));
         continue;
       }
-      case 0x94: { CKPT_RETURN_IF_ERROR(memo_put(memo_.size())); continue; }  // MEMOIZE
-      case 0x97: case 0x98:
-        return fail("uses out-of-band buffers (NEXT_BUFFER/READONLY_BUFFER), which a file cannot carry");
-      case 0x82: case 0x83: case 0x84:
+      case 0x94: {
+        CKPT_RETURN_IF_ERROR(memo_put(memo_.size()));
+        continue;
+      }  // MEMOIZE
+      case 0x97:
+      case 0x98:
+        return fail(
+            "uses out-of-band buffers (NEXT_BUFFER/READONLY_BUFFER), which a file cannot carry");
+      case 0x82:
+      case 0x83:
+      case 0x84:
         return fail("uses the copyreg extension registry (EXT1/2/4), which checkpoints never use");
       default: {
         char hex[8];

@@ -7,30 +7,48 @@ namespace ckpt::verify {
 
 const char* kind_name(Kind k) {
   switch (k) {
-    case Kind::kNone: return "None";
-    case Kind::kBool: return "bool";
-    case Kind::kInt: return "int";
-    case Kind::kBigInt: return "int";
-    case Kind::kFloat: return "float";
-    case Kind::kStr: return "str";
-    case Kind::kBytes: return "bytes";
-    case Kind::kList: return "list";
-    case Kind::kTuple: return "tuple";
-    case Kind::kDict: return "dict";
-    case Kind::kSet: return "set";
-    case Kind::kGlobal: return "global";
-    case Kind::kObject: return "object";
-    case Kind::kStorage: return "storage";
-    case Kind::kTensor: return "tensor";
+    case Kind::kNone:
+      return "None";
+    case Kind::kBool:
+      return "bool";
+    case Kind::kInt:
+      return "int";
+    case Kind::kBigInt:
+      return "int";
+    case Kind::kFloat:
+      return "float";
+    case Kind::kStr:
+      return "str";
+    case Kind::kBytes:
+      return "bytes";
+    case Kind::kList:
+      return "list";
+    case Kind::kTuple:
+      return "tuple";
+    case Kind::kDict:
+      return "dict";
+    case Kind::kSet:
+      return "set";
+    case Kind::kGlobal:
+      return "global";
+    case Kind::kObject:
+      return "object";
+    case Kind::kStorage:
+      return "storage";
+    case Kind::kTensor:
+      return "tensor";
   }
   return "?";
 }
 
 const char* global_class_name(GlobalClass c) {
   switch (c) {
-    case GlobalClass::kKnown: return "known";
-    case GlobalClass::kOpaque: return "opaque";
-    case GlobalClass::kDangerous: return "dangerous";
+    case GlobalClass::kKnown:
+      return "known";
+    case GlobalClass::kOpaque:
+      return "opaque";
+    case GlobalClass::kDangerous:
+      return "dangerous";
   }
   return "?";
 }
@@ -38,24 +56,61 @@ const char* global_class_name(GlobalClass c) {
 GlobalClass classify_global(const std::string& q) {
   // Modules whose callables exist to touch the OS, the interpreter or the network: a checkpoint
   // has no reason to name them, and naming them in a pickle means "run this on load".
-  static const std::set<std::string> kDangerousModules = {
-      "os", "posix", "nt", "subprocess", "sys", "importlib", "runpy", "pty", "shutil", "socket",
-      "webbrowser", "pickle", "_pickle", "marshal", "ctypes", "code", "codeop", "commands",
-      "platform", "asyncio", "multiprocessing", "pdb", "timeit", "types", "http", "urllib",
-      "requests", "tempfile", "signal", "threading", "_posixsubprocess", "io", "_io"};
+  static const std::set<std::string> kDangerousModules = {"os",
+                                                          "posix",
+                                                          "nt",
+                                                          "subprocess",
+                                                          "sys",
+                                                          "importlib",
+                                                          "runpy",
+                                                          "pty",
+                                                          "shutil",
+                                                          "socket",
+                                                          "webbrowser",
+                                                          "pickle",
+                                                          "_pickle",
+                                                          "marshal",
+                                                          "ctypes",
+                                                          "code",
+                                                          "codeop",
+                                                          "commands",
+                                                          "platform",
+                                                          "asyncio",
+                                                          "multiprocessing",
+                                                          "pdb",
+                                                          "timeit",
+                                                          "types",
+                                                          "http",
+                                                          "urllib",
+                                                          "requests",
+                                                          "tempfile",
+                                                          "signal",
+                                                          "threading",
+                                                          "_posixsubprocess",
+                                                          "io",
+                                                          "_io"};
   static const std::set<std::string> kDangerousBuiltins = {
-      "eval", "exec", "compile", "__import__", "open", "input", "breakpoint", "setattr",
-      "delattr", "globals", "locals", "vars", "exit", "quit", "memoryview"};
+      "eval",    "exec",    "compile", "__import__", "open", "input", "breakpoint", "setattr",
+      "delattr", "globals", "locals",  "vars",       "exit", "quit",  "memoryview"};
   // Training libraries whose classes legitimately appear in checkpoints (TrainingArguments,
   // Lightning hparams, DCP metadata); objects of theirs are inventoried, never constructed.
-  static const std::set<std::string> kKnownRoots = {
-      "torch", "collections", "numpy", "transformers", "accelerate", "lightning",
-      "pytorch_lightning", "lightning_fabric", "pathlib", "torchdata", "omegaconf", "datetime"};
-  static const std::set<std::string> kKnown = {
-      "_codecs.encode", "copyreg._reconstructor", "functools.partial", "enum.Enum"};
+  static const std::set<std::string> kKnownRoots = {"torch",
+                                                    "collections",
+                                                    "numpy",
+                                                    "transformers",
+                                                    "accelerate",
+                                                    "lightning",
+                                                    "pytorch_lightning",
+                                                    "lightning_fabric",
+                                                    "pathlib",
+                                                    "torchdata",
+                                                    "omegaconf",
+                                                    "datetime"};
+  static const std::set<std::string> kKnown = {"_codecs.encode", "copyreg._reconstructor",
+                                               "functools.partial", "enum.Enum"};
   static const std::set<std::string> kBuiltinContainers = {
-      "set", "frozenset", "bytes", "bytearray", "complex", "slice", "range", "object", "int",
-      "float", "str", "list", "dict", "tuple", "bool", "getattr"};
+      "set", "frozenset", "bytes", "bytearray", "complex", "slice", "range", "object",
+      "int", "float",     "str",   "list",      "dict",    "tuple", "bool",  "getattr"};
   size_t dot = q.rfind('.');
   std::string module = dot == std::string::npos ? q : q.substr(0, dot);
   std::string root = module.substr(0, module.find('.'));
@@ -134,22 +189,38 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 std::string summarize(const Value& v) {
   std::ostringstream o;
   switch (v.kind) {
-    case Kind::kNone: return "None";
-    case Kind::kBool: return v.b ? "True" : "False";
-    case Kind::kInt: o << v.i; return o.str();
-    case Kind::kBigInt: o << "int (" << v.s.size() << "-byte)"; return o.str();
-    case Kind::kFloat: o << v.f; return o.str();
+    case Kind::kNone:
+      return "None";
+    case Kind::kBool:
+      return v.b ? "True" : "False";
+    case Kind::kInt:
+      o << v.i;
+      return o.str();
+    case Kind::kBigInt:
+      o << "int (" << v.s.size() << "-byte)";
+      return o.str();
+    case Kind::kFloat:
+      o << v.f;
+      return o.str();
     case Kind::kStr: {
       std::string t = v.s.size() > 60 ? v.s.substr(0, 57) + "..." : v.s;
       return "'" + t + "'";
     }
-    case Kind::kBytes: o << "bytes[" << v.s.size() << "]"; return o.str();
+    case Kind::kBytes:
+      o << "bytes[" << v.s.size() << "]";
+      return o.str();
     case Kind::kList:
     case Kind::kTuple:
-    case Kind::kSet: o << kind_name(v.kind) << "[" << v.items.size() << "]"; return o.str();
-    case Kind::kDict: o << "dict[" << v.entries.size() << "]"; return o.str();
-    case Kind::kGlobal: return "global " + v.qualname();
-    case Kind::kObject: return "object " + v.qualname() + " (not constructed)";
+    case Kind::kSet:
+      o << kind_name(v.kind) << "[" << v.items.size() << "]";
+      return o.str();
+    case Kind::kDict:
+      o << "dict[" << v.entries.size() << "]";
+      return o.str();
+    case Kind::kGlobal:
+      return "global " + v.qualname();
+    case Kind::kObject:
+      return "object " + v.qualname() + " (not constructed)";
     case Kind::kStorage:
       return "storage " + v.tensor->dtype + " key=" + v.tensor->storage_key + " " +
              v.tensor->location;

@@ -20,8 +20,17 @@
 namespace ckpt::verify {
 
 enum class Kind : uint8_t {
-  kNone, kBool, kInt, kBigInt, kFloat, kStr, kBytes,
-  kList, kTuple, kDict, kSet,
+  kNone,
+  kBool,
+  kInt,
+  kBigInt,
+  kFloat,
+  kStr,
+  kBytes,
+  kList,
+  kTuple,
+  kDict,
+  kSet,
   kGlobal,   // module.name, never imported
   kObject,   // callable(args) with optional BUILD state, not constructed
   kStorage,  // a persistent id: ('storage', type, key, location, numel)
@@ -34,8 +43,8 @@ struct Value;
 
 // Where a tensor's bytes live, without reading them.
 struct TensorRecord {
-  std::string dtype;            // ckpt dtype spelling: "float32", "uint8", ... or numpy "<u4"
-  size_t element_size = 0;      // 0 when unknown
+  std::string dtype;        // ckpt dtype spelling: "float32", "uint8", ... or numpy "<u4"
+  size_t element_size = 0;  // 0 when unknown
   std::vector<int64_t> shape;
   std::vector<int64_t> stride;  // elements
   int64_t storage_offset = 0;   // elements
@@ -44,11 +53,11 @@ struct TensorRecord {
   int64_t storage_numel = 0;    // elements of the storage (bytes for UntypedStorage)
   uint64_t storage_nbytes = 0;
   bool requires_grad = false;
-  std::string rebuild;          // the torch function that rebuilt it, e.g. "_rebuild_tensor_v2"
+  std::string rebuild;  // the torch function that rebuilt it, e.g. "_rebuild_tensor_v2"
   const Value* inline_bytes = nullptr;  // numpy arrays carry their bytes in the pickle
 
-  int64_t numel() const;       // -1 on overflow
-  uint64_t nbytes() const;     // numel * element_size (0 on overflow/unknown)
+  int64_t numel() const;    // -1 on overflow
+  uint64_t nbytes() const;  // numel * element_size (0 on overflow/unknown)
 };
 
 struct Value {
@@ -58,13 +67,13 @@ struct Value {
   double f = 0;
   std::string s;     // str, bytes, big-int little-endian two's complement, Global module
   std::string name;  // Global name
-  std::vector<const Value*> items;                              // list, tuple, set
+  std::vector<const Value*> items;                             // list, tuple, set
   std::vector<std::pair<const Value*, const Value*>> entries;  // dict, in insertion order
-  const Value* callable = nullptr;  // Object: the Global called
-  const Value* args = nullptr;      // Object: the argument tuple
-  const Value* state = nullptr;     // Object: BUILD state
+  const Value* callable = nullptr;                             // Object: the Global called
+  const Value* args = nullptr;                                 // Object: the argument tuple
+  const Value* state = nullptr;                                // Object: BUILD state
   std::unique_ptr<TensorRecord> tensor;  // kTensor, kStorage (storage fields only)
-  int depth = 1;                    // nesting depth when built (containers update it)
+  int depth = 1;                         // nesting depth when built (containers update it)
 
   bool is(Kind k) const { return kind == k; }
   bool is_str(const char* v) const { return kind == Kind::kStr && s == v; }

@@ -180,8 +180,8 @@ Result<uint64_t> ZipReader::data_offset(const ZipEntry& e) const {
   unsigned char h[30];
   CKPT_RETURN_IF_ERROR(file_->read_at(e.local_header_offset, 30, h));
   if (le32(h) != kLocalSig) {
-    return corrupt(file_->name() + ": zip entry \"" + e.name + "\": bad local header signature at " +
-                   std::to_string(e.local_header_offset));
+    return corrupt(file_->name() + ": zip entry \"" + e.name +
+                   "\": bad local header signature at " + std::to_string(e.local_header_offset));
   }
   uint64_t off = e.local_header_offset + 30 + le16(h + 26) + le16(h + 28);
   if (!range_inside(off, e.compressed_size, directory_offset_)) {

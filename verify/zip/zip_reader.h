@@ -22,10 +22,10 @@ namespace ckpt::verify {
 
 struct ZipEntry {
   std::string name;
-  uint16_t method = 0;            // 0 stored, 8 deflate
-  uint32_t crc32 = 0;             // from the central directory
+  uint16_t method = 0;  // 0 stored, 8 deflate
+  uint32_t crc32 = 0;   // from the central directory
   uint64_t compressed_size = 0;
-  uint64_t size = 0;              // uncompressed
+  uint64_t size = 0;  // uncompressed
   uint64_t local_header_offset = 0;
 };
 
