@@ -1,12 +1,12 @@
 // `ckpt coverage RUN_DIR | --run-spec FILE.json`: what fraction of the dataset a restarted run
 // really visited, per epoch: unique samples, repeats, never-visited positions and ids. The work
-// is in verify/analytics/commands.h; this file binds the flags.
+// is in analytics/commands.h; this file binds the flags.
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
 
 #include "cli/command.h"
-#include "verify/analytics/commands.h"
+#include "analytics/commands.h"
 
 namespace ckpt::cli {
 namespace {

@@ -1,13 +1,13 @@
 // `ckpt lr INPUT`: the learning rate across restarts — from a run directory (journal), a CSV or
 // JSONL log, or Hugging Face's trainer_state.json. Finds and classifies discontinuities; with the
 // run's schedule spec, compares every post-restart LR with the expected one. The work is in
-// verify/analytics/commands.h; this file binds the flags.
+// analytics/commands.h; this file binds the flags.
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
 
 #include "cli/command.h"
-#include "verify/analytics/commands.h"
+#include "analytics/commands.h"
 
 namespace ckpt::cli {
 namespace {

@@ -1,12 +1,12 @@
 // `ckpt report RUN_DIR --html FILE`: one self-contained HTML page — the audit of the latest
 // checkpoint, the LR chart, the coverage chart and the profiler's verdicts when its files are
-// there. The work is in verify/analytics/report_html.h; this file binds the flags.
+// there. The work is in analytics/report_html.h; this file binds the flags.
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
 
 #include "cli/command.h"
-#include "verify/analytics/commands.h"
+#include "analytics/commands.h"
 
 namespace ckpt::cli {
 namespace {

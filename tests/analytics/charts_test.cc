@@ -2,11 +2,11 @@
 #include <regex>
 
 #include "ckpt/sched/schedule.h"
-#include "verify/analytics/coverage.h"
-#include "verify/analytics/coverage_chart.h"
-#include "verify/analytics/lr_analysis.h"
-#include "verify/analytics/lr_chart.h"
-#include "verify/analytics/run_spec.h"
+#include "analytics/coverage.h"
+#include "analytics/coverage_chart.h"
+#include "analytics/lr_analysis.h"
+#include "analytics/lr_chart.h"
+#include "analytics/run_spec.h"
 
 namespace ckpt::analytics {
 namespace {

@@ -1,4 +1,4 @@
-#include "verify/analytics/coverage.h"
+#include "analytics/coverage.h"
 
 #include <sys/stat.h>
 
@@ -14,12 +14,12 @@
 #include "ckpt/loader/resumable_sampler.h"
 #include "ckpt/sched/schedule.h"
 #include "tests/analytics/test_support.h"
-#include "verify/analytics/checkpoint_cursors.h"
-#include "verify/analytics/checkpoint_lr.h"
-#include "verify/analytics/commands.h"
-#include "verify/analytics/coverage_from_journal.h"
-#include "verify/analytics/json_text.h"
-#include "verify/analytics/run_spec.h"
+#include "analytics/checkpoint_cursors.h"
+#include "analytics/checkpoint_lr.h"
+#include "analytics/commands.h"
+#include "analytics/coverage_from_journal.h"
+#include "analytics/json_text.h"
+#include "analytics/run_spec.h"
 
 namespace ckpt::analytics {
 namespace {

@@ -5,9 +5,9 @@
 
 #include "ckpt/sched/schedule.h"
 #include "tests/analytics/test_support.h"
-#include "verify/analytics/commands.h"
-#include "verify/analytics/lr_analysis.h"
-#include "verify/analytics/lr_input.h"
+#include "analytics/commands.h"
+#include "analytics/lr_analysis.h"
+#include "analytics/lr_input.h"
 
 namespace ckpt::analytics {
 namespace {

@@ -8,9 +8,9 @@
 
 #include "ckpt/sched/schedule.h"
 #include "tests/analytics/test_support.h"
-#include "verify/analytics/commands.h"
-#include "verify/analytics/json_text.h"
-#include "verify/analytics/report_html.h"
+#include "analytics/commands.h"
+#include "analytics/json_text.h"
+#include "analytics/report_html.h"
 
 namespace ckpt::analytics {
 namespace {

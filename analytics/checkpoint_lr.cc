@@ -1,4 +1,4 @@
-#include "verify/analytics/checkpoint_lr.h"
+#include "analytics/checkpoint_lr.h"
 
 #include "ckpt/format/manifest.h"
 #include "ckpt/io/env.h"

@@ -1,4 +1,4 @@
-#include "verify/analytics/lr_analysis.h"
+#include "analytics/lr_analysis.h"
 
 #include <algorithm>
 #include <cmath>

@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "verify/analytics/coverage.h"
+#include "analytics/coverage.h"
 
 namespace ckpt::analytics {
 

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "verify/analytics/lr_input.h"
+#include "analytics/lr_input.h"
 
 namespace ckpt::analytics {
 

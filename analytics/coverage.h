@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "ckpt/base/status.h"
-#include "verify/analytics/sample_order.h"
+#include "analytics/sample_order.h"
 
 namespace ckpt::analytics {
 

@@ -1,10 +1,10 @@
-#include "verify/analytics/coverage_chart.h"
+#include "analytics/coverage_chart.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
-#include "verify/analytics/svg_canvas.h"
+#include "analytics/svg_canvas.h"
 
 namespace ckpt::analytics {
 namespace {

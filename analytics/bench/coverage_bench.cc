@@ -9,9 +9,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "verify/analytics/coverage.h"
-#include "verify/analytics/coverage_chart.h"
-#include "verify/analytics/run_spec.h"
+#include "analytics/coverage.h"
+#include "analytics/coverage_chart.h"
+#include "analytics/run_spec.h"
 
 using namespace ckpt::analytics;
 

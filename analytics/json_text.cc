@@ -1,4 +1,4 @@
-#include "verify/analytics/json_text.h"
+#include "analytics/json_text.h"
 
 #include <cerrno>
 #include <cmath>

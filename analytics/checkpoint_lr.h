@@ -10,7 +10,7 @@
 #include <string>
 
 #include "ckpt/base/status.h"
-#include "verify/analytics/lr_input.h"
+#include "analytics/lr_input.h"
 
 namespace ckpt::analytics {
 

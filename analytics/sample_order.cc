@@ -1,4 +1,4 @@
-#include "verify/analytics/sample_order.h"
+#include "analytics/sample_order.h"
 
 #include <limits>
 

@@ -4,13 +4,13 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/exit_codes.h"
-#include "verify/analytics/checkpoint_cursors.h"
-#include "verify/analytics/commands.h"
-#include "verify/analytics/coverage.h"
-#include "verify/analytics/coverage_chart.h"
-#include "verify/analytics/coverage_from_journal.h"
-#include "verify/analytics/run_spec.h"
-#include "verify/analytics/svg_canvas.h"
+#include "analytics/checkpoint_cursors.h"
+#include "analytics/commands.h"
+#include "analytics/coverage.h"
+#include "analytics/coverage_chart.h"
+#include "analytics/coverage_from_journal.h"
+#include "analytics/run_spec.h"
+#include "analytics/svg_canvas.h"
 
 namespace ckpt::analytics {
 namespace {

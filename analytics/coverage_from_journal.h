@@ -12,8 +12,8 @@
 #include <string>
 
 #include "ckpt/base/status.h"
-#include "verify/analytics/coverage.h"
-#include "verify/analytics/run_journal.h"
+#include "analytics/coverage.h"
+#include "analytics/run_journal.h"
 
 namespace ckpt::analytics {
 

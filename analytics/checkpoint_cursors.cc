@@ -1,4 +1,4 @@
-#include "verify/analytics/checkpoint_cursors.h"
+#include "analytics/checkpoint_cursors.h"
 
 #include <map>
 

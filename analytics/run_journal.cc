@@ -1,10 +1,10 @@
-#include "verify/analytics/run_journal.h"
+#include "analytics/run_journal.h"
 
 #include <nlohmann/json.hpp>
 
 #include "ckpt/format/tree.h"
 #include "ckpt/sched/scheduler.h"
-#include "verify/analytics/json_text.h"
+#include "analytics/json_text.h"
 
 namespace ckpt::analytics {
 namespace {

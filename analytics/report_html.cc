@@ -1,4 +1,4 @@
-#include "verify/analytics/report_html.h"
+#include "analytics/report_html.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -14,14 +14,14 @@
 #include "profile/analyzer.h"
 #include "profile/report_render.h"
 #include "profile/trace_import.h"
-#include "verify/analytics/commands.h"
-#include "verify/analytics/coverage.h"
-#include "verify/analytics/coverage_chart.h"
-#include "verify/analytics/coverage_from_journal.h"
-#include "verify/analytics/lr_analysis.h"
-#include "verify/analytics/lr_chart.h"
-#include "verify/analytics/lr_input.h"
-#include "verify/analytics/svg_canvas.h"
+#include "analytics/commands.h"
+#include "analytics/coverage.h"
+#include "analytics/coverage_chart.h"
+#include "analytics/coverage_from_journal.h"
+#include "analytics/lr_analysis.h"
+#include "analytics/lr_chart.h"
+#include "analytics/lr_input.h"
+#include "analytics/svg_canvas.h"
 #include "verify/audit/audit.h"
 
 namespace ckpt::analytics {

@@ -1,14 +1,14 @@
 // libtorch's randperm for `ckpt coverage`: registers, before main, the function that draws
 // torch.randperm(n, generator) exactly as PyTorch does (same CPU generator, same seeding through
 // manual_seed, same algorithm), so RandomSampler and DistributedSampler orders are bit-identical
-// to the ones a PyTorch run used. The only translation unit of verify/analytics that includes
+// to the ones a PyTorch run used. The only translation unit of analytics that includes
 // torch. The registered function keeps one generator between calls (guarded by a mutex) so that
 // consecutive draws of a RandomSampler do not re-draw the earlier permutations each time.
 #include <torch/torch.h>
 
 #include <mutex>
 
-#include "verify/analytics/sample_order.h"
+#include "analytics/sample_order.h"
 
 namespace ckpt::analytics {
 namespace {

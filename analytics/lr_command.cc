@@ -4,11 +4,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/exit_codes.h"
-#include "verify/analytics/commands.h"
-#include "verify/analytics/lr_analysis.h"
-#include "verify/analytics/lr_chart.h"
-#include "verify/analytics/lr_input.h"
-#include "verify/analytics/svg_canvas.h"
+#include "analytics/commands.h"
+#include "analytics/lr_analysis.h"
+#include "analytics/lr_chart.h"
+#include "analytics/lr_input.h"
+#include "analytics/svg_canvas.h"
 
 namespace ckpt::analytics {
 namespace {

@@ -1,8 +1,8 @@
-#include "verify/analytics/run_spec.h"
+#include "analytics/run_spec.h"
 
 #include <nlohmann/json.hpp>
 
-#include "verify/analytics/json_text.h"
+#include "analytics/json_text.h"
 
 namespace ckpt::analytics {
 namespace {

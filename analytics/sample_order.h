@@ -18,7 +18,7 @@
 // finished epoch; sequential: unused.
 //
 // The libtorch randperm is registered at static-initialisation time by ckpt_analytics_torch
-// (verify/analytics/torch/); without it the shuffled torch kinds are `unsupported`. Orders are
+// (analytics/torch/); without it the shuffled torch kinds are `unsupported`. Orders are
 // immutable once built and safe to share between threads; register_torch_randperm is not
 // thread-safe and runs before main.
 #pragma once

@@ -1,4 +1,4 @@
-#include "verify/analytics/coverage.h"
+#include "analytics/coverage.h"
 
 #include <algorithm>
 #include <map>

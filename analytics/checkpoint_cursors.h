@@ -14,7 +14,7 @@
 
 #include "ckpt/base/status.h"
 #include "ckpt/loader/resumable_sampler.h"
-#include "verify/analytics/run_journal.h"
+#include "analytics/run_journal.h"
 
 namespace ckpt::analytics {
 

@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "ckpt/base/status.h"
-#include "verify/analytics/coverage.h"
-#include "verify/analytics/sample_order.h"
+#include "analytics/coverage.h"
+#include "analytics/sample_order.h"
 
 namespace ckpt::analytics {
 

@@ -1,4 +1,4 @@
-#include "verify/analytics/lr_input.h"
+#include "analytics/lr_input.h"
 
 #include <sys/stat.h>
 
@@ -8,9 +8,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "verify/analytics/checkpoint_lr.h"
-#include "verify/analytics/json_text.h"
-#include "verify/analytics/run_journal.h"
+#include "analytics/checkpoint_lr.h"
+#include "analytics/json_text.h"
+#include "analytics/run_journal.h"
 
 namespace ckpt::analytics {
 namespace {

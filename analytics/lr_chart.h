@@ -9,8 +9,8 @@
 
 #include <string>
 
-#include "verify/analytics/lr_analysis.h"
-#include "verify/analytics/lr_input.h"
+#include "analytics/lr_analysis.h"
+#include "analytics/lr_input.h"
 
 namespace ckpt::analytics {
 

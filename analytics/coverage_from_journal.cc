@@ -1,4 +1,4 @@
-#include "verify/analytics/coverage_from_journal.h"
+#include "analytics/coverage_from_journal.h"
 
 namespace ckpt::analytics {
 namespace {

@@ -1,4 +1,4 @@
-#include "verify/analytics/svg_canvas.h"
+#include "analytics/svg_canvas.h"
 
 #include <cmath>
 #include <cstdio>
