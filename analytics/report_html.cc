@@ -23,6 +23,7 @@
 #include "analytics/lr_input.h"
 #include "analytics/svg_canvas.h"
 #include "verify/audit/audit.h"
+#include "verify/ours/ours_reader.h"
 
 namespace ckpt::analytics {
 namespace {
@@ -175,6 +176,7 @@ constexpr const char* kStyle =
 
 Result<RunReport> build_run_report(const std::string& run_dir) {
   if (!is_dir(run_dir)) return not_found(run_dir + ": not a run directory");
+  verify::register_ours_reader();  // the audit section reads our own checkpoints
   RunReport out;
   std::time_t now = std::time(nullptr);
   char when[64];

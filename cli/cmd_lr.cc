@@ -10,8 +10,6 @@
 #include "analytics/commands.h"
 
 namespace ckpt::cli {
-namespace {
-
 Runner setup_lr(CLI::App& root, CLI::App*& sub) {
   auto o = std::make_shared<analytics::LrCommandOptions>();
   sub = root.add_subcommand("lr",
@@ -33,7 +31,4 @@ Runner setup_lr(CLI::App& root, CLI::App*& sub) {
   return [o] { return analytics::run_lr_command(*o, std::cout, std::cerr); };
 }
 
-const CommandRegistrar kLr("lr", setup_lr);
-
-}  // namespace
 }  // namespace ckpt::cli
