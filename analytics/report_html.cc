@@ -10,10 +10,6 @@
 #include <map>
 #include <vector>
 
-#include "cli/exit_codes.h"
-#include "profile/analyzer.h"
-#include "profile/report_render.h"
-#include "profile/trace_import.h"
 #include "analytics/commands.h"
 #include "analytics/coverage.h"
 #include "analytics/coverage_chart.h"
@@ -22,6 +18,10 @@
 #include "analytics/lr_chart.h"
 #include "analytics/lr_input.h"
 #include "analytics/svg_canvas.h"
+#include "cli/exit_codes.h"
+#include "profile/analyzer.h"
+#include "profile/report_render.h"
+#include "profile/trace_import.h"
 #include "verify/audit/audit.h"
 #include "verify/ours/ours_reader.h"
 

@@ -145,8 +145,8 @@ Result<std::shared_ptr<const SampleOrder>> make_order(const SamplerConfig& c, ui
     return std::shared_ptr<const SampleOrder>(std::make_shared<KeyedOrder>(n, c.seed, key));
   }
   const std::vector<int64_t> perm = c.kind == SamplerKind::kTorchDistributed
-                                         ? torch_randperm_after(n, c.seed + key, 0)
-                                         : torch_randperm_after(n, c.seed, key);
+                                        ? torch_randperm_after(n, c.seed + key, 0)
+                                        : torch_randperm_after(n, c.seed, key);
   return std::shared_ptr<const SampleOrder>(std::make_shared<TableOrder>(perm));
 }
 

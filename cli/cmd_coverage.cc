@@ -5,8 +5,8 @@
 #include <iostream>
 #include <memory>
 
-#include "cli/command.h"
 #include "analytics/commands.h"
+#include "cli/command.h"
 
 namespace ckpt::cli {
 Runner setup_coverage(CLI::App& root, CLI::App*& sub) {

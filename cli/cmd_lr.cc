@@ -6,8 +6,8 @@
 #include <iostream>
 #include <memory>
 
-#include "cli/command.h"
 #include "analytics/commands.h"
+#include "cli/command.h"
 
 namespace ckpt::cli {
 Runner setup_lr(CLI::App& root, CLI::App*& sub) {

@@ -185,8 +185,8 @@ class DcpReader : public FormatReader {
               auto blob = (*f)->read_string(loc->second.offset, loc->second.length);
               total_read += (*f)->bytes_read();
               if (blob.is_ok()) {
-                auto tf = open_torch_file(
-                    memory_file(loc->second.file + ":" + fqn, std::move(*blob)));
+                auto tf =
+                    open_torch_file(memory_file(loc->second.file + ":" + fqn, std::move(*blob)));
                 if (tf.is_ok() && tf->doc->root != nullptr) {
                   blobs.push_back(std::make_unique<TorchFile>(std::move(*tf)));
                   add_global_findings(*blobs.back()->doc, loc->second.file + ":" + fqn, &view);

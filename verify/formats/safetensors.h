@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "ckpt/base/status.h"
-#include "verify/audit/view.h"
 #include "ckpt/io/env.h"
+#include "verify/audit/view.h"
 
 namespace ckpt::verify {
 

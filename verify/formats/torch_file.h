@@ -13,8 +13,8 @@
 #include <string>
 
 #include "ckpt/base/status.h"
-#include "verify/audit/view.h"
 #include "ckpt/io/env.h"
+#include "verify/audit/view.h"
 #include "verify/pickle/pickle_reader.h"
 #include "verify/zip/zip_reader.h"
 

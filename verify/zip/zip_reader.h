@@ -6,8 +6,8 @@
 // few kilobytes. Every size and offset is range-checked against the file; names with `..`, a
 // leading `/`, backslashes or NUL are rejected (a checkpoint never needs them, and a tool that
 // later extracts the archive must not be steered outside its directory). Stored (method 0) and
-// deflated (method 8) records are readable. The reader borrows its RandomAccessFile, which must outlive
-// it. Not thread-safe for mutation; const methods may run concurrently.
+// deflated (method 8) records are readable. The reader borrows its RandomAccessFile, which must
+// outlive it. Not thread-safe for mutation; const methods may run concurrently.
 #pragma once
 
 #include <cstdint>
