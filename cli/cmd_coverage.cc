@@ -6,13 +6,13 @@
 #include <memory>
 
 #include "cli/command.h"
-#include "analytics/commands.h"
+#include "cli/commands.h"
 
 namespace ckpt::cli {
 namespace {
 
 Runner setup_coverage(CLI::App& root, CLI::App*& sub) {
-  auto o = std::make_shared<analytics::CoverageCommandOptions>();
+  auto o = std::make_shared<CoverageCommandOptions>();
   sub = root.add_subcommand("coverage",
                             "Dataset coverage across restarts: per-epoch unique fraction, "
                             "repeats and never-visited samples");
@@ -24,7 +24,7 @@ Runner setup_coverage(CLI::App& root, CLI::App*& sub) {
       ->capture_default_str();
   sub->add_flag("--json", o->json, "JSON on stdout");
   sub->add_option("--svg", o->svg_path, "Write the per-epoch strip chart (SVG) to this file");
-  return [o] { return analytics::run_coverage_command(*o, std::cout, std::cerr); };
+  return [o] { return run_coverage_command(*o, std::cout, std::cerr); };
 }
 
 const CommandRegistrar kCoverage("coverage", setup_coverage);

@@ -1,19 +1,19 @@
 // `ckpt lr INPUT`: the learning rate across restarts — from a run directory (journal), a CSV or
 // JSONL log, or Hugging Face's trainer_state.json. Finds and classifies discontinuities; with the
 // run's schedule spec, compares every post-restart LR with the expected one. The work is in
-// analytics/commands.h; this file binds the flags.
+// cli/commands.h; this file binds the flags.
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
 
 #include "cli/command.h"
-#include "analytics/commands.h"
+#include "cli/commands.h"
 
 namespace ckpt::cli {
 namespace {
 
 Runner setup_lr(CLI::App& root, CLI::App*& sub) {
-  auto o = std::make_shared<analytics::LrCommandOptions>();
+  auto o = std::make_shared<LrCommandOptions>();
   sub = root.add_subcommand("lr",
                             "Learning rate across restarts: discontinuities, their kind, "
                             "and the error against the schedule (exit 2 when found)");
@@ -30,7 +30,7 @@ Runner setup_lr(CLI::App& root, CLI::App*& sub) {
       ->delimiter(',');
   sub->add_flag("--json", o->json, "JSON on stdout");
   sub->add_option("--svg", o->svg_path, "Write the LR chart (SVG) to this file");
-  return [o] { return analytics::run_lr_command(*o, std::cout, std::cerr); };
+  return [o] { return run_lr_command(*o, std::cout, std::cerr); };
 }
 
 const CommandRegistrar kLr("lr", setup_lr);

@@ -19,26 +19,6 @@ CommandRegistrar::CommandRegistrar(std::string name, Setup setup) {
   command_table().push_back({std::move(name), std::move(setup)});
 }
 
-int exit_code_for(const Status& s) {
-  switch (s.code()) {
-    case Code::kOk:
-      return kExitOk;
-    case Code::kNotFound:
-    case Code::kIoError:
-      return kExitNoInput;
-    case Code::kCorrupt:
-    case Code::kUnsupported:
-      return kExitDataErr;
-    case Code::kInvalidArgument:
-      return kExitUsage;
-    case Code::kMismatch:
-      return kExitFindings;
-    case Code::kInternal:
-      return kExitInternal;
-  }
-  return kExitInternal;
-}
-
 }  // namespace ckpt::cli
 
 int main(int argc, char** argv) {

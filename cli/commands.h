@@ -4,6 +4,8 @@
 // structs, so tests drive the commands without argv or a process. Exit codes are those of
 // cli/exit_codes.h: 0 ok (lr: no discontinuity), 2 findings (lr: discontinuities or post-restart
 // LRs off the schedule), 64 usage, 65 unreadable input, 66 cannot open the input, 1 internal.
+// The work itself is library code (analytics/, report/) that returns Status/Result; these runners
+// map it to exit codes through the one mapping, exit_code_for (cli/exit_codes.h).
 //
 // Runners are reentrant; they share no state.
 #pragma once
@@ -15,7 +17,7 @@
 
 #include "ckpt/base/status.h"
 
-namespace ckpt::analytics {
+namespace ckpt::cli {
 
 struct LrCommandOptions {
   std::string input;            // run directory, CSV, JSONL or trainer_state.json
@@ -42,9 +44,7 @@ struct ReportCommandOptions {
 };
 int run_report_command(const ReportCommandOptions& o, std::ostream& out, std::ostream& err);
 
-// The exit code for a failed Status (same mapping as cli/exit_codes.h's exit_code_for).
-int exit_code_for_status(const Status& s);
 // Writes `text` to `path` (replacing it). io_error naming the path on failure.
 Status write_text_file(const std::string& path, const std::string& text);
 
-}  // namespace ckpt::analytics
+}  // namespace ckpt::cli

@@ -1,19 +1,10 @@
-// `ckpt lr`: load the series, analyse it, print text or JSON, optionally write the SVG.
-#include <cstdio>
-#include <fstream>
-#include <nlohmann/json.hpp>
+#include "analytics/lr_report.h"
 
-#include "cli/exit_codes.h"
-#include "analytics/commands.h"
-#include "analytics/lr_analysis.h"
-#include "analytics/lr_chart.h"
-#include "analytics/lr_input.h"
 #include "analytics/svg_canvas.h"
 
 namespace ckpt::analytics {
-namespace {
 
-nlohmann::json to_json(const LrSeries& s, const LrAnalysis& a) {
+nlohmann::json lr_to_json(const LrSeries& s, const LrAnalysis& a) {
   nlohmann::json j;
   j["source"] = s.source;
   j["format"] = s.format;
@@ -42,7 +33,7 @@ nlohmann::json to_json(const LrSeries& s, const LrAnalysis& a) {
   return j;
 }
 
-void print_text(const LrSeries& s, const LrAnalysis& a, std::ostream& out) {
+void print_lr_text(const LrSeries& s, const LrAnalysis& a, std::ostream& out) {
   out << "ckpt lr: " << s.source << " (" << s.format << "), " << a.points << " points, steps "
       << s.points.front().step << ".." << s.points.back().step << "\n";
   out << "restarts: ";
@@ -73,63 +64,6 @@ void print_text(const LrSeries& s, const LrAnalysis& a, std::ostream& out) {
     out << "\n";
   }
   if (!a.has_findings()) out << "verdict: the LR is continuous across every restart\n";
-}
-
-}  // namespace
-
-int exit_code_for_status(const Status& s) {
-  switch (s.code()) {
-    case Code::kOk:
-      return cli::kExitOk;
-    case Code::kNotFound:
-    case Code::kIoError:
-      return cli::kExitNoInput;
-    case Code::kCorrupt:
-    case Code::kUnsupported:
-      return cli::kExitDataErr;
-    case Code::kInvalidArgument:
-      return cli::kExitUsage;
-    case Code::kMismatch:
-      return cli::kExitFindings;
-    case Code::kInternal:
-      return cli::kExitInternal;
-  }
-  return cli::kExitInternal;
-}
-
-Status write_text_file(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) return io_error(path + ": cannot open for writing");
-  f << text;
-  f.close();
-  if (!f) return io_error(path + ": write failed");
-  return Status::ok();
-}
-
-int run_lr_command(const LrCommandOptions& o, std::ostream& out, std::ostream& err) {
-  auto series = load_lr_series(o.input, o.format);
-  if (!series.is_ok()) {
-    err << "ckpt lr: " << series.status().message() << "\n";
-    return exit_code_for_status(series.status());
-  }
-  for (const auto& w : series->warnings) err << "ckpt lr: warning: " << w << "\n";
-  LrOptions opts;
-  opts.restarts = o.restarts;
-  opts.milestones = o.milestones;
-  const LrAnalysis a = analyze_lr(*series, opts);
-  if (!o.svg_path.empty()) {
-    Status st = write_text_file(o.svg_path, lr_chart_svg(*series, a));
-    if (!st.is_ok()) {
-      err << "ckpt lr: " << st.message() << "\n";
-      return exit_code_for_status(st);
-    }
-  }
-  if (o.json) {
-    out << to_json(*series, a).dump(2) << "\n";
-  } else {
-    print_text(*series, a, out);
-  }
-  return a.has_findings() ? cli::kExitFindings : cli::kExitOk;
 }
 
 }  // namespace ckpt::analytics

@@ -1,0 +1,48 @@
+// `ckpt lr`: load the series, analyse it, print text or JSON, optionally write the SVG.
+#include <fstream>
+
+#include "analytics/lr_analysis.h"
+#include "analytics/lr_chart.h"
+#include "analytics/lr_input.h"
+#include "analytics/lr_report.h"
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+
+namespace ckpt::cli {
+
+Status write_text_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) return io_error(path + ": cannot open for writing");
+  f << text;
+  f.close();
+  if (!f) return io_error(path + ": write failed");
+  return Status::ok();
+}
+
+int run_lr_command(const LrCommandOptions& o, std::ostream& out, std::ostream& err) {
+  auto series = analytics::load_lr_series(o.input, o.format);
+  if (!series.is_ok()) {
+    err << "ckpt lr: " << series.status().message() << "\n";
+    return exit_code_for(series.status());
+  }
+  for (const auto& w : series->warnings) err << "ckpt lr: warning: " << w << "\n";
+  analytics::LrOptions opts;
+  opts.restarts = o.restarts;
+  opts.milestones = o.milestones;
+  const analytics::LrAnalysis a = analytics::analyze_lr(*series, opts);
+  if (!o.svg_path.empty()) {
+    Status st = write_text_file(o.svg_path, analytics::lr_chart_svg(*series, a));
+    if (!st.is_ok()) {
+      err << "ckpt lr: " << st.message() << "\n";
+      return exit_code_for(st);
+    }
+  }
+  if (o.json) {
+    out << analytics::lr_to_json(*series, a).dump(2) << "\n";
+  } else {
+    analytics::print_lr_text(*series, a, out);
+  }
+  return a.has_findings() ? kExitFindings : kExitOk;
+}
+
+}  // namespace ckpt::cli
