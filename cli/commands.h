@@ -20,8 +20,11 @@
 namespace ckpt::cli {
 
 struct LrCommandOptions {
-  std::string input;            // run directory, CSV, JSONL or trainer_state.json
-  std::string format = "auto";  // auto | run | csv | jsonl | trainer_state
+  // run directory, CSV (Lightning metrics.csv), JSONL, trainer_state.json, TensorBoard event
+  // file or folder, MLflow run folder or metric file
+  std::string input;
+  std::string format = "auto";  // auto | run | csv | jsonl | trainer_state | tensorboard | mlflow
+  std::string tag;              // only this series (default: every LR series found)
   std::vector<int64_t> restarts;
   std::vector<int64_t> milestones;
   bool json = false;

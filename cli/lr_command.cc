@@ -20,29 +20,36 @@ Status write_text_file(const std::string& path, const std::string& text) {
 }
 
 int run_lr_command(const LrCommandOptions& o, std::ostream& out, std::ostream& err) {
-  auto series = analytics::load_lr_series(o.input, o.format);
+  auto series = analytics::load_lr_log(o.input, o.format, o.tag);
   if (!series.is_ok()) {
     err << "ckpt lr: " << series.status().message() << "\n";
     return exit_code_for(series.status());
   }
-  for (const auto& w : series->warnings) err << "ckpt lr: warning: " << w << "\n";
+  for (const auto& w : series->front().warnings) err << "ckpt lr: warning: " << w << "\n";
   analytics::LrOptions opts;
   opts.restarts = o.restarts;
   opts.milestones = o.milestones;
-  const analytics::LrAnalysis a = analytics::analyze_lr(*series, opts);
+  opts.use_inferred_restarts = o.restarts.empty();
+  std::vector<analytics::LrAnalysis> analyses;
+  bool findings = false;
+  for (const auto& s : *series) {
+    analyses.push_back(analytics::analyze_lr(s, opts));
+    findings |= analyses.back().has_findings();
+  }
   if (!o.svg_path.empty()) {
-    Status st = write_text_file(o.svg_path, analytics::lr_chart_svg(*series, a));
+    Status st =
+        write_text_file(o.svg_path, analytics::lr_chart_svg(series->front(), analyses.front()));
     if (!st.is_ok()) {
       err << "ckpt lr: " << st.message() << "\n";
       return exit_code_for(st);
     }
   }
   if (o.json) {
-    out << analytics::lr_to_json(*series, a).dump(2) << "\n";
+    out << analytics::lr_log_to_json(*series, analyses).dump(2) << "\n";
   } else {
-    analytics::print_lr_text(*series, a, out);
+    analytics::print_lr_log_text(*series, analyses, out);
   }
-  return a.has_findings() ? kExitFindings : kExitOk;
+  return findings ? kExitFindings : kExitOk;
 }
 
 }  // namespace ckpt::cli
