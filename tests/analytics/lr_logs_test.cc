@@ -270,5 +270,26 @@ TEST_CASE("ckpt lr: non-regular inputs and binary bytes give one escaped line, e
   CHECK(m.find("\\xff") != std::string::npos);
 }
 
+TEST_CASE("coverage: invalid run-spec values and non-regular run specs are 65", "[analytics]") {
+  ScratchDir dir;
+  std::ostringstream out, err;
+  cli::CoverageCommandOptions o;
+  for (const char* bad :
+       {"\"batch_size\": 0, \"world_size\": 1", "\"batch_size\": 2, \"world_size\": 0",
+        "\"batch_size\": 2, \"grad_accum\": 0"}) {
+    CAPTURE(bad);
+    o.run_spec = dir.file("bad.json", std::string("{\"dataset_size\": 10, ") + bad +
+                                          ", \"sampler\": {\"kind\": \"ckpt\"}, \"segments\": "
+                                          "[{\"start_step\": 0, \"end_step\": 3}]}");
+    err.str("");
+    CHECK(cli::run_coverage_command(o, out, err) == 65);
+    CHECK(err.str().find("bad.json") != std::string::npos);
+  }
+  o.run_spec = "/dev/zero";
+  err.str("");
+  CHECK(cli::run_coverage_command(o, out, err) == 65);
+  CHECK(err.str() == "ckpt coverage: /dev/zero: not a regular file\n");
+}
+
 }  // namespace
 }  // namespace ckpt::analytics
