@@ -9,8 +9,6 @@
 #include "cli/commands.h"
 
 namespace ckpt::cli {
-namespace {
-
 Runner setup_coverage(CLI::App& root, CLI::App*& sub) {
   auto o = std::make_shared<CoverageCommandOptions>();
   sub = root.add_subcommand("coverage",
@@ -27,7 +25,4 @@ Runner setup_coverage(CLI::App& root, CLI::App*& sub) {
   return [o] { return run_coverage_command(*o, std::cout, std::cerr); };
 }
 
-const CommandRegistrar kCoverage("coverage", setup_coverage);
-
-}  // namespace
 }  // namespace ckpt::cli

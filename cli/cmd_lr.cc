@@ -10,8 +10,6 @@
 #include "cli/commands.h"
 
 namespace ckpt::cli {
-namespace {
-
 Runner setup_lr(CLI::App& root, CLI::App*& sub) {
   auto o = std::make_shared<LrCommandOptions>();
   sub = root.add_subcommand("lr",
@@ -39,7 +37,4 @@ Runner setup_lr(CLI::App& root, CLI::App*& sub) {
   return [o] { return run_lr_command(*o, std::cout, std::cerr); };
 }
 
-const CommandRegistrar kLr("lr", setup_lr);
-
-}  // namespace
 }  // namespace ckpt::cli

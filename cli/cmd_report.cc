@@ -10,8 +10,6 @@
 #include "cli/commands.h"
 
 namespace ckpt::cli {
-namespace {
-
 Runner setup_report(CLI::App& root, CLI::App*& sub) {
   auto o = std::make_shared<ReportCommandOptions>();
   sub = root.add_subcommand("report",
@@ -22,7 +20,4 @@ Runner setup_report(CLI::App& root, CLI::App*& sub) {
   return [o] { return run_report_command(*o, std::cout, std::cerr); };
 }
 
-const CommandRegistrar kReport("report", setup_report);
-
-}  // namespace
 }  // namespace ckpt::cli

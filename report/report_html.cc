@@ -21,6 +21,7 @@
 #include "profile/report_render.h"
 #include "profile/trace_import.h"
 #include "verify/audit/audit.h"
+#include "verify/ours/ours_reader.h"
 
 namespace ckpt::report {
 namespace {
@@ -186,6 +187,7 @@ constexpr const char* kStyle =
 
 Result<RunReport> build_run_report(const std::string& run_dir) {
   if (!is_dir(run_dir)) return not_found(run_dir + ": not a run directory");
+  verify::register_ours_reader();  // the audit section reads our own checkpoints
   RunReport out;
   std::time_t now = std::time(nullptr);
   char when[64];
