@@ -21,6 +21,11 @@ bool is_dir(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+bool is_regular(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
 std::vector<std::string> sorted_entries(const std::string& dir) {
   std::vector<std::string> names;
   if (DIR* d = ::opendir(dir.c_str())) {
@@ -358,6 +363,30 @@ Result<ScalarLog> scalar_log_from_csv_text(const std::string& text, const std::s
     return Status::ok();
   }));
   if (step_col < 0) return corrupt(path + ": empty CSV (no header)");
+  return log;
+}
+
+Result<ScalarLog> scalar_log_from_csv_versions(const std::string& dir) {
+  std::vector<std::string> files;
+  for (const auto& a : sorted_entries(dir)) {
+    const std::string pa = dir + "/" + a;
+    if (!is_dir(pa)) continue;
+    if (is_regular(pa + "/metrics.csv")) files.push_back(pa + "/metrics.csv");
+    for (const auto& b : sorted_entries(pa)) {
+      if (is_regular(pa + "/" + b + "/metrics.csv")) files.push_back(pa + "/" + b + "/metrics.csv");
+      if (files.size() > kMaxLogTreeFiles) return corrupt(dir + ": too many metrics.csv files");
+    }
+  }
+  if (files.empty()) return not_found(dir + ": no metrics.csv");
+  std::sort(files.begin(), files.end(), lr_tag_order);
+  ScalarLog log;
+  log.source = dir;
+  log.format = "csv";
+  for (const auto& f : files) {
+    CKPT_ASSIGN_OR_RETURN(std::string text, read_text_file(f, kMaxLogFileBytes));
+    CKPT_ASSIGN_OR_RETURN(ScalarLog one, scalar_log_from_csv_text(text, f));
+    log.launches.push_back(std::move(one.launches[0]));
+  }
   return log;
 }
 

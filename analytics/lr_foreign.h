@@ -34,6 +34,11 @@ Result<ScalarLog> scalar_log_from_mlflow_text(const std::string& text, const std
 // True when the first non-empty line is three numbers separated by single spaces.
 bool looks_like_mlflow_metric(std::string_view text);
 
+// Lightning's CSVLogger folder: every metrics.csv one or two folders below `dir`
+// (version_N/metrics.csv, NAME/version_N/metrics.csv) is one launch, in version order (numbers
+// compared as numbers). not_found when there is none.
+Result<ScalarLog> scalar_log_from_csv_versions(const std::string& dir);
+
 // A CSV log: header with "step" and LR columns (lr_log.h's is_lr_tag); empty LR cells skipped.
 Result<ScalarLog> scalar_log_from_csv_text(const std::string& text, const std::string& path);
 

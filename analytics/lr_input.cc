@@ -223,8 +223,12 @@ Result<std::vector<LrSeries>> load_lr_log(const std::string& path, const std::st
   if (fmt == "run") return single(lr_from_run(path), tag, "lr");
   if (fmt == "tensorboard") {
     auto log = scalar_log_from_tensorboard(path);
-    // A folder with none of the known logs: our run's checkpoints may still give points.
     if (!log.is_ok() && log.status().code() == Code::kNotFound && format == "auto") {
+      // Lightning's CSVLogger writes one version_N/metrics.csv per launch.
+      auto versions = scalar_log_from_csv_versions(path);
+      if (versions.is_ok()) return lr_series_from_log(*versions, tag);
+      if (versions.status().code() != Code::kNotFound) return versions.status();
+      // A folder with none of the known logs: our run's checkpoints may still give points.
       auto run = lr_from_run(path);
       if (!run.is_ok() && run.status().code() == Code::kNotFound) {
         return not_found(path +

@@ -123,6 +123,22 @@ TEST_CASE("Lightning, two param groups: one series each, from metrics.csv and th
   CHECK(absent.status().message().find("lr-AdamW/pg1") != std::string::npos);
 }
 
+TEST_CASE("Lightning resumed from a checkpoint: one metrics.csv per version is one launch",
+          "[analytics]") {
+  const auto want = expected()["lightning_resumed"];
+  auto all = load_lr_log(fixture("logs/lightning_resumed"), "auto", "");
+  REQUIRE(all.is_ok());
+  REQUIRE(all->size() == 2);
+  for (const auto& s : *all) {
+    CHECK(s.format == "csv");
+    CHECK(s.launches.size() == 2);
+    CHECK(s.restarts == tail(steps_of(want["launch_starts"])));
+    CHECK(s.redone.empty());
+    CHECK(s.points.back().step == want["global_step"].get<int64_t>() - 1);
+    CHECK(analyze_lr(s, {}).discontinuities.empty());
+  }
+}
+
 TEST_CASE("MLflow run relaunched into itself: the restart inferred from the wall-time gap",
           "[analytics]") {
   const auto want = expected()["mlruns"];
