@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "analytics/json_text.h"
 #include "analytics/svg_canvas.h"
 
 namespace ckpt::analytics {
@@ -66,7 +67,7 @@ nlohmann::json lr_log_to_json(const std::vector<LrSeries>& series,
 
 void print_lr_text(const LrSeries& s, const LrAnalysis& a, std::ostream& out) {
   out << "ckpt lr: " << s.source << " (" << s.format << ")";
-  if (!s.tag.empty() && s.format != "run") out << ", series \"" << s.tag << "\"";
+  if (!s.tag.empty() && s.format != "run") out << ", series \"" << escape_bytes(s.tag, 200) << "\"";
   out << ", " << a.points << " points, steps " << s.points.front().step << ".."
       << s.points.back().step << "\n";
   if (s.launches.size() > 1) out << "launches: " << s.launches.size() << "\n";
@@ -113,7 +114,8 @@ void print_lr_log_text(const std::vector<LrSeries>& series, const std::vector<Lr
                        std::ostream& out) {
   if (series.size() > 1) {
     out << "series: " << series.size() << " (";
-    for (size_t i = 0; i < series.size(); ++i) out << (i ? ", " : "") << series[i].tag;
+    for (size_t i = 0; i < series.size(); ++i)
+      out << (i ? ", " : "") << escape_bytes(series[i].tag, 200);
     out << ")\n";
   }
   for (size_t i = 0; i < series.size(); ++i) {

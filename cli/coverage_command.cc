@@ -58,7 +58,9 @@ int run_coverage_command(const CoverageCommandOptions& o, std::ostream& out, std
     }
   }
   if (o.json) {
-    out << coverage_to_json(*report, *input, src, checkpoints).dump(2) << "\n";
+    out << coverage_to_json(*report, *input, src, checkpoints)
+               .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+        << "\n";
   } else {
     print_coverage_text(*report, *input, src, checkpoints, out);
   }

@@ -44,8 +44,12 @@ int run_lr_command(const LrCommandOptions& o, std::ostream& out, std::ostream& e
       return exit_code_for(st);
     }
   }
+  // Names from the input (tags, file names) may hold invalid UTF-8: replaced (U+FFFD), never a
+  // throw.
   if (o.json) {
-    out << analytics::lr_log_to_json(*series, analyses).dump(2) << "\n";
+    out << analytics::lr_log_to_json(*series, analyses)
+               .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+        << "\n";
   } else {
     analytics::print_lr_log_text(*series, analyses, out);
   }

@@ -286,6 +286,64 @@ TEST_CASE("ckpt lr: non-regular inputs and binary bytes give one escaped line, e
   CHECK(m.find("\\xff") != std::string::npos);
 }
 
+// A TFRecord-framed Event with one simple_value, encoded here byte by byte (fields as in
+// tb_events.h) so the test can put hostile names in it.
+std::string event_record(const std::string& tag, int64_t step, float value, double wall) {
+  auto varint = [](uint64_t v) {
+    std::string out;
+    do {
+      out.push_back(static_cast<char>((v & 0x7f) | (v > 0x7f ? 0x80 : 0)));
+      v >>= 7;
+    } while (v);
+    return out;
+  };
+  auto bytes_field = [&](int number, const std::string& payload) {
+    return varint(static_cast<uint64_t>(number) << 3 | 2) + varint(payload.size()) + payload;
+  };
+  std::string value_msg = bytes_field(1, tag);
+  value_msg.push_back(static_cast<char>(2 << 3 | 5));
+  value_msg.append(reinterpret_cast<const char*>(&value), 4);  // little-endian host
+  std::string event;
+  event.push_back(static_cast<char>(1 << 3 | 1));
+  event.append(reinterpret_cast<const char*>(&wall), 8);
+  event += varint(2 << 3 | 0) + varint(static_cast<uint64_t>(step));
+  event += bytes_field(5, bytes_field(1, value_msg));
+  auto u32 = [](uint32_t v) { return std::string(reinterpret_cast<const char*>(&v), 4); };
+  const uint64_t len = event.size();
+  const std::string len_bytes(reinterpret_cast<const char*>(&len), 8);
+  return len_bytes + u32(tb::masked_crc32c(len_bytes)) + event + u32(tb::masked_crc32c(event));
+}
+
+TEST_CASE("event files with invalid UTF-8 tags and a step rewind: JSON replaces, never throws",
+          "[analytics]") {
+  ScratchDir dir;
+  std::string file;
+  for (int64_t step = 0; step < 20; ++step) {
+    file += event_record("\xff\xfe/lr", step, 0.1f, 1000.0 + step);
+  }
+  for (int64_t step = 10; step < 30; ++step) {  // relaunched into the same file from step 10
+    file += event_record("\xff\xfe/lr", step, step < 15 ? 0.01f : 0.1f, 2000.0 + step);
+  }
+  const std::string path = dir.file("events.bin", file);
+  auto s = load_lr_series(path, "auto");
+  REQUIRE(s.is_ok());
+  CHECK(s->restarts == std::vector<int64_t>{10});
+  REQUIRE(s->redone.size() == 1);
+  CHECK(s->redone[0].points == 10);
+  CHECK(s->points.size() == 30);
+  std::ostringstream out, err;
+  LrCommandOptions o;
+  o.input = path;
+  o.json = true;
+  CHECK(run_lr_command(o, out, err) == 2);  // the rewind lands at 0.01: a jump at the restart
+  const auto j = nlohmann::json::parse(out.str());
+  CHECK(j["tag"] == "\xef\xbf\xbd\xef\xbf\xbd/lr");
+  o.json = false;
+  out.str("");
+  CHECK(run_lr_command(o, out, err) == 2);
+  CHECK(out.str().find("\\xff\\xfe/lr") != std::string::npos);
+}
+
 TEST_CASE("coverage: invalid run-spec values and non-regular run specs are 65", "[analytics]") {
   ScratchDir dir;
   std::ostringstream out, err;
