@@ -14,7 +14,13 @@ Runner setup_coverage(CLI::App& root, CLI::App*& sub) {
   sub = root.add_subcommand("coverage",
                             "Dataset coverage across restarts: per-epoch unique fraction, "
                             "repeats and never-visited samples");
-  sub->add_option("run_dir", o->run_dir, "Our run directory (journal.jsonl)");
+  sub->add_option("run_dir", o->run_dir,
+                  "Our run directory (journal.jsonl), or a Hugging Face Trainer output folder "
+                  "(checkpoint-N/, training_args.bin, TensorBoard logs)");
+  sub->add_option("--dataset-size", o->dataset_size,
+                  "Hugging Face folders: the number of training samples (not in the folder)");
+  sub->add_flag("--print-spec", o->print_spec,
+                "Hugging Face folders: print the derived run spec (JSON for --run-spec) and stop");
   sub->add_option("--run-spec", o->run_spec,
                   "A foreign run: JSON with dataset_size, batch_size, world_size, grad_accum, "
                   "sampler and segments");

@@ -33,8 +33,10 @@ struct LrCommandOptions {
 int run_lr_command(const LrCommandOptions& o, std::ostream& out, std::ostream& err);
 
 struct CoverageCommandOptions {
-  std::string run_dir;   // our run (journal), or
-  std::string run_spec;  // a foreign run described in JSON
+  std::string run_dir;        // our run (journal) or a Hugging Face Trainer output folder, or
+  std::string run_spec;       // a foreign run described in JSON
+  uint64_t dataset_size = 0;  // Hugging Face folders: the one fact they do not hold
+  bool print_spec = false;    // Hugging Face folders: print the derived run spec and stop
   uint64_t max_ids = 100000;
   bool json = false;
   std::string svg_path;
