@@ -11,6 +11,8 @@
 #include "analytics/coverage.h"
 #include "analytics/hf_run.h"
 #include "analytics/json_text.h"
+#include "analytics/lr_analysis.h"
+#include "analytics/lr_input.h"
 #include "analytics/run_spec.h"
 #include "cli/commands.h"
 #include "cli/hf_training_args.h"
@@ -131,6 +133,22 @@ TEST_CASE("ckpt coverage HF_DIR: asks for the dataset size, prints the spec, sta
   CHECK(j["derived_spec"]["sampler"]["kind"] == "torch_distributed");
   CHECK(j["assumptions"].size() >= 2);
   CHECK(j["certainty"].get<std::string>().rfind("exact", 0) == 0);
+}
+
+TEST_CASE("ckpt lr on the same Hugging Face folder: its TensorBoard launches and redone steps",
+          "[analytics]") {
+  const std::string dir = fixture("hf_cov/noskip");
+  const Truth truth = truth_of(dir);
+  auto s = load_lr_series(dir, "auto");
+  REQUIRE(s.is_ok());
+  CHECK(s->format == "tensorboard");
+  CHECK(s->tag == "train/learning_rate");
+  CHECK(s->launches.size() == 3);
+  CHECK(s->restarts == std::vector<int64_t>{21, 31});  // HF logs global steps from 1
+  int64_t redone = 0;
+  for (const auto& r : s->redone) redone += r.points;
+  CHECK(redone == truth.redone_steps);  // logging_steps 1: every redone step is a point
+  CHECK(analyze_lr(*s, {}).discontinuities.empty());  // the scheduler was restored
 }
 
 }  // namespace
