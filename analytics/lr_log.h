@@ -4,8 +4,8 @@
 // A ScalarLog is one or more launches (processes), each a list of (tag, step, value, wall time)
 // samples in the order written. lr_series_from_log() builds one LrSeries per LR tag:
 //   1. Launches are taken in the order given (readers sort event files by their first wall time).
-//      Inside a launch, a step lower than the one before starts a new launch (the process was
-//      relaunched into the same file from an older checkpoint).
+//      Inside a launch, a step of a tag lower than that tag's step before starts a new launch
+//      (the process was relaunched into the same file or metric from an older checkpoint).
 //   2. Each launch after the first is a restart at its first step. Points the earlier launches
 //      logged at or after that step are dropped — the later launch wins — and reported as
 //      RedoneSteps. Repeated steps inside one launch: the last value wins.
