@@ -171,6 +171,11 @@ Result<DerivedRunSpec> derive_hf_run_spec(const HfRunFacts& facts, const HfTrain
         }
       }
     }
+    if (l.first_step < 1 || l.last_step < start) {
+      return corrupt(l.source + ": logged steps " + std::to_string(l.first_step) + ".." +
+                     std::to_string(l.last_step) +
+                     " are not those of a Trainer launch (global steps count from 1)");
+    }
     out.spec.segments.push_back({start, l.last_step, k > 0 && skip_batches});
   }
   out.certainty = facts.logging_steps == 1
