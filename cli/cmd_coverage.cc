@@ -1,6 +1,6 @@
-// `ckpt coverage RUN_DIR | --run-spec FILE.json`: what fraction of the dataset a restarted run
-// really visited, per epoch: unique samples, repeats, never-visited positions and ids. The work
-// is in analytics/commands.h; this file binds the flags.
+// `ckpt coverage RUN_DIR | HF_DIR | --run-spec FILE.json`: what fraction of the dataset a restarted
+// run really visited, per epoch: unique samples, repeats, never-visited positions and ids. The work
+// is in cli/commands.h (runners) and analytics/ (the library); this file binds the flags.
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
