@@ -10,3 +10,6 @@ build="${CKPT_BUILD_DIR:-build}"
 if [[ -x verify/fuzz/run_fuzzers.sh ]]; then
   verify/fuzz/run_fuzzers.sh "${CKPT_FUZZ_SECONDS:-20}"
 fi
+if [[ -x analytics/fuzz/run_fuzzers.sh ]]; then
+  analytics/fuzz/run_fuzzers.sh "${CKPT_FUZZ_SECONDS:-20}"
+fi
