@@ -4,30 +4,18 @@
 #include <cmath>
 #include <map>
 
+#include "profile/analyzer_internal.h"
 #include "profile/series_stats.h"
 
 namespace ckpt::profile {
 
 namespace {
 
+using detail::fmt;
+using detail::named_sum;
+using detail::r4;
+using detail::r6;
 using nlohmann::json;
-
-double r4(double v) { return std::round(v * 1e4) / 1e4; }
-double r6(double v) { return std::round(v * 1e6) / 1e6; }
-
-double named_sum(const StepRecord& r) {
-  double s = 0;
-  for (int p = 0; p < kNumPhases; ++p) {
-    if (p != index(Phase::kOther)) s += r.phase_s[p];
-  }
-  return s;
-}
-
-std::string fmt(const char* f, double a, double b = 0, double c = 0) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf, f, a, b, c);
-  return buf;
-}
 
 // --- 1. liveness ---------------------------------------------------------------------------------
 void check_liveness(const std::vector<RankTrace>& traces, Report& rep) {
@@ -100,12 +88,49 @@ void check_liveness(const std::vector<RankTrace>& traces, Report& rep) {
   rep.verdicts.push_back(v);
 }
 
+// Per step, in [0, 1]: GPU busy / step time on GPU traces, else the share of the step the host did
+// not spend waiting for data.
+std::vector<double> utilisation_of(const RankTrace& t) {
+  std::vector<double> u;
+  u.reserve(t.steps.size());
+  for (const auto& s : t.steps) {
+    double d = s.duration_s > 0 ? s.duration_s : 1;
+    double v = t.has_gpu ? s.gpu.busy_s / d : 1.0 - s.phase_s[index(Phase::kDataWait)] / d;
+    u.push_back(std::clamp(v, 0.0, 1.0));
+  }
+  return u;
+}
+
+void summarise_utilisation(const std::vector<RankTrace>& traces, Report& rep) {
+  Utilisation& u = rep.utilisation;
+  bool gpu = false;
+  for (const auto& t : traces) gpu |= t.has_gpu;
+  u.source = gpu ? "gpu_busy" : "host_not_waiting_for_data";
+  std::vector<double> all;
+  for (size_t r = 0; r < traces.size(); ++r) {
+    if (gpu && !traces[r].has_gpu) continue;
+    auto v = utilisation_of(traces[r]);
+    if (r < rep.series.size()) rep.series[r].utilisation = v;
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  if (all.empty()) return;
+  u.steps = all.size();
+  u.mean = r4(mean_of(all));
+  u.p10 = r4(percentile(all, 0.1));
+  u.p50 = r4(percentile(all, 0.5));
+  u.p90 = r4(percentile(all, 0.9));
+  u.min = r4(*std::min_element(all.begin(), all.end()));
+  u.max = r4(*std::max_element(all.begin(), all.end()));
+  for (double x : all) u.low_steps += x < 0.5 * u.p50;
+}
+
 // --- 2. shape ------------------------------------------------------------------------------------
 void check_periodicity(const std::vector<RankTrace>& traces, Report& rep) {
   struct Best {
     Periodicity p;
     const RankTrace* t = nullptr;
     const char* series = "";
+    const char* method = "";
   } best;
   for (const auto& t : traces) {
     if (t.steps.size() < 6) continue;
@@ -115,12 +140,19 @@ void check_periodicity(const std::vector<RankTrace>& traces, Report& rep) {
       w.push_back(s.phase_s[index(Phase::kDataWait)]);
     }
     double p50 = percentile(d, 0.5);
-    Periodicity pd = detect_periodic_spikes(d, 0.25 * p50);
-    Periodicity pw = detect_periodic_spikes(w, 0.20 * p50);
-    for (auto* cand : {&pd, &pw}) {
-      if (cand->found && cand->confidence > best.p.confidence) {
-        best = {*cand, &t, cand == &pd ? "step_time" : "data_wait"};
-      }
+    std::vector<double> idle;  // 1 − utilisation: high is the stall
+    for (double u : utilisation_of(t)) idle.push_back(1.0 - u);
+    struct Candidate {
+      Periodicity p;
+      const char* series;
+      const char* method;
+    } cands[] = {
+        {detect_periodic_spikes(d, 0.25 * p50), "step_time", "spikes over the rolling median"},
+        {detect_periodic_spikes(w, 0.20 * p50), "data_wait", "spikes over the rolling median"},
+        {detect_two_level_period(w, 0.20 * p50), "data_wait", "two-level autocorrelation"},
+        {detect_two_level_period(idle, 0.20), "utilisation", "two-level autocorrelation"}};
+    for (const auto& c : cands) {
+      if (c.p.found && c.p.confidence > best.p.confidence) best = {c.p, &t, c.series, c.method};
     }
   }
   if (best.t == nullptr) return;
@@ -170,6 +202,7 @@ void check_periodicity(const std::vector<RankTrace>& traces, Report& rep) {
   v.impact = total_time > 0 ? double(spikes.size()) * best.p.mean_excess / total_time : 0;
   v.evidence = {
       {"series", best.series},
+      {"method", best.method},
       {"rank", best.t->rank},
       {"period_steps", best.p.period_steps},
       {"period_s", r4(period_s)},
@@ -211,6 +244,37 @@ void compute_breakdown(const std::vector<RankTrace>& traces, Report& rep) {
     named += sum[p];
   }
   rep.breakdown[index(Phase::kOther)] = r4(std::max(0.0, 1.0 - named / total));
+}
+
+// What a trace without host CPU samples can say about CPU-bound vs I/O-bound loading: the
+// iterator class tells where the loading runs; the rest needs CPU samples.
+std::string loader_note(const std::vector<RankTrace>& traces) {
+  std::string iter;
+  for (const auto& t : traces) {
+    if (!t.loader_iter.empty()) iter = t.loader_iter;
+  }
+  const char* record =
+      "to tell CPU-bound decode from I/O-bound loading, record host CPU samples with the ckpt "
+      "recorder (StepRecorder with its CPU sampler: host busy, iowait and process CPU every "
+      "100 ms), or run `mpstat 1` and `iostat -x 1` beside the job";
+  if (iter == "_SingleProcessDataLoaderIter") {
+    return std::string(
+               "input-bound with num_workers=0 (_SingleProcessDataLoaderIter): loading "
+               "runs in the training process itself, so every batch's decode and read "
+               "time is on the step's critical path; use DataLoader workers. ") +
+           record;
+  }
+  if (iter == "_MultiProcessingDataLoaderIter") {
+    return std::string(
+               "input-bound with DataLoader workers (_MultiProcessingDataLoaderIter): "
+               "the workers do not keep up; the trace does not show whether they are "
+               "busy (CPU-bound) or blocked on storage (I/O-bound): ") +
+           record;
+  }
+  return std::string(
+             "input-bound, but no host CPU samples: cannot tell CPU-bound decode from "
+             "I/O-bound loading; ") +
+         record;
 }
 
 void check_input(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, Report& rep) {
@@ -260,9 +324,7 @@ void check_input(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, 
     }
   }
   if (busy.size() < 3) {
-    rep.notes.push_back(
-        "input-bound, but no host CPU samples: cannot tell CPU-bound decode from "
-        "I/O-bound loading (record with the ckpt recorder, or run mpstat 1)");
+    rep.notes.push_back(loader_note(traces));
     return;
   }
   double mb = mean_of(busy), mi = mean_of(iowait), mp = mean_of(proc);
@@ -295,10 +357,6 @@ void check_input(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, 
 
 }  // namespace
 
-// Defined in analyzer_ranks.cc: distribution, straggler, scale, collective, tokens, copies.
-void check_ranks(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, Report& rep);
-void check_correlations(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, Report& rep);
-
 Result<Report> analyze(const std::vector<RankTrace>& traces, const AnalyzeOptions& o) {
   Report rep;
   rep.ranks = static_cast<int>(traces.size());
@@ -308,7 +366,7 @@ Result<Report> analyze(const std::vector<RankTrace>& traces, const AnalyzeOption
   size_t n = 0;
   for (const auto& t : traces) {
     rep.steps = std::max<int64_t>(rep.steps, static_cast<int64_t>(t.steps.size()));
-    Report::Series s{t.rank, {}, {}, {}};
+    Report::Series s{t.rank, {}, {}, {}, {}, {}};
     for (const auto& r : t.steps) {
       all.push_back(r.duration_s);
       s.step.push_back(r.step);
@@ -340,12 +398,14 @@ Result<Report> analyze(const std::vector<RankTrace>& traces, const AnalyzeOption
     if (b.is_ok()) rep.measured_budget = *b;
   }
 
+  summarise_utilisation(traces, rep);
   check_liveness(traces, rep);
   check_periodicity(traces, rep);
   compute_breakdown(traces, rep);
   check_input(traces, o, rep);
-  check_ranks(traces, o, rep);
-  check_correlations(traces, o, rep);
+  detail::check_ranks(traces, o, rep);
+  detail::check_gpu(traces, o, rep);
+  detail::check_correlations(traces, o, rep);
 
   // compute_bound only when nothing else owns the time.
   static const char* const kOwners[] = {"hung", "input_bound", "straggler", "periodic_stall",

@@ -24,6 +24,7 @@ struct VerdictText {
 // The text for a verdict id (one of kVerdictIds); nullptr for an unknown id.
 const VerdictText* verdict_text(const std::string& id);
 
-extern const char* const kVerdictIds[10];
+constexpr int kNumVerdicts = 11;
+extern const char* const kVerdictIds[kNumVerdicts];
 
 }  // namespace ckpt::profile
