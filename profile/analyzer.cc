@@ -140,6 +140,11 @@ void check_periodicity(const std::vector<RankTrace>& traces, Report& rep) {
       w.push_back(s.phase_s[index(Phase::kDataWait)]);
     }
     double p50 = percentile(d, 0.5);
+    std::vector<double> ck, ev;  // annotated stall phases: a save every K steps shows here first
+    for (const auto& s : t.steps) {
+      ck.push_back(s.phase_s[index(Phase::kCheckpoint)]);
+      ev.push_back(s.phase_s[index(Phase::kEval)]);
+    }
     std::vector<double> idle;  // 1 − utilisation: high is the stall
     for (double u : utilisation_of(t)) idle.push_back(1.0 - u);
     struct Candidate {
@@ -149,6 +154,8 @@ void check_periodicity(const std::vector<RankTrace>& traces, Report& rep) {
     } cands[] = {
         {detect_periodic_spikes(d, 0.25 * p50), "step_time", "spikes over the rolling median"},
         {detect_periodic_spikes(w, 0.20 * p50), "data_wait", "spikes over the rolling median"},
+        {detect_periodic_spikes(ck, 0.20 * p50), "checkpoint", "spikes over the rolling median"},
+        {detect_periodic_spikes(ev, 0.20 * p50), "eval", "spikes over the rolling median"},
         {detect_two_level_period(w, 0.20 * p50), "data_wait", "two-level autocorrelation"},
         {detect_two_level_period(idle, 0.20), "utilisation", "two-level autocorrelation"}};
     for (const auto& c : cands) {

@@ -52,6 +52,8 @@ struct RankStats {
   double wait_p50 = 0, wait_mean = 0;  // time in the collective waiting for the others
   double own_slow_fraction = 0;        // steps whose own time alone makes the step slow
   double last_fraction = 0;            // steps where this rank arrived last at the collective
+  double gpu_busy_fraction = -1;       // GPU busy / step time over its steps; -1: no GPU events
+  double gpu_comm_fraction = -1;       // NCCL kernels / step time; -1: no GPU events
 };
 
 // A synchronous step is slow when any rank's own time is slow. The model separates slowness that

@@ -48,6 +48,7 @@ struct StepMatrix {
   size_t ranks = 0, rows = 0;
   std::vector<int64_t> step;            // step number per row
   std::vector<double> own, coll, wait;  // rows × ranks
+  std::vector<double> stall;            // rows × ranks: checkpoint + eval time
   std::vector<double> sync_s;           // per row: max duration over ranks
   std::vector<double> sync_own_s;       // per row: max own time over ranks
   double sync_p50 = 0, sync_own_p50 = 0, threshold_s = 0;

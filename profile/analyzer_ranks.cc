@@ -85,6 +85,15 @@ void rank_table(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, c
       s.slow_fraction = double(slow) / double(d.size());
       s.collective_p50 = percentile(c, 0.5);
       s.data_wait_fraction = total > 0 ? dw / total : 0;
+      if (t.has_gpu && total > 0) {
+        double busy = 0, comm = 0;
+        for (const auto& x : t.steps) {
+          busy += x.gpu.busy_s;
+          comm += x.gpu.comm_s;
+        }
+        s.gpu_busy_fraction = busy / total;
+        s.gpu_comm_fraction = comm / total;
+      }
     }
     if (m.rows > 0) {
       std::vector<double> own, wait;
@@ -164,21 +173,26 @@ json scale_json(const ScaleModel& sc) {
 
 void collective_transfer(const StepMatrix& m, const AnalyzeOptions& o, Report& rep) {
   if (!m.have_coll || m.rows == 0) return;
-  double transfer = 0, step_sum = 0;
+  // Medians, not sums: one step where every rank was descheduled inside the all-reduce is noise,
+  // not transfer.
+  std::vector<double> lows;
   for (size_t k = 0; k < m.rows; ++k) {
     double lo = m.at(m.coll, k, 0);
     for (size_t r = 1; r < m.ranks; ++r) lo = std::min(lo, m.at(m.coll, k, r));
-    transfer += lo;
-    step_sum += m.sync_s[k];
+    lows.push_back(lo);
   }
-  if (step_sum <= 0 || transfer / step_sum < o.collective_bound) return;
+  double transfer = percentile(lows, 0.5), step = m.sync_p50;
+  if (step <= 0 || transfer / step < o.collective_bound) return;
   Verdict v;
   v.id = "collective_bound";
-  v.impact = transfer / step_sum;
+  v.impact = transfer / step;
   v.confidence = r4(std::min(1.0, 0.5 + v.impact));
-  v.evidence = {{"transfer_fraction", r4(transfer / step_sum)},
+  v.evidence = {{"transfer_fraction", r4(transfer / step)},
+                {"transfer_p50_s", r6(transfer)},
                 {"collective_fraction", rep.breakdown[index(Phase::kCollective)]},
-                {"method", "per-step minimum of collective time over ranks"}};
+                {"method",
+                 "median over steps of the per-step minimum of collective time over "
+                 "ranks, over the median synchronised step"}};
   v.summary =
       fmt("%.1f%% of step time is collective transfer (the minimum over ranks, "
           "waiting excluded)",
@@ -199,6 +213,7 @@ StepMatrix step_matrix(const std::vector<RankTrace>& traces, const AnalyzeOption
   m.own.resize(m.rows * m.ranks);
   m.coll.resize(m.rows * m.ranks);
   m.wait.resize(m.rows * m.ranks);
+  m.stall.resize(m.rows * m.ranks);
   m.sync_s.resize(m.rows);
   m.sync_own_s.resize(m.rows);
   m.step.resize(m.rows);
@@ -209,6 +224,8 @@ StepMatrix step_matrix(const std::vector<RankTrace>& traces, const AnalyzeOption
       const StepRecord& s = traces[r].steps[idx[r]];
       m.own[k * m.ranks + r] = own_time(s);
       m.coll[k * m.ranks + r] = coll(s);
+      m.stall[k * m.ranks + r] =
+          s.phase_s[index(Phase::kCheckpoint)] + s.phase_s[index(Phase::kEval)];
       lo = r == 0 ? coll(s) : std::min(lo, coll(s));
       d_max = std::max(d_max, s.duration_s);
       own_max = std::max(own_max, own_time(s));

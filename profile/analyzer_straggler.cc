@@ -7,7 +7,8 @@
 //               a threshold, so "last in 15 of 20 steps, 16 ms behind" is found.
 //   tail        a rank that is slow only on a few steps but causes them: on the slow synchronised
 //               steps that are not slow on many ranks at once, the same rank has the longest own
-//               time (and the shortest wait) in ≥ 60 % of them, at least twice.
+//               time (and the shortest wait), long enough alone to make the step slow and not
+//               spent in a checkpoint or evaluation, in ≥ 60 % of them and at least twice.
 #include <algorithm>
 #include <cmath>
 
@@ -114,7 +115,12 @@ void tail_straggler(const std::vector<RankTrace>& traces, const StepMatrix& m, R
     for (size_t r = 0; r < m.ranks; ++r) n += m.own_slow(k, r);
     if (n >= need) continue;  // a shared cause, not one rank's tail
     slow_rows.push_back(k);
-    ++culprit_count[argmax_row(m, k)];
+    // The culprit's own time alone must make the step slow, and not because it saved a
+    // checkpoint or ran evaluation there (that is a periodic stall, not a straggler).
+    size_t c = argmax_row(m, k);
+    if (m.own_slow(k, c) && m.at(m.stall, k, c) < 0.5 * (m.at(m.own, k, c) - m.sync_own_p50)) {
+      ++culprit_count[c];
+    }
   }
   if (slow_rows.empty()) return;
   size_t best =
@@ -126,7 +132,8 @@ void tail_straggler(const std::vector<RankTrace>& traces, const StepMatrix& m, R
   double lost = 0, total = 0;
   for (double s : m.sync_s) total += s;
   for (size_t k : slow_rows) {
-    if (argmax_row(m, k) != best) continue;
+    if (argmax_row(m, k) != best || !m.own_slow(k, best)) continue;
+    if (m.at(m.stall, k, best) >= 0.5 * (m.at(m.own, k, best) - m.sync_own_p50)) continue;
     excess.push_back(m.at(m.own, k, best) - m.sync_own_p50);
     own_wait.push_back(m.at(m.wait, k, best));
     others_wait.push_back(median_others(m, m.wait, k, best));

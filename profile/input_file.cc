@@ -94,7 +94,7 @@ bool ends_with(const std::string& s, const char* suffix) {
 
 }  // namespace
 
-Result<std::string> read_bounded_file(const std::string& path, uint64_t max_bytes) {
+Result<std::string> read_bounded_file(const std::string& path, uint64_t max_bytes, bool inflate) {
   Fd f;
   f.fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (f.fd < 0) {
@@ -112,7 +112,7 @@ Result<std::string> read_bounded_file(const std::string& path, uint64_t max_byte
   }
   std::string raw;
   CKPT_RETURN_IF_ERROR(read_all(f.fd, path, uint64_t(st.st_size), &raw));
-  if (raw.size() >= 2 && uint8_t(raw[0]) == 0x1f && uint8_t(raw[1]) == 0x8b) {
+  if (inflate && raw.size() >= 2 && uint8_t(raw[0]) == 0x1f && uint8_t(raw[1]) == 0x8b) {
     return inflate_gzip(raw, path, max_bytes);
   }
   return raw;

@@ -20,10 +20,12 @@ namespace ckpt::profile {
 constexpr uint64_t kMaxTraceBytes = uint64_t(2) << 30;      // one trace, after inflating: 2 GiB
 constexpr uint64_t kMaxSnapshotBytes = uint64_t(64) << 20;  // env/layout JSON, configs: 64 MiB
 
-// The file's bytes, inflated when it is gzip. On failure: NotFound (no such file), IoError (cannot
+// The file's bytes, inflated when it is gzip and `inflate` is set (a config digest wants the raw
+// bytes). On failure: NotFound (no such file), IoError (cannot
 // open or read, or a directory), Corrupt ("not a regular file", over the cap, damaged gzip); the
 // message names the path.
-Result<std::string> read_bounded_file(const std::string& path, uint64_t max_bytes);
+Result<std::string> read_bounded_file(const std::string& path, uint64_t max_bytes,
+                                      bool inflate = true);
 
 // The files of a directory of per-rank traces, sorted by name: regular files whose names end in
 // .json .json.gz or .jsonl (recorder files); sub-directories are not searched. Corrupt when

@@ -281,23 +281,21 @@ Status parse_document(std::string_view json, const std::string& source, RankTrac
   return Status::ok();
 }
 
-// When the module is not wrapped in a record_function, forward and backward are told apart by the
-// autograd engine: the time before the step's first backward op is forward, the time from the
-// first to the last backward op is backward. Both have the lowest priority, so data waits,
-// collectives, copies and the optimizer inside those regions keep their own phase.
+// Forward and backward told apart by the autograd engine, whether or not the module is wrapped in
+// a record_function (the loss is usually outside it): the time before the step's first backward op
+// is forward, the time from the first to the last backward op is backward. Both have the lowest
+// priority, so data waits, collectives, copies and the optimizer inside those regions keep their
+// own phase.
 void add_autograd_regions(const StepWindow& w, std::vector<Interval>& spans) {
-  bool annotated_forward = false;
   double first_bwd = w.end, last_bwd = w.start;
   for (const auto& s : spans) {
-    if (s.phase == Phase::kForward) annotated_forward = true;
     if (s.phase == Phase::kBackward) {
       first_bwd = std::min(first_bwd, s.start);
       last_bwd = std::max(last_bwd, s.end);
     }
   }
   if (first_bwd >= last_bwd) return;  // no backward op in this step
-  if (!annotated_forward && first_bwd > w.start)
-    spans.push_back({w.start, first_bwd, Phase::kForward});
+  if (first_bwd > w.start) spans.push_back({w.start, first_bwd, Phase::kForward});
   spans.push_back({first_bwd, last_bwd, Phase::kBackward});
 }
 
