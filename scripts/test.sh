@@ -10,3 +10,6 @@ build="${CKPT_BUILD_DIR:-build}"
 if [[ -x verify/fuzz/run_fuzzers.sh ]]; then
   verify/fuzz/run_fuzzers.sh "${CKPT_FUZZ_SECONDS:-20}"
 fi
+if [[ -x profile/fuzz/run_fuzzer.sh ]]; then
+  profile/fuzz/run_fuzzer.sh "${CKPT_FUZZ_SECONDS:-20}"
+fi
