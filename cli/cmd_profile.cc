@@ -40,9 +40,7 @@ int fail(const Status& s) {
 
 // JSON out: bytes that are not UTF-8 (file names, environment variables, trace strings) are
 // replaced with U+FFFD instead of making dump() throw.
-std::string dump_json(const nlohmann::json& j) {
-  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-}
+std::string dump_json(const nlohmann::json& j) { return profile::json_text(j); }
 
 // An `env --json` / `layout --json` snapshot: at most kMaxSnapshotBytes, regular files only.
 Result<nlohmann::json> read_json(const std::string& path) {

@@ -4,13 +4,14 @@
 #include <cstdio>
 #include <sstream>
 
+#include "profile/analyzer_internal.h"
 #include "profile/verdict_catalog.h"
 
 namespace ckpt::profile {
 
 namespace {
 
-double r6(double v) { return std::round(v * 1e6) / 1e6; }
+using detail::r6;
 
 std::string ms(double s) {
   char buf[32];
@@ -68,6 +69,10 @@ std::string utilisation_text(const Utilisation& u) {
 }
 
 }  // namespace
+
+std::string json_text(const nlohmann::json& j) {
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
 
 nlohmann::json report_json(const Report& r) {
   nlohmann::json j;

@@ -12,7 +12,10 @@
 #include <set>
 
 #include "profile/analyzer.h"
+#include "profile/env_info.h"
 #include "profile/input_file.h"
+#include "profile/layout.h"
+#include "profile/report_render.h"
 #include "profile/series_stats.h"
 #include "profile/trace_import.h"
 
@@ -240,6 +243,24 @@ TEST_CASE("two-level periodicity: an alternating series has period 2; noise has 
   std::vector<double> noise;
   for (int i = 0; i < 200; ++i) noise.push_back(nd(gen));
   REQUIRE_FALSE(detect_two_level_period(noise, 0.01).found);
+}
+
+TEST_CASE("invalid UTF-8 in env variables and file names never breaks --json", "[profile]") {
+  ::setenv("CKPT_TEST_BAD_UTF8", "caf\xe9 \xff\xfe", 1);
+  auto e = capture_env("");
+  ::unsetenv("CKPT_TEST_BAD_UTF8");
+  REQUIRE(e.is_ok());
+  REQUIRE(e->fields.count("env.CKPT_TEST_BAD_UTF8") == 1);
+  std::string j;
+  REQUIRE_NOTHROW(j = json_text(env_json(*e)));
+  REQUIRE(j.find("caf\xef\xbf\xbd") != std::string::npos);  // U+FFFD
+  REQUIRE(nlohmann::json::parse(j).is_object());            // and it is valid JSON again
+  Scratch d;
+  write(d.path + "/shard\xff.b\xe9n", std::string(100, 'x'));
+  auto s = scan_layout(d.path);
+  REQUIRE(s.is_ok());
+  REQUIRE_NOTHROW(j = json_text(layout_json(*s)));
+  REQUIRE(nlohmann::json::parse(j).is_object());
 }
 
 }  // namespace
