@@ -78,7 +78,7 @@ void check_liveness(const std::vector<RankTrace>& traces, Report& rep) {
     }
   }
   Verdict v;
-  v.id = "hung";
+  v.set(VerdictId::kHung);
   v.impact = 2.0;  // always first: a hang has a different fix, rule it out before anything else
   v.rank = worst_rank;
   v.confidence = std::min(1.0, 0.6 + 0.4 * double(hung_ranks.size()) / double(traces.size()));
@@ -203,7 +203,7 @@ void check_periodicity(const std::vector<RankTrace>& traces, Report& rep) {
   for (const auto& s : steps) total_time += s.duration_s;
 
   Verdict v;
-  v.id = "periodic_stall";
+  v.set(VerdictId::kPeriodicStall);
   v.period_steps = best.p.period_steps;
   v.confidence = r4(best.p.confidence);
   v.impact = total_time > 0 ? double(spikes.size()) * best.p.mean_excess / total_time : 0;
@@ -300,7 +300,7 @@ void check_input(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, 
   double consistent = n ? double(waiting) / double(n) : 0;
   bool high = dw >= o.input_high;
   Verdict v;
-  v.id = "input_bound";
+  v.set(VerdictId::kInputBound);
   v.impact = dw;
   v.confidence = r4(std::min(1.0, (high ? 0.6 : 0.4) + 0.4 * consistent));
   v.evidence = {{"data_wait_fraction", dw},
@@ -341,12 +341,12 @@ void check_input(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, 
                 {"host_iowait_mean", r4(mi)},   {"process_cpu_mean", r4(mp)},
                 {"samples", busy.size()},       {"data_wait_fraction", dw}};
   if (mb >= o.cpu_saturated) {
-    c.id = "cpu_bound_loader";
+    c.set(VerdictId::kCpuBoundLoader);
     c.confidence = r4(std::min(1.0, 0.5 + (mb - o.cpu_saturated) / (1 - o.cpu_saturated) * 0.5));
     c.summary =
         fmt("host CPUs %.0f%% busy while waiting for data: decode/augment is the limit", 100 * mb);
   } else if (mb <= o.cpu_idle) {
-    c.id = "io_bound_loader";
+    c.set(VerdictId::kIoBoundLoader);
     c.confidence = r4(std::min(1.0, 0.5 + (o.cpu_idle - mb) / o.cpu_idle * 0.5));
     c.summary =
         fmt("host CPUs only %.0f%% busy (iowait %.0f%%) while waiting for data: storage "
@@ -415,17 +415,18 @@ Result<Report> analyze(const std::vector<RankTrace>& traces, const AnalyzeOption
   detail::check_correlations(traces, o, rep);
 
   // compute_bound only when nothing else owns the time.
-  static const char* const kOwners[] = {"hung", "input_bound", "straggler", "periodic_stall",
-                                        "collective_bound"};
+  static const VerdictId kOwners[] = {VerdictId::kHung, VerdictId::kInputBound,
+                                      VerdictId::kStraggler, VerdictId::kPeriodicStall,
+                                      VerdictId::kCollectiveBound};
   bool owned = false;
   for (const auto& v : rep.verdicts) {
-    for (const char* id : kOwners) owned |= v.id == id;
+    for (VerdictId id : kOwners) owned |= v.kind == id;
   }
   double compute = rep.breakdown[index(Phase::kForward)] + rep.breakdown[index(Phase::kBackward)] +
                    rep.breakdown[index(Phase::kOptimizer)] + rep.breakdown[index(Phase::kOther)];
   if (!owned && compute >= o.compute_bound) {
     Verdict v;
-    v.id = "compute_bound";
+    v.set(VerdictId::kComputeBound);
     v.impact = compute;
     v.confidence = r4(compute);
     v.evidence = {{"compute_fraction", r4(compute)},

@@ -17,6 +17,7 @@
 #include "ckpt/base/status.h"
 #include "profile/budget.h"
 #include "profile/step_record.h"
+#include "profile/verdict_catalog.h"
 
 namespace ckpt::profile {
 
@@ -31,7 +32,12 @@ struct AnalyzeOptions {
 };
 
 struct Verdict {
-  std::string id;
+  VerdictId kind = VerdictId::kHung;
+  std::string id;  // verdict_name(kind), for output; set both through set()
+  void set(VerdictId k) {
+    kind = k;
+    id = verdict_name(k);
+  }
   double confidence = 0;
   double impact = 0;  // share of step time explained; orders the verdicts
   nlohmann::json evidence = nlohmann::json::object();

@@ -184,7 +184,7 @@ void collective_transfer(const StepMatrix& m, const AnalyzeOptions& o, Report& r
   double transfer = percentile(lows, 0.5), step = m.sync_p50;
   if (step <= 0 || transfer / step < o.collective_bound) return;
   Verdict v;
-  v.id = "collective_bound";
+  v.set(VerdictId::kCollectiveBound);
   v.impact = transfer / step;
   v.confidence = r4(std::min(1.0, 0.5 + v.impact));
   v.evidence = {{"transfer_fraction", r4(transfer / step)},
@@ -250,14 +250,14 @@ void check_ranks(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, 
   }
   json scale = scale_json(rep.scale);
   for (auto& v : rep.verdicts) {
-    if (v.id == "periodic_stall") v.evidence["scale"] = scale;
+    if (v.kind == VerdictId::kPeriodicStall) v.evidence["scale"] = scale;
   }
   if (traces.size() >= 2 && (m.rows < 5 || rep.p50 <= 0)) {
     rep.notes.push_back("fewer than 5 steps common to all ranks: straggler check skipped");
   } else if (traces.size() >= 2) {
     check_stragglers(traces, m, rep);
     for (auto& v : rep.verdicts) {
-      if (v.id == "straggler") v.evidence["scale"] = scale;
+      if (v.kind == VerdictId::kStraggler) v.evidence["scale"] = scale;
     }
     collective_transfer(m, o, rep);
     return;
@@ -265,7 +265,7 @@ void check_ranks(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, 
   double c = rep.breakdown[index(Phase::kCollective)];
   if (traces.size() == 1 && c >= o.collective_bound) {
     Verdict v;
-    v.id = "collective_bound";
+    v.set(VerdictId::kCollectiveBound);
     v.impact = c;
     v.confidence = r4(std::min(0.6, 0.3 + c));  // one rank cannot separate waiting from transfer
     v.evidence = {{"collective_fraction", c},
@@ -307,7 +307,7 @@ void check_correlations(const std::vector<RankTrace>& traces, const AnalyzeOptio
   }
   if (best_r >= 0.6) {
     Verdict v;
-    v.id = "sequence_imbalance";
+    v.set(VerdictId::kSequenceImbalance);
     v.rank = best_rank;
     v.confidence = r4(best_r);
     v.impact = best_r * best_r * best_cv;
@@ -334,7 +334,7 @@ void check_correlations(const std::vector<RankTrace>& traces, const AnalyzeOptio
     double h2d = rep.breakdown[index(Phase::kH2D)];
     double share = double(pageable) / double(pageable + pinned);
     Verdict v;
-    v.id = "pageable_h2d";
+    v.set(VerdictId::kPageableH2D);
     v.impact = h2d * share;
     v.confidence = r4(h2d >= 0.02 ? 0.9 : 0.6);
     v.evidence = {{"pageable_copies", pageable},

@@ -81,7 +81,7 @@ bool consistent_straggler(const std::vector<RankTrace>& traces, const StepMatrix
   double step = m.sync_p50;
   if (consistency < 0.5 || p_value > 1e-3 || lead_p50 < 0.03 * step || step <= 0) return false;
   Verdict v;
-  v.id = "straggler";
+  v.set(VerdictId::kStraggler);
   v.rank = traces[best].rank;
   v.impact = lead_p50 / step;
   v.confidence = r4(consistency * std::min(1.0, lead_p50 / (0.1 * step)));
@@ -142,7 +142,7 @@ void tail_straggler(const std::vector<RankTrace>& traces, const StepMatrix& m, R
   }
   double fraction = double(culprit_count[best]) / double(m.rows);
   Verdict v;
-  v.id = "straggler";
+  v.set(VerdictId::kStraggler);
   v.rank = traces[best].rank;
   v.impact = total > 0 ? lost / total : 0;
   v.confidence = r4(std::min(1.0, share * std::min(1.0, double(culprit_count[best]) / 3.0)));

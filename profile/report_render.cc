@@ -85,7 +85,7 @@ nlohmann::json report_json(const Report& r) {
   nlohmann::json vs = nlohmann::json::array();
   for (const auto& v : r.verdicts) {
     nlohmann::json x = {{"id", v.id}, {"confidence", v.confidence}, {"evidence", v.evidence}};
-    if (v.id == "straggler" && v.rank) x["rank"] = *v.rank;
+    if (v.kind == VerdictId::kStraggler && v.rank) x["rank"] = *v.rank;
     if (v.period_steps) x["period_steps"] = *v.period_steps;
     vs.push_back(x);
   }
@@ -148,7 +148,7 @@ std::string report_text(const Report& r) {
     << ms(r.mean) << ", p50 " << ms(r.p50) << ", p99 " << ms(r.p99) << "\n\n";
 
   o << "1. Liveness: ";
-  bool hung = !r.verdicts.empty() && r.verdicts.front().id == "hung";
+  bool hung = !r.verdicts.empty() && r.verdicts.front().kind == VerdictId::kHung;
   if (hung) {
     o << "HUNG - " << r.verdicts.front().summary << "\n";
   } else {
@@ -164,7 +164,7 @@ std::string report_text(const Report& r) {
   o << "2. Shape: ";
   const Verdict* periodic = nullptr;
   for (const auto& v : r.verdicts) {
-    if (v.id == "periodic_stall") periodic = &v;
+    if (v.kind == VerdictId::kPeriodicStall) periodic = &v;
   }
   o << (periodic ? "periodic - " + periodic->summary : std::string("no periodic stall")) << "\n";
 
@@ -206,7 +206,7 @@ std::string report_text(const Report& r) {
     std::snprintf(head, sizeof head, " (confidence %.2f)", v.confidence);
     o << " * " << v.id << head << ": " << v.summary << "\n";
     o << "   evidence: " << v.evidence.dump() << "\n";
-    if (const VerdictText* t = verdict_text(v.id)) {
+    if (const VerdictText* t = verdict_text(v.kind)) {
       o << "   next measurement: " << t->next_measurement << "\n";
       for (const auto& f : t->fixes) o << "   fix: " << f.what << " [" << f.cost << "]\n";
       for (const auto& d : t->decline) o << "   decline: " << d << "\n";

@@ -122,7 +122,7 @@ std::string report_svg(const Report& r) {
   }
   int straggler = -1;
   for (const auto& v : r.verdicts) {
-    if (v.id == "straggler" && v.rank) straggler = *v.rank;
+    if (v.kind == VerdictId::kStraggler && v.rank) straggler = *v.rank;
   }
   double notes_h = 16.0 * double(r.verdicts.size() + 1);
   double height = kTop + notes_h + 4 * kPanelH + 170;

@@ -121,6 +121,22 @@ const std::vector<VerdictText>& catalog() {
 
 }  // namespace
 
+const char* verdict_name(VerdictId id) {
+  auto i = static_cast<size_t>(id);
+  return i < size_t(kNumVerdicts) ? kVerdictIds[i] : "unknown";
+}
+
+std::optional<VerdictId> verdict_from_name(std::string_view name) {
+  for (int i = 0; i < kNumVerdicts; ++i) {
+    if (name == kVerdictIds[i]) return static_cast<VerdictId>(i);
+  }
+  return std::nullopt;
+}
+
+const VerdictText* verdict_text(VerdictId id) {
+  return verdict_text(std::string(verdict_name(id)));
+}
+
 const VerdictText* verdict_text(const std::string& id) {
   for (const auto& v : catalog()) {
     if (id == v.id) return &v;
