@@ -125,26 +125,26 @@ void summarise_utilisation(const std::vector<RankTrace>& traces, Report& rep) {
 }
 
 // --- 2. shape ------------------------------------------------------------------------------------
-void check_periodicity(const std::vector<RankTrace>& traces, Report& rep) {
-  struct Best {
-    Periodicity p;
-    const RankTrace* t = nullptr;
-    const char* series = "";
-    const char* method = "";
-  } best;
+// The strongest periodic structure over every rank and series, by the detectors' confidence.
+struct BestPeriod {
+  Periodicity p;
+  const RankTrace* t = nullptr;
+  const char* series = "";
+  const char* method = "";
+};
+
+BestPeriod strongest_period(const std::vector<RankTrace>& traces) {
+  BestPeriod best;
   for (const auto& t : traces) {
     if (t.steps.size() < 6) continue;
-    std::vector<double> d, w;
+    std::vector<double> d, w, ck, ev;  // ck, ev: annotated stall phases (a save every K steps)
     for (const auto& s : t.steps) {
       d.push_back(s.duration_s);
       w.push_back(s.phase_s[index(Phase::kDataWait)]);
-    }
-    double p50 = percentile(d, 0.5);
-    std::vector<double> ck, ev;  // annotated stall phases: a save every K steps shows here first
-    for (const auto& s : t.steps) {
       ck.push_back(s.phase_s[index(Phase::kCheckpoint)]);
       ev.push_back(s.phase_s[index(Phase::kEval)]);
     }
+    double p50 = percentile(d, 0.5);
     std::vector<double> idle;  // 1 − utilisation: high is the stall
     for (double u : utilisation_of(t)) idle.push_back(1.0 - u);
     struct Candidate {
@@ -162,6 +162,11 @@ void check_periodicity(const std::vector<RankTrace>& traces, Report& rep) {
       if (c.p.found && c.p.confidence > best.p.confidence) best = {c.p, &t, c.series, c.method};
     }
   }
+  return best;
+}
+
+void check_periodicity(const std::vector<RankTrace>& traces, Report& rep) {
+  BestPeriod best = strongest_period(traces);
   if (best.t == nullptr) return;
   const auto& steps = best.t->steps;
   const auto& spikes = best.p.spikes;
