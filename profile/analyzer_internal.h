@@ -41,7 +41,7 @@ inline double named_sum(const StepRecord& r) {
 // The steps every rank holds, as a rows × ranks matrix of each rank's own quantities: own time
 // (step start → entering the collective), collective time, and the wait for the others (its
 // collective time less the per-step minimum over ranks, the transfer itself). The synchronised
-// step is the longest rank's step; a step is slow when its synchronised time exceeds the median by
+// step is the median rank's step; a step is slow when its synchronised time exceeds the median by
 // `threshold_s`, and a rank's own time is slow when it exceeds the median synchronised own time
 // (the pace of the job) by the same threshold.
 struct StepMatrix {
@@ -49,7 +49,7 @@ struct StepMatrix {
   std::vector<int64_t> step;            // step number per row
   std::vector<double> own, coll, wait;  // rows × ranks
   std::vector<double> stall;            // rows × ranks: checkpoint + eval time
-  std::vector<double> sync_s;           // per row: max duration over ranks
+  std::vector<double> sync_s;           // per row: median duration over ranks
   std::vector<double> sync_own_s;       // per row: max own time over ranks
   double sync_p50 = 0, sync_own_p50 = 0, threshold_s = 0;
   bool have_coll = false;

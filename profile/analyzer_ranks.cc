@@ -219,7 +219,8 @@ StepMatrix step_matrix(const std::vector<RankTrace>& traces, const AnalyzeOption
   m.step.resize(m.rows);
   for (size_t k = 0; k < m.rows; ++k) {
     const size_t* idx = common.row(k);
-    double lo = 0, d_max = 0, own_max = 0;
+    double lo = 0, own_max = 0;
+    std::vector<double> durations(m.ranks);
     for (size_t r = 0; r < m.ranks; ++r) {
       const StepRecord& s = traces[r].steps[idx[r]];
       m.own[k * m.ranks + r] = own_time(s);
@@ -227,12 +228,16 @@ StepMatrix step_matrix(const std::vector<RankTrace>& traces, const AnalyzeOption
       m.stall[k * m.ranks + r] =
           s.phase_s[index(Phase::kCheckpoint)] + s.phase_s[index(Phase::kEval)];
       lo = r == 0 ? coll(s) : std::min(lo, coll(s));
-      d_max = std::max(d_max, s.duration_s);
+      durations[r] = s.duration_s;
       own_max = std::max(own_max, own_time(s));
     }
     for (size_t r = 0; r < m.ranks; ++r) m.wait[k * m.ranks + r] = m.coll[k * m.ranks + r] - lo;
     m.step[k] = traces[0].steps[idx[0]].step;
-    m.sync_s[k] = d_max;
+    // The step the job experienced: the median over ranks. Under a barrier every rank's step is
+    // about as long; where a rank's own stall after the collective (a checkpoint save) lands in
+    // its step k but the others' wait for it in their step k + 1, the median counts one slow step,
+    // the maximum would count two.
+    m.sync_s[k] = percentile(durations, 0.5);
     m.sync_own_s[k] = own_max;
   }
   m.sync_p50 = percentile(m.sync_s, 0.5);
