@@ -1,11 +1,12 @@
 // `ckpt profile`: the step profiler's command line.
-//   analyze FILES... [--json] [--svg FILE]   verdicts from recorder files and PyTorch traces
+//   analyze FILES|DIR... [--json] [--svg FILE]   verdicts from recorder files and PyTorch traces
 //   budget --gpus G --per-gpu RATE --loader-cap RATE   the throughput-budget model
 //   layout DIR [--json]; layout-diff A.json B.json     dataset layout and what changed
 //   env [--json] [--config FILE]; env-diff A.json B.json   environment snapshot and diff
 // Exit codes: 0 analysed (verdicts are findings, not failures; diffs with changes also exit 0),
-// 64 usage, 65 unreadable/malformed input, 66 cannot open. The logic lives in profile/; this
-// file binds flags and prints.
+// 64 usage, 65 unreadable/malformed input (also: not a regular file, over its size cap — see
+// profile/input_file.h), 66 cannot open. The logic lives in profile/; this file binds flags and
+// prints.
 #include <CLI/CLI.hpp>
 #include <fstream>
 #include <iostream>
