@@ -52,6 +52,7 @@ struct StepMatrix {
   std::vector<double> sync_s;           // per row: median duration over ranks
   std::vector<double> sync_own_s;       // per row: max own time over ranks
   double sync_p50 = 0, sync_own_p50 = 0, threshold_s = 0;
+  double wall_p50 = 0;  // median over rows of the longest rank's step: the job's wall-clock step
   bool have_coll = false;
   double at(const std::vector<double>& m, size_t k, size_t r) const { return m[k * ranks + r]; }
   bool step_slow(size_t k) const { return sync_s[k] - sync_p50 >= threshold_s; }

@@ -181,7 +181,7 @@ void collective_transfer(const StepMatrix& m, const AnalyzeOptions& o, Report& r
     for (size_t r = 1; r < m.ranks; ++r) lo = std::min(lo, m.at(m.coll, k, r));
     lows.push_back(lo);
   }
-  double transfer = percentile(lows, 0.5), step = m.sync_p50;
+  double transfer = percentile(lows, 0.5), step = m.wall_p50;
   if (step <= 0 || transfer / step < o.collective_bound) return;
   Verdict v;
   v.set(VerdictId::kCollectiveBound);
@@ -192,7 +192,7 @@ void collective_transfer(const StepMatrix& m, const AnalyzeOptions& o, Report& r
                 {"collective_fraction", rep.breakdown[index(Phase::kCollective)]},
                 {"method",
                  "median over steps of the per-step minimum of collective time over "
-                 "ranks, over the median synchronised step"}};
+                 "ranks, over the median wall-clock step (the longest rank's)"}};
   v.summary =
       fmt("%.1f%% of step time is collective transfer (the minimum over ranks, "
           "waiting excluded)",
@@ -217,9 +217,10 @@ StepMatrix step_matrix(const std::vector<RankTrace>& traces, const AnalyzeOption
   m.sync_s.resize(m.rows);
   m.sync_own_s.resize(m.rows);
   m.step.resize(m.rows);
+  std::vector<double> walls;
   for (size_t k = 0; k < m.rows; ++k) {
     const size_t* idx = common.row(k);
-    double lo = 0, own_max = 0;
+    double lo = 0, own_max = 0, d_max = 0;
     std::vector<double> durations(m.ranks);
     for (size_t r = 0; r < m.ranks; ++r) {
       const StepRecord& s = traces[r].steps[idx[r]];
@@ -229,6 +230,7 @@ StepMatrix step_matrix(const std::vector<RankTrace>& traces, const AnalyzeOption
           s.phase_s[index(Phase::kCheckpoint)] + s.phase_s[index(Phase::kEval)];
       lo = r == 0 ? coll(s) : std::min(lo, coll(s));
       durations[r] = s.duration_s;
+      d_max = std::max(d_max, s.duration_s);
       own_max = std::max(own_max, own_time(s));
     }
     for (size_t r = 0; r < m.ranks; ++r) m.wait[k * m.ranks + r] = m.coll[k * m.ranks + r] - lo;
@@ -238,9 +240,11 @@ StepMatrix step_matrix(const std::vector<RankTrace>& traces, const AnalyzeOption
     // its step k but the others' wait for it in their step k + 1, the median counts one slow step,
     // the maximum would count two.
     m.sync_s[k] = percentile(durations, 0.5);
+    walls.push_back(d_max);
     m.sync_own_s[k] = own_max;
   }
   m.sync_p50 = percentile(m.sync_s, 0.5);
+  m.wall_p50 = percentile(walls, 0.5);
   m.sync_own_p50 = percentile(m.sync_own_s, 0.5);
   m.threshold_s = (o.slow_factor - 1.0) * m.sync_p50;
   return m;
