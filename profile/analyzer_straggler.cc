@@ -8,7 +8,8 @@
 //   tail        a rank that is slow only on a few steps but causes them: on the slow synchronised
 //               steps that are not slow on many ranks at once, the same rank has the longest own
 //               time (and the shortest wait), long enough alone to make the step slow and not
-//               spent in a checkpoint or evaluation, in ≥ 60 % of them and at least twice.
+//               spent in a checkpoint or evaluation, in ≥ 60 % of them (or in steps that hold
+//               ≥ 60 % of the time they lost) and at least twice.
 #include <algorithm>
 #include <cmath>
 
@@ -109,24 +110,31 @@ void tail_straggler(const std::vector<RankTrace>& traces, const StepMatrix& m, R
   size_t need = std::max<size_t>(2, (m.ranks + 1) / 2);
   std::vector<size_t> slow_rows;
   std::vector<size_t> culprit_count(m.ranks, 0);
+  std::vector<double> culprit_excess(m.ranks, 0);
+  double slow_excess = 0;  // the slow steps' time above the median step
   for (size_t k = 0; k < m.rows; ++k) {
     if (!m.step_slow(k)) continue;
     size_t n = 0;
     for (size_t r = 0; r < m.ranks; ++r) n += m.own_slow(k, r);
     if (n >= need) continue;  // a shared cause, not one rank's tail
     slow_rows.push_back(k);
+    slow_excess += m.sync_s[k] - m.sync_p50;
     // The culprit's own time alone must make the step slow, and not because it saved a
     // checkpoint or ran evaluation there (that is a periodic stall, not a straggler).
     size_t c = argmax_row(m, k);
     if (m.own_slow(k, c) && m.at(m.stall, k, c) < 0.5 * (m.at(m.own, k, c) - m.sync_own_p50)) {
       ++culprit_count[c];
+      culprit_excess[c] += m.sync_s[k] - m.sync_p50;
     }
   }
   if (slow_rows.empty()) return;
   size_t best =
       size_t(std::max_element(culprit_count.begin(), culprit_count.end()) - culprit_count.begin());
+  // Under heavy noise other ranks have slow steps too, but short ones: the culprit is the rank
+  // behind most of the slow steps or behind most of the time they lost.
   double share = double(culprit_count[best]) / double(slow_rows.size());
-  if (culprit_count[best] < 2 || share < 0.6) return;
+  double time_share = slow_excess > 0 ? culprit_excess[best] / slow_excess : 0;
+  if (culprit_count[best] < 2 || (share < 0.6 && time_share < 0.6)) return;
   std::vector<double> excess, own_wait, others_wait;
   json steps = json::array();
   double lost = 0, total = 0;
@@ -145,10 +153,12 @@ void tail_straggler(const std::vector<RankTrace>& traces, const StepMatrix& m, R
   v.set(VerdictId::kStraggler);
   v.rank = traces[best].rank;
   v.impact = total > 0 ? lost / total : 0;
-  v.confidence = r4(std::min(1.0, share * std::min(1.0, double(culprit_count[best]) / 3.0)));
+  v.confidence =
+      r4(std::min(1.0, std::max(share, time_share) * std::min(1.0, culprit_count[best] / 3.0)));
   v.evidence = {{"kind", "tail"},
                 {"signal", "longest own time and shortest wait on the slow steps"},
                 {"consistency", r4(share)},
+                {"share_of_slow_time", r4(time_share)},
                 {"slow_steps", slow_rows.size()},
                 {"culprit_steps", culprit_count[best]},
                 {"culprit_step_numbers", steps},
