@@ -133,6 +133,18 @@ struct BestPeriod {
   const char* method = "";
 };
 
+// The two-level detector on the last 8192 steps at most: a period of ≤ 64 steps shows there, and
+// 10^6-step series stay O(window × lags). Spike indices are shifted back to the whole series.
+Periodicity two_level_tail(const std::vector<double>& x, double min_excess) {
+  constexpr size_t kWindow = 8192;
+  if (x.size() <= kWindow) return detect_two_level_period(x, min_excess);
+  size_t off = x.size() - kWindow;
+  Periodicity p = detect_two_level_period(
+      std::vector<double>(x.begin() + static_cast<std::ptrdiff_t>(off), x.end()), min_excess);
+  for (size_t& i : p.spikes) i += off;
+  return p;
+}
+
 BestPeriod strongest_period(const std::vector<RankTrace>& traces) {
   BestPeriod best;
   for (const auto& t : traces) {
@@ -156,8 +168,8 @@ BestPeriod strongest_period(const std::vector<RankTrace>& traces) {
         {detect_periodic_spikes(w, 0.20 * p50), "data_wait", "spikes over the rolling median"},
         {detect_periodic_spikes(ck, 0.20 * p50), "checkpoint", "spikes over the rolling median"},
         {detect_periodic_spikes(ev, 0.20 * p50), "eval", "spikes over the rolling median"},
-        {detect_two_level_period(w, 0.20 * p50), "data_wait", "two-level autocorrelation"},
-        {detect_two_level_period(idle, 0.20), "utilisation", "two-level autocorrelation"}};
+        {two_level_tail(w, 0.20 * p50), "data_wait", "two-level autocorrelation"},
+        {two_level_tail(idle, 0.20), "utilisation", "two-level autocorrelation"}};
     for (const auto& c : cands) {
       if (c.p.found && c.p.confidence > best.p.confidence) best = {c.p, &t, c.series, c.method};
     }
