@@ -34,7 +34,7 @@ namespace {
 
 // The subcommands, in the order `ckpt --help` lists them.
 const Setup kCommands[] = {setup_audit,   setup_coverage, setup_inspect, setup_lr,
-                           setup_profile, setup_report,   setup_verify};
+                           setup_profile, setup_report,   setup_scan,    setup_verify};
 
 }  // namespace
 }  // namespace ckpt::cli
