@@ -585,7 +585,7 @@ Result<Value*> Machine::op_build() {
   if (obj->kind == Kind::kObject && obj->qualname() == "numpy.dtype" && obj->args != nullptr &&
       !obj->args->items.empty() && obj->args->items[0]->kind == Kind::kStr) {
     std::string cls = numpy_dtype_class(obj->args->items[0]->s);
-    if (!cls.empty()) doc_->numpy_dtype_builds.push_back(cls);
+    if (!cls.empty()) doc_->numpy_dtype_builds.emplace_back(cls, op_pos_);
   }
   Interpreter in = interpreter();
   Status s = interpret_build(in, obj, state);

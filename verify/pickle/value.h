@@ -124,10 +124,11 @@ class PickleDoc {
   // Every GLOBAL-like opcode, in stream order (memoized re-uses are not repeated).
   std::vector<GlobalUse> uses;
   // For predicting torch.load(weights_only=True): the first opcode its restricted unpickler does
-  // not implement (0 when none), and the numpy dtype classes a BUILD restores ("UInt32DType").
+  // not implement (0 when none) and its offset, and the numpy dtype classes a BUILD restores
+  // ("UInt32DType").
   uint8_t weights_only_bad_opcode = 0;
   uint64_t weights_only_bad_offset = 0;
-  std::vector<std::string> numpy_dtype_builds;
+  std::vector<std::pair<std::string, uint64_t>> numpy_dtype_builds;  // (class, BUILD offset)
   int protocol = 0;
   uint64_t end_offset = 0;  // offset just past STOP
 

@@ -114,8 +114,8 @@ void predict_weights_only(const WeightsOnlyInput& in, bool torch_file, FileConte
         needs.insert(m + "." + u.name);
       }
     }
-    if (stop_at == UINT64_MAX) {
-      for (const std::string& cls : doc->numpy_dtype_builds) needs.insert("numpy.dtypes." + cls);
+    for (const auto& [cls, at] : doc->numpy_dtype_builds) {
+      if (at < stop_at) needs.insert("numpy.dtypes." + cls);
     }
     if (!torch_file || blocked) break;  // torch.load reads the first pickle, then gives up
   }
