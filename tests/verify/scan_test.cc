@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 
+#include "verify/audit/audit.h"
 #include "verify/pickle/pickle_reader.h"
 
 using namespace ckpt;
@@ -280,4 +281,23 @@ TEST_CASE("risk lists: the issue's named families", "[verify]") {
   CHECK(weights_only_allows("torch._utils", "_rebuild_tensor_v2"));
   CHECK(weights_only_allows("torch", "FloatStorage"));
   CHECK_FALSE(weights_only_allows("numpy.core.multiarray", "_reconstruct"));
+}
+
+TEST_CASE("audit gives scan's verdict as findings, legacy files included", "[verify]") {
+  ::unlink(kMarker);
+  for (const char* name :
+       {"torch_zip_payload.pt", "torch_legacy_payload.pt", "torch_zip_odd_flags.pt"}) {
+    auto r = audit_path((fixtures() / "scan" / "exploits" / name).string(), {});
+    INFO(name << ": " << r.status().to_string());
+    REQUIRE(r.is_ok());
+    CHECK_FALSE(r->complete);  // exit 2
+    bool reported = false;
+    for (const auto& f : r->findings) {
+      reported = reported ||
+                 (f.severity == "error" && f.message.find("posix.system") != std::string::npos &&
+                  f.message.find("ckpt scan") != std::string::npos);
+    }
+    CHECK(reported);
+  }
+  CHECK_FALSE(fs::exists(kMarker));
 }
