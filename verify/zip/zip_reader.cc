@@ -210,7 +210,7 @@ Status ZipReader::check_overlaps() const {
   std::vector<const ZipEntry*> order;
   order.reserve(entries_.size());
   for (const auto& e : entries_) order.push_back(&e);
-  std::sort(order.begin(), order.end(), [](const ZipEntry* a, const ZipEntry* b) {
+  std::stable_sort(order.begin(), order.end(), [](const ZipEntry* a, const ZipEntry* b) {
     return a->local_header_offset < b->local_header_offset;
   });
   for (size_t k = 1; k < order.size(); ++k) {
