@@ -84,7 +84,8 @@ JumpKind classify(const std::vector<LrPoint>& p, size_t i, const LrSeries& s, do
   }
   double base = 0;
   if (s.schedule) {
-    base = s.schedule->kind == "one_cycle" ? s.schedule->max_lr : s.schedule->base_lr;
+    base = s.schedule->kind == sched::ScheduleKind::kOneCycle ? s.schedule->max_lr
+                                                              : s.schedule->base_lr;
   } else {
     for (size_t k = 0; k <= i; ++k) base = std::max(base, p[k].lr);
   }

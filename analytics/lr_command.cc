@@ -49,7 +49,8 @@ void print_text(const LrSeries& s, const LrAnalysis& a, std::ostream& out) {
   if (a.restarts.empty()) out << "none known";
   for (size_t i = 0; i < a.restarts.size(); ++i) out << (i ? ", " : "") << a.restarts[i];
   out << "\nschedule: "
-      << (s.schedule ? s.schedule->kind + " (recorded by the run), base_lr " +
+      << (s.schedule ? sched::schedule_kind_name(s.schedule->kind) +
+                           std::string(" (recorded by the run), base_lr ") +
                            short_number(s.schedule->base_lr)
                      : std::string("unknown (logs carry no spec)"))
       << "\n";

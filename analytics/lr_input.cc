@@ -240,10 +240,10 @@ Result<LrSeries> lr_from_run(const std::string& run_dir) {
   int starts = 0;
   bool restart_pending = false;
   for (const auto& e : journal.events) {
-    if (e.kind == JournalEvent::Kind::kStart) {
+    if (e.kind == store::JournalEventType::kStart) {
       if (starts++ > 0) restart_pending = true;
       if (e.schedule) out.schedule = e.schedule;
-    } else if (e.kind == JournalEvent::Kind::kProgress && e.lr) {
+    } else if (e.kind == store::JournalEventType::kProgress && e.lr) {
       if (restart_pending) {
         out.restarts.push_back(e.step);
         restart_pending = false;

@@ -20,7 +20,7 @@ using testing::ScratchDir;
 // A run whose second process lost the scheduler and the loader: warmup again, epoch head again.
 std::string journal_text() {
   sched::ScheduleSpec s;
-  s.kind = "warmup_cosine";
+  s.kind = sched::ScheduleKind::kWarmupCosine;
   s.base_lr = 1e-3;
   s.warmup_steps = 20;
   s.total_steps = 300;
