@@ -275,6 +275,8 @@ TEST_CASE("risk lists: the issue's named families", "[verify]") {
   CHECK(risk("deepspeed.runtime.fp16.loss_scaler", "LossScaler", true) == Risk::kFramework);
   CHECK(risk("deepspeed.runtime.zero.config", "ZeroStageEnum", true) == Risk::kFramework);
   CHECK(risk("argparse", "Namespace", true) == Risk::kFramework);
+  CHECK(risk("deepspeed.utils.tensor_fragment", "fragment_address", true) == Risk::kFramework);
+  CHECK(risk("numpy.random._pickle", "__randomstate_ctor", true) == Risk::kFramework);
   CHECK(risk("transformers.utils", "some_function", true) == Risk::kDangerous);
   CHECK(risk("mylib", "helper", false) == Risk::kUnknown);
   CHECK(risk("mylib", "helper", true) == Risk::kDangerous);

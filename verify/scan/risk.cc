@@ -206,6 +206,7 @@ const std::set<std::string>& safe_names() {
                                           "builtins.bool",
                                           "numpy.core.multiarray._reconstruct",
                                           "numpy.core.multiarray.scalar",
+                                          "numpy.core.numeric._frombuffer",
                                           "numpy.ndarray",
                                           "numpy.dtype",
                                           "torch.Size",
@@ -226,22 +227,15 @@ const std::set<std::string>& safe_names() {
 
 // Classes of training frameworks seen in real checkpoints, by exact name.
 const std::set<std::string>& framework_names() {
-  static const std::set<std::string> k = {"argparse.Namespace",
-                                          "enum.Enum",
-                                          "pathlib.PosixPath",
-                                          "pathlib.WindowsPath",
-                                          "pathlib.PurePosixPath",
-                                          "pathlib.Path",
-                                          "types.SimpleNamespace",
-                                          "omegaconf.dictconfig.DictConfig",
-                                          "omegaconf.listconfig.ListConfig",
-                                          "omegaconf.base.ContainerMetadata",
-                                          "omegaconf.base.Metadata",
-                                          "omegaconf.nodes.AnyNode",
-                                          "typing.Any",
-                                          "numpy.random._pickle.__randomstate_ctor",
-                                          "numpy.random._pickle.__generator_ctor",
-                                          "numpy.random._pickle.__bit_generator_ctor"};
+  static const std::set<std::string> k = {
+      "argparse.Namespace", "enum.Enum", "pathlib.PosixPath", "pathlib.WindowsPath",
+      "pathlib.PurePosixPath", "pathlib.Path", "types.SimpleNamespace",
+      "omegaconf.dictconfig.DictConfig", "omegaconf.listconfig.ListConfig",
+      "omegaconf.base.ContainerMetadata", "omegaconf.base.Metadata", "omegaconf.nodes.AnyNode",
+      "typing.Any", "numpy.random._pickle.__randomstate_ctor",
+      "numpy.random._pickle.__generator_ctor", "numpy.random._pickle.__bit_generator_ctor",
+      // A dataclass with a lower-case name, in DeepSpeed ZeRO optimizer states.
+      "deepspeed.utils.tensor_fragment.fragment_address"};
   return k;
 }
 

@@ -212,17 +212,29 @@ void scan_npy(const std::string& bytes, const std::string& where, int depth, Fil
 void scan_legacy(const RandomAccessFile& f, const std::string& label, FileContext* ctx) {
   ctx->out->format = "torch.save legacy";
   // magic, protocol version, sys info, the object, the storage keys: five pickles, then raw
-  // storage bytes. Only the pickles are read (bounded by the scan limit).
-  const uint64_t n = std::min<uint64_t>(f.size(), ctx->options.max_pickle_bytes);
-  auto bytes = f.read_string(0, n);
-  if (!bytes.is_ok()) {
-    ctx->out->errors.push_back(bytes.status().message());
+  // storage bytes. Only the pickles are read: a window that widens while they run past it.
+  const uint64_t limit = std::min<uint64_t>(f.size(), ctx->options.max_pickle_bytes);
+  for (uint64_t window = std::min<uint64_t>(16u << 20, limit);;
+       window = std::min(window * 4, limit)) {
+    auto bytes = f.read_string(0, window);
+    if (!bytes.is_ok()) {
+      ctx->out->errors.push_back(bytes.status().message());
+      return;
+    }
+    FileScan attempt;
+    attempt.file = ctx->out->file;
+    attempt.format = ctx->out->format;
+    FileContext actx{&attempt, ctx->options, {}};
+    WeightsOnlyInput wo;
+    scan_pickles(*bytes, 0, label, 5, 0, &actx, &wo);
+    if (wo.docs.size() < 5 || !wo.complete) {
+      wo.complete = false;
+      if (window < limit) continue;
+    }
+    predict_weights_only(wo, true, &actx);
+    *ctx->out = std::move(attempt);
     return;
   }
-  WeightsOnlyInput wo;
-  scan_pickles(*bytes, 0, label, 5, 0, ctx, &wo);
-  if (wo.docs.size() < 5) wo.complete = false;
-  predict_weights_only(wo, true, ctx);
 }
 
 void scan_embedded_zips(const RandomAccessFile& f, const std::string& label, FileContext* ctx) {

@@ -1,4 +1,5 @@
 // Rendering of a ScanReport: the text lines and the `--json` object (docs/cli.md).
+#include <cstdio>
 #include <set>
 #include <sstream>
 
@@ -6,6 +7,22 @@
 
 namespace ckpt::verify {
 namespace {
+
+// Names and messages come from the file: control and non-ASCII bytes are shown as \xNN so the
+// terminal only ever receives text.
+std::string printable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c >= 0x20 && c < 0x7f) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  return out;
+}
 
 struct WeightsOnlySummary {
   bool loads = false;
@@ -40,17 +57,18 @@ int count(const FileScan& f, Risk r) {
 
 std::string verdict_line(const FileScan& f) {
   std::ostringstream o;
+  const std::string file = printable(f.file);
   const int dangerous = count(f, Risk::kDangerous);
   const int framework = count(f, Risk::kFramework);
   if (dangerous > 0) {
-    o << "UNSAFE     " << f.file << " (" << f.format << "): " << dangerous << " dangerous global"
+    o << "UNSAFE     " << file << " (" << f.format << "): " << dangerous << " dangerous global"
       << (dangerous > 1 ? "s" : "")
       << " — torch.load(weights_only=False) / pickle.load would run code";
   } else if (framework > 0) {
-    o << "FRAMEWORK  " << f.file << " (" << f.format << "): " << framework << " framework object"
+    o << "FRAMEWORK  " << file << " (" << f.format << "): " << framework << " framework object"
       << (framework > 1 ? "s" : "") << ", nothing dangerous";
   } else {
-    o << "SAFE       " << f.file << " (" << f.format << "): " << f.globals.size() << " global"
+    o << "SAFE       " << file << " (" << f.format << "): " << f.globals.size() << " global"
       << (f.globals.size() == 1 ? "" : "s") << ", nothing dangerous";
   }
   if (f.torch_load_input) {
@@ -71,24 +89,25 @@ std::string verdict_line(const FileScan& f) {
 std::string scan_report_to_text(const ScanReport& r) {
   std::ostringstream o;
   for (const auto& f : r.files) o << verdict_line(f) << "\n";
-  if (r.files.empty()) o << "SAFE       " << r.path << ": no file that can carry a pickle\n";
+  if (r.files.empty())
+    o << "SAFE       " << printable(r.path) << ": no file that can carry a pickle\n";
   for (Risk risk : {Risk::kDangerous, Risk::kFramework, Risk::kUnknown}) {
     for (const auto& f : r.files) {
       for (const auto& g : f.globals) {
         if (g.risk != risk) continue;
-        o << "  " << risk_name(g.risk) << "  " << g.module << "." << g.name << "  "
-          << (g.called ? "called" : "referenced") << "  " << g.where << "\n";
+        o << "  " << risk_name(g.risk) << "  " << printable(g.module + "." + g.name) << "  "
+          << (g.called ? "called" : "referenced") << "  " << printable(g.where) << "\n";
       }
     }
   }
   WeightsOnlySummary w = weights_only(r);
   if (!w.needs.empty()) {
     o << "  weights_only: torch.serialization.add_safe_globals needs";
-    for (const auto& n : w.needs) o << " " << n;
+    for (const auto& n : w.needs) o << " " << printable(n);
     o << "\n";
   }
   for (const auto& f : r.files) {
-    for (const auto& e : f.errors) o << "  error: " << e << "\n";
+    for (const auto& e : f.errors) o << "  error: " << printable(e) << "\n";
   }
   return o.str();
 }
