@@ -194,6 +194,10 @@ Result<FileScan> scan_file(const RandomAccessFile& file, const std::string& labe
                           12) == 0) {
     scan_legacy(file, label, &ctx);
   } else if (head.compare(0, 6, "\x93NUMPY", 6) == 0) {
+    out.format = "numpy .npy";
+    CKPT_ASSIGN_OR_RETURN(std::string first,
+                          file.read_string(0, std::min<uint64_t>(size, 1 << 20)));
+    if (!npy_holds_pickle(first)) return out;  // numeric: raw bytes after the header
     if (size > options.max_pickle_bytes) {
       return corrupt(file.path() + ": .npy of " + std::to_string(size) + " bytes is over the " +
                      std::to_string(options.max_pickle_bytes) + "-byte scan limit");

@@ -183,30 +183,55 @@ void scan_zip(const RandomAccessFile& f, const std::string& label, int depth, Fi
   if (torch && !script && depth == 0) predict_weights_only(wo, true, ctx);
 }
 
-void scan_npy(const std::string& bytes, const std::string& where, int depth, FileContext* ctx) {
-  // \x93NUMPY, major, minor, header length (2 bytes in 1.0, 4 in 2.0/3.0), a dict literal.
+namespace {
+
+// The header of a .npy: \x93NUMPY, major, minor, header length (2 bytes in 1.0, 4 in 2.0/3.0),
+// a dict literal. Returns false (with `why`) when it does not parse.
+bool npy_header(const std::string& bytes, uint64_t* data_offset, std::string* descr,
+                std::string* why) {
   if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY", 6) != 0) {
-    ctx->out->errors.push_back(where + ": not a .npy array (bad magic)");
-    return;
+    *why = "not a .npy array (bad magic)";
+    return false;
   }
   const int major = static_cast<uint8_t>(bytes[6]);
   const uint64_t hlen = major == 1 ? le16(bytes.data() + 8)
                                    : (bytes.size() >= 12 ? le32(bytes.data() + 8) : UINT64_MAX);
   const uint64_t hstart = major == 1 ? 10 : 12;
   if (hlen > bytes.size() - std::min<uint64_t>(bytes.size(), hstart)) {
-    ctx->out->errors.push_back(where + ": .npy header runs past the end");
-    return;
+    *why = ".npy header runs past the end";
+    return false;
   }
   const std::string header = bytes.substr(hstart, hlen);
   const size_t d = header.find("descr");
   const size_t f = header.find("fortran_order");
-  const std::string descr = header.substr(
-      d == std::string::npos ? 0 : d, f == std::string::npos || f < d ? std::string::npos : f - d);
-  // Object arrays ('|O', or an 'O' field of a structured dtype) are stored as a pickle.
-  if (descr.find("'|O'") != std::string::npos || descr.find("'O'") != std::string::npos ||
-      descr.find("\"|O\"") != std::string::npos || descr.find("'<O") != std::string::npos) {
-    scan_pickles(bytes, hstart + hlen, where, 1, depth, ctx, nullptr);
+  *descr = header.substr(d == std::string::npos ? 0 : d,
+                         f == std::string::npos || f < d ? std::string::npos : f - d);
+  *data_offset = hstart + hlen;
+  return true;
+}
+
+// Object arrays ('|O', or an 'O' field of a structured dtype) are stored as a pickle.
+bool object_descr(const std::string& descr) {
+  return descr.find("'|O'") != std::string::npos || descr.find("'O'") != std::string::npos ||
+         descr.find("\"|O\"") != std::string::npos || descr.find("'<O") != std::string::npos;
+}
+
+}  // namespace
+
+bool npy_holds_pickle(const std::string& head) {
+  uint64_t off = 0;
+  std::string descr, why;
+  return !npy_header(head, &off, &descr, &why) || object_descr(descr);
+}
+
+void scan_npy(const std::string& bytes, const std::string& where, int depth, FileContext* ctx) {
+  uint64_t off = 0;
+  std::string descr, why;
+  if (!npy_header(bytes, &off, &descr, &why)) {
+    ctx->out->errors.push_back(where + ": " + why);
+    return;
   }
+  if (object_descr(descr)) scan_pickles(bytes, off, where, 1, depth, ctx, nullptr);
 }
 
 void scan_legacy(const RandomAccessFile& f, const std::string& label, FileContext* ctx) {

@@ -37,6 +37,8 @@ void predict_weights_only(const WeightsOnlyInput& in, bool torch_file, FileConte
 // Container readers (scan_containers.cc). Each records into ctx; errors become ctx->out->errors.
 void scan_zip(const RandomAccessFile& f, const std::string& label, int depth, FileContext* ctx);
 void scan_npy(const std::string& bytes, const std::string& where, int depth, FileContext* ctx);
+// True when a .npy's first bytes say its data is a pickle (object dtype), or do not parse.
+bool npy_holds_pickle(const std::string& head);
 void scan_legacy(const RandomAccessFile& f, const std::string& label, FileContext* ctx);
 void scan_embedded_zips(const RandomAccessFile& f, const std::string& label, FileContext* ctx);
 // Bytes that hold a pickle or a torch.save zip: scanned as nested content.
