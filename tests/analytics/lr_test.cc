@@ -3,14 +3,17 @@
 #include <cstdio>
 #include <sstream>
 
-#include "analytics/commands.h"
 #include "analytics/lr_analysis.h"
 #include "analytics/lr_input.h"
 #include "ckpt/sched/schedule.h"
+#include "cli/commands.h"
 #include "tests/analytics/test_support.h"
 
 namespace ckpt::analytics {
 namespace {
+
+using cli::LrCommandOptions;
+using cli::run_lr_command;
 
 using testing::fixture;
 using testing::ScratchDir;

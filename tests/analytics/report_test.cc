@@ -6,14 +6,16 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "analytics/commands.h"
 #include "analytics/json_text.h"
-#include "analytics/report_html.h"
 #include "ckpt/sched/schedule.h"
+#include "cli/commands.h"
 #include "tests/analytics/test_support.h"
 
 namespace ckpt::analytics {
 namespace {
+
+using cli::ReportCommandOptions;
+using cli::run_report_command;
 
 using testing::ScratchDir;
 
