@@ -28,6 +28,7 @@ Runner setup_load_bench(CLI::App& root, CLI::App*& sub);
 Runner setup_lr(CLI::App& root, CLI::App*& sub);
 Runner setup_profile(CLI::App& root, CLI::App*& sub);
 Runner setup_report(CLI::App& root, CLI::App*& sub);
+Runner setup_scan(CLI::App& root, CLI::App*& sub);
 Runner setup_verify(CLI::App& root, CLI::App*& sub);
 
 }  // namespace ckpt::cli
