@@ -9,6 +9,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "ckpt/store/run_dir.h"
 
@@ -96,12 +99,38 @@ Status apply_retention(Env* env, const std::string& run_dir, int keep_last, int6
   return Status::ok();
 }
 
+namespace {
+
+// Checkpointers of one process on one run directory share its lock: the lock keeps other
+// processes out (a relaunched job), not a restore that opens a second Checkpointer.
+class SharedLock final : public FileLock {
+ public:
+  explicit SharedLock(std::shared_ptr<FileLock> held) : held_(std::move(held)) {}
+
+ private:
+  std::shared_ptr<FileLock> held_;
+};
+
+}  // namespace
+
 Result<std::unique_ptr<FileLock>> lock_run_dir(Env* env, const std::string& run_dir) {
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  const std::string owner =
-      "pid " + std::to_string(static_cast<long>(getpid())) + " host " + host + "\n";
-  return env->lock_file(path_join(run_dir, "LOCK"), owner);
+  static std::mutex mu;
+  // Keyed by pid too: a forked child inherits the map but is another process.
+  static std::map<std::tuple<Env*, std::string, long>, std::weak_ptr<FileLock>> held;
+  const std::string path = path_join(run_dir, "LOCK");
+  const auto key = std::make_tuple(env, path, static_cast<long>(getpid()));
+  std::lock_guard<std::mutex> g(mu);
+  std::shared_ptr<FileLock> lock = held[key].lock();
+  if (!lock) {
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    const std::string owner =
+        "pid " + std::to_string(static_cast<long>(getpid())) + " host " + host + "\n";
+    CKPT_ASSIGN_OR_RETURN(std::unique_ptr<FileLock> taken, env->lock_file(path, owner));
+    lock = std::move(taken);
+    held[key] = lock;
+  }
+  return std::unique_ptr<FileLock>(new SharedLock(std::move(lock)));
 }
 
 }  // namespace ckpt::store

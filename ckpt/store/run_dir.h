@@ -76,7 +76,9 @@ Status check_rank_against_commit(const CommitRecord& rec, const Node& root,
 
 // One process writes a run directory. Takes RUN/LOCK (flock; released when the returned object
 // is destroyed or the process dies) and writes "pid P host H" into it; kIoError "RUN/LOCK: locked
-// by pid P host H" when another writer holds it. Readers never call this.
+// by pid P host H" when another writer holds it. Within one process, calls for the same Env and
+// path share one lock (a second Checkpointer restoring what the first saved is not a second
+// job). Readers never call this.
 Result<std::unique_ptr<FileLock>> lock_run_dir(Env* env, const std::string& run_dir);
 
 struct VerifyReport {

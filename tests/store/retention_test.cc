@@ -2,6 +2,7 @@
 // from interrupted saves; the commit record is checked against the rank files; one writer per run
 // directory (docs/security.md, "The store").
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -190,23 +191,47 @@ TEST_CASE("verify cross-checks the commit record against the rank file", "[store
   }
 }
 
-TEST_CASE("one writer per run directory: the second lock names the holder", "[store]") {
+// What another process sees when it tries to take the lock: 0 taken, 1 refused naming `pid`.
+int lock_in_child(const std::string& run, pid_t holder) {
+  const pid_t child = fork();
+  if (child == 0) {
+    auto lock = store::lock_run_dir(Env::posix(), run);
+    if (lock.is_ok()) _exit(0);
+    const bool named = lock.status().message().find("locked by pid " + std::to_string(holder) +
+                                                    " host ") != std::string::npos;
+    _exit(named && lock.status().code() == Code::kIoError ? 1 : 2);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST_CASE("one writer per run directory: another process is refused, naming the holder",
+          "[store]") {
   TempDir run;
   Env* env = Env::posix();
+  REQUIRE(lock_in_child(run.path(), 0) == 0);  // nobody holds it: the child takes it and exits
   auto first = store::lock_run_dir(env, run.path());
   REQUIRE(first.is_ok());
-  auto second = store::lock_run_dir(env, run.path());  // another open file: flock conflicts
-  REQUIRE_FALSE(second.is_ok());
-  REQUIRE(second.status().code() == Code::kIoError);
-  REQUIRE(second.status().message().find("locked by pid " + std::to_string(getpid())) !=
-          std::string::npos);
+  auto same_process = store::lock_run_dir(env, run.path());  // shared, not refused
+  REQUIRE(same_process.is_ok());
+  REQUIRE(lock_in_child(run.path(), getpid()) == 1);
   first->reset();
-  REQUIRE(store::lock_run_dir(env, run.path()).is_ok());  // released with the object
+  REQUIRE(lock_in_child(run.path(), getpid()) == 1);  // still held by the second handle
+  same_process->reset();
+  REQUIRE(lock_in_child(run.path(), 0) == 0);  // released with the last handle
+  REQUIRE(testing::read_file(run.path() + "/LOCK").rfind("pid ", 0) == 0);
+}
+
+TEST_CASE("MemEnv locks are exclusive", "[store]") {
   MemEnv mem;
   REQUIRE(mem.make_dirs("/r").is_ok());
-  auto m1 = store::lock_run_dir(&mem, "/r");
+  auto m1 = mem.lock_file("/r/LOCK", "pid 1 host h\n");
   REQUIRE(m1.is_ok());
-  REQUIRE_FALSE(store::lock_run_dir(&mem, "/r").is_ok());
+  auto m2 = mem.lock_file("/r/LOCK", "pid 2 host h\n");
+  REQUIRE(m2.status().message().find("locked by pid 1 host h") != std::string::npos);
+  m1->reset();
+  REQUIRE(mem.lock_file("/r/LOCK", "pid 2 host h\n").is_ok());
 }
 
 TEST_CASE("invalid UTF-8 from outside never throws out of the journal or find_latest", "[store]") {
