@@ -22,7 +22,10 @@ struct VerifyOptions {
 int run_verify(const VerifyOptions& o) {
   Env* env = Env::posix();
   if (!env->exists(o.path)) {
-    std::cerr << "ckpt verify: " << o.path << ": no such file or directory\n";
+    auto kind = env->entry_kind(o.path);  // EACCES on a parent is not "no such file"
+    std::cerr << "ckpt verify: "
+              << (kind.is_ok() ? o.path + ": no such file or directory" : kind.status().message())
+              << "\n";
     return kExitNoInput;
   }
   std::vector<std::string> dirs;

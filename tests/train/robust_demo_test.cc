@@ -1,6 +1,7 @@
 // What an operator breaks, end to end with the real demo (issue 8): two jobs on one run
 // directory, a damaged commit record, a commit record that disagrees with its rank file, invalid
 // UTF-8 in LATEST, bad flags — and SIGKILL at chosen system calls during saves (strace).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -215,6 +216,65 @@ TEST_CASE("every invalid flag combination is a one-line usage error", "[train][c
   std::string listing;
   REQUIRE(shell("ls -A '" + cwd.path + "'", &listing) == 0);
   REQUIRE(listing.empty());  // nothing was written anywhere
+}
+
+TEST_CASE("permission denied is 66 with the OS's reason; COMMIT.json as a directory is 65",
+          "[train][cli]") {
+  Dir run;
+  REQUIRE(run_demo(run.path, "--steps 40 --save-every 20").exit_code == 0);
+  const std::string step = run.path + "/step-000000000040";
+  // As root every permission check passes: run the readers as nobody instead.
+  const std::string as_user =
+      getuid() == 0 ? "setpriv --reuid=65534 --regid=65534 --clear-groups " : "";
+  if (!as_user.empty() && shell("command -v setpriv") != 0) {
+    WARN("running as root without setpriv: skipped");
+    return;
+  }
+  const std::string ckpt = as_user + CKPT_BINARY_DIR + "/cli/ckpt ";
+  std::string out;
+  REQUIRE(::chmod(run.path.c_str(), 0) == 0);
+  for (const std::string cmd : {"verify", "inspect", "audit"}) {
+    INFO(cmd << ": " << out);
+    REQUIRE(shell(ckpt + cmd + " '" + run.path + "'", &out) == 66);
+    REQUIRE(out.find("Permission denied") != std::string::npos);
+    REQUIRE(out.find("not a checkpoint") == std::string::npos);
+  }
+  REQUIRE(shell(ckpt + "verify '" + step + "'", &out) == 66);
+  REQUIRE(out.find("Permission denied") != std::string::npos);
+  REQUIRE(::chmod(run.path.c_str(), 0755) == 0);
+  const std::string rank = step + "/rank-00000.h5";
+  REQUIRE(::chmod(rank.c_str(), 0) == 0);
+  REQUIRE(shell(ckpt + "verify '" + step + "'", &out) == 2);
+  INFO(out);
+  REQUIRE(out.find("Permission denied") != std::string::npos);
+  REQUIRE(out.find("not an HDF5 file") == std::string::npos);
+  REQUIRE(shell(ckpt + "inspect '" + step + "'", &out) == 66);
+  REQUIRE(out.find("not an HDF5 file") == std::string::npos);
+  REQUIRE(::chmod(rank.c_str(), 0644) == 0);
+  const std::string commit = step + "/COMMIT.json";
+  REQUIRE(::rename(commit.c_str(), (run.path + "/saved").c_str()) == 0);
+  REQUIRE(::mkdir(commit.c_str(), 0755) == 0);
+  REQUIRE(shell(ckpt + "inspect '" + step + "'", &out) == 65);
+  REQUIRE(out.find("not a regular file") != std::string::npos);
+  REQUIRE(shell(ckpt + "verify '" + run.path + "'", &out) == 2);
+}
+
+// ENOSPC inside HDF5's close used to SIGSEGV at exit: at these free-space levels (KiB) the save
+// must fail with one line, leave no .tmp, and resume bit-exact once the space is back
+// (scripts/disk_full_harness.sh, which tries many more levels).
+TEST_CASE("a full disk fails a save cleanly and the run resumes bit-exact", "[train][cli]") {
+  if (getuid() != 0 || shell("command -v unshare") != 0 || shell("unshare -m true") != 0) {
+    WARN("needs root and unshare(1) for a private tmpfs: skipped");
+    return;
+  }
+  std::string out;
+  const int rc = shell(std::string(CKPT_SOURCE_DIR) + "/scripts/disk_full_harness.sh '" +
+                           CKPT_BINARY_DIR + "' 16 144 128",
+                       &out);
+  INFO(out);
+  REQUIRE(rc == 0);
+  REQUIRE(out.find("disk-full levels tried: 2,") != std::string::npos);
+  REQUIRE(out.find("failed with one line: 2") != std::string::npos);
 }
 
 // SIGKILL at the N-th call of a system call during a run that saves, then a plain resume: the
