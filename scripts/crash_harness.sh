@@ -20,6 +20,10 @@ command -v strace >/dev/null || { echo "crash_harness: strace is not installed" 
 [ -x "$demo" ] || { echo "crash_harness: $demo not built" >&2; exit 2; }
 work=$(mktemp -d /tmp/ckpt-crash-XXXXXX)
 trap 'rm -rf "$work"' EXIT
+# Private copies: a rebuild of BUILD_DIR while this runs must not turn into "exec failed".
+mkdir "$work/bin" && cp "$demo" "$ckpt" "$work/bin/" || exit 2
+demo="$work/bin/ckpt-train-demo"
+ckpt="$work/bin/ckpt"
 
 digest() { sed -n 's/^final_params_xxh3 //p' | tail -1; }
 ref=$("$demo" --run-dir "$work/ref" $args | digest)

@@ -18,6 +18,9 @@ ckpt="$build/cli/ckpt"
 [ "$(id -u)" -eq 0 ] || { echo "disk_full_harness: needs root (mount -t tmpfs)" >&2; exit 2; }
 work=$(mktemp -d /tmp/ckpt-full-XXXXXX)
 trap 'rm -rf "$work"' EXIT
+mkdir "$work/bin" && cp "$demo" "$ckpt" "$work/bin/" || exit 2  # immune to a rebuild meanwhile
+demo="$work/bin/ckpt-train-demo"
+ckpt="$work/bin/ckpt"
 digest() { sed -n 's/^final_params_xxh3 //p' | tail -1; }
 "$demo" --run-dir "$work/seed" --steps 80 --save-every 20 --stop-at 60 --keep-last 1 >/dev/null
 rm -rf "$work/seed/profile"

@@ -140,8 +140,8 @@ class Checkpointer {
   TrainCounters* counters_ = nullptr;
   torch_adapter::GeneratorRegistry generators_;
   torch_adapter::ExtraRegistry extra_;
+  std::unique_ptr<FileLock> lock_;  // declared first: released after the journal is closed
   std::unique_ptr<store::Journal> journal_;
-  std::unique_ptr<FileLock> lock_;
 };
 
 // Digest of the environment that can change a run's numbers: libtorch version, compiler, CUDA
