@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "analytics/run_journal.h"
 #include "ckpt/base/status.h"
 #include "ckpt/loader/resumable_sampler.h"
-#include "analytics/run_journal.h"
 
 namespace ckpt::analytics {
 

@@ -9,8 +9,8 @@
 
 #include <string>
 
-#include "ckpt/base/status.h"
 #include "analytics/lr_input.h"
+#include "ckpt/base/status.h"
 
 namespace ckpt::analytics {
 

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "ckpt/base/status.h"
 #include "analytics/sample_order.h"
+#include "ckpt/base/status.h"
 
 namespace ckpt::analytics {
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "cli/exit_codes.h"
 #include "analytics/checkpoint_cursors.h"
 #include "analytics/commands.h"
 #include "analytics/coverage.h"
@@ -11,6 +10,7 @@
 #include "analytics/coverage_from_journal.h"
 #include "analytics/run_spec.h"
 #include "analytics/svg_canvas.h"
+#include "cli/exit_codes.h"
 
 namespace ckpt::analytics {
 namespace {

@@ -11,9 +11,9 @@
 
 #include <string>
 
-#include "ckpt/base/status.h"
 #include "analytics/coverage.h"
 #include "analytics/run_journal.h"
+#include "ckpt/base/status.h"
 
 namespace ckpt::analytics {
 

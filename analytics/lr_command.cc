@@ -3,12 +3,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "cli/exit_codes.h"
 #include "analytics/commands.h"
 #include "analytics/lr_analysis.h"
 #include "analytics/lr_chart.h"
 #include "analytics/lr_input.h"
 #include "analytics/svg_canvas.h"
+#include "cli/exit_codes.h"
 
 namespace ckpt::analytics {
 namespace {

@@ -10,10 +10,6 @@
 #include <map>
 #include <vector>
 
-#include "cli/exit_codes.h"
-#include "profile/analyzer.h"
-#include "profile/report_render.h"
-#include "profile/trace_import.h"
 #include "analytics/commands.h"
 #include "analytics/coverage.h"
 #include "analytics/coverage_chart.h"
@@ -22,7 +18,12 @@
 #include "analytics/lr_chart.h"
 #include "analytics/lr_input.h"
 #include "analytics/svg_canvas.h"
+#include "cli/exit_codes.h"
+#include "profile/analyzer.h"
+#include "profile/report_render.h"
+#include "profile/trace_import.h"
 #include "verify/audit/audit.h"
+#include "verify/ours/ours_reader.h"
 
 namespace ckpt::analytics {
 namespace {
@@ -175,6 +176,7 @@ constexpr const char* kStyle =
 
 Result<RunReport> build_run_report(const std::string& run_dir) {
   if (!is_dir(run_dir)) return not_found(run_dir + ": not a run directory");
+  verify::register_ours_reader();  // the audit section reads our own checkpoints
   RunReport out;
   std::time_t now = std::time(nullptr);
   char when[64];

@@ -2,9 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analytics/json_text.h"
 #include "ckpt/format/tree.h"
 #include "ckpt/sched/scheduler.h"
-#include "analytics/json_text.h"
 
 namespace ckpt::analytics {
 namespace {

@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
-#include "ckpt/base/status.h"
 #include "analytics/coverage.h"
 #include "analytics/sample_order.h"
+#include "ckpt/base/status.h"
 
 namespace ckpt::analytics {
 

@@ -2,15 +2,11 @@
 
 #include <limits>
 
+#include "analytics/torch_randperm.h"
 #include "ckpt/loader/resumable_sampler.h"
 
 namespace ckpt::analytics {
 namespace {
-
-TorchRandperm& torch_randperm_slot() {
-  static TorchRandperm fn;
-  return fn;
-}
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
@@ -39,7 +35,7 @@ class KeyedOrder final : public SampleOrder {
   loader::EpochPermutation perm_;
 };
 
-// A permutation drawn by libtorch, kept with its inverse.
+// A permutation drawn as torch.randperm draws it, kept with its inverse.
 class TableOrder final : public SampleOrder {
  public:
   explicit TableOrder(const std::vector<int64_t>& perm) : ids_(perm.size()), pos_(perm.size()) {
@@ -127,11 +123,6 @@ Status validate_sampler(const SamplerConfig& c) {
   }
   const bool needs_torch = c.shuffle && (c.kind == SamplerKind::kTorchRandom ||
                                          c.kind == SamplerKind::kTorchDistributed);
-  if (needs_torch && !torch_randperm_available()) {
-    return unsupported("sampler " + kind +
-                       " needs libtorch's randperm to reproduce PyTorch's order; this ckpt was "
-                       "built without libtorch (CKPT_WITH_TORCH=OFF)");
-  }
   // randperm plus the order and its inverse cost 24 bytes a sample.
   if (needs_torch && c.dataset_size > (uint64_t{1} << 31)) {
     return unsupported("sampler " + kind + ": a materialised randperm of " +
@@ -153,22 +144,10 @@ Result<std::shared_ptr<const SampleOrder>> make_order(const SamplerConfig& c, ui
   if (c.kind == SamplerKind::kCkpt) {
     return std::shared_ptr<const SampleOrder>(std::make_shared<KeyedOrder>(n, c.seed, key));
   }
-  if (!torch_randperm_available()) {
-    return unsupported(std::string("sampler ") + sampler_kind_name(c.kind) +
-                       " needs ckpt built with libtorch (CKPT_WITH_TORCH=ON)");
-  }
-  std::vector<int64_t> perm;
-  try {
-    perm = c.kind == SamplerKind::kTorchDistributed ? torch_randperm_slot()(n, c.seed + key, 0)
-                                                    : torch_randperm_slot()(n, c.seed, key);
-  } catch (const std::exception& e) {
-    return internal_error(std::string("libtorch randperm failed: ") + e.what());
-  }
-  if (perm.size() != n) return internal_error("libtorch randperm returned the wrong length");
+  const std::vector<int64_t> perm = c.kind == SamplerKind::kTorchDistributed
+                                        ? torch_randperm_after(n, c.seed + key, 0)
+                                        : torch_randperm_after(n, c.seed, key);
   return std::shared_ptr<const SampleOrder>(std::make_shared<TableOrder>(perm));
 }
-
-void register_torch_randperm(TorchRandperm fn) { torch_randperm_slot() = std::move(fn); }
-bool torch_randperm_available() { return static_cast<bool>(torch_randperm_slot()); }
 
 }  // namespace ckpt::analytics

@@ -1,6 +1,6 @@
 // The sampler geometry and sample orders that `ckpt coverage` replays: which sample id sits at
 // each position of an epoch, for our keyed order (loader::EpochPermutation), plain sequential
-// order, and PyTorch's RandomSampler / DistributedSampler (libtorch randperm, materialised).
+// order, and PyTorch's RandomSampler / DistributedSampler (torch.randperm, materialised).
 //
 // Positions. An epoch is a run of L positions; a step consumes S = batch_size × world_size ×
 // grad_accum consecutive positions (the last step of an epoch may be short), so steps per epoch
@@ -17,14 +17,12 @@
 // generator (seeded once with seed) drew before this one — kRandomSamplerDrawsPerEpoch per
 // finished epoch; sequential: unused.
 //
-// The libtorch randperm is registered at static-initialisation time by ckpt_analytics_torch
-// (analytics/torch/); without it the shuffled torch kinds are `unsupported`. Orders are
-// immutable once built and safe to share between threads; register_torch_randperm is not
-// thread-safe and runs before main.
+// The shuffled torch kinds draw their permutation as torch.randperm does
+// (analytics/torch_randperm.h, no libtorch). Orders are immutable once built and safe to share
+// between threads.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,8 +59,8 @@ struct SamplerConfig {
 };
 
 // Ok when the geometry is usable: N, B, W, A >= 1, N <= 2^62, L >= 1, torch_random with W == 1
-// (RandomSampler is single-process; use torch_distributed), and libtorch registered for the
-// shuffled torch kinds. Messages name the field and the value.
+// (RandomSampler is single-process; use torch_distributed), and at most 2^31 samples for the
+// shuffled torch kinds (their order is materialised). Messages name the field and the value.
 Status validate_sampler(const SamplerConfig& c);
 
 class SampleOrder {
@@ -76,18 +74,11 @@ class SampleOrder {
 };
 
 // The order of `order_key` (see above) for a validated config; for the shuffled torch kinds the
-// permutation is drawn through the registered libtorch randperm (8·N bytes, plus 8·N for the
+// permutation is drawn as torch.randperm draws it (8·N bytes, plus 8·N for the
 // inverse).
 Result<std::shared_ptr<const SampleOrder>> make_order(const SamplerConfig& c, uint64_t order_key);
 // The order key of epoch `epoch` for kinds whose key does not depend on restarts (all but
 // torch_random, whose key the replay tracks).
 uint64_t default_order_key(const SamplerConfig& c, uint64_t epoch);
-
-// torch.randperm(n, generator) after `draws_before` earlier randperm(n) draws from a generator
-// freshly seeded with manual_seed(seed). Returns the permutation.
-using TorchRandperm =
-    std::function<std::vector<int64_t>(uint64_t n, uint64_t seed, uint64_t draws_before)>;
-void register_torch_randperm(TorchRandperm fn);
-bool torch_randperm_available();
 
 }  // namespace ckpt::analytics

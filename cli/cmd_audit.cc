@@ -46,8 +46,7 @@ int run_audit(const AuditCliOptions& o) {
   return r->complete ? kExitOk : kExitFindings;
 }
 
-namespace {
-const CommandRegistrar kAudit("audit", [](CLI::App& root, CLI::App*& sub) -> Runner {
+Runner setup_audit(CLI::App& root, CLI::App*& sub) {
   auto opts = std::make_shared<AuditCliOptions>();
   sub = root.add_subcommand("audit",
                             "Say which parts of the training state a checkpoint holds: model, "
@@ -59,7 +58,6 @@ const CommandRegistrar kAudit("audit", [](CLI::App& root, CLI::App*& sub) -> Run
   sub->add_flag("--json", opts->json, "print one JSON object");
   sub->footer(kExitCodeHelp);
   return [opts] { return run_audit(*opts); };
-});
-}  // namespace
+}
 
 }  // namespace ckpt::cli

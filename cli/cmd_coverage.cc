@@ -5,12 +5,10 @@
 #include <iostream>
 #include <memory>
 
-#include "cli/command.h"
 #include "analytics/commands.h"
+#include "cli/command.h"
 
 namespace ckpt::cli {
-namespace {
-
 Runner setup_coverage(CLI::App& root, CLI::App*& sub) {
   auto o = std::make_shared<analytics::CoverageCommandOptions>();
   sub = root.add_subcommand("coverage",
@@ -27,7 +25,4 @@ Runner setup_coverage(CLI::App& root, CLI::App*& sub) {
   return [o] { return analytics::run_coverage_command(*o, std::cout, std::cerr); };
 }
 
-const CommandRegistrar kCoverage("coverage", setup_coverage);
-
-}  // namespace
 }  // namespace ckpt::cli

@@ -33,8 +33,7 @@ int run_inspect(const InspectCliOptions& o) {
   return kExitOk;
 }
 
-namespace {
-const CommandRegistrar kInspect("inspect", [](CLI::App& root, CLI::App*& sub) -> Runner {
+Runner setup_inspect(CLI::App& root, CLI::App*& sub) {
   auto opts = std::make_shared<InspectCliOptions>();
   sub = root.add_subcommand(
       "inspect", "Show the tree inside a checkpoint (keys, dtypes, shapes, sizes, devices)");
@@ -42,7 +41,6 @@ const CommandRegistrar kInspect("inspect", [](CLI::App& root, CLI::App*& sub) ->
   sub->add_flag("--json", opts->json, "print one JSON object");
   sub->footer(kExitCodeHelp);
   return [opts] { return run_inspect(*opts); };
-});
-}  // namespace
+}
 
 }  // namespace ckpt::cli

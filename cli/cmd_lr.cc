@@ -6,12 +6,10 @@
 #include <iostream>
 #include <memory>
 
-#include "cli/command.h"
 #include "analytics/commands.h"
+#include "cli/command.h"
 
 namespace ckpt::cli {
-namespace {
-
 Runner setup_lr(CLI::App& root, CLI::App*& sub) {
   auto o = std::make_shared<analytics::LrCommandOptions>();
   sub = root.add_subcommand("lr",
@@ -33,7 +31,4 @@ Runner setup_lr(CLI::App& root, CLI::App*& sub) {
   return [o] { return analytics::run_lr_command(*o, std::cout, std::cerr); };
 }
 
-const CommandRegistrar kLr("lr", setup_lr);
-
-}  // namespace
 }  // namespace ckpt::cli

@@ -141,8 +141,6 @@ int run_profile_env_diff(const ProfileOptions& o) {
   return kExitOk;
 }
 
-namespace {
-
 Runner setup_profile(CLI::App& root, CLI::App*& sub) {
   auto o = std::make_shared<ProfileOptions>();
   sub = root.add_subcommand("profile",
@@ -193,9 +191,5 @@ Runner setup_profile(CLI::App& root, CLI::App*& sub) {
     return kExitUsage;
   };
 }
-
-const CommandRegistrar kRegistrar("profile", setup_profile);
-
-}  // namespace
 
 }  // namespace ckpt::cli

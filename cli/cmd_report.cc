@@ -5,12 +5,10 @@
 #include <iostream>
 #include <memory>
 
-#include "cli/command.h"
 #include "analytics/commands.h"
+#include "cli/command.h"
 
 namespace ckpt::cli {
-namespace {
-
 Runner setup_report(CLI::App& root, CLI::App*& sub) {
   auto o = std::make_shared<analytics::ReportCommandOptions>();
   sub = root.add_subcommand("report",
@@ -21,7 +19,4 @@ Runner setup_report(CLI::App& root, CLI::App*& sub) {
   return [o] { return analytics::run_report_command(*o, std::cout, std::cerr); };
 }
 
-const CommandRegistrar kReport("report", setup_report);
-
-}  // namespace
 }  // namespace ckpt::cli

@@ -79,8 +79,6 @@ int run_verify(const VerifyOptions& o) {
   return (ok && !dirs.empty()) ? kExitOk : kExitFindings;
 }
 
-namespace {
-
 Runner setup_verify(CLI::App& root, CLI::App*& sub) {
   auto o = std::make_shared<VerifyOptions>();
   sub = root.add_subcommand("verify",
@@ -94,7 +92,4 @@ Runner setup_verify(CLI::App& root, CLI::App*& sub) {
   return [o] { return run_verify(*o); };
 }
 
-const CommandRegistrar kRegistrar("verify", setup_verify);
-
-}  // namespace
 }  // namespace ckpt::cli

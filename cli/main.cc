@@ -1,23 +1,14 @@
 // `ckpt`: the command-line front door. Parses argv with CLI11, dispatches to one subcommand, and
 // maps every failure to a documented exit code (cli/exit_codes.h).
 #include <CLI/CLI.hpp>
-#include <algorithm>
 #include <exception>
 #include <iostream>
 
 #include "cli/command.h"
 #include "cli/exit_codes.h"
+#include "verify/ours/ours_reader.h"
 
 namespace ckpt::cli {
-
-std::vector<CommandEntry>& command_table() {
-  static std::vector<CommandEntry> table;
-  return table;
-}
-
-CommandRegistrar::CommandRegistrar(std::string name, Setup setup) {
-  command_table().push_back({std::move(name), std::move(setup)});
-}
 
 int exit_code_for(const Status& s) {
   switch (s.code()) {
@@ -39,6 +30,13 @@ int exit_code_for(const Status& s) {
   return kExitInternal;
 }
 
+namespace {
+
+// The subcommands, in the order `ckpt --help` lists them.
+const Setup kCommands[] = {setup_audit,   setup_coverage, setup_inspect, setup_lr,
+                           setup_profile, setup_report,   setup_verify};
+
+}  // namespace
 }  // namespace ckpt::cli
 
 int main(int argc, char** argv) {
@@ -51,13 +49,11 @@ int main(int argc, char** argv) {
   app.footer(kExitCodeHelp);
   app.set_version_flag("--version", "ckpt 0.1.0");
 
-  auto& table = command_table();
-  std::sort(table.begin(), table.end(),
-            [](const CommandEntry& a, const CommandEntry& b) { return a.name < b.name; });
+  ckpt::verify::register_ours_reader();  // `audit`/`inspect` of our own runs
   std::vector<std::pair<CLI::App*, Runner>> runners;
-  for (auto& entry : table) {
+  for (const Setup& setup : kCommands) {
     CLI::App* sub = nullptr;
-    Runner run = entry.setup(app, sub);
+    Runner run = setup(app, sub);
     runners.emplace_back(sub, std::move(run));
   }
 

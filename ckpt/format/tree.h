@@ -67,8 +67,4 @@ struct Node {
   std::vector<std::string> get_strings(const std::string& name) const;
 };
 
-// The components of format v1, in the order they are written.
-constexpr const char* kComponents[] = {"model",  "optimizer", "scheduler", "rng",
-                                       "loader", "train",     "extra"};
-
 }  // namespace ckpt

@@ -1,6 +1,45 @@
 #include "ckpt/io/env.h"
 
+#include <cstring>
+
 namespace ckpt {
+namespace {
+
+Status truncated(const std::string& name, uint64_t offset, uint64_t n, uint64_t size) {
+  return corrupt(name + ": truncated: need bytes [" + std::to_string(offset) + ", " +
+                 std::to_string(offset + n) + ") but the file has " + std::to_string(size));
+}
+
+class MemoryFile final : public RandomAccessFile {
+ public:
+  MemoryFile(std::string name, std::string bytes)
+      : name_(std::move(name)), bytes_(std::move(bytes)) {}
+  Status read_at(uint64_t offset, void* dst, size_t n) const override {
+    if (!range_inside(offset, n, bytes_.size())) return truncated(name_, offset, n, size());
+    if (n > 0) std::memcpy(dst, bytes_.data() + offset, n);
+    count_read(n);
+    return Status::ok();
+  }
+  uint64_t size() const override { return bytes_.size(); }
+  const std::string& path() const override { return name_; }
+
+ private:
+  std::string name_;
+  std::string bytes_;
+};
+
+}  // namespace
+
+std::unique_ptr<RandomAccessFile> memory_file(std::string name, std::string bytes) {
+  return std::make_unique<MemoryFile>(std::move(name), std::move(bytes));
+}
+
+Result<std::string> RandomAccessFile::read_string(uint64_t offset, size_t len) const {
+  if (!range_inside(offset, len, size())) return truncated(path(), offset, len, size());
+  std::string s(len, '\0');
+  CKPT_RETURN_IF_ERROR(read_at(offset, s.data(), len));
+  return s;
+}
 
 Result<std::string> Env::read_all(const std::string& path, uint64_t max_bytes) {
   CKPT_ASSIGN_OR_RETURN(auto file, open_random(path));

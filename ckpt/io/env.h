@@ -8,6 +8,7 @@
 // records, LATEST and the journal go through Env.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -36,6 +37,19 @@ class RandomAccessFile {
   virtual Status read_at(uint64_t offset, void* dst, size_t n) const = 0;
   virtual uint64_t size() const = 0;
   virtual const std::string& path() const = 0;
+
+  // Reads exactly `len` bytes at `offset` as a string; the range is checked against size() before
+  // anything is allocated, so a hostile length costs nothing.
+  Result<std::string> read_string(uint64_t offset, size_t len) const;
+  // Bytes delivered by successful reads so far: lets tests prove that a metadata-only audit
+  // touches only what it asks for. Advisory when the file is shared by threads.
+  uint64_t bytes_read() const { return bytes_read_.load(std::memory_order_relaxed); }
+
+ protected:
+  void count_read(size_t n) const { bytes_read_.fetch_add(n, std::memory_order_relaxed); }
+
+ private:
+  mutable std::atomic<uint64_t> bytes_read_{0};
 };
 
 // What lstat says a directory entry is; links are never followed.
@@ -47,6 +61,15 @@ class FileLock {
  public:
   virtual ~FileLock() = default;
 };
+
+// A read-only "file" over bytes held in memory (fuzzers, unit tests, an item nested in a byte
+// range of another file). `name` is what path() and error messages say.
+std::unique_ptr<RandomAccessFile> memory_file(std::string name, std::string bytes);
+
+// True when [offset, offset+len) lies inside [0, size), computed without overflow.
+inline bool range_inside(uint64_t offset, uint64_t len, uint64_t size) {
+  return offset <= size && len <= size - offset;
+}
 
 class Env {
  public:

@@ -40,6 +40,7 @@ class MemRandom final : public RandomAccessFile {
                      std::to_string(offset + n) + ") but the file has " + std::to_string(size_));
     }
     if (n > 0) std::memcpy(dst, bytes_->data() + offset, n);
+    count_read(n);
     return Status::ok();
   }
   uint64_t size() const override { return size_; }

@@ -85,6 +85,7 @@ class PosixRandom final : public RandomAccessFile {
       p += r;
       n -= static_cast<size_t>(r);
       offset += static_cast<uint64_t>(r);
+      count_read(static_cast<size_t>(r));
     }
     return Status::ok();
   }
@@ -118,7 +119,9 @@ class PosixEnv final : public Env {
     return open_w(path, O_WRONLY | O_CREAT, true);
   }
   Result<std::unique_ptr<RandomAccessFile>> open_random(const std::string& path) override {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK so that a FIFO (or a device) named like a checkpoint file cannot hang the
+    // open; it has no effect on reads of regular files, the only kind accepted.
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return errno_status("open", path);
     struct stat st;
     if (::fstat(fd, &st) != 0) {
@@ -129,6 +132,10 @@ class PosixEnv final : public Env {
     if (S_ISDIR(st.st_mode)) {
       ::close(fd);
       return invalid_argument(path + ": is a directory, expected a file");
+    }
+    if (!S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return corrupt(path + ": not a regular file (a FIFO, socket or device is never read)");
     }
     return std::unique_ptr<RandomAccessFile>(
         new PosixRandom(fd, path, static_cast<uint64_t>(st.st_size)));

@@ -1,12 +1,12 @@
 #include <catch2/catch.hpp>
 #include <regex>
 
-#include "ckpt/sched/schedule.h"
 #include "analytics/coverage.h"
 #include "analytics/coverage_chart.h"
 #include "analytics/lr_analysis.h"
 #include "analytics/lr_chart.h"
 #include "analytics/run_spec.h"
+#include "ckpt/sched/schedule.h"
 
 namespace ckpt::analytics {
 namespace {

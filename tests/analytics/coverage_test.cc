@@ -11,15 +11,15 @@
 #include <set>
 #include <sstream>
 
-#include "ckpt/loader/resumable_sampler.h"
-#include "ckpt/sched/schedule.h"
-#include "tests/analytics/test_support.h"
 #include "analytics/checkpoint_cursors.h"
 #include "analytics/checkpoint_lr.h"
 #include "analytics/commands.h"
 #include "analytics/coverage_from_journal.h"
 #include "analytics/json_text.h"
 #include "analytics/run_spec.h"
+#include "ckpt/loader/resumable_sampler.h"
+#include "ckpt/sched/schedule.h"
+#include "tests/analytics/test_support.h"
 
 namespace ckpt::analytics {
 namespace {
@@ -39,12 +39,6 @@ TEST_CASE("torch samplers: coverage equals what PyTorch's samplers drew", "[anal
                            "cov_random_reseeded", "cov_sequential"}) {
     CAPTURE(name);
     auto spec = read_run_spec(fixture(std::string(name) + ".json"));
-    if (!torch_randperm_available() && !spec.is_ok()) {
-      // Built without libtorch: the shuffled torch kinds must say so, not guess an order.
-      CHECK(spec.status().code() == Code::kUnsupported);
-      CHECK(spec.status().message().find("libtorch") != std::string::npos);
-      continue;
-    }
     REQUIRE(spec.is_ok());
     auto report = coverage_of_spec(*spec);
     REQUIRE(report.is_ok());

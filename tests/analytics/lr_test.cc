@@ -3,11 +3,11 @@
 #include <cstdio>
 #include <sstream>
 
-#include "ckpt/sched/schedule.h"
-#include "tests/analytics/test_support.h"
 #include "analytics/commands.h"
 #include "analytics/lr_analysis.h"
 #include "analytics/lr_input.h"
+#include "ckpt/sched/schedule.h"
+#include "tests/analytics/test_support.h"
 
 namespace ckpt::analytics {
 namespace {

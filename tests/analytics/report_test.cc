@@ -6,11 +6,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "ckpt/sched/schedule.h"
-#include "tests/analytics/test_support.h"
 #include "analytics/commands.h"
 #include "analytics/json_text.h"
 #include "analytics/report_html.h"
+#include "ckpt/sched/schedule.h"
+#include "tests/analytics/test_support.h"
 
 namespace ckpt::analytics {
 namespace {

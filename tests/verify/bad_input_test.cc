@@ -6,12 +6,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "ckpt/io/env.h"
 #include "verify/audit/audit.h"
 #include "verify/formats/safetensors.h"
-#include "verify/io/file_reader.h"
 #include "verify/pickle/pickle_reader.h"
 #include "verify/zip/zip_reader.h"
 
+using namespace ckpt;
 using namespace ckpt::verify;
 namespace fs = std::filesystem;
 
@@ -34,7 +35,7 @@ void replay_dir(const fs::path& dir, size_t* count) {
     auto pk = read_pickle(bytes, e.path().filename().string());
     if (!pk.is_ok())
       CHECK(pk.status().message().find(e.path().filename().string()) != std::string::npos);
-    auto f = FileReader::from_bytes(e.path().filename().string(), bytes);
+    auto f = memory_file(e.path().filename().string(), bytes);
     auto z = ZipReader::open(*f);
     if (z.is_ok()) {
       for (const auto& ent : z->entries()) {

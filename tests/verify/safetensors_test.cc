@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+using namespace ckpt;
 using namespace ckpt::verify;
 
 namespace {
@@ -19,7 +20,7 @@ TEST_CASE("safetensors: a valid header with metadata, padding and a 0-rank tenso
       R"({"__metadata__":{"format":"pt"},"b":{"dtype":"BF16","shape":[2,3],"data_offsets":[4,16]},)"
       R"("a":{"dtype":"F32","shape":[],"data_offsets":[0,4]}})";
   h += "   ";  // writers pad with spaces to a multiple of 8
-  auto r = parse_safetensors(*FileReader::from_bytes("m.safetensors", file_with(h, 16)));
+  auto r = parse_safetensors(*memory_file("m.safetensors", file_with(h, 16)));
   INFO(r.status().to_string());
   REQUIRE(r.is_ok());
   REQUIRE(r->tensors.size() == 2);
@@ -31,7 +32,7 @@ TEST_CASE("safetensors: a valid header with metadata, padding and a 0-rank tenso
 
 TEST_CASE("safetensors: every validation rule rejects", "[verify]") {
   auto check_bad = [](const std::string& h, uint64_t data, const std::string& why) {
-    auto r = parse_safetensors(*FileReader::from_bytes("x.safetensors", file_with(h, data)));
+    auto r = parse_safetensors(*memory_file("x.safetensors", file_with(h, data)));
     INFO(h);
     REQUIRE_FALSE(r.is_ok());
     CHECK(r.status().message().find(why) != std::string::npos);
@@ -47,8 +48,7 @@ TEST_CASE("safetensors: every validation rule rejects", "[verify]") {
   check_bad(R"({"__metadata__":{"k":1}})", 0, "is not a string");
   check_bad(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,4]}})", 4,
             "overflows");
-  auto huge = FileReader::from_bytes("h.safetensors",
-                                     std::string("\xff\xff\xff\xff\xff\xff\xff\x7f{}", 10));
+  auto huge = memory_file("h.safetensors", std::string("\xff\xff\xff\xff\xff\xff\xff\x7f{}", 10));
   auto r = parse_safetensors(*huge);
   REQUIRE_FALSE(r.is_ok());
   CHECK(r.status().message().find("100 MB") != std::string::npos);

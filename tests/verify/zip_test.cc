@@ -6,12 +6,13 @@
 #include <filesystem>
 #include <fstream>
 
+#include "ckpt/io/env.h"
 #include "tests/verify/zip_writer.h"
 #include "verify/audit/audit.h"
-#include "verify/io/file_reader.h"
 #include "verify/pickle/pickle_reader.h"
 #include "verify/zip/zip_reader.h"
 
+using namespace ckpt;
 using namespace ckpt::verify;
 namespace fs = std::filesystem;
 
@@ -27,7 +28,7 @@ fs::path write_temp(const std::string& name, const std::string& bytes) {
 }  // namespace
 
 TEST_CASE("zip reader lists a real torch.save archive and reads data.pkl", "[verify]") {
-  auto f = FileReader::open((kForeign / "torch" / "complete.pt").string());
+  auto f = Env::posix()->open_random((kForeign / "torch" / "complete.pt").string());
   REQUIRE(f.is_ok());
   auto z = ZipReader::open(**f);
   REQUIRE(z.is_ok());
@@ -54,8 +55,7 @@ TEST_CASE("zip reader rejects unsafe names, bad signatures and out-of-file offse
   CHECK_FALSE(zip_name_is_safe("a\\b"));
   CHECK(zip_name_is_safe("a/..b"));
 
-  auto slip =
-      FileReader::from_bytes("slip.pt", testing::make_zip({{"a/data.pkl", "x"}, {"../evil", "y"}}));
+  auto slip = memory_file("slip.pt", testing::make_zip({{"a/data.pkl", "x"}, {"../evil", "y"}}));
   auto z = ZipReader::open(*slip);
   REQUIRE_FALSE(z.is_ok());
   CHECK(z.status().message().find("../evil") != std::string::npos);
@@ -63,11 +63,11 @@ TEST_CASE("zip reader rejects unsafe names, bad signatures and out-of-file offse
   std::string good = testing::make_zip({{"a/data.pkl", "hello"}});
   std::string bad_off = good;
   bad_off[bad_off.size() - 6] = '\x7f';  // central directory offset far past the end
-  z = ZipReader::open(*FileReader::from_bytes("off.pt", bad_off));
+  z = ZipReader::open(*memory_file("off.pt", bad_off));
   REQUIRE_FALSE(z.is_ok());
   CHECK(z.status().message().find("outside") != std::string::npos);
 
-  z = ZipReader::open(*FileReader::from_bytes("tiny.pt", "PK\x03\x04"));
+  z = ZipReader::open(*memory_file("tiny.pt", "PK\x03\x04"));
   REQUIRE_FALSE(z.is_ok());
 }
 

@@ -3,10 +3,9 @@
 // A FormatReader turns a path into a CheckpointView. `ckpt audit`/`inspect` ask every registered
 // reader to `probe` the path and let the most confident one `read` it. The built-in readers
 // (torch.save zip and legacy, safetensors, HF Trainer / Accelerate folders, DCP folders) are
-// registered on first use; a reader living elsewhere (verify/ours: our HDF5 format) registers
-// itself with a static ReaderRegistrar — its library is linked whole-archive into ckpt_verify by
-// verify/CMakeLists.txt so the registrar runs. Registration is expected before main() or before
-// the first audit; lookup is thread-safe after that (read-only).
+// registered on first use; a reader living elsewhere (verify/ours: our HDF5 format) is registered
+// explicitly by the program that wants it (verify::register_ours_reader(), called by cli/main.cc),
+// before the first audit; lookup is thread-safe after that (read-only).
 #pragma once
 
 #include <memory>
@@ -39,11 +38,5 @@ const std::vector<std::unique_ptr<FormatReader>>& registered_readers();
 // Picks the reader with the highest probe score (> 0) and reads `path`. Corrupt "not a
 // checkpoint" when no reader claims it; NotFound when the path does not exist.
 Result<CheckpointView> read_checkpoint(const std::string& path, const ReadOptions& options);
-
-struct ReaderRegistrar {
-  explicit ReaderRegistrar(std::unique_ptr<FormatReader> reader) {
-    register_reader(std::move(reader));
-  }
-};
 
 }  // namespace ckpt::verify

@@ -75,7 +75,7 @@ class DcpReader : public FormatReader {
     view.contents.name = path;
     view.contents.kind = "dir";
     const std::string mpath = path + "/.metadata";
-    CKPT_ASSIGN_OR_RETURN(auto mf, FileReader::open(mpath));
+    CKPT_ASSIGN_OR_RETURN(auto mf, Env::posix()->open_random(mpath));
     if (mf->size() > kMaxMetadataBytes) return corrupt(mpath + ": larger than 512 MiB");
     CKPT_ASSIGN_OR_RETURN(std::string bytes, mf->read_string(0, mf->size()));
     CKPT_ASSIGN_OR_RETURN(auto doc, read_pickle(bytes, mpath));
@@ -180,13 +180,13 @@ class DcpReader : public FormatReader {
           if (fs && loc->second.length >= 0 &&
               static_cast<uint64_t>(loc->second.length) <= kMaxBytesItem &&
               range_inside(loc->second.offset, loc->second.length, *fs)) {
-            auto f = FileReader::open(path + "/" + loc->second.file);
+            auto f = Env::posix()->open_random(path + "/" + loc->second.file);
             if (f.is_ok()) {
               auto blob = (*f)->read_string(loc->second.offset, loc->second.length);
               total_read += (*f)->bytes_read();
               if (blob.is_ok()) {
-                auto tf = open_torch_file(
-                    FileReader::from_bytes(loc->second.file + ":" + fqn, std::move(*blob)));
+                auto tf =
+                    open_torch_file(memory_file(loc->second.file + ":" + fqn, std::move(*blob)));
                 if (tf.is_ok() && tf->doc->root != nullptr) {
                   blobs.push_back(std::make_unique<TorchFile>(std::move(*tf)));
                   add_global_findings(*blobs.back()->doc, loc->second.file + ":" + fqn, &view);

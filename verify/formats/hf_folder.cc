@@ -99,8 +99,8 @@ class HfFolderReader : public FormatReader {
                               (starts_with(n, "random_states_") && ends_with(n, ".pkl")) ||
                               (starts_with(n, "custom_checkpoint_") && ends_with(n, ".pkl"));
       if (!torch_like) continue;
-      CKPT_ASSIGN_OR_RETURN(auto file, FileReader::open(p));
-      const FileReader* raw = file.get();
+      CKPT_ASSIGN_OR_RETURN(auto file, Env::posix()->open_random(p));
+      const RandomAccessFile* raw = file.get();
       CKPT_ASSIGN_OR_RETURN(TorchFile tf, open_torch_file(std::move(file)));
       if (starts_with(n, "rng_state") || starts_with(n, "random_states_")) ++rng_files;
       if (n == "training_args.bin") {
@@ -175,7 +175,7 @@ class HfFolderReader : public FormatReader {
   }
 
   static Status read_trainer_state(const std::string& p, CheckpointView* view) {
-    CKPT_ASSIGN_OR_RETURN(auto f, FileReader::open(p));
+    CKPT_ASSIGN_OR_RETURN(auto f, Env::posix()->open_random(p));
     if (f->size() > kMaxJsonBytes) return corrupt(p + ": trainer_state.json is larger than 64 MiB");
     CKPT_ASSIGN_OR_RETURN(std::string text, f->read_string(0, f->size()));
     // Python's json.dumps writes NaN / Infinity literals; nlohmann does not accept them.

@@ -120,19 +120,19 @@ Result<SafetensorsHeader> parse_safetensors_header(const std::string& text, uint
   return h;
 }
 
-Result<SafetensorsHeader> parse_safetensors(const FileReader& file) {
+Result<SafetensorsHeader> parse_safetensors(const RandomAccessFile& file) {
   unsigned char len[8];
   if (file.size() < 8)
-    return corrupt(file.name() + ": not safetensors: " + std::to_string(file.size()) + " bytes");
-  CKPT_RETURN_IF_ERROR(file.read_at(0, 8, len));
+    return corrupt(file.path() + ": not safetensors: " + std::to_string(file.size()) + " bytes");
+  CKPT_RETURN_IF_ERROR(file.read_at(0, len, 8));
   uint64_t n = 0;
   for (int k = 7; k >= 0; --k) n = (n << 8) | len[k];
   if (n > kSafetensorsMaxHeader || n > file.size() - 8) {
-    return corrupt(file.name() + ": safetensors header length " + std::to_string(n) +
+    return corrupt(file.path() + ": safetensors header length " + std::to_string(n) +
                    " exceeds the file or the 100 MB limit");
   }
   CKPT_ASSIGN_OR_RETURN(std::string text, file.read_string(8, n));
-  return parse_safetensors_header(text, file.size(), file.name());
+  return parse_safetensors_header(text, file.size(), file.path());
 }
 
 }  // namespace ckpt::verify

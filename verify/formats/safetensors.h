@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "ckpt/base/status.h"
+#include "ckpt/io/env.h"
 #include "verify/audit/view.h"
-#include "verify/io/file_reader.h"
 
 namespace ckpt::verify {
 
@@ -35,7 +35,7 @@ struct SafetensorsHeader {
 constexpr uint64_t kSafetensorsMaxHeader = 100'000'000;
 
 // Parses and validates the header of `file`. Corrupt with the file name on any violation.
-Result<SafetensorsHeader> parse_safetensors(const FileReader& file);
+Result<SafetensorsHeader> parse_safetensors(const RandomAccessFile& file);
 // Same, from the header JSON text and the total file size (for tests and fuzzing).
 Result<SafetensorsHeader> parse_safetensors_header(const std::string& json_text, uint64_t file_size,
                                                    const std::string& where);

@@ -49,7 +49,7 @@ class SafetensorsReader : public FormatReader {
     const std::string ext = ".safetensors";
     if (path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0)
       return 70;
-    auto f = FileReader::open(path);
+    auto f = Env::posix()->open_random(path);
     if (!f.is_ok() || (*f)->size() < 9) return 0;
     auto head = (*f)->read_string(8, 1);
     return head.is_ok() && *head == "{" ? 20 : 0;
@@ -81,7 +81,7 @@ class SafetensorsReader : public FormatReader {
 
 Result<uint64_t> add_safetensors_to_view(const std::string& path, const std::string& label,
                                          CheckpointView* view, const ReadOptions& options) {
-  CKPT_ASSIGN_OR_RETURN(auto file, FileReader::open(path));
+  CKPT_ASSIGN_OR_RETURN(auto file, Env::posix()->open_random(path));
   CKPT_ASSIGN_OR_RETURN(SafetensorsHeader h, parse_safetensors(*file));
   ModelPart& m = view->model;
   m.found = true;
@@ -116,7 +116,7 @@ Result<uint64_t> add_safetensors_to_view(const std::string& path, const std::str
       n -= n % std::max<size_t>(1, t.element_size);
       if (n == 0) break;
       buf.resize(n);
-      CKPT_RETURN_IF_ERROR(file->read_at(h.data_start + off, n, buf.data()));
+      CKPT_RETURN_IF_ERROR(file->read_at(h.data_start + off, buf.data(), n));
       bad += count_nonfinite(t.dtype, reinterpret_cast<const unsigned char*>(buf.data()), n);
       off += n;
       bar.advance(n);

@@ -78,8 +78,8 @@ std::string sniff_torch(const std::string& head) {
   return "";
 }
 
-Result<TorchFile> open_torch_file(std::unique_ptr<FileReader> file) {
-  const std::string fn = file->name();
+Result<TorchFile> open_torch_file(std::unique_ptr<RandomAccessFile> file) {
+  const std::string fn = file->path();
   CKPT_ASSIGN_OR_RETURN(std::string head,
                         file->read_string(0, std::min<uint64_t>(file->size(), 512)));
   std::string kind = sniff_torch(head);
@@ -147,7 +147,7 @@ std::optional<double> TorchFile::read_scalar(const TensorRecord& t) const {
   uint64_t byte = static_cast<uint64_t>(t.storage_offset) * t.element_size;
   if (!off.is_ok() || !range_inside(byte, t.element_size, rec->size)) return std::nullopt;
   unsigned char b[8] = {0};
-  if (!file->read_at(*off + byte, t.element_size, b).is_ok()) return std::nullopt;
+  if (!file->read_at(*off + byte, b, t.element_size).is_ok()) return std::nullopt;
   if (t.dtype == "float32") {
     float f;
     std::memcpy(&f, b, 4);
@@ -254,7 +254,7 @@ Status deep_scan_torch(const TorchFile& tf, const std::string& label, Checkpoint
       for (uint64_t done = 0; done < e.size;) {
         size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, e.size - done));
         buf.resize(n);
-        CKPT_RETURN_IF_ERROR(tf.file->read_at(off + done, n, buf.data()));
+        CKPT_RETURN_IF_ERROR(tf.file->read_at(off + done, buf.data(), n));
         crc = crc32_update(crc, buf.data(), n);
         const unsigned char* p = reinterpret_cast<const unsigned char*>(buf.data());
         for (size_t k = 0; k < n && all_zero; ++k) all_zero = p[k] == 0;

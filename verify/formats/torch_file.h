@@ -4,7 +4,7 @@
 // unless asked: `read_scalar` fetches the few bytes of a one-element tensor (optimizer `step`),
 // `deep_scan` reads every data/<key> record (CRC-32, NaN/Inf, all-zero). TorchScript archives
 // and legacy pre-1.6 streams are recognised and refused with a message saying what they are.
-// The TorchFile owns its FileReader; not thread-safe.
+// The TorchFile owns its RandomAccessFile; not thread-safe.
 #pragma once
 
 #include <functional>
@@ -13,15 +13,15 @@
 #include <string>
 
 #include "ckpt/base/status.h"
+#include "ckpt/io/env.h"
 #include "verify/audit/view.h"
-#include "verify/io/file_reader.h"
 #include "verify/pickle/pickle_reader.h"
 #include "verify/zip/zip_reader.h"
 
 namespace ckpt::verify {
 
 struct TorchFile {
-  std::unique_ptr<FileReader> file;
+  std::unique_ptr<RandomAccessFile> file;
   std::unique_ptr<ZipReader> zip;
   std::string prefix;
   std::unique_ptr<PickleDoc> doc;
@@ -36,7 +36,7 @@ std::string sniff_torch(const std::string& head);
 
 // Opens and parses a torch.save zip. Unsupported for TorchScript and legacy files (exit 65 with
 // a message naming what they are), Corrupt for damaged ones.
-Result<TorchFile> open_torch_file(std::unique_ptr<FileReader> file);
+Result<TorchFile> open_torch_file(std::unique_ptr<RandomAccessFile> file);
 
 // Adds the file's components, devices, global findings and inspect tree to `view`. `label` names
 // the file in evidence ("optimizer.pt").

@@ -26,7 +26,7 @@ class TorchFileReader : public FormatReader {
   int probe(const std::string& path) const override {
     struct stat st;
     if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return 0;
-    auto f = FileReader::open(path);
+    auto f = Env::posix()->open_random(path);
     if (!f.is_ok()) return 0;
     auto head = (*f)->read_string(0, std::min<uint64_t>((*f)->size(), 512));
     if (head.is_ok() && !sniff_torch(*head).empty()) return 60;
@@ -39,8 +39,8 @@ class TorchFileReader : public FormatReader {
   }
 
   Result<CheckpointView> read(const std::string& path, const ReadOptions& options) const override {
-    CKPT_ASSIGN_OR_RETURN(auto file, FileReader::open(path));
-    const FileReader* raw = file.get();
+    CKPT_ASSIGN_OR_RETURN(auto file, Env::posix()->open_random(path));
+    const RandomAccessFile* raw = file.get();
     CKPT_ASSIGN_OR_RETURN(TorchFile tf, open_torch_file(std::move(file)));
     CheckpointView view;
     view.path = path;

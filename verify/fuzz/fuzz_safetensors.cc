@@ -6,9 +6,10 @@
 #include "verify/formats/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace ckpt;
   using namespace ckpt::verify;
   std::string bytes(reinterpret_cast<const char*>(data), size);
-  auto h = parse_safetensors(*FileReader::from_bytes("fuzz.safetensors", bytes));
+  auto h = parse_safetensors(*memory_file("fuzz.safetensors", bytes));
   if (h.is_ok()) {
     uint64_t end = 0;
     for (const auto& t : h->tensors) {

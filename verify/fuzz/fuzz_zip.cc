@@ -3,14 +3,15 @@
 #include <cstdint>
 #include <string>
 
+#include "ckpt/io/env.h"
 #include "verify/formats/torch_file.h"
-#include "verify/io/file_reader.h"
 #include "verify/zip/zip_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace ckpt;
   using namespace ckpt::verify;
   std::string bytes(reinterpret_cast<const char*>(data), size);
-  auto f = FileReader::from_bytes("fuzz.pt", bytes);
+  auto f = memory_file("fuzz.pt", bytes);
   ZipLimits limits;
   limits.max_record_read = 1u << 20;
   auto z = ZipReader::open(*f, limits);
@@ -20,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (r.is_ok() && r->size() != e.size) __builtin_trap();
     }
   }
-  auto tf = open_torch_file(FileReader::from_bytes("fuzz.pt", bytes));
+  auto tf = open_torch_file(memory_file("fuzz.pt", bytes));
   if (tf.is_ok()) {
     CheckpointView view;
     ReadOptions o;

@@ -3,8 +3,11 @@
 // manifest against the file without trusting HDF5 (sizes, extents, offsets, attribute digest),
 // and with --deep every file hash and tensor hash, then maps the component groups onto the
 // auditor's CheckpointView. An uncommitted step directory is reported, never silently used.
+#include "verify/ours/ours_reader.h"
+
 #include <cmath>
 #include <cstring>
+#include <mutex>
 
 #include "ckpt/format/manifest.h"
 #include "ckpt/h5/rank_file.h"
@@ -12,7 +15,6 @@
 #include "ckpt/loader/sampler_node.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
-#include "verify/audit/reader_registry.h"
 
 namespace ckpt::verify {
 namespace {
@@ -375,7 +377,12 @@ class OursReader : public FormatReader {
   }
 };
 
-const ReaderRegistrar kRegistrar(std::make_unique<OursReader>());
-
 }  // namespace
+
+std::unique_ptr<FormatReader> make_ours_reader() { return std::make_unique<OursReader>(); }
+
+void register_ours_reader() {
+  static std::once_flag once;
+  std::call_once(once, [] { register_reader(make_ours_reader()); });
+}
 }  // namespace ckpt::verify

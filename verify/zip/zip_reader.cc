@@ -49,8 +49,8 @@ uint32_t crc32_update(uint32_t crc, const void* data, size_t len) {
   return static_cast<uint32_t>(c);
 }
 
-Result<ZipReader> ZipReader::open(const FileReader& file, const ZipLimits& limits) {
-  const std::string& fn = file.name();
+Result<ZipReader> ZipReader::open(const RandomAccessFile& file, const ZipLimits& limits) {
+  const std::string& fn = file.path();
   const uint64_t size = file.size();
   if (size < 22) return corrupt(fn + ": not a zip archive: " + std::to_string(size) + " bytes");
   // The EOCD record is the last 22 bytes plus a comment of up to 65535 bytes.
@@ -73,11 +73,11 @@ Result<ZipReader> ZipReader::open(const FileReader& file, const ZipLimits& limit
   if (count == 0xFFFF || cd_size == 0xFFFFFFFFu || cd_offset == 0xFFFFFFFFu) {
     if (eocd_pos < 20) return corrupt(fn + ": ZIP64 locator missing before the EOCD record");
     unsigned char loc[20];
-    CKPT_RETURN_IF_ERROR(file.read_at(eocd_pos - 20, 20, loc));
+    CKPT_RETURN_IF_ERROR(file.read_at(eocd_pos - 20, loc, 20));
     if (le32(loc) != kZip64LocatorSig) return corrupt(fn + ": ZIP64 locator signature missing");
     uint64_t z64 = le64(loc + 8);
     unsigned char rec[56];
-    CKPT_RETURN_IF_ERROR(file.read_at(z64, 56, rec));
+    CKPT_RETURN_IF_ERROR(file.read_at(z64, rec, 56));
     if (le32(rec) != kZip64EocdSig) {
       return corrupt(fn + ": ZIP64 end-of-central-directory signature missing at offset " +
                      std::to_string(z64));
@@ -178,14 +178,14 @@ const ZipEntry* ZipReader::find(const std::string& name) const {
 
 Result<uint64_t> ZipReader::data_offset(const ZipEntry& e) const {
   unsigned char h[30];
-  CKPT_RETURN_IF_ERROR(file_->read_at(e.local_header_offset, 30, h));
+  CKPT_RETURN_IF_ERROR(file_->read_at(e.local_header_offset, h, 30));
   if (le32(h) != kLocalSig) {
-    return corrupt(file_->name() + ": zip entry \"" + e.name +
+    return corrupt(file_->path() + ": zip entry \"" + e.name +
                    "\": bad local header signature at " + std::to_string(e.local_header_offset));
   }
   uint64_t off = e.local_header_offset + 30 + le16(h + 26) + le16(h + 28);
   if (!range_inside(off, e.compressed_size, directory_offset_)) {
-    return corrupt(file_->name() + ": zip entry \"" + e.name + "\": data at " +
+    return corrupt(file_->path() + ": zip entry \"" + e.name + "\": data at " +
                    std::to_string(off) + " (+" + std::to_string(e.compressed_size) +
                    ") runs past the central directory");
   }
@@ -194,7 +194,7 @@ Result<uint64_t> ZipReader::data_offset(const ZipEntry& e) const {
 
 Result<std::string> ZipReader::read_record(const ZipEntry& e) const {
   if (e.size > limits_.max_record_read || e.compressed_size > limits_.max_record_read) {
-    return corrupt(file_->name() + ": zip entry \"" + e.name + "\" is " + std::to_string(e.size) +
+    return corrupt(file_->path() + ": zip entry \"" + e.name + "\" is " + std::to_string(e.size) +
                    " bytes (limit " + std::to_string(limits_.max_record_read) + ")");
   }
   CKPT_ASSIGN_OR_RETURN(uint64_t off, data_offset(e));
@@ -212,7 +212,7 @@ Result<std::string> ZipReader::read_record(const ZipEntry& e) const {
   uint64_t produced = zs.total_out;
   inflateEnd(&zs);
   if (rc != Z_STREAM_END || produced != e.size) {
-    return corrupt(file_->name() + ": zip entry \"" + e.name + "\": deflate stream is corrupt (" +
+    return corrupt(file_->path() + ": zip entry \"" + e.name + "\": deflate stream is corrupt (" +
                    std::to_string(produced) + " of " + std::to_string(e.size) + " bytes)");
   }
   return out;

@@ -6,8 +6,8 @@
 // few kilobytes. Every size and offset is range-checked against the file; names with `..`, a
 // leading `/`, backslashes or NUL are rejected (a checkpoint never needs them, and a tool that
 // later extracts the archive must not be steered outside its directory). Stored (method 0) and
-// deflated (method 8) records are readable. The reader borrows its FileReader, which must outlive
-// it. Not thread-safe for mutation; const methods may run concurrently.
+// deflated (method 8) records are readable. The reader borrows its RandomAccessFile, which must
+// outlive it. Not thread-safe for mutation; const methods may run concurrently.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "ckpt/base/status.h"
-#include "verify/io/file_reader.h"
+#include "ckpt/io/env.h"
 
 namespace ckpt::verify {
 
@@ -38,7 +38,7 @@ struct ZipLimits {
 class ZipReader {
  public:
   // Parses the directory of `file`. Corrupt with the file name and what is wrong on bad input.
-  static Result<ZipReader> open(const FileReader& file, const ZipLimits& limits = {});
+  static Result<ZipReader> open(const RandomAccessFile& file, const ZipLimits& limits = {});
 
   const std::vector<ZipEntry>& entries() const { return entries_; }
   const ZipEntry* find(const std::string& name) const;
@@ -48,10 +48,10 @@ class ZipReader {
   Result<std::string> read_record(const ZipEntry& e) const;
   // The archive prefix torch uses: the first entry's name up to its first '/'.
   std::string prefix() const;
-  const FileReader& file() const { return *file_; }
+  const RandomAccessFile& file() const { return *file_; }
 
  private:
-  const FileReader* file_ = nullptr;
+  const RandomAccessFile* file_ = nullptr;
   ZipLimits limits_;
   std::vector<ZipEntry> entries_;
   std::map<std::string, size_t> by_name_;
