@@ -57,10 +57,9 @@ for sc in $syscalls; do
   step=$(( (n + max_points - 1) / max_points ))
   for ((k = 1; k <= n; k += step)); do
     dir="$work/$sc-$k"
-    # In the background and waited for, so that bash does not report every "Killed".
-    strace -f -o /dev/null -e inject="$sc":signal=KILL:when=$k \
-      "$demo" --run-dir "$dir" $args >/dev/null 2>&1 &
-    wait $!
+    # Waited for inside a group whose stderr is /dev/null: bash's "Killed" notices go there.
+    { strace -f -o /dev/null -e inject="$sc":signal=KILL:when=$k \
+        "$demo" --run-dir "$dir" $args >/dev/null 2>&1 & wait $!; } 2>/dev/null
     check "$sc when=$k of $n" "$dir" $?
     rm -rf "$dir"
   done
@@ -69,9 +68,8 @@ done
 for ((i = 1; i <= random_kills; i++)); do
   dir="$work/random-$i"
   ms=$((300 + RANDOM % 2500))
-  timeout -s KILL "$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))" \
-    "$demo" --run-dir "$dir" $args >/dev/null 2>&1 &
-  wait $!
+  { timeout -s KILL "$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))" \
+      "$demo" --run-dir "$dir" $args >/dev/null 2>&1 & wait $!; } 2>/dev/null
   check "random kill after ${ms} ms" "$dir" $?
   rm -rf "$dir"
 done

@@ -211,9 +211,9 @@ Status Checkpointer::check_damaged(RestoreReport* rep) {
   for (const auto& e : all) {
     if (!e.damaged || e.step < newest_intact) continue;
     if (options_.on_damaged == OnDamaged::kRefuse) {
-      return corrupt(e.dir + ": damaged checkpoint (" + e.problem + "); refusing to restore " +
-                     (newest_intact >= 0 ? "the older " + step_dir_name(newest_intact)
-                                         : std::string("from scratch")) +
+      return corrupt(e.dir + ": damaged checkpoint (" + e.problem + "); refusing to " +
+                     (newest_intact >= 0 ? "restore the older " + step_dir_name(newest_intact)
+                                         : std::string("start from scratch")) +
                      " instead (on_damaged = fallback allows it)");
     }
     rep->skipped.push_back(path_basename(e.dir) + ": " + e.problem);
