@@ -146,9 +146,10 @@ TEST_CASE("MemEnv runs the commit protocol and the journal without a disk", "[st
   REQUIRE(store::find_latest(&mem, run)->step == 50);
   auto j = store::Journal::open(&env, run);
   REQUIRE(j.is_ok());
-  REQUIRE((*j)->append("progress", {{"step", 1}}, false).is_ok());
-  REQUIRE((*j)->append("save", {{"step", 1}}, true).is_ok());
-  REQUIRE((*j)->append("progress", {{"step", 2}}, false).is_ok());  // not synced
+  REQUIRE((*j)->append(store::JournalEventType::kProgress, {{"step", 1}}, false).is_ok());
+  REQUIRE((*j)->append(store::JournalEventType::kSave, {{"step", 1}}, true).is_ok());
+  REQUIRE((*j)->append(store::JournalEventType::kProgress, {{"step", 2}}, false)
+              .is_ok());  // not synced
   REQUIRE(env.drop_unsynced(CrashLoss::kDataAndEntries).is_ok());
   auto lines = store::read_journal(&mem, run);
   REQUIRE(lines.is_ok());

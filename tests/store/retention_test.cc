@@ -246,7 +246,9 @@ TEST_CASE("invalid UTF-8 from outside never throws out of the journal or find_la
   REQUIRE(latest->note.find("\\xff\\xfe") != std::string::npos);
   auto journal = store::Journal::open(&env, "/run");
   REQUIRE(journal.is_ok());
-  REQUIRE((*journal)->append("restore", {{"note", "raw \xff\xfe bytes"}}, true).is_ok());
+  REQUIRE((*journal)
+              ->append(store::JournalEventType::kRestore, {{"note", "raw \xff\xfe bytes"}}, true)
+              .is_ok());
   size_t skipped = 0;
   auto lines = store::read_journal(&env, "/run", &skipped);
   REQUIRE(lines.is_ok());
