@@ -201,7 +201,7 @@ TEST_CASE("a truncated or damaged stream reports what it saw before the error", 
   CHECK(s.doc->uses[0].offset == 2);
 }
 
-TEST_CASE("files without pickles are safe; unknown formats are refused", "[verify]") {
+TEST_CASE("files without pickles are safe, unknown formats are refused", "[verify]") {
   // A numeric .npy: header only, no pickle.
   std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }";
   header.resize(118, ' ');
