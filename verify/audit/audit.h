@@ -21,8 +21,8 @@ namespace ckpt::verify {
 
 struct AuditOptions {
   bool deep = false;
-  bool progress = false;          // progress bar on stderr (only drawn on a terminal)
-  std::set<std::string> require;  // empty = every component of the contract
+  bool progress = false;             // progress bar on stderr (only drawn on a terminal)
+  std::set<AuditComponent> require;  // empty = every component of the contract
 };
 
 // Reads and judges `path`. Errors: NotFound/IoError (cannot open), Corrupt/Unsupported
@@ -30,7 +30,7 @@ struct AuditOptions {
 Result<AuditReport> audit_path(const std::string& path, const AuditOptions& options);
 
 // Parses "--require model,optimizer": InvalidArgument naming an unknown component.
-Result<std::set<std::string>> parse_component_list(const std::string& list);
+Result<std::set<AuditComponent>> parse_component_list(const std::string& list);
 
 // {"path", "format", "complete", "components": {NAME: {"status", "evidence", "consequence",
 // "fix", "required"}}, "findings": [{"severity", "component", "message"}]}

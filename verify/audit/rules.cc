@@ -6,10 +6,10 @@
 
 namespace ckpt::verify {
 
-const std::vector<std::string> kAuditComponents = {
-    "model", "optimizer", "scheduler", "rng_cpu", "rng_cuda", "loader", "counters", "grad_scaler"};
-
 namespace {
+
+using C = AuditComponent;
+using S = ComponentStatus;
 
 struct Advice {
   const char* consequence;
@@ -17,36 +17,36 @@ struct Advice {
 };
 
 // What a missing/empty/inconsistent component does to the run, and the fix (DOMAIN.md).
-const std::map<std::string, Advice>& advice() {
-  static const std::map<std::string, Advice> kAdvice = {
-      {"model",
+const std::map<AuditComponent, Advice>& advice() {
+  static const std::map<AuditComponent, Advice> kAdvice = {
+      {C::kModel,
        {"nothing to resume: the run restarts from its initial weights",
         "save model.state_dict() in every checkpoint"}},
-      {"optimizer",
+      {C::kOptimizer,
        {"Adam/momentum state restarts at zero: a loss bump that takes hundreds of steps to recover",
         "save optimizer.state_dict() and call optimizer.load_state_dict() on resume before the "
         "first step"}},
-      {"scheduler",
+      {C::kScheduler,
        {"the LR schedule restarts, often back into warmup: hundreds of steps at the wrong LR "
         "(the same loss bump)",
         "save scheduler.state_dict() and call scheduler.load_state_dict() on resume; never set "
         "param_group['lr'] by hand"}},
-      {"rng_cpu",
+      {C::kRngCpu,
        {"dropout, augmentation and shuffling stop being reproducible after a restart",
         "save torch.get_rng_state() (plus numpy and random states) and restore them on resume"}},
-      {"rng_cuda",
+      {C::kRngCuda,
        {"GPU dropout and random ops diverge from the uninterrupted run after a restart",
         "save torch.cuda.get_rng_state_all() and restore it with set_rng_state_all()"}},
-      {"loader",
+      {C::kLoader,
        {"each restart replays the head of the epoch; the tail of the dataset may never be seen "
         "(no loss bump, so nobody notices)",
         "save the loader position (torchdata StatefulDataLoader.state_dict(), or epoch + samples "
         "consumed with a seeded sampler) and skip to it on resume"}},
-      {"counters",
+      {C::kCounters,
        {"step-based schedules, logging and checkpoint names restart from zero; counters and logs "
         "drift",
         "save global_step and epoch"}},
-      {"grad_scaler",
+      {C::kGradScaler,
        {"the fp16 loss scale restarts at its initial value: the first steps after a restart "
         "overflow and are skipped, and the scale re-converges",
         "save scaler.state_dict() (torch.amp.GradScaler) and load it on resume"}},
@@ -79,10 +79,10 @@ class Judge {
     counters();
     grad_scaler();
     for (const ReaderFinding& f : v_.findings) {
-      if (f.inconsistent && !f.component.empty()) {
-        ComponentReport& c = get(f.component);
-        if (c.status == "present" || c.status == "derived") {
-          c.status = "inconsistent";
+      if (f.inconsistent && f.component) {
+        ComponentReport& c = get(*f.component);
+        if (c.status == S::kPresent || c.status == S::kDerived) {
+          c.status = S::kInconsistent;
           c.evidence += "; " + f.message;
         }
       }
@@ -90,14 +90,14 @@ class Judge {
   }
 
  private:
-  ComponentReport& get(const std::string& name) {
+  ComponentReport& get(AuditComponent name) {
     for (auto& c : r_.components) {
-      if (c.name == name) return c;
+      if (c.component == name) return c;
     }
-    r_.components.push_back({name, "missing", "", "", "", true});
+    r_.components.push_back({name, S::kMissing, "", "", "", true});
     return r_.components.back();
   }
-  void set(const std::string& name, const std::string& status, const std::string& evidence) {
+  void set(AuditComponent name, ComponentStatus status, const std::string& evidence) {
     ComponentReport& c = get(name);
     c.status = status;
     c.evidence = evidence;
@@ -105,14 +105,14 @@ class Judge {
 
   void model() {
     const ModelPart& m = v_.model;
-    if (!m.found) return set("model", "missing", "no dict of tensors (no model state_dict)");
-    set("model", m.tensors.empty() ? "empty" : "present", m.evidence);
+    if (!m.found) return set(C::kModel, S::kMissing, "no dict of tensors (no model state_dict)");
+    set(C::kModel, m.tensors.empty() ? S::kEmpty : S::kPresent, m.evidence);
   }
 
   void optimizer() {
     const OptimizerPart& o = v_.optimizer;
     if (!o.found) {
-      return set("optimizer", "missing",
+      return set(C::kOptimizer, S::kMissing,
                  o.evidence.empty() ? "no dict with state + param_groups" : o.evidence);
     }
     std::vector<std::string> problems;
@@ -121,7 +121,7 @@ class Judge {
     if (o.state.empty()) {
       std::string e =
           o.evidence + "; state == {} (the optimizer never stepped, or its state was not saved)";
-      return set("optimizer", "empty", e);
+      return set(C::kOptimizer, S::kEmpty, e);
     }
     std::set<int64_t> with_state;
     std::set<double> steps;
@@ -162,10 +162,10 @@ class Judge {
     std::string e = o.evidence;
     if (!steps.empty()) e += "; step " + fmt(*steps.begin());
     if (o.count > 1) e += "; " + std::to_string(o.count) + " optimizers (the first is audited)";
-    if (problems.empty()) return set("optimizer", "present", e);
+    if (problems.empty()) return set(C::kOptimizer, S::kPresent, e);
     std::string all;
     for (const auto& p : problems) all += "; " + p;
-    set("optimizer", "inconsistent", e + all);
+    set(C::kOptimizer, S::kInconsistent, e + all);
   }
 
   std::optional<int64_t> optimizer_step() const {
@@ -178,7 +178,7 @@ class Judge {
   void scheduler() {
     const SchedulerPart& s = v_.scheduler;
     if (!s.found) {
-      return set("scheduler", "missing",
+      return set(C::kScheduler, S::kMissing,
                  s.evidence.empty()
                      ? "no dict with last_epoch + base_lrs (or ReduceLROnPlateau's shape)"
                      : s.evidence);
@@ -206,25 +206,25 @@ class Judge {
                            " != _last_lr[" + std::to_string(i) + "] " + fmt(s.last_lr[i]));
       }
     }
-    if (problems.empty()) return set("scheduler", "present", s.evidence);
+    if (problems.empty()) return set(C::kScheduler, S::kPresent, s.evidence);
     std::string all;
     for (const auto& p : problems) all += "; " + p;
-    set("scheduler", "inconsistent", s.evidence + all);
+    set(C::kScheduler, S::kInconsistent, s.evidence + all);
   }
 
   void rng_cpu() {
     const RngCpuPart& r = v_.rng_cpu;
     if (!r.found) {
-      auto gap = v_.format_gaps.find("rng_cpu");
+      auto gap = v_.format_gaps.find(C::kRngCpu);
       return set(
-          "rng_cpu", "missing",
+          C::kRngCpu, S::kMissing,
           gap != v_.format_gaps.end() ? gap->second : "no 5056-byte uint8 CPU generator state");
     }
     if (r.nbytes != 5056) {
-      return set("rng_cpu", "inconsistent",
+      return set(C::kRngCpu, S::kInconsistent,
                  r.evidence + "; " + std::to_string(r.nbytes) + " bytes, expected 5056");
     }
-    set("rng_cpu", "present", r.evidence);
+    set(C::kRngCpu, S::kPresent, r.evidence);
   }
 
   void rng_cuda() {
@@ -237,23 +237,23 @@ class Judge {
       for (int64_t n : r.nbytes) {
         if (n != 16 && n != 8 && n != 816) {
           return set(
-              "rng_cuda", "inconsistent",
+              C::kRngCuda, S::kInconsistent,
               r.evidence + "; a " + std::to_string(n) + "-byte state (expected 16, 8 or 816)");
         }
       }
-      return set("rng_cuda", "present", r.evidence);
+      return set(C::kRngCuda, S::kPresent, r.evidence);
     }
     if (!cuda.empty()) {
-      return set("rng_cuda", "missing",
+      return set(C::kRngCuda, S::kMissing,
                  "tensors were stored from " + *cuda.begin() +
                      ": the run used CUDA, but no CUDA generator state is saved");
     }
-    auto gap = v_.format_gaps.find("rng_cuda");
+    auto gap = v_.format_gaps.find(C::kRngCuda);
     if (v_.devices_known) {
-      return set("rng_cuda", "not_applicable",
+      return set(C::kRngCuda, S::kNotApplicable,
                  "every tensor was stored from the CPU: no CUDA generator to restore");
     }
-    set("rng_cuda", "missing",
+    set(C::kRngCuda, S::kMissing,
         gap != v_.format_gaps.end() ? gap->second
                                     : "no CUDA generator state, and the format does not record "
                                       "devices, so a CUDA run cannot be ruled out");
@@ -264,22 +264,22 @@ class Judge {
     if (l.found) {
       const auto& gs = v_.counters.global_step;
       if (l.samples && gs && *gs > 0 && *l.samples < *gs) {
-        return set("loader", "inconsistent",
+        return set(C::kLoader, S::kInconsistent,
                    l.evidence + "; samples_seen " + std::to_string(*l.samples) + " < global_step " +
                        std::to_string(*gs) + " (each step consumes at least one sample)");
       }
-      return set("loader", "present", l.evidence);
+      return set(C::kLoader, S::kPresent, l.evidence);
     }
     if (l.derived) {
-      ComponentReport& c = get("loader");
-      c.status = "derived";
+      ComponentReport& c = get(C::kLoader);
+      c.status = S::kDerived;
       c.evidence = l.evidence + (l.derive_cost.empty() ? "" : "; cost: " + l.derive_cost);
       return;
     }
-    if (!l.evidence.empty()) return set("loader", "missing", l.evidence);
-    auto gap = v_.format_gaps.find("loader");
-    if (gap != v_.format_gaps.end()) return set("loader", "missing", gap->second);
-    set("loader", "missing",
+    if (!l.evidence.empty()) return set(C::kLoader, S::kMissing, l.evidence);
+    auto gap = v_.format_gaps.find(C::kLoader);
+    if (gap != v_.format_gaps.end()) return set(C::kLoader, S::kMissing, gap->second);
+    set(C::kLoader, S::kMissing,
         v_.counters.epoch && !v_.counters.global_step
             ? "only an epoch count; no batch or sample cursor"
             : "no loader state (no sampler or cursor)");
@@ -287,19 +287,19 @@ class Judge {
 
   void counters() {
     const CountersPart& c = v_.counters;
-    if (!c.found) return set("counters", "missing", "no global step or epoch counter");
+    if (!c.found) return set(C::kCounters, S::kMissing, "no global step or epoch counter");
     std::string e = c.evidence;
     if (!c.global_step) e += " (no global step)";
-    set("counters", "present", e);
+    set(C::kCounters, S::kPresent, e);
   }
 
   void grad_scaler() {
     const GradScalerPart& g = v_.grad_scaler;
-    if (g.found) return set("grad_scaler", g.empty ? "empty" : "present", g.evidence);
+    if (g.found) return set(C::kGradScaler, g.empty ? S::kEmpty : S::kPresent, g.evidence);
     if (!v_.mixed_precision) {
-      return set("grad_scaler", "not_applicable", "no fp16 mixed precision detected");
+      return set(C::kGradScaler, S::kNotApplicable, "no fp16 mixed precision detected");
     }
-    set("grad_scaler", "missing",
+    set(C::kGradScaler, S::kMissing,
         v_.mixed_precision_evidence + ", but no GradScaler state is saved");
   }
 
@@ -309,46 +309,43 @@ class Judge {
 
 }  // namespace
 
-bool status_is_ok(const std::string& s) {
-  return s == "present" || s == "not_applicable" || s == "derived";
-}
-
-const ComponentReport* AuditReport::find(const std::string& name) const {
+const ComponentReport* AuditReport::find(AuditComponent name) const {
   for (const auto& c : components) {
-    if (c.name == name) return &c;
+    if (c.component == name) return &c;
   }
   return nullptr;
 }
 
-AuditReport apply_rules(const CheckpointView& view, const std::set<std::string>& required) {
+AuditReport apply_rules(const CheckpointView& view, const std::set<AuditComponent>& required) {
   AuditReport r;
   r.path = view.path;
   r.format = view.format;
   r.bytes_read = view.bytes_read;
-  for (const auto& name : kAuditComponents)
-    r.components.push_back({name, "missing", "", "", "", true});
+  for (AuditComponent name : kAuditComponents)
+    r.components.push_back({name, S::kMissing, "", "", "", true});
   Judge(view, &r).run();
   bool complete = true;
   for (auto& c : r.components) {
-    c.required = required.empty() || required.count(c.name) != 0;
+    c.required = required.empty() || required.count(c.component) != 0;
     if (status_is_ok(c.status)) {
-      if (c.status == "derived") r.findings.push_back({"info", c.name, c.evidence});
+      if (c.status == S::kDerived) r.findings.push_back({Severity::kInfo, c.component, c.evidence});
       continue;
     }
-    const Advice& a = advice().at(c.name);
+    const Advice& a = advice().at(c.component);
     c.consequence = a.consequence;
     c.fix = a.fix;
     if (c.required) complete = false;
-    r.findings.push_back({c.required ? "error" : "warning", c.name,
-                          c.name + " " + c.status + ": " + c.evidence + " — " + a.consequence});
+    r.findings.push_back({c.required ? Severity::kError : Severity::kWarning, c.component,
+                          std::string(component_name(c.component)) + " " + status_name(c.status) +
+                              ": " + c.evidence + " — " + a.consequence});
   }
   for (const ReaderFinding& f : view.findings) {
-    std::string sev = f.severity;
-    if (sev == "error" && !f.component.empty() && required.size() > 0 &&
-        required.count(f.component) == 0) {
-      sev = "warning";
+    Severity sev = f.severity;
+    if (sev == Severity::kError && f.component && !required.empty() &&
+        required.count(*f.component) == 0) {
+      sev = Severity::kWarning;
     }
-    if (sev == "error") complete = false;
+    if (sev == Severity::kError) complete = false;
     r.findings.push_back({sev, f.component, f.message});
   }
   r.complete = complete;

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "verify/audit/vocabulary.h"
+
 namespace ckpt::verify {
 
 struct TensorInfo {
@@ -113,8 +115,8 @@ struct GradScalerPart : Part {
 // A fact a reader established that the rules must surface: a CRC failure, NaN in a weight, an
 // unsafe global, a format note ("Lightning saves no RNG"). `inconsistent` marks the component.
 struct ReaderFinding {
-  std::string severity;   // "error", "warning", "info"
-  std::string component;  // "" for the file as a whole
+  Severity severity = Severity::kError;
+  std::optional<AuditComponent> component;  // nullopt for the file as a whole
   std::string message;
   bool inconsistent = false;
 };
@@ -136,7 +138,7 @@ struct CheckpointView {
   bool devices_known = false;     // false for formats that do not record devices
   // Components that this format cannot hold by construction, with the reason
   // (e.g. rng_cpu in Lightning: "Lightning saves no RNG state").
-  std::map<std::string, std::string> format_gaps;
+  std::map<AuditComponent, std::string> format_gaps;
   std::vector<ReaderFinding> findings;
   InspectNode contents;
   uint64_t bytes_read = 0;  // measured: what the audit read from disk

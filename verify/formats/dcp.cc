@@ -59,191 +59,197 @@ std::string dtype_of(const Value* tsm) {
   return "";
 }
 
-class DcpReader : public FormatReader {
+// Where a chunk's bytes live: (fqn, chunk offsets) → (file, offset, length).
+struct Loc {
+  std::string file;
+  int64_t offset = 0, length = 0;
+};
+using StorageIndex = std::map<std::pair<std::string, std::vector<int64_t>>, Loc>;
+
+StorageIndex index_storage(const Value* storage) {
+  StorageIndex where;
+  if (storage == nullptr || storage->kind != Kind::kDict) return where;
+  for (const auto& [k, v] : storage->entries) {
+    const Value* fqn = field(k, "fqn");
+    if (fqn == nullptr || fqn->kind != Kind::kStr) continue;
+    Loc l;
+    if (const Value* rp = field(v, "relative_path"); rp != nullptr && rp->kind == Kind::kStr)
+      l.file = rp->s;
+    if (const Value* o = field(v, "offset")) l.offset = o->as_int().value_or(-1);
+    if (const Value* n = field(v, "length")) l.length = n->as_int().value_or(-1);
+    where[{fqn->s, ints(field(k, "offset"))}] = l;
+  }
+  return where;
+}
+
+// One DCP folder being read: the metadata, the storage index, and the nested state dict rebuilt
+// from the flat keys. The steps of DcpReader::read, in order: load_metadata, then per
+// state_dict entry tensor_leaf or blob_leaf and place, then finish.
+class DcpFolder {
  public:
-  std::string name() const override { return "dcp"; }
-  int probe(const std::string& path) const override {
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
-    return ::stat((path + "/.metadata").c_str(), &st) == 0 ? 90 : 0;
+  DcpFolder(const std::string& path, CheckpointView* view)
+      : path_(path), mpath_(path + "/.metadata"), view_(*view) {
+    root_ = synth_.make(Kind::kDict);
+    mine_.insert(root_);
   }
 
-  Result<CheckpointView> read(const std::string& path, const ReadOptions& options) const override {
-    CheckpointView view;
-    view.path = path;
-    view.format = "dcp";
-    view.contents.name = path;
-    view.contents.kind = "dir";
-    const std::string mpath = path + "/.metadata";
-    CKPT_ASSIGN_OR_RETURN(auto mf, Env::posix()->open_random(mpath));
-    if (mf->size() > kMaxMetadataBytes) return corrupt(mpath + ": larger than 512 MiB");
+  // Reads and unpickles .metadata; the state_dict_metadata dict, or Corrupt.
+  Result<const Value*> load_metadata() {
+    CKPT_ASSIGN_OR_RETURN(auto mf, Env::posix()->open_random(mpath_));
+    if (mf->size() > kMaxMetadataBytes) return corrupt(mpath_ + ": larger than 512 MiB");
     CKPT_ASSIGN_OR_RETURN(std::string bytes, mf->read_string(0, mf->size()));
-    CKPT_ASSIGN_OR_RETURN(auto doc, read_pickle(bytes, mpath));
-    uint64_t total_read = mf->bytes_read();
-    add_global_findings(*doc, ".metadata", &view);
-    const Value* md = doc->root;
+    CKPT_ASSIGN_OR_RETURN(doc_, read_pickle(bytes, mpath_));
+    bytes_read_ += mf->bytes_read();
+    add_global_findings(*doc_, ".metadata", &view_);
+    const Value* md = doc_->root;
     const Value* sdm = field(md, "state_dict_metadata");
-    const Value* storage = field(md, "storage_data");
-    const Value* planner = field(md, "planner_data");
     if (sdm == nullptr || sdm->kind != Kind::kDict) {
-      return corrupt(mpath + ": not DCP metadata (no state_dict_metadata dict in " +
+      return corrupt(mpath_ + ": not DCP metadata (no state_dict_metadata dict in " +
                      summarize(*md) + ")");
     }
-    // (fqn, offsets) → (file, offset, length)
-    struct Loc {
-      std::string file;
-      int64_t offset = 0, length = 0;
-    };
-    std::map<std::pair<std::string, std::vector<int64_t>>, Loc> where;
-    if (storage != nullptr && storage->kind == Kind::kDict) {
-      for (const auto& [k, v] : storage->entries) {
-        const Value* fqn = field(k, "fqn");
-        if (fqn == nullptr || fqn->kind != Kind::kStr) continue;
-        Loc l;
-        if (const Value* rp = field(v, "relative_path"); rp != nullptr && rp->kind == Kind::kStr)
-          l.file = rp->s;
-        if (const Value* o = field(v, "offset")) l.offset = o->as_int().value_or(-1);
-        if (const Value* n = field(v, "length")) l.length = n->as_int().value_or(-1);
-        where[{fqn->s, ints(field(k, "offset"))}] = l;
+    where_ = index_storage(field(md, "storage_data"));
+    planner_ = field(md, "planner_data");
+    return sdm;
+  }
+
+  // A tensor entry: a tensor record whose chunks must tile its shape, each chunk's bytes inside
+  // an existing .distcp file (findings otherwise).
+  Value* tensor_leaf(const std::string& fqn, const Value* meta) {
+    Value* leaf = synth_.make(Kind::kTensor);
+    TensorRecord& t = *leaf->tensor;
+    t.dtype = dtype_of(meta);
+    t.element_size = torch_dtype_size(t.dtype);
+    t.shape = ints(field(meta, "size"));
+    t.storage_key = fqn;
+    __int128 volume = 0;
+    const Value* chunks = field(meta, "chunks");
+    for (const Value* c : chunks != nullptr ? chunks->items : std::vector<const Value*>{}) {
+      auto off = ints(field(c, "offsets"));
+      auto sz = ints(field(c, "sizes"));
+      __int128 cv = 1;
+      bool inside = off.size() == t.shape.size() && sz.size() == t.shape.size();
+      for (size_t d = 0; inside && d < sz.size(); ++d) {
+        cv *= sz[d];
+        inside = off[d] >= 0 && sz[d] >= 0 && off[d] + sz[d] <= t.shape[d];
+      }
+      if (!inside) {
+        error(".metadata: a chunk of \"" + fqn + "\" lies outside its shape");
+        continue;
+      }
+      volume += cv;
+      check_chunk_bytes(fqn, off);
+    }
+    if (volume != t.numel())
+      error(".metadata: the chunks of \"" + fqn + "\" do not tile its shape");
+    return leaf;
+  }
+
+  // A non-tensor entry: the torch.save blob inside a .distcp file, unpickled (never executed);
+  // None when it cannot be read.
+  Value* blob_leaf(const std::string& fqn) {
+    auto loc = where_.find({fqn, {}});
+    if (loc != where_.end()) {
+      auto fs = file_size(loc->second.file);
+      if (fs && loc->second.length >= 0 &&
+          static_cast<uint64_t>(loc->second.length) <= kMaxBytesItem &&
+          range_inside(loc->second.offset, loc->second.length, *fs)) {
+        if (Value* v = read_blob(fqn, loc->second)) return v;
       }
     }
-    std::map<std::string, uint64_t> file_sizes;
-    auto file_size = [&](const std::string& rel) -> std::optional<uint64_t> {
-      if (rel.empty() || rel.find("..") != std::string::npos || rel[0] == '/') return std::nullopt;
-      auto it = file_sizes.find(rel);
-      if (it != file_sizes.end()) return it->second;
-      struct stat st;
-      if (::stat((path + "/" + rel).c_str(), &st) != 0) return std::nullopt;
-      return file_sizes[rel] = static_cast<uint64_t>(st.st_size);
-    };
-    PickleDoc synth;  // the rebuilt nested state dict
-    Value* root = synth.make(Kind::kDict);
-    std::set<const Value*> mine{root};
-    std::vector<std::unique_ptr<TorchFile>> blobs;
-    for (const auto& [k, v] : sdm->entries) {
-      if (k->kind != Kind::kStr) continue;
-      const std::string fqn = k->s;
-      Value* leaf = nullptr;
-      if (v->qualname().find("TensorStorageMetadata") != std::string::npos) {
-        leaf = synth.make(Kind::kTensor);
-        TensorRecord& t = *leaf->tensor;
-        t.dtype = dtype_of(v);
-        t.element_size = torch_dtype_size(t.dtype);
-        t.shape = ints(field(v, "size"));
-        t.storage_key = fqn;
-        // Chunks must tile the tensor: volumes sum to its numel, each inside its bounds.
-        __int128 volume = 0;
-        const Value* chunks = field(v, "chunks");
-        for (const Value* c : chunks != nullptr ? chunks->items : std::vector<const Value*>{}) {
-          auto off = ints(field(c, "offsets"));
-          auto sz = ints(field(c, "sizes"));
-          __int128 cv = 1;
-          bool inside = off.size() == t.shape.size() && sz.size() == t.shape.size();
-          for (size_t d = 0; inside && d < sz.size(); ++d) {
-            cv *= sz[d];
-            inside = off[d] >= 0 && sz[d] >= 0 && off[d] + sz[d] <= t.shape[d];
-          }
-          if (!inside) {
-            view.findings.push_back({"error", "",
-                                     ".metadata: a chunk of \"" + fqn + "\" lies outside its shape",
-                                     false});
-            continue;
-          }
-          volume += cv;
-          auto loc = where.find({fqn, off});
-          if (loc == where.end()) {
-            view.findings.push_back(
-                {"error", "", ".metadata: chunk of \"" + fqn + "\" has no storage entry", false});
-            continue;
-          }
-          auto fs = file_size(loc->second.file);
-          if (!fs || loc->second.offset < 0 || loc->second.length < 0 ||
-              !range_inside(loc->second.offset, loc->second.length, *fs)) {
-            view.findings.push_back(
-                {"error", "",
-                 "\"" + fqn + "\": bytes [" + std::to_string(loc->second.offset) + ", +" +
-                     std::to_string(loc->second.length) + ") of " + loc->second.file +
-                     " are missing (file absent or too short)",
-                 false});
-          }
-        }
-        if (volume != t.numel()) {
-          view.findings.push_back({"error", "",
-                                   ".metadata: the chunks of \"" + fqn + "\" do not tile its shape",
-                                   false});
-        }
-      } else {
-        // A non-tensor value: a torch.save blob inside a .distcp file.
-        auto loc = where.find({fqn, {}});
-        if (loc != where.end()) {
-          auto fs = file_size(loc->second.file);
-          if (fs && loc->second.length >= 0 &&
-              static_cast<uint64_t>(loc->second.length) <= kMaxBytesItem &&
-              range_inside(loc->second.offset, loc->second.length, *fs)) {
-            auto f = Env::posix()->open_random(path + "/" + loc->second.file);
-            if (f.is_ok()) {
-              auto blob = (*f)->read_string(loc->second.offset, loc->second.length);
-              total_read += (*f)->bytes_read();
-              if (blob.is_ok()) {
-                auto tf =
-                    open_torch_file(memory_file(loc->second.file + ":" + fqn, std::move(*blob)));
-                if (tf.is_ok() && tf->doc->root != nullptr) {
-                  blobs.push_back(std::make_unique<TorchFile>(std::move(*tf)));
-                  add_global_findings(*blobs.back()->doc, loc->second.file + ":" + fqn, &view);
-                  leaf = const_cast<Value*>(blobs.back()->doc->root);
-                }
-              }
-            }
-          }
-        }
-        if (leaf == nullptr) leaf = synth.make(Kind::kNone);
-      }
-      // Place the leaf at its original path (planner_data) or the dotted fqn.
-      std::vector<std::string> parts;
-      const Value* pp = planner != nullptr ? planner->get(fqn) : nullptr;
-      if (pp != nullptr && (pp->kind == Kind::kTuple || pp->kind == Kind::kList)) {
-        for (const Value* x : pp->items)
-          parts.push_back(x->kind == Kind::kStr ? x->s : std::to_string(x->i));
-      } else {
-        std::stringstream ss(fqn);
-        for (std::string s; std::getline(ss, s, '.');) parts.push_back(s);
-      }
-      if (parts.size() > static_cast<size_t>(kMaxPathParts)) {
-        return corrupt(mpath + ": state_dict key \"" + fqn.substr(0, 80) + "\" nests deeper than " +
-                       std::to_string(kMaxPathParts) + " levels");
-      }
-      Value* cur = root;
-      for (size_t i = 0; i + 1 < parts.size(); ++i) {
-        const Value* next = cur->get(parts[i]);
-        if (next == nullptr || next->kind != Kind::kDict) {
-          Value* key = synth.make(Kind::kStr);
-          key->s = parts[i];
-          Value* d = synth.make(Kind::kDict);
-          mine.insert(d);
-          cur->entries.emplace_back(key, d);
-          next = d;
-        }
-        cur = const_cast<Value*>(next);
-      }
-      Value* key = synth.make(Kind::kStr);
-      key->s = parts.empty() ? fqn : parts.back();
-      cur->entries.emplace_back(key, leaf);
+    return synth_.make(Kind::kNone);
+  }
+
+  // Puts `leaf` at its original nested path (planner_data) or at the dotted fqn.
+  Status place(const std::string& fqn, Value* leaf) {
+    std::vector<std::string> parts;
+    const Value* pp = planner_ != nullptr ? planner_->get(fqn) : nullptr;
+    if (pp != nullptr && (pp->kind == Kind::kTuple || pp->kind == Kind::kList)) {
+      for (const Value* x : pp->items)
+        parts.push_back(x->kind == Kind::kStr ? x->s : std::to_string(x->i));
+    } else {
+      std::stringstream ss(fqn);
+      for (std::string s; std::getline(ss, s, '.');) parts.push_back(s);
     }
-    lists_from_int_keys(mine, root, "", 0);
+    if (parts.size() > static_cast<size_t>(kMaxPathParts)) {
+      return corrupt(mpath_ + ": state_dict key \"" + fqn.substr(0, 80) + "\" nests deeper than " +
+                     std::to_string(kMaxPathParts) + " levels");
+    }
+    Value* cur = root_;
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      const Value* next = cur->get(parts[i]);
+      if (next == nullptr || next->kind != Kind::kDict) {
+        Value* key = synth_.make(Kind::kStr);
+        key->s = parts[i];
+        Value* d = synth_.make(Kind::kDict);
+        mine_.insert(d);
+        cur->entries.emplace_back(key, d);
+        next = d;
+      }
+      cur = const_cast<Value*>(next);
+    }
+    Value* key = synth_.make(Kind::kStr);
+    key->s = parts.empty() ? fqn : parts.back();
+    cur->entries.emplace_back(key, leaf);
+    return Status::ok();
+  }
+
+  // Detection over the rebuilt state dict, and the inspect tree.
+  void finish(const ReadOptions& options) {
+    lists_from_int_keys(mine_, root_, "", 0);
     DetectContext ctx{"dcp", nullptr};
-    detect_components(*root, ctx, &view);
-    view.devices_known = false;  // DCP records no devices
+    detect_components(*root_, ctx, &view_);
+    view_.devices_known = false;  // DCP records no devices
     if (options.inspect) {
       size_t budget = 200000;
-      InspectNode n = inspect_value(*root, ".metadata", &budget);
+      InspectNode n = inspect_value(*root_, ".metadata", &budget);
       n.kind = "file";
-      view.contents.children.push_back(std::move(n));
+      view_.contents.children.push_back(std::move(n));
     }
-    view.bytes_read = total_read;
-    return view;
+    view_.bytes_read = bytes_read_;
   }
 
  private:
+  void error(const std::string& message) {
+    view_.findings.push_back({Severity::kError, std::nullopt, message, false});
+  }
+
+  std::optional<uint64_t> file_size(const std::string& rel) {
+    if (rel.empty() || rel.find("..") != std::string::npos || rel[0] == '/') return std::nullopt;
+    auto it = file_sizes_.find(rel);
+    if (it != file_sizes_.end()) return it->second;
+    struct stat st;
+    if (::stat((path_ + "/" + rel).c_str(), &st) != 0) return std::nullopt;
+    return file_sizes_[rel] = static_cast<uint64_t>(st.st_size);
+  }
+
+  void check_chunk_bytes(const std::string& fqn, const std::vector<int64_t>& off) {
+    auto loc = where_.find({fqn, off});
+    if (loc == where_.end()) {
+      error(".metadata: chunk of \"" + fqn + "\" has no storage entry");
+      return;
+    }
+    auto fs = file_size(loc->second.file);
+    if (!fs || loc->second.offset < 0 || loc->second.length < 0 ||
+        !range_inside(loc->second.offset, loc->second.length, *fs)) {
+      error("\"" + fqn + "\": bytes [" + std::to_string(loc->second.offset) + ", +" +
+            std::to_string(loc->second.length) + ") of " + loc->second.file +
+            " are missing (file absent or too short)");
+    }
+  }
+
+  Value* read_blob(const std::string& fqn, const Loc& loc) {
+    auto f = Env::posix()->open_random(path_ + "/" + loc.file);
+    if (!f.is_ok()) return nullptr;
+    auto blob = (*f)->read_string(loc.offset, loc.length);
+    bytes_read_ += (*f)->bytes_read();
+    if (!blob.is_ok()) return nullptr;
+    auto tf = open_torch_file(memory_file(loc.file + ":" + fqn, std::move(*blob)));
+    if (!tf.is_ok() || tf->doc->root == nullptr) return nullptr;
+    blobs_.push_back(std::make_unique<TorchFile>(std::move(*tf)));
+    add_global_findings(*blobs_.back()->doc, loc.file + ":" + fqn, &view_);
+    return const_cast<Value*>(blobs_.back()->doc->root);
+  }
+
   // param_groups arrive as {"0": {...}, "1": {...}}: rebuild those lists (keys exactly 0..n-1).
   // Only dicts this reader made are touched (values from blobs belong to their own pickles).
   static void lists_from_int_keys(const std::set<const Value*>& mine, Value* d,
@@ -261,6 +267,46 @@ class DcpReader : public FormatReader {
     for (auto& [k, v] : d->entries) d->items.push_back(v);
     d->entries.clear();
     d->kind = Kind::kList;
+  }
+
+  const std::string path_, mpath_;
+  CheckpointView& view_;
+  std::unique_ptr<PickleDoc> doc_;
+  StorageIndex where_;
+  const Value* planner_ = nullptr;
+  std::map<std::string, uint64_t> file_sizes_;
+  PickleDoc synth_;  // the rebuilt nested state dict
+  Value* root_ = nullptr;
+  std::set<const Value*> mine_;
+  std::vector<std::unique_ptr<TorchFile>> blobs_;
+  uint64_t bytes_read_ = 0;
+};
+
+class DcpReader : public FormatReader {
+ public:
+  std::string name() const override { return "dcp"; }
+  int probe(const std::string& path) const override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+    return ::stat((path + "/.metadata").c_str(), &st) == 0 ? 90 : 0;
+  }
+
+  Result<CheckpointView> read(const std::string& path, const ReadOptions& options) const override {
+    CheckpointView view;
+    view.path = path;
+    view.format = "dcp";
+    view.contents.name = path;
+    view.contents.kind = "dir";
+    DcpFolder folder(path, &view);
+    CKPT_ASSIGN_OR_RETURN(const Value* sdm, folder.load_metadata());
+    for (const auto& [k, v] : sdm->entries) {
+      if (k->kind != Kind::kStr) continue;
+      const bool tensor = v->qualname().find("TensorStorageMetadata") != std::string::npos;
+      Value* leaf = tensor ? folder.tensor_leaf(k->s, v) : folder.blob_leaf(k->s);
+      CKPT_RETURN_IF_ERROR(folder.place(k->s, leaf));
+    }
+    folder.finish(options);
+    return view;
   }
 };
 

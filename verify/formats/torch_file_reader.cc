@@ -50,8 +50,8 @@ class TorchFileReader : public FormatReader {
     const std::string label = basename_of(path);
     if (view.format == "lightning") {
       const std::string why = "Lightning's checkpoint (dump_checkpoint) saves no RNG state";
-      view.format_gaps["rng_cpu"] = why;
-      view.format_gaps["rng_cuda"] = why;
+      view.format_gaps[AuditComponent::kRngCpu] = why;
+      view.format_gaps[AuditComponent::kRngCuda] = why;
     }
     add_torch_file_to_view(tf, label, &view, options);
     if (options.deep) CKPT_RETURN_IF_ERROR(deep_scan_torch(tf, label, &view, options));
