@@ -169,6 +169,11 @@ void check_case(const json& c) {
     INFO("component " << it.key() << " (" << it.value().value("why", "") << ")");
     REQUIRE(got.contains(it.key()));
     CHECK(got[it.key()]["status"] == it.value()["status"]);
+    const std::string evidence = lower(got[it.key()].value("evidence", ""));
+    for (const auto& s : it.value().value("evidence_contains", json::array())) {
+      INFO("evidence: " << evidence << "\nmust contain: " << s.get<std::string>());
+      CHECK(evidence.find(lower(s.get<std::string>())) != std::string::npos);
+    }
   }
   for (auto it = got.begin(); it != got.end(); ++it) {
     if (want.contains(it.key())) continue;
@@ -228,6 +233,45 @@ TEST_CASE("the malicious pickle is reported and never executed", "[verify]") {
           reported || finding_matches(f, {{"severity", "error"}, {"all_of", {"posix", "system"}}});
     CHECK(reported);
   }
+}
+
+// Runs `ckpt ARGS` (a whole command line), stdout captured; the exit code.
+RunResult run_ckpt(const std::string& args) {
+  RunResult r;
+  FILE* pipe = ::popen((shell_quote(kCkpt.string()) + " " + args + " 2>/dev/null").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
+  const int status = ::pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+TEST_CASE("invalid UTF-8 in pickle keys and file names never breaks --json", "[verify]") {
+  const fs::path src = kFixtures / "real" / "bad_utf8.pt";
+  REQUIRE(fs::exists(src));
+  // The fixture really holds the bytes: torch.save wrote the lone surrogate as ED B3 BF.
+  REQUIRE(read_file(src).find("caf\xed\xb3\xbf") != std::string::npos);
+  const fs::path dir =
+      fs::temp_directory_path() / ("ckpt_audit_utf8_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path odd = dir / "run\xff\xfe.pt";  // a file name that is not UTF-8
+  fs::copy_file(src, odd, fs::copy_options::overwrite_existing);
+  for (const fs::path& p : {src, odd}) {
+    for (const std::string& cmd :
+         {std::string("inspect --json "), std::string("audit --deep --json ")}) {
+      INFO(cmd << p.string());
+      const RunResult r = run_ckpt(cmd + shell_quote(p.string()));
+      CHECK(r.exit_code == (cmd.rfind("inspect", 0) == 0 ? 0 : 2));
+      const json j = json::parse(r.out, nullptr, false);
+      REQUIRE_FALSE(j.is_discarded());
+      // The bad bytes arrive as U+FFFD, never raw.
+      CHECK(r.out.find("\xef\xbf\xbd") != std::string::npos);
+    }
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
 }
 
 TEST_CASE("every fixture file is covered by a case of EXPECTED.json", "[verify]") {

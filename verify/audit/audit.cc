@@ -60,6 +60,10 @@ nlohmann::json report_to_json(const AuditReport& r) {
   return j;
 }
 
+std::string json_text(const nlohmann::json& j) {
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 namespace {
 
 std::vector<std::string> wrap(const std::string& text, size_t width) {

@@ -35,6 +35,10 @@ Result<std::set<AuditComponent>> parse_component_list(const std::string& list);
 // {"path", "format", "complete", "components": {NAME: {"status", "evidence", "consequence",
 // "fix", "required"}}, "findings": [{"severity", "component", "message"}]}
 nlohmann::json report_to_json(const AuditReport& report);
+// `j` as indented JSON text that never throws: bytes from outside (pickle keys, file names) that
+// are not UTF-8 are replaced by U+FFFD instead of making nlohmann's dump() throw.
+std::string json_text(const nlohmann::json& j);
+
 // The table for a person: component, status, evidence, consequence, fix; then findings.
 std::string report_to_text(const AuditReport& report, bool color);
 

@@ -1,6 +1,7 @@
 #include "verify/audit/rules.h"
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <sstream>
 
@@ -61,8 +62,9 @@ std::string fmt(double x) {
   return o.str();
 }
 
+// Relative: an LR of 1e-6 against 1.9e-6 differs, a step of 6 against 6.0000001 does not.
 bool close(double a, double b) {
-  return std::fabs(a - b) <= 1e-6 * std::max(1.0, std::max(std::fabs(a), std::fabs(b)));
+  return std::fabs(a - b) <= 1e-6 * std::max(std::fabs(a), std::fabs(b)) + 1e-15;
 }
 
 class Judge {
@@ -109,21 +111,86 @@ class Judge {
     set(C::kModel, m.tensors.empty() ? S::kEmpty : S::kPresent, m.evidence);
   }
 
-  void optimizer() {
-    const OptimizerPart& o = v_.optimizer;
-    if (!o.found) {
-      return set(C::kOptimizer, S::kMissing,
-                 o.evidence.empty() ? "no dict with state + param_groups" : o.evidence);
+  // Every optimizer of the checkpoint, the first one first.
+  std::vector<const OptimizerPart*> optimizers() const {
+    std::vector<const OptimizerPart*> out{&v_.optimizer};
+    for (const auto& o : v_.more_optimizers) out.push_back(&o);
+    return out;
+  }
+  std::vector<const SchedulerPart*> schedulers() const {
+    std::vector<const SchedulerPart*> out{&v_.scheduler};
+    for (const auto& s : v_.more_schedulers) out.push_back(&s);
+    return out;
+  }
+  bool scaler_active() const { return v_.grad_scaler.found && !v_.grad_scaler.empty; }
+
+  static std::optional<double> common_step(const OptimizerPart& o) {
+    for (const auto& ps : o.state) {
+      if (ps.step) return ps.step;
     }
-    std::vector<std::string> problems;
-    std::set<int64_t> listed;
-    for (const auto& g : o.groups) listed.insert(g.params.begin(), g.params.end());
+    return std::nullopt;
+  }
+
+  // An optimizer's step against the global step, at its own cadence. Empty when they agree
+  // (then `note` may say why a difference is allowed), else the problem.
+  std::string cadence(const OptimizerPart& o, double step, std::string* note) const {
+    const auto& gs = v_.counters.global_step;
+    if (!gs || close(step, static_cast<double>(*gs))) return "";
+    const double g = static_cast<double>(*gs);
+    if (scaler_active() && step < g) {
+      *note = "step " + fmt(step) + " <= global_step " + std::to_string(*gs) +
+              ": the GradScaler skipped " + fmt(g - step) +
+              " optimizer.step() calls on inf/NaN gradients (allowed with a scaler)";
+      return "";
+    }
+    const auto all = optimizers();
+    if (all.size() > 1) {
+      // Optimizers without a step counter (SGD) are taken to step as often as the others.
+      double sum = 0, known_sum = 0;
+      size_t known = 0;
+      for (const OptimizerPart* x : all) {
+        if (auto s = common_step(*x)) {
+          known_sum += *s;
+          ++known;
+        }
+      }
+      sum =
+          known == 0 ? 0 : known_sum / static_cast<double>(known) * static_cast<double>(all.size());
+      if (known > 0 && close(sum, g)) {
+        *note = "global_step " + std::to_string(*gs) +
+                " counts every optimizer's steps (Lightning manual optimisation): the steps of " +
+                std::to_string(all.size()) + " optimizers sum to it";
+        return "";
+      }
+      const double k = step / g;
+      if (g > 0 && step > g && close(k, std::round(k))) {
+        *note = fmt(std::round(k)) + " steps per global step (its own cadence, e.g. n_critic)";
+        return "";
+      }
+      const double every = g / step;
+      if (step > 0 && step < g && close(every, std::round(every))) {
+        *note = "one step every " + fmt(std::round(every)) + " global steps (its own cadence)";
+        return "";
+      }
+    }
+    (void)o;
+    return "optimizer step " + fmt(step) + " != global_step " + std::to_string(*gs);
+  }
+
+  struct Verdict {
+    ComponentStatus status = S::kPresent;
+    std::string evidence;
+  };
+
+  Verdict judge_optimizer(const OptimizerPart& o) {
     if (o.state.empty()) {
-      std::string e =
-          o.evidence + "; state == {} (the optimizer never stepped, or its state was not saved)";
-      return set(C::kOptimizer, S::kEmpty, e);
+      return {
+          S::kEmpty,
+          o.evidence + "; state == {} (the optimizer never stepped, or its state was not saved)"};
     }
-    std::set<int64_t> with_state;
+    std::vector<std::string> problems, notes;
+    std::set<int64_t> listed, with_state;
+    for (const auto& g : o.groups) listed.insert(g.params.begin(), g.params.end());
     std::set<double> steps;
     for (const auto& ps : o.state) {
       with_state.insert(ps.id);
@@ -140,17 +207,20 @@ class Judge {
     if (!lacking.empty()) {
       std::ostringstream e;
       e << lacking.size() << " of " << listed.size()
-        << " params in param_groups have no state (first: " << lacking.front() << ")";
-      problems.push_back(e.str());
+        << " params in param_groups have no state (first: " << lacking.front()
+        << "): frozen or unused parameters (requires_grad=False, or no gradient) get none";
+      notes.push_back(e.str());
+      r_.findings.push_back({Severity::kInfo, C::kOptimizer, o.evidence + ": " + e.str()});
     }
-    const auto& gs = v_.counters.global_step;
-    if (gs && !steps.empty()) {
-      for (double s : steps) {
-        if (!close(s, static_cast<double>(*gs))) {
-          problems.push_back("optimizer step " + fmt(s) + " != global_step " + std::to_string(*gs));
-          break;
-        }
+    for (double s : steps) {
+      std::string note;
+      std::string problem = cadence(o, s, &note);
+      if (!problem.empty()) {
+        problems.push_back(problem);
+        break;
       }
+      if (!note.empty()) notes.push_back(note);
+      break;
     }
     if (steps.size() > 1) {
       problems.push_back("params disagree on step (" + fmt(*steps.begin()) + " .. " +
@@ -161,18 +231,107 @@ class Judge {
     for (const auto& n : o.nonfinite) problems.push_back("moment " + n + " holds NaN/Inf");
     std::string e = o.evidence;
     if (!steps.empty()) e += "; step " + fmt(*steps.begin());
-    if (o.count > 1) e += "; " + std::to_string(o.count) + " optimizers (the first is audited)";
-    if (problems.empty()) return set(C::kOptimizer, S::kPresent, e);
-    std::string all;
-    for (const auto& p : problems) all += "; " + p;
-    set(C::kOptimizer, S::kInconsistent, e + all);
+    for (const auto& n : notes) e += "; " + n;
+    for (const auto& p : problems) e += "; " + p;
+    return {problems.empty() ? S::kPresent : S::kInconsistent, e};
   }
 
-  std::optional<int64_t> optimizer_step() const {
-    for (const auto& ps : v_.optimizer.state) {
-      if (ps.step) return static_cast<int64_t>(std::llround(*ps.step));
+  // The worst of several statuses: inconsistent, then empty, then present.
+  static ComponentStatus worst(ComponentStatus a, ComponentStatus b) {
+    auto rank = [](ComponentStatus s) {
+      return s == S::kInconsistent ? 3 : s == S::kEmpty ? 2 : s == S::kMissing ? 1 : 0;
+    };
+    return rank(b) > rank(a) ? b : a;
+  }
+
+  static std::string label(const std::string& name, size_t i) {
+    return name.empty() ? "#" + std::to_string(i + 1) : name;
+  }
+
+  void optimizer() {
+    const OptimizerPart& o = v_.optimizer;
+    if (!o.found) {
+      return set(C::kOptimizer, S::kMissing,
+                 o.evidence.empty() ? "no dict with state + param_groups" : o.evidence);
     }
-    return std::nullopt;
+    const auto all = optimizers();
+    if (all.size() == 1) {
+      Verdict v = judge_optimizer(o);
+      if (o.count > 1) v.evidence += "; " + std::to_string(o.count) + " optimizers";
+      return set(C::kOptimizer, v.status, v.evidence);
+    }
+    Verdict total;
+    total.evidence = std::to_string(all.size()) + " optimizers, each audited";
+    for (size_t i = 0; i < all.size(); ++i) {
+      Verdict v = judge_optimizer(*all[i]);
+      total.status = worst(total.status, v.status);
+      total.evidence +=
+          " | " + label(all[i]->name, i) + " (" + status_name(v.status) + "): " + v.evidence;
+    }
+    set(C::kOptimizer, total.status, total.evidence);
+  }
+
+  // The optimizer a scheduler drives: the one whose name matches once "opt"/"sched" words are
+  // removed ("opt_g" ↔ "sched_g"), else the one whose group LRs equal its _last_lr, else the
+  // one at the same position.
+  const OptimizerPart* pair_of(const SchedulerPart& s, size_t index) const {
+    const auto all = optimizers();
+    for (const OptimizerPart* o : all) {
+      if (!o->name.empty() && stem(o->name) == stem(s.name)) return o;
+    }
+    for (const OptimizerPart* o : all) {
+      if (!s.last_lr.empty() && s.last_lr.size() == o->groups.size()) {
+        bool same = true;
+        for (size_t i = 0; i < s.last_lr.size(); ++i)
+          same = same && o->groups[i].lr && close(*o->groups[i].lr, s.last_lr[i]);
+        if (same) return o;
+      }
+    }
+    return index < all.size() ? all[index] : all.front();
+  }
+
+  static std::string stem(std::string n) {
+    for (const char* w : {"lr_schedulers", "lr_scheduler", "optimizer_states", "optimizers",
+                          "optimizer", "schedulers", "scheduler", "sched", "optim", "opt"}) {
+      for (size_t p; (p = n.find(w)) != std::string::npos;) n.erase(p, std::strlen(w));
+    }
+    std::string out;
+    for (char c : n) {
+      if (c != '_' && c != '.') out += c;
+    }
+    return out;
+  }
+
+  Verdict judge_scheduler(const SchedulerPart& s, const OptimizerPart& o, bool several) const {
+    std::vector<std::string> problems;
+    const auto& gs = v_.counters.global_step;
+    const auto& ep = v_.counters.epoch;
+    auto os = common_step(o);
+    if (s.last_epoch) {
+      int64_t le = *s.last_epoch;
+      bool matches_epoch = ep && close(static_cast<double>(le), std::floor(*ep));
+      bool matches_opt = os && close(static_cast<double>(le), *os);
+      if (several && (matches_opt || matches_epoch || (gs && le == *gs))) {
+        // Each pair at its own cadence: the scheduler steps with its optimizer.
+      } else if (gs) {
+        if (le != *gs && !matches_epoch) {
+          problems.push_back("last_epoch " + std::to_string(le) + " != global_step " +
+                             std::to_string(*gs) + (ep ? " (and != epoch " + fmt(*ep) + ")" : ""));
+        }
+      } else if (os && !s.per_epoch && !matches_opt && !matches_epoch) {
+        problems.push_back("last_epoch " + std::to_string(le) + " != optimizer step " +
+                           fmt(std::round(*os)));
+      }
+    }
+    for (size_t i = 0; i < s.last_lr.size() && i < o.groups.size(); ++i) {
+      if (o.groups[i].lr && !close(*o.groups[i].lr, s.last_lr[i])) {
+        problems.push_back("param_groups[" + std::to_string(i) + "].lr " + fmt(*o.groups[i].lr) +
+                           " != _last_lr[" + std::to_string(i) + "] " + fmt(s.last_lr[i]));
+      }
+    }
+    std::string e = s.evidence;
+    for (const auto& p : problems) e += "; " + p;
+    return {problems.empty() ? S::kPresent : S::kInconsistent, e};
   }
 
   void scheduler() {
@@ -183,33 +342,27 @@ class Judge {
                      ? "no dict with last_epoch + base_lrs (or ReduceLROnPlateau's shape)"
                      : s.evidence);
     }
-    std::vector<std::string> problems;
-    const auto& gs = v_.counters.global_step;
-    const auto& ep = v_.counters.epoch;
-    if (s.last_epoch) {
-      int64_t le = *s.last_epoch;
-      bool matches_epoch = ep && close(static_cast<double>(le), std::floor(*ep));
-      if (gs) {
-        if (le != *gs && !matches_epoch) {
-          problems.push_back("last_epoch " + std::to_string(le) + " != global_step " +
-                             std::to_string(*gs) + (ep ? " (and != epoch " + fmt(*ep) + ")" : ""));
-        }
-      } else if (auto os = optimizer_step(); os && !s.per_epoch && le != *os && !matches_epoch) {
-        problems.push_back("last_epoch " + std::to_string(le) + " != optimizer step " +
-                           std::to_string(*os));
-      }
+    const auto all = schedulers();
+    const bool several = all.size() > 1 || optimizers().size() > 1;
+    if (all.size() == 1 && optimizers().size() == 1) {
+      Verdict v = judge_scheduler(s, v_.optimizer, false);
+      return set(C::kScheduler, v.status, v.evidence);
     }
-    const auto& groups = v_.optimizer.groups;
-    for (size_t i = 0; i < s.last_lr.size() && i < groups.size(); ++i) {
-      if (groups[i].lr && !close(*groups[i].lr, s.last_lr[i])) {
-        problems.push_back("param_groups[" + std::to_string(i) + "].lr " + fmt(*groups[i].lr) +
-                           " != _last_lr[" + std::to_string(i) + "] " + fmt(s.last_lr[i]));
+    Verdict total;
+    total.evidence = std::to_string(all.size()) + " scheduler(s), each paired with its optimizer";
+    for (size_t i = 0; i < all.size(); ++i) {
+      const OptimizerPart* o = pair_of(*all[i], i);
+      Verdict v = judge_scheduler(*all[i], *o, several);
+      total.status = worst(total.status, v.status);
+      size_t oi = 0;
+      for (const auto& x : optimizers()) {
+        if (x == o) break;
+        ++oi;
       }
+      total.evidence += " | " + label(all[i]->name, i) + " -> " + label(o->name, oi) + " (" +
+                        status_name(v.status) + "): " + v.evidence;
     }
-    if (problems.empty()) return set(C::kScheduler, S::kPresent, s.evidence);
-    std::string all;
-    for (const auto& p : problems) all += "; " + p;
-    set(C::kScheduler, S::kInconsistent, s.evidence + all);
+    set(C::kScheduler, total.status, total.evidence);
   }
 
   void rng_cpu() {

@@ -55,7 +55,8 @@ struct ModelPart : Part {
 };
 
 struct OptimizerPart : Part {
-  std::string kind;  // "Adam/AdamW", "SGD", ... (guessed from per-param state keys)
+  std::string name;  // where it was found ("opt_g", "optimizer_states[1]"); pairs schedulers
+  std::string kind;  // "Adam/AdamW", "SGD", ... (from param_group and per-param state keys)
   struct Group {
     std::vector<int64_t> params;
     std::optional<double> lr;
@@ -75,6 +76,7 @@ struct OptimizerPart : Part {
 };
 
 struct SchedulerPart : Part {
+  std::string name;  // where it was found ("sched_g", "lr_schedulers[0]")
   std::string kind;
   std::optional<int64_t> last_epoch;
   std::optional<int64_t> step_count;
@@ -125,8 +127,12 @@ struct CheckpointView {
   std::string path;
   std::string format;  // "torch.save", "safetensors", "hf-trainer", "accelerate", "lightning", ...
   ModelPart model;
-  OptimizerPart optimizer;
-  SchedulerPart scheduler;
+  OptimizerPart optimizer;  // the first found; `optimizer.count` says how many there are
+  SchedulerPart scheduler;  // the first found
+  // The second and later optimizers and schedulers (GAN loops, Lightning's lists), in the order
+  // found; the rules audit each and pair every scheduler with its optimizer.
+  std::vector<OptimizerPart> more_optimizers;
+  std::vector<SchedulerPart> more_schedulers;
   RngCpuPart rng_cpu;
   RngCudaPart rng_cuda;
   LoaderPart loader;

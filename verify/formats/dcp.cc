@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
+#include <cstring>
 #include <map>
 #include <set>
 #include <sstream>
@@ -48,12 +49,19 @@ std::vector<int64_t> ints(const Value* v) {
 std::string dtype_of(const Value* tsm) {
   const Value* props = field(tsm, "properties");
   const Value* dt = field(props, "dtype");
+  // torch 2.x TensorProperties pickles its __getstate__ tuple: (dtype, layout, requires_grad,
+  // memory_format, pin_memory, ...).
+  if (dt == nullptr && props != nullptr && props->kind == Kind::kObject &&
+      props->state != nullptr && props->state->kind == Kind::kTuple &&
+      props->state->items.size() >= 5)
+    dt = props->state->items[0];
   if (dt != nullptr && dt->kind == Kind::kGlobal) {
     std::string n = dt->name;
     if (n == "float") return "float32";
     if (n == "double") return "float64";
     if (n == "half") return "float16";
     if (n == "long") return "int64";
+    if (n == "int") return "int32";
     return n;
   }
   return "";
@@ -195,8 +203,10 @@ class DcpFolder {
 
   // Detection over the rebuilt state dict, and the inspect tree.
   void finish(const ReadOptions& options) {
+    unflatten_optimizer();
     lists_from_int_keys(mine_, root_, "", 0);
-    DetectContext ctx{"dcp", nullptr};
+    decode_pickled_bytes(root_, 0);
+    DetectContext ctx{"dcp", [this](const TensorRecord& t) { return read_scalar(t); }};
     detect_components(*root_, ctx, &view_);
     view_.devices_known = false;  // DCP records no devices
     if (options.inspect) {
@@ -209,6 +219,129 @@ class DcpFolder {
   }
 
  private:
+  Value* str(const std::string& text) {
+    Value* v = synth_.make(Kind::kStr);
+    v->s = text;
+    return v;
+  }
+  Value* dict() {
+    Value* d = synth_.make(Kind::kDict);
+    mine_.insert(d);
+    return d;
+  }
+  static Value* entry(Value* d, const std::string& key) {
+    for (auto& [k, v] : d->entries) {
+      if (k->kind == Kind::kStr && k->s == key) return const_cast<Value*>(v);
+    }
+    return nullptr;
+  }
+
+  // torchtitan and OLMo-core save the optimizer flattened (flatten_optimizer_state_dict=True):
+  // top-level "state.<fqn>.<key>" and "param_groups.<fqn>.<hyperparameter>", and the model as
+  // top-level "<fqn>" tensors. Rebuilt into {"model": {...}, "optimizer": {"state": {fqn: {...}},
+  // "param_groups": [...]}} so that detection sees the usual shapes; params with equal
+  // hyperparameters share a group.
+  void unflatten_optimizer() {
+    std::map<std::string, std::vector<std::pair<std::string, const Value*>>> state, groups;
+    std::vector<std::pair<const Value*, const Value*>> rest, tensors;
+    for (const auto& e : root_->entries) {
+      const std::string& k = e.first->s;
+      const size_t last = k.rfind('.');
+      auto flat = [&](const char* prefix, auto* into) {
+        const size_t n = std::strlen(prefix);
+        if (k.compare(0, n, prefix) != 0 || last == std::string::npos || last <= n) return false;
+        (*into)[k.substr(n, last - n)].emplace_back(k.substr(last + 1), e.second);
+        return true;
+      };
+      if (e.first->kind == Kind::kStr && (flat("state.", &state) || flat("param_groups.", &groups)))
+        continue;
+      (e.second->kind == Kind::kTensor ? tensors : rest).push_back(e);
+    }
+    if (state.empty() || groups.empty()) return;
+    Value* opt = dict();
+    Value* st = dict();
+    for (const auto& [fqn, keys] : state) {
+      Value* ps = dict();
+      for (const auto& [k, v] : keys) ps->entries.emplace_back(str(k), v);
+      st->entries.emplace_back(str(fqn), ps);
+    }
+    std::map<std::string, Value*> by_hyper;  // summary of a group's hyperparameters → group
+    Value* list = synth_.make(Kind::kList);
+    for (const auto& [fqn, keys] : groups) {
+      std::string sig;
+      for (const auto& [k, v] : keys) sig += k + "=" + summarize(*v) + ";";
+      Value*& g = by_hyper[sig];
+      if (g == nullptr) {
+        g = dict();
+        for (const auto& [k, v] : keys) g->entries.emplace_back(str(k), v);
+        g->entries.emplace_back(str("params"), synth_.make(Kind::kList));
+        list->items.push_back(g);
+      }
+      Value* params = entry(g, "params");
+      params->items.push_back(str(fqn));
+    }
+    opt->entries.emplace_back(str("state"), st);
+    opt->entries.emplace_back(str("param_groups"), list);
+    root_->entries = rest;
+    if (!tensors.empty()) {
+      Value* model = dict();
+      model->entries = tensors;
+      root_->entries.emplace_back(str("model"), model);
+    }
+    root_->entries.emplace_back(str("optimizer"), opt);
+  }
+
+  // torchtitan keeps its dataloader as {"dp_rank_N": pickle.dumps(state)}: bytes that are a
+  // pickle are read by the same non-executing reader and take their place.
+  void decode_pickled_bytes(Value* d, int depth) {
+    if (d->kind != Kind::kDict || mine_.count(d) == 0 || depth > kMaxPathParts) return;
+    for (auto& [k, v] : d->entries) {
+      if (v->kind == Kind::kDict) decode_pickled_bytes(const_cast<Value*>(v), depth + 1);
+      if (v->kind != Kind::kBytes || v->s.size() < 2 || static_cast<uint8_t>(v->s[0]) != 0x80)
+        continue;
+      const std::string label = ".metadata:" + (k->kind == Kind::kStr ? k->s : std::string("?"));
+      auto doc = read_pickle(v->s, label);
+      if (!doc.is_ok() || (*doc)->root == nullptr) continue;
+      add_global_findings(**doc, label, &view_);
+      v = (*doc)->root;
+      inner_.push_back(std::move(*doc));
+    }
+  }
+
+  // The value of a one-element tensor (an optimizer step, train_state.step): its chunk's bytes,
+  // raw or a torch.save of the tensor, as DCP's writer chose.
+  std::optional<double> read_scalar(const TensorRecord& t) {
+    if (t.numel() != 1) return std::nullopt;
+    auto loc = where_.find({t.storage_key, std::vector<int64_t>(t.shape.size(), 0)});
+    if (loc == where_.end() || loc->second.length <= 0 || loc->second.length > 4096)
+      return std::nullopt;
+    auto f = Env::posix()->open_random(path_ + "/" + loc->second.file);
+    if (!f.is_ok()) return std::nullopt;
+    auto bytes = (*f)->read_string(loc->second.offset, loc->second.length);
+    bytes_read_ += (*f)->bytes_read();
+    if (!bytes.is_ok()) return std::nullopt;
+    if (bytes->compare(0, 2, "PK") == 0) {
+      auto tf = open_torch_file(memory_file(loc->second.file + ":" + t.storage_key, *bytes));
+      if (!tf.is_ok() || tf->doc->root == nullptr || tf->doc->root->kind != Kind::kTensor)
+        return std::nullopt;
+      return tf->read_scalar(*tf->doc->root->tensor);
+    }
+    return raw_scalar(t.dtype, *bytes);
+  }
+
+  static std::optional<double> raw_scalar(const std::string& dtype, const std::string& b) {
+    auto get = [&](auto x) -> std::optional<double> {
+      if (b.size() < sizeof x) return std::nullopt;
+      std::memcpy(&x, b.data(), sizeof x);
+      return static_cast<double>(x);
+    };
+    if (dtype == "float32") return get(float{});
+    if (dtype == "float64") return get(double{});
+    if (dtype == "int64") return get(int64_t{});
+    if (dtype == "int32") return get(int32_t{});
+    return std::nullopt;
+  }
+
   void error(const std::string& message) {
     view_.findings.push_back({Severity::kError, std::nullopt, message, false});
   }
@@ -279,6 +412,7 @@ class DcpFolder {
   Value* root_ = nullptr;
   std::set<const Value*> mine_;
   std::vector<std::unique_ptr<TorchFile>> blobs_;
+  std::vector<std::unique_ptr<PickleDoc>> inner_;  // pickles found inside bytes values
   uint64_t bytes_read_ = 0;
 };
 

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "verify/audit/detect.h"
@@ -20,6 +22,7 @@ namespace ckpt::verify {
 namespace {
 
 constexpr uint64_t kMaxJsonBytes = 64ull << 20;
+constexpr const char* kShardIndex = "model.safetensors.index.json";
 
 std::vector<std::string> list_dir(const std::string& dir) {
   std::vector<std::string> names;
@@ -67,7 +70,7 @@ class HfFolderReader : public FormatReader {
       if (starts_with(n, "random_states_") && ends_with(n, ".pkl")) return 75;
     }
     if (has("optimizer.pt") || has("optimizer.bin") || has("model.safetensors") ||
-        has("pytorch_model.bin") || has("scheduler.pt")) {
+        has("pytorch_model.bin") || has("scheduler.pt") || has(kShardIndex)) {
       return 40;
     }
     return 0;
@@ -83,6 +86,14 @@ class HfFolderReader : public FormatReader {
       return std::find(names.begin(), names.end(), n) != names.end();
     };
     view.format = has("trainer_state.json") ? "hf-trainer" : "accelerate";
+    bool training_files = false;
+    for (const auto& n : names) {
+      training_files = training_files || starts_with(n, "optimizer") ||
+                       starts_with(n, "random_states_") || starts_with(n, "scheduler") ||
+                       n == "trainer_state.json";
+    }
+    if (!training_files) view.format = "hf-model";  // save_pretrained: weights + config
+    std::vector<std::string> rng_ranks_ok, rng_ranks_bad;
     uint64_t bytes = 0;
     int rng_files = 0;
     std::vector<const Value*> roots;
@@ -102,7 +113,14 @@ class HfFolderReader : public FormatReader {
       CKPT_ASSIGN_OR_RETURN(auto file, Env::posix()->open_random(p));
       const RandomAccessFile* raw = file.get();
       CKPT_ASSIGN_OR_RETURN(TorchFile tf, open_torch_file(std::move(file)));
-      if (starts_with(n, "rng_state") || starts_with(n, "random_states_")) ++rng_files;
+      if (starts_with(n, "rng_state") || starts_with(n, "random_states_")) {
+        ++rng_files;
+        // Every rank's file is checked, not only the first one detection sees.
+        CheckpointView one;
+        add_torch_file_to_view(tf, n, &one, options);
+        (one.rng_cpu.found && one.rng_cpu.nbytes == 5056 ? rng_ranks_ok : rng_ranks_bad)
+            .push_back(n);
+      }
       if (n == "training_args.bin") {
         read_training_args(tf.doc->root, &view);
         add_global_findings(*tf.doc, n, &view);
@@ -144,6 +162,19 @@ class HfFolderReader : public FormatReader {
     }
     if (has("trainer_state.json"))
       CKPT_RETURN_IF_ERROR(read_trainer_state(path + "/trainer_state.json", &view));
+    if (has(kShardIndex)) CKPT_RETURN_IF_ERROR(check_shard_index(path, &view));
+    note_rng_ranks(rng_ranks_ok, rng_ranks_bad, &view);
+    if (view.format == "hf-model") {
+      const std::string why = "a save_pretrained model folder holds weights and config only";
+      view.model.weights_only_format = true;
+      for (AuditComponent c :
+           {AuditComponent::kOptimizer, AuditComponent::kScheduler, AuditComponent::kRngCpu,
+            AuditComponent::kRngCuda, AuditComponent::kLoader, AuditComponent::kCounters}) {
+        view.format_gaps[c] = why;
+      }
+      view.optimizer.evidence = why;
+      view.scheduler.evidence = why;
+    }
     if (view.format == "hf-trainer" && !view.loader.found) {
       const auto gs = view.counters.global_step;
       view.loader.derived = gs.has_value();
@@ -166,6 +197,71 @@ class HfFolderReader : public FormatReader {
   }
 
  private:
+  // Several processes each save rng_state_<rank>.pth: every one must hold a CPU generator state.
+  static void note_rng_ranks(const std::vector<std::string>& ok,
+                             const std::vector<std::string>& bad, CheckpointView* view) {
+    if (ok.size() + bad.size() < 2) return;
+    std::string all;
+    for (const auto& n : ok) all += (all.empty() ? "" : ", ") + n;
+    view->rng_cpu.evidence += "; " + std::to_string(ok.size() + bad.size()) +
+                              " per-rank RNG files, each checked: " + all +
+                              (bad.empty() ? "" : " hold a 5056-byte CPU state");
+    for (const auto& n : bad) {
+      view->findings.push_back({Severity::kError, AuditComponent::kRngCpu,
+                                n + ": no 5056-byte CPU generator state (that rank's RNG is lost)",
+                                true});
+    }
+  }
+
+  // model.safetensors.index.json: every shard it names must exist and hold the tensors the
+  // weight_map assigns to it (a failed copy leaves a folder that loads with missing weights).
+  static Status check_shard_index(const std::string& dir, CheckpointView* view) {
+    const std::string p = dir + "/" + kShardIndex;
+    CKPT_ASSIGN_OR_RETURN(auto f, Env::posix()->open_random(p));
+    if (f->size() > kMaxJsonBytes) return corrupt(p + ": larger than 64 MiB");
+    CKPT_ASSIGN_OR_RETURN(std::string text, f->read_string(0, f->size()));
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") ||
+        !j["weight_map"].is_object()) {
+      return corrupt(p + ": not a shard index (no weight_map object)");
+    }
+    std::map<std::string, std::set<std::string>> by_shard;  // shard → tensors it must hold
+    for (const auto& [name, shard] : j["weight_map"].items()) {
+      if (shard.is_string()) by_shard[shard.get<std::string>()].insert(name);
+    }
+    std::map<std::string, std::set<std::string>> held;  // shard → tensors found in it
+    for (const auto& t : view->model.tensors) held[t.file].insert(t.name);
+    size_t missing_shards = 0, missing_tensors = 0;
+    for (const auto& [shard, names] : by_shard) {
+      auto it = held.find(shard);
+      if (it == held.end()) {
+        ++missing_shards;
+        missing_tensors += names.size();
+        view->findings.push_back({Severity::kError, AuditComponent::kModel,
+                                  std::string(kShardIndex) + " names " + shard + " (" +
+                                      std::to_string(names.size()) + " tensors, first \"" +
+                                      *names.begin() + "\"), which is missing from the folder",
+                                  true});
+        continue;
+      }
+      for (const auto& n : names) {
+        if (it->second.count(n) != 0) continue;
+        ++missing_tensors;
+        view->findings.push_back(
+            {Severity::kError, AuditComponent::kModel,
+             shard + ": lacks tensor \"" + n + "\" that " + kShardIndex + " assigns to it", true});
+      }
+    }
+    view->model.evidence += "; " + std::string(kShardIndex) + ": " +
+                            std::to_string(by_shard.size()) + " shards, " +
+                            std::to_string(j["weight_map"].size()) + " tensors" +
+                            (missing_shards + missing_tensors == 0
+                                 ? ", every shard present with its tensors"
+                                 : ", " + std::to_string(missing_shards) + " shard(s) and " +
+                                       std::to_string(missing_tensors) + " tensor(s) missing");
+    return Status::ok();
+  }
+
   static void read_training_args(const Value* root, CheckpointView* view) {
     const Value* fp16 = attr(root, "fp16");
     if (fp16 != nullptr && fp16->kind == Kind::kBool && fp16->b) {
