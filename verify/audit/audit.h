@@ -42,6 +42,10 @@ std::string json_text(const nlohmann::json& j);
 // The table for a person: component, status, evidence, consequence, fix; then findings.
 std::string report_to_text(const AuditReport& report, bool color);
 
+// `ckpt report`'s audit section: a <table class="audit"> (component, status as a coloured
+// badge, evidence, consequence, fix) and a <ul class="findings">; all text HTML-escaped.
+std::string report_to_html_table(const AuditReport& report);
+
 // `ckpt inspect`: the tree of what is inside.
 Result<CheckpointView> inspect_path(const std::string& path);
 nlohmann::json inspect_to_json(const InspectNode& node);
