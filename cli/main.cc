@@ -33,8 +33,8 @@ int exit_code_for(const Status& s) {
 namespace {
 
 // The subcommands, in the order `ckpt --help` lists them.
-const Setup kCommands[] = {setup_audit,   setup_coverage, setup_inspect, setup_lr,
-                           setup_profile, setup_report,   setup_verify};
+const Setup kCommands[] = {setup_audit, setup_coverage, setup_diff,   setup_inspect,
+                           setup_lr,    setup_profile,  setup_report, setup_verify};
 
 }  // namespace
 }  // namespace ckpt::cli

@@ -42,3 +42,36 @@ TEST_CASE("the audit renders as an HTML table with status badges and findings", 
   CHECK(count(h, "<ul class=\"findings\">") == 1);
   CHECK(count(h, "<li>") == r.findings.size());
 }
+
+#include "verify/audit/diff.h"
+
+TEST_CASE("diff_views lists dtype and shape changes and digests", "[verify]") {
+  CheckpointView a, b;
+  a.path = "a";
+  b.path = "b";
+  a.model.found = b.model.found = true;
+  a.model.tensors.push_back({"w", "float32", {8, 4}, "cpu", "", "", 128});
+  a.model.tensors.push_back({"v", "float32", {2}, "cpu", "", "", 8});
+  b.model.tensors.push_back({"w", "bfloat16", {8, 4}, "cpu", "", "", 64});
+  b.model.tensors.push_back({"v", "float32", {3}, "cpu", "", "", 12});
+  b.model.tensors.push_back({"u", "float32", {1}, "cpu", "", "", 4});
+  a.config_digest = b.config_digest = "00ff";
+  a.environment_digest = "01";
+  b.environment_digest = "02";
+  const CheckpointDiff d = diff_views(a, b);
+  REQUIRE(d.changed.size() == 2);
+  CHECK(d.changed[0].name == "v");
+  CHECK(d.changed[0].a == "float32 [2]");
+  CHECK(d.changed[0].b == "float32 [3]");
+  CHECK(d.changed[1].b == "bfloat16 [8,4]");
+  CHECK(d.only_b == std::vector<std::string>{"u"});
+  CHECK(d.only_a.empty());
+  CHECK(d.differences == 4);  // two changed, one only in B, the environment digest
+  const auto j = diff_to_json(d);
+  CHECK(j["digests"]["config"]["a"] == "00ff");
+  CHECK(j["digests"]["environment"]["b"] == "02");
+  CHECK(j["tensors"]["changed"][1]["a"] == "float32 [8,4]");
+  const CheckpointDiff same = diff_views(a, a);
+  CHECK(same.differences == 0);
+  CHECK(diff_to_text(same).find("no differences") != std::string::npos);
+}

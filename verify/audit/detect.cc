@@ -7,6 +7,8 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "ckpt/base/hash.h"
+
 namespace ckpt::verify {
 namespace {
 
@@ -548,6 +550,49 @@ TensorInfo tensor_info(const TensorRecord& t, const std::string& name, const std
   i.record = t.storage_key;
   i.nbytes = t.nbytes();
   return i;
+}
+
+namespace {
+void canonical(const Value& v, int depth, std::string* out) {
+  if (depth > 32 || out->size() > (1u << 20)) return;
+  *out += kind_name(v.kind);
+  *out += '(';
+  switch (v.kind) {
+    case Kind::kInt:
+      *out += std::to_string(v.i);
+      break;
+    case Kind::kFloat: {
+      char b[40];
+      std::snprintf(b, sizeof b, "%.17g", v.f);
+      *out += b;
+      break;
+    }
+    case Kind::kBool:
+      *out += v.b ? "1" : "0";
+      break;
+    case Kind::kTensor:
+      *out += v.tensor->dtype + shape_str(v.tensor->shape);
+      break;
+    default:
+      *out += v.s;
+      if (v.kind == Kind::kGlobal || v.kind == Kind::kObject) *out += v.qualname();
+  }
+  for (const Value* x : v.items) canonical(*x, depth + 1, out);
+  for (const auto& [k, x] : v.entries) {
+    canonical(*k, depth + 1, out);
+    *out += ':';
+    canonical(*x, depth + 1, out);
+  }
+  if (v.args != nullptr) canonical(*v.args, depth + 1, out);
+  if (v.state != nullptr) canonical(*v.state, depth + 1, out);
+  *out += ')';
+}
+}  // namespace
+
+std::string value_digest(const Value& v) {
+  std::string text;
+  canonical(v, 0, &text);
+  return hex64(xxh3_64(text.data(), text.size()));
 }
 
 void detect_components(const Value& root, const DetectContext& ctx, CheckpointView* view) {

@@ -146,6 +146,10 @@ struct CheckpointView {
   // (e.g. rng_cpu in Lightning: "Lightning saves no RNG state").
   std::map<AuditComponent, std::string> format_gaps;
   std::vector<ReaderFinding> findings;
+  // What the format records of the run's configuration and environment, as digests (ckpt diff):
+  // ours: /train config_digest and env_digest; HF: training_args.bin; Lightning: hyper_parameters.
+  std::optional<std::string> config_digest;
+  std::optional<std::string> environment_digest;
   InspectNode contents;
   uint64_t bytes_read = 0;  // measured: what the audit read from disk
 };

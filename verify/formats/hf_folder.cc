@@ -123,6 +123,7 @@ class HfFolderReader : public FormatReader {
       }
       if (n == "training_args.bin") {
         read_training_args(tf.doc->root, &view);
+        view.config_digest = value_digest(*tf.doc->root);
         add_global_findings(*tf.doc, n, &view);
         if (options.inspect) {
           size_t budget = 2000;

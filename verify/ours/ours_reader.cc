@@ -274,6 +274,8 @@ void map_train(const Node& root, const Node& t, const std::string& file, Checkpo
                std::to_string(t.get_int("epoch")) + ", samples_seen " +
                std::to_string(t.get_int("samples_seen"));
   check_cursor(root, file, v);
+  if (t.find_attr("config_digest")) v->config_digest = t.get_string("config_digest");
+  if (t.find_attr("env_digest")) v->environment_digest = t.get_string("env_digest");
   if (t.find_attr("amp_loss_scale")) {
     v->mixed_precision = true;
     v->mixed_precision_evidence = file + ": /train/amp_loss_scale";
