@@ -7,7 +7,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <optional>
+#include <set>
 
 #include "ckpt/format/component.h"
 #include "ckpt/format/manifest.h"
@@ -328,31 +331,15 @@ class OursReader : public FormatReader {
     view.format = "ckpt-h5";
     std::string step_dir = path;
     int64_t rank = 0;
+    bool run_dir = false;
     if (!env->is_dir(path)) {  // one rank file: its directory is the checkpoint
       step_dir = path_dirname(path);
       const std::string base = path_basename(path);
       rank = std::atoll(base.substr(5, 5).c_str());
     } else if (!env->exists(path_join(path, "COMMIT.json")) &&
                !env->exists(path_join(path, "rank-00000.manifest.json"))) {
-      auto all = store::list_checkpoints(env, path);
-      if (!all.is_ok()) return all.status();
-      for (const auto& e : *all) {
-        if (!e.committed) {
-          view.findings.push_back(
-              {Severity::kWarning, std::nullopt,
-               e.dir + " is not a committed checkpoint (" + e.problem + "); restore skips it",
-               false});
-        }
-      }
-      auto latest = store::find_latest(env, path);
-      if (!latest.is_ok()) {
-        return corrupt(path + ": a ckpt run directory without any committed checkpoint");
-      }
-      if (!latest->note.empty())
-        view.findings.push_back({Severity::kWarning, std::nullopt, latest->note, false});
-      step_dir = latest->dir;
-      view.findings.push_back({Severity::kInfo, std::nullopt,
-                               "auditing the newest committed checkpoint " + step_dir, false});
+      CKPT_ASSIGN_OR_RETURN(step_dir, latest_of_run(env, path, &view));
+      run_dir = true;
     }
     auto commit = store::read_commit(env, step_dir);
     if (!commit.is_ok()) {
@@ -364,43 +351,132 @@ class OursReader : public FormatReader {
       return commit.status();
     }
     const std::string file = path_join(step_dir, rank_file_name(rank));
+    CKPT_ASSIGN_OR_RETURN(Node root, read_tree(env, step_dir, rank, options.deep, &view));
+    if (options.deep) deep_verify(env, step_dir, &view);
+    check_groups(root, file, commit->components, &view);
+    map_components(root, file, options.deep, &view);
+    if (run_dir) note_history(env, path, rank, &view);
+    if (options.inspect) view.contents = inspect(root, step_dir);
+    return view;
+  }
+
+ private:
+  // A run directory: its newest committed checkpoint (uncommitted ones are findings).
+  static Result<std::string> latest_of_run(Env* env, const std::string& path,
+                                           CheckpointView* view) {
+    auto all = store::list_checkpoints(env, path);
+    if (!all.is_ok()) return all.status();
+    for (const auto& e : *all) {
+      if (!e.committed) {
+        view->findings.push_back(
+            {Severity::kWarning, std::nullopt,
+             e.dir + " is not a committed checkpoint (" + e.problem + "); restore skips it",
+             false});
+      }
+    }
+    auto latest = store::find_latest(env, path);
+    if (!latest.is_ok()) {
+      return corrupt(path + ": a ckpt run directory without any committed checkpoint");
+    }
+    if (!latest->note.empty())
+      view->findings.push_back({Severity::kWarning, std::nullopt, latest->note, false});
+    view->findings.push_back({Severity::kInfo, std::nullopt,
+                              "auditing the newest committed checkpoint " + latest->dir, false});
+    return latest->dir;
+  }
+
+  // The rank file's tree, metadata only unless --deep. When the file no longer matches its
+  // manifest (a group deleted behind the library's back), the mismatch is an error finding and
+  // the tree is read as the file holds it, so every component is still judged.
+  static Result<Node> read_tree(Env* env, const std::string& step_dir, int64_t rank, bool deep,
+                                CheckpointView* view) {
     store::ReadOptions ro;
-    // Metadata-only unless --deep: the tree and attributes, and the manifest checks, but no bytes.
-    if (options.deep)
+    if (deep)
       ro.components = {"optimizer"};
     else
       ro.metadata_only = true;
     auto root = store::read_rank(env, step_dir, rank, ro);
-    if (!root.is_ok()) {
-      if (root.status().code() == Code::kCorrupt && options.deep) {
-        view.findings.push_back({Severity::kError, std::nullopt, root.status().message(), true});
-        ro.metadata_only = true;
-        root = store::read_rank(env, step_dir, rank, ro);
+    if (root.is_ok() || root.status().code() != Code::kCorrupt) return root;
+    view->findings.push_back({Severity::kError, std::nullopt, root.status().message(), false});
+    if (deep) {
+      ro.components.clear();
+      ro.metadata_only = true;
+      auto meta = store::read_rank(env, step_dir, rank, ro);
+      if (meta.is_ok()) return meta;
+    }
+    auto raw = h5::read_structure(path_join(step_dir, rank_file_name(rank)), nullptr);
+    if (!raw.is_ok()) return root.status();
+    return raw;
+  }
+
+  static void deep_verify(Env* env, const std::string& step_dir, CheckpointView* view) {
+    auto rep = store::verify_checkpoint(env, step_dir);
+    for (const auto& p : rep.problems)
+      view->findings.push_back({Severity::kError, std::nullopt, p, false});
+    if (rep.problems.empty()) {
+      view->findings.push_back({Severity::kInfo, std::nullopt,
+                                "verified " + std::to_string(rep.files) + " files, " +
+                                    std::to_string(rep.tensors) + " tensor hashes",
+                                false});
+    }
+    view->bytes_read = rep.bytes;
+  }
+
+  // The audited component a group name stands for (its first, for /rng and /train).
+  static std::optional<AuditComponent> audited(const std::string& group) {
+    for (AuditComponent c : kAuditComponents) {
+      if (group == component_name(stored_in(c))) return c;
+    }
+    return std::nullopt;
+  }
+
+  // The commit record, the root's component list and the groups the file really holds.
+  static void check_groups(const Node& root, const std::string& file,
+                           const std::vector<std::string>& committed, CheckpointView* view) {
+    const auto comps = root.get_strings("components");
+    if (comps != committed) {
+      view->findings.push_back({Severity::kError, std::nullopt,
+                                file + ": components " + join(comps) +
+                                    " differ from the commit record's " + join(committed),
+                                false});
+    }
+    for (const auto& g : committed) {
+      if (root.find_child(g) != nullptr) continue;
+      const std::string why = file + ": the commit record lists " + g + " but the file has no /" +
+                              g + " group (removed after the save)";
+      if (g == "optimizer") view->optimizer.evidence = why;
+      if (g == "scheduler") view->scheduler.evidence = why;
+      view->findings.push_back({Severity::kError, audited(g), why, false});
+    }
+  }
+
+  // A run directory's history: for each component not fine in the newest checkpoint, since which
+  // committed step it has been missing (the groups each committed rank file holds).
+  static void note_history(Env* env, const std::string& run, int64_t rank, CheckpointView* view) {
+    auto all = store::list_checkpoints(env, run);
+    if (!all.is_ok()) return;
+    std::map<std::string, int64_t> since;  // group → first step of its trailing absence
+    std::set<std::string> seen_groups;
+    for (const auto& e : *all) {
+      if (!e.committed) continue;
+      auto tree = h5::read_structure(path_join(e.dir, rank_file_name(rank)), nullptr);
+      if (!tree.is_ok()) continue;
+      for (const auto& [g, child] : tree->children) seen_groups.insert(g);
+      for (const auto& g : seen_groups) {
+        if (tree->find_child(g) == nullptr) {
+          since.emplace(g, e.step);
+        } else {
+          since.erase(g);
+        }
       }
-      if (!root.is_ok()) return root.status();
     }
-    if (options.deep) {
-      auto rep = store::verify_checkpoint(env, step_dir);
-      for (const auto& p : rep.problems)
-        view.findings.push_back({Severity::kError, std::nullopt, p, false});
-      if (rep.problems.empty()) {
-        view.findings.push_back({Severity::kInfo, std::nullopt,
-                                 "verified " + std::to_string(rep.files) + " files, " +
-                                     std::to_string(rep.tensors) + " tensor hashes",
-                                 false});
-      }
-      view.bytes_read = rep.bytes;
+    for (const auto& [g, step] : since) {
+      view->findings.push_back({Severity::kWarning, audited(g),
+                                "run history: /" + g + " has been missing since step " +
+                                    std::to_string(step) + " (committed checkpoints of " + run +
+                                    ")",
+                                false});
     }
-    const auto comps = root->get_strings("components");
-    if (comps != commit->components) {
-      view.findings.push_back({Severity::kError, std::nullopt,
-                               file + ": components " + join(comps) +
-                                   " differ from the commit record's " + join(commit->components),
-                               false});
-    }
-    map_components(*root, file, options.deep, &view);
-    if (options.inspect) view.contents = inspect(*root, step_dir);
-    return view;
   }
 };
 
