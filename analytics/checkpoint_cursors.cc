@@ -22,16 +22,17 @@ std::map<std::string, loader::LoaderCursor> journal_cursors(const RunJournal& jo
   uint64_t grad_accum = 1;
   std::optional<loader::LoaderCursor> after_last_step;
   for (const auto& e : journal.events) {
-    if (e.kind == JournalEvent::Kind::kStart && e.sampler) {
+    if (e.kind == store::JournalEventType::kStart && e.sampler) {
       spec = e.sampler->spec;
       grad_accum = static_cast<uint64_t>(e.grad_accum);
-    } else if (e.kind == JournalEvent::Kind::kProgress && e.cursor && spec) {
+    } else if (e.kind == store::JournalEventType::kProgress && e.cursor && spec) {
       const uint64_t g = spec->global_batch();
       const uint64_t length = spec->drop_last ? spec->dataset_size / g * g : spec->dataset_size;
       loader::LoaderCursor c{e.cursor->epoch, e.cursor->position + g * grad_accum};
       if (c.position >= length) c = {c.epoch + 1, 0};
       after_last_step = c;
-    } else if (e.kind == JournalEvent::Kind::kSave && after_last_step && !e.checkpoint.empty()) {
+    } else if (e.kind == store::JournalEventType::kSave && after_last_step &&
+               !e.checkpoint.empty()) {
       out[e.checkpoint] = *after_last_step;
     }
   }

@@ -31,7 +31,7 @@ Result<CoverageInput> coverage_input_from_journal(const RunJournal& journal) {
 
   for (const auto& e : journal.events) {
     const std::string where = journal.path + ":" + std::to_string(e.line);
-    if (e.kind == JournalEvent::Kind::kStart) {
+    if (e.kind == store::JournalEventType::kStart) {
       have_prev = false;
       if (starts++ > 0) restart_pending = true;
       if (!e.sampler) continue;
@@ -59,7 +59,7 @@ Result<CoverageInput> coverage_input_from_journal(const RunJournal& journal) {
       have_sampler = true;
       continue;
     }
-    if (e.kind != JournalEvent::Kind::kProgress || !e.cursor) continue;
+    if (e.kind != store::JournalEventType::kProgress || !e.cursor) continue;
     if (!have_sampler) {
       return corrupt(where +
                      ": \"progress\" with a loader cursor before any \"start\" that "

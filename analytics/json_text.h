@@ -6,6 +6,7 @@
 // Free functions on values; thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -17,8 +18,19 @@ namespace ckpt::analytics {
 // On success the parsed document. On failure corrupt("<where>: malformed JSON: <parser message>").
 Result<nlohmann::json> parse_python_json(std::string_view text, const std::string& where);
 
-// The whole file as bytes. On failure io_error / not_found naming the path.
-Result<std::string> read_text_file(const std::string& path);
+// The default cap on one input file of the analytics commands (docs/cli.md lists the caps).
+constexpr uint64_t kMaxInputFileBytes = 512ull << 20;
+
+// The whole file as bytes. Only regular files are read (a FIFO, device or directory is refused
+// before any read, so /dev/zero or a FIFO never blocks or grows). On failure not_found / io_error
+// naming the path when it cannot be opened, corrupt("<path>: not a regular file") and
+// corrupt("<path>: N bytes, over the M-byte limit") otherwise.
+Result<std::string> read_text_file(const std::string& path,
+                                   uint64_t max_bytes = kMaxInputFileBytes);
+
+// `bytes` made safe to echo in a one-line message: printable ASCII kept, every other byte
+// written as \xNN, cut after `max_chars` input bytes with "...".
+std::string escape_bytes(std::string_view bytes, size_t max_chars = 120);
 
 // A number from a JSON value that may be an integer or a float; false otherwise (null included).
 bool json_number(const nlohmann::json& v, double* out);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 namespace ckpt::analytics {
 namespace {
@@ -84,7 +85,8 @@ JumpKind classify(const std::vector<LrPoint>& p, size_t i, const LrSeries& s, do
   }
   double base = 0;
   if (s.schedule) {
-    base = s.schedule->kind == "one_cycle" ? s.schedule->max_lr : s.schedule->base_lr;
+    base = s.schedule->kind == sched::ScheduleKind::kOneCycle ? s.schedule->max_lr
+                                                              : s.schedule->base_lr;
   } else {
     for (size_t k = 0; k <= i; ++k) base = std::max(base, p[k].lr);
   }
@@ -128,6 +130,21 @@ LrAnalysis analyze_lr(const LrSeries& series, const LrOptions& options) {
   out.restarts.insert(out.restarts.end(), options.restarts.begin(), options.restarts.end());
   std::sort(out.restarts.begin(), out.restarts.end());
   out.restarts.erase(std::unique(out.restarts.begin(), out.restarts.end()), out.restarts.end());
+  if (options.use_inferred_restarts) {
+    for (int64_t r : series.inferred_restarts) {
+      if (!std::binary_search(out.restarts.begin(), out.restarts.end(), r)) {
+        out.inferred_restarts.push_back(r);
+      }
+    }
+    std::sort(out.inferred_restarts.begin(), out.inferred_restarts.end());
+    out.inferred_restarts.erase(
+        std::unique(out.inferred_restarts.begin(), out.inferred_restarts.end()),
+        out.inferred_restarts.end());
+    std::vector<int64_t> all;
+    std::merge(out.restarts.begin(), out.restarts.end(), out.inferred_restarts.begin(),
+               out.inferred_restarts.end(), std::back_inserter(all));
+    out.restarts = std::move(all);
+  }
   if (p.empty()) return out;
 
   std::vector<int64_t> milestones = options.milestones;
@@ -164,6 +181,8 @@ LrAnalysis analyze_lr(const LrSeries& series, const LrOptions& options) {
     d.lr_after = p[i + 1].lr;
     d.expected = expected;
     d.at_restart = at_restart;
+    d.restart_inferred = at_restart && std::binary_search(out.inferred_restarts.begin(),
+                                                          out.inferred_restarts.end(), restart);
     d.kind = classify(p, i, series, noise_floor);
     out.discontinuities.push_back(d);
   }

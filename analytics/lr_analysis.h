@@ -34,7 +34,8 @@ struct Discontinuity {
   double lr_after = 0;
   std::optional<double> expected;  // lr_at(spec, step) when the spec is known
   JumpKind kind = JumpKind::kJumpDown;
-  bool at_restart = false;  // a known restart lies inside the gap
+  bool at_restart = false;        // a known restart lies inside the gap
+  bool restart_inferred = false;  // ... and it is only inferred from a wall-time gap
 };
 
 // How the points from one restart up to the next compare with the spec's closed form.
@@ -53,11 +54,15 @@ struct LrOptions {
   std::vector<int64_t> restarts;         // extra known restart steps (--restarts)
   std::vector<int64_t> milestones;       // declared step-decay milestones (--milestones)
   double expected_rel_tolerance = 1e-6;  // logged LRs may be float32
+  // Use the series' wall-time-gap restarts (LrSeries::inferred_restarts). `ckpt lr` turns this
+  // off when --restarts names the restarts.
+  bool use_inferred_restarts = true;
 };
 
 struct LrAnalysis {
   int64_t points = 0;
-  std::vector<int64_t> restarts;  // series' restarts ∪ options', ascending
+  std::vector<int64_t> restarts;  // series' restarts ∪ options' ∪ inferred ones, ascending
+  std::vector<int64_t> inferred_restarts;  // those of `restarts` only inferred, ascending
   std::vector<Discontinuity> discontinuities;
   std::vector<RestartCheck> restart_checks;  // one per restart, only when the spec is known
   bool has_schedule = false;

@@ -10,7 +10,10 @@
 
 #include "analytics/checkpoint_lr.h"
 #include "analytics/json_text.h"
+#include "analytics/lr_foreign.h"
+#include "analytics/lr_log.h"
 #include "analytics/run_journal.h"
+#include "analytics/tb/tfrecord.h"
 
 namespace ckpt::analytics {
 namespace {
@@ -33,55 +36,6 @@ Status need_points(const LrSeries& s) {
   return Status::ok();
 }
 
-// Splits one CSV record, honouring double quotes ("" inside quotes is a quote).
-std::vector<std::string> split_csv(const std::string& line) {
-  std::vector<std::string> cells;
-  std::string cell;
-  bool quoted = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        cell.push_back('"');
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        cell.push_back(c);
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      cells.push_back(cell);
-      cell.clear();
-    } else if (c != '\r') {
-      cell.push_back(c);
-    }
-  }
-  cells.push_back(cell);
-  for (auto& c : cells) {
-    const size_t a = c.find_first_not_of(" \t");
-    const size_t b = c.find_last_not_of(" \t");
-    c = a == std::string::npos ? std::string() : c.substr(a, b - a + 1);
-  }
-  return cells;
-}
-
-bool parse_double(const std::string& s, double* out) {
-  if (s.empty()) return false;
-  char* end = nullptr;
-  *out = std::strtod(s.c_str(), &end);
-  return end == s.c_str() + s.size();
-}
-
-// Steps are integers, but loggers write them as floats too ("100.0").
-bool parse_step(const std::string& s, int64_t* out) {
-  double d = 0;
-  if (!parse_double(s, &d) || !(d >= 0) || d > 9.0e18 || std::floor(d) != d) return false;
-  *out = static_cast<int64_t>(d);
-  return true;
-}
-
 const char* lr_key_in(const json& obj) {
   if (obj.contains("lr")) return "lr";
   if (obj.contains("learning_rate")) return "learning_rate";
@@ -93,69 +47,15 @@ bool is_dir(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 }  // namespace
 
 Result<LrSeries> lr_from_csv_text(const std::string& text, const std::string& path) {
-  LrSeries out;
-  out.source = path;
-  out.format = "csv";
-  std::vector<LrPoint> raw;
-  int step_col = -1, lr_col = -1;
-  size_t header_cells = 0;
-  size_t begin = 0;
-  int64_t line_no = 0;
-  while (begin < text.size()) {
-    size_t end = text.find('\n', begin);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(begin, end - begin);
-    begin = end + 1;
-    ++line_no;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const auto cells = split_csv(line);
-    const std::string where = path + ":" + std::to_string(line_no);
-    if (step_col < 0) {
-      for (size_t i = 0; i < cells.size(); ++i) {
-        if (cells[i] == "step") step_col = static_cast<int>(i);
-        if (cells[i] == "lr" || (cells[i] == "learning_rate" && lr_col < 0)) {
-          lr_col = static_cast<int>(i);
-        }
-      }
-      if (step_col < 0 || lr_col < 0) {
-        return corrupt(where +
-                       ": CSV header must name a \"step\" column and an \"lr\" or "
-                       "\"learning_rate\" column, got \"" +
-                       line + "\"");
-      }
-      header_cells = cells.size();
-      continue;
-    }
-    if (cells.size() != header_cells) {
-      return corrupt(where + ": expected " + std::to_string(header_cells) +
-                     " cells as in the header, got " + std::to_string(cells.size()));
-    }
-    const std::string& lr_cell = cells[static_cast<size_t>(lr_col)];
-    const std::string& step_cell = cells[static_cast<size_t>(step_col)];
-    // Loggers such as Lightning's CSVLogger leave the LR cell empty on rows that log other
-    // metrics (validation); those rows carry no LR and are not errors.
-    if (lr_cell.empty()) continue;
-    LrPoint p;
-    if (!parse_step(step_cell, &p.step)) {
-      return corrupt(where + ": step must be a non-negative integer, got \"" + step_cell + "\"");
-    }
-    if (!parse_double(lr_cell, &p.lr) || !std::isfinite(p.lr)) {
-      return corrupt(where + ": learning rate must be a finite number, got \"" + lr_cell + "\"");
-    }
-    raw.push_back(p);
+  CKPT_ASSIGN_OR_RETURN(ScalarLog log, scalar_log_from_csv_text(text, path));
+  auto series = lr_series_from_log(log, "");
+  if (!series.is_ok()) {
+    return corrupt(path + ": no learning-rate points (no row with both a step and an LR)");
   }
-  if (step_col < 0) return corrupt(path + ": empty CSV (no header)");
-  finish_points(raw, &out);
-  CKPT_RETURN_IF_ERROR(need_points(out));
-  return out;
+  return std::move(series->front());
 }
 
 Result<LrSeries> lr_from_jsonl_text(const std::string& text, const std::string& path) {
@@ -240,10 +140,10 @@ Result<LrSeries> lr_from_run(const std::string& run_dir) {
   int starts = 0;
   bool restart_pending = false;
   for (const auto& e : journal.events) {
-    if (e.kind == JournalEvent::Kind::kStart) {
+    if (e.kind == store::JournalEventType::kStart) {
       if (starts++ > 0) restart_pending = true;
       if (e.schedule) out.schedule = e.schedule;
-    } else if (e.kind == JournalEvent::Kind::kProgress && e.lr) {
+    } else if (e.kind == store::JournalEventType::kProgress && e.lr) {
       if (restart_pending) {
         out.restarts.push_back(e.step);
         restart_pending = false;
@@ -260,32 +160,119 @@ Result<LrSeries> lr_from_run(const std::string& run_dir) {
   return out;
 }
 
-Result<LrSeries> load_lr_series(const std::string& path, const std::string& format) {
+namespace {
+
+bool exists(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+// The format of a directory under "auto" (lr_input.h).
+std::string directory_format(const std::string& path) {
+  if (exists(path + "/journal.jsonl")) return "run";
+  if (exists(path + "/trainer_state.json")) return "trainer_state";
+  if (is_dir(path + "/metrics") && (exists(path + "/meta.yaml") || is_dir(path + "/params"))) {
+    return "mlflow";
+  }
+  if (exists(path + "/metrics.csv")) return "csv";
+  return "tensorboard";
+}
+
+// The format of a file's bytes under "auto" (lr_input.h).
+std::string content_format(const std::string& text) {
+  if (tb::looks_like_tfrecord(text)) return "tensorboard";
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '{') {
+    return text.find("\"log_history\"") != std::string::npos ? "trainer_state" : "jsonl";
+  }
+  if (looks_like_mlflow_metric(text)) return "mlflow_metric";
+  return "csv";
+}
+
+// The tag of a single-series log (journal, JSONL, trainer_state) checked against --tag.
+Result<std::vector<LrSeries>> single(Result<LrSeries> s, const std::string& tag,
+                                     const std::string& own_tag) {
+  CKPT_ASSIGN_OR_RETURN(LrSeries series, std::move(s));
+  if (series.tag.empty()) series.tag = own_tag;
+  if (!tag.empty() && tag != series.tag) {
+    return invalid_argument(series.source + ": no series tagged \"" + escape_bytes(tag, 80) +
+                            "\" (this log has one learning-rate series, \"" + series.tag + "\")");
+  }
+  return std::vector<LrSeries>{std::move(series)};
+}
+
+std::string file_base_name(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+Result<std::vector<LrSeries>> load_lr_log(const std::string& path, const std::string& format,
+                                          const std::string& tag) {
+  static const char* const kFormats[] = {"auto",          "run",         "csv",   "jsonl",
+                                         "trainer_state", "tensorboard", "mlflow"};
+  if (std::find(std::begin(kFormats), std::end(kFormats), format) == std::end(kFormats)) {
+    return invalid_argument("unknown log format \"" + escape_bytes(format, 40) +
+                            "\" (expected auto, run, csv, jsonl, trainer_state, tensorboard or "
+                            "mlflow)");
+  }
   std::string fmt = format;
-  if (fmt == "auto") {
-    if (is_dir(path)) {
-      struct stat st;
-      const bool hf = ::stat((path + "/trainer_state.json").c_str(), &st) == 0 &&
-                      ::stat((path + "/journal.jsonl").c_str(), &st) != 0;
-      if (hf) return load_lr_series(path + "/trainer_state.json", "trainer_state");
-      fmt = "run";
-    } else if (ends_with(path, ".jsonl") || ends_with(path, ".ndjson")) {
-      fmt = "jsonl";
-    } else if (ends_with(path, ".json")) {
-      fmt = "trainer_state";
-    } else {
-      fmt = "csv";
+  const bool dir = is_dir(path);
+  if (dir && fmt == "auto") fmt = directory_format(path);
+  if (fmt == "run") return single(lr_from_run(path), tag, "lr");
+  if (fmt == "tensorboard") {
+    auto log = scalar_log_from_tensorboard(path);
+    if (!log.is_ok() && log.status().code() == Code::kNotFound && format == "auto") {
+      // Lightning's CSVLogger writes one version_N/metrics.csv per launch.
+      auto versions = scalar_log_from_csv_versions(path);
+      if (versions.is_ok()) return lr_series_from_log(*versions, tag);
+      if (versions.status().code() != Code::kNotFound) return versions.status();
+      // A folder with none of the known logs: our run's checkpoints may still give points.
+      auto run = lr_from_run(path);
+      if (!run.is_ok() && run.status().code() == Code::kNotFound) {
+        return not_found(path +
+                         ": no log found here (no journal.jsonl, trainer_state.json, MLflow "
+                         "metrics/, metrics.csv or TensorBoard event file)");
+      }
+      return single(std::move(run), tag, "lr");
     }
+    CKPT_RETURN_IF_ERROR(log.status());
+    return lr_series_from_log(*log, tag);
   }
-  if (fmt == "run") return lr_from_run(path);
-  if (fmt != "csv" && fmt != "jsonl" && fmt != "trainer_state") {
-    return invalid_argument("unknown log format \"" + format +
-                            "\" (expected auto, run, csv, jsonl or trainer_state)");
+  if (dir && fmt == "mlflow") {
+    CKPT_ASSIGN_OR_RETURN(ScalarLog log, scalar_log_from_mlflow_run(path, tag));
+    return lr_series_from_log(log, tag);
   }
-  CKPT_ASSIGN_OR_RETURN(std::string text, read_text_file(path));
-  if (fmt == "csv") return lr_from_csv_text(text, path);
-  if (fmt == "jsonl") return lr_from_jsonl_text(text, path);
-  return lr_from_trainer_state_text(text, path);
+  std::string file = path;
+  if (dir && fmt == "trainer_state") file = path + "/trainer_state.json";
+  if (dir && fmt == "csv") file = path + "/metrics.csv";
+  CKPT_ASSIGN_OR_RETURN(std::string text, read_text_file(file, kMaxLogFileBytes));
+  if (fmt == "auto") fmt = content_format(text);
+  if (fmt == "tensorboard") {
+    CKPT_ASSIGN_OR_RETURN(ScalarLog log, scalar_log_from_event_bytes(text, file));
+    return lr_series_from_log(log, tag);
+  }
+  if (fmt == "mlflow" || fmt == "mlflow_metric") {
+    CKPT_ASSIGN_OR_RETURN(ScalarLog log,
+                          scalar_log_from_mlflow_text(text, file, file_base_name(file)));
+    return lr_series_from_log(log, tag.empty() ? file_base_name(file) : tag);
+  }
+  if (fmt == "csv") {
+    CKPT_ASSIGN_OR_RETURN(ScalarLog log, scalar_log_from_csv_text(text, file));
+    auto series = lr_series_from_log(log, tag);
+    if (!series.is_ok() && series.status().code() == Code::kCorrupt) {
+      return corrupt(file + ": no learning-rate points (no row with both a step and an LR)");
+    }
+    return series;
+  }
+  if (fmt == "jsonl") return single(lr_from_jsonl_text(text, file), tag, "lr");
+  return single(lr_from_trainer_state_text(text, file), tag, "learning_rate");
+}
+
+Result<LrSeries> load_lr_series(const std::string& path, const std::string& format) {
+  CKPT_ASSIGN_OR_RETURN(std::vector<LrSeries> all, load_lr_log(path, format, ""));
+  return std::move(all.front());
 }
 
 }  // namespace ckpt::analytics

@@ -23,11 +23,34 @@ struct LrPoint {
   double lr = 0;
 };
 
+// Steps a launch logged again because it resumed from a checkpoint older than the last step an
+// earlier launch logged: the later launch wins, the earlier values of [first, last] are dropped.
+struct RedoneSteps {
+  int launch = 0;      // index into LrSeries::launches of the launch that redid them
+  int64_t first = 0;   // the restart step (the redoing launch's first step)
+  int64_t last = 0;    // the last step the earlier launches had logged
+  int64_t points = 0;  // earlier points replaced or dropped
+};
+
+// One process's part of a log: an event file, or the steps between two step rewinds.
+struct LrLaunch {
+  std::string source;
+  int64_t first_step = 0;
+  int64_t last_step = 0;
+  double start_wall_time = 0;  // seconds since the epoch; 0 when the log has no wall times
+};
+
 struct LrSeries {
-  std::string source;             // the file or run directory read
-  std::string format;             // "run", "csv", "jsonl" or "trainer_state"
+  std::string source;  // the file or run directory read
+  // "run", "csv", "jsonl", "trainer_state", "tensorboard", "mlflow"
+  std::string format;
+  std::string tag;                // the logged name of the series ("lr", "lr-AdamW/pg1", ...)
   std::vector<LrPoint> points;    // ascending steps, unique
-  std::vector<int64_t> restarts;  // known restart steps, ascending (run journals only)
+  std::vector<int64_t> restarts;  // known restart steps, ascending (journals, launch boundaries)
+  // Restarts inferred from wall-time gaps far beyond the logging cadence (lr_log.h), ascending.
+  std::vector<int64_t> inferred_restarts;
+  std::vector<LrLaunch> launches;  // logs with several launches (event files, step rewinds)
+  std::vector<RedoneSteps> redone;
   std::optional<sched::ScheduleSpec> schedule;  // known when the journal recorded it
   std::vector<std::string> warnings;
 };
@@ -42,10 +65,21 @@ Result<LrSeries> lr_from_trainer_state_text(const std::string& text, const std::
 // Without a journal, one point per committed checkpoint (checkpoint_lr.h).
 Result<LrSeries> lr_from_run(const std::string& run_dir);
 
-// Picks the reader: `format` is "auto", "run", "csv", "jsonl" or "trainer_state". Under "auto" a
-// directory is a run (or a Hugging Face checkpoint folder holding trainer_state.json), *.jsonl /
-// *.ndjson is JSONL, a .json file holding `log_history` is trainer_state, anything else CSV.
-// An unknown format is invalid_argument.
+// Every LR series of a log (one per LR tag: per optimizer, per param group), in the order of
+// lr_log.h's lr_tag_order; only the series named `tag` when it is not empty.
+//
+// `format` is "auto", "run", "csv", "jsonl", "trainer_state", "tensorboard" or "mlflow". Under
+// "auto" the kind comes from the content: a directory is our run (journal.jsonl), a Hugging Face
+// folder (trainer_state.json), an MLflow run (metrics/ beside meta.yaml), a Lightning log folder
+// (metrics.csv) or else a tree of TensorBoard event files; a file is an event file when it starts
+// with a valid TFRecord header, trainer_state when it is JSON holding "log_history", JSONL when
+// its first line is a JSON object, an MLflow metric file when its lines are "timestamp value
+// step", CSV otherwise. Inputs are capped (lr_log.h). On failure: invalid_argument for an unknown
+// format or a `tag` the log does not have (the message lists those it has), corrupt for malformed
+// input or input without an LR series, not_found / io_error when the input cannot be opened.
+Result<std::vector<LrSeries>> load_lr_log(const std::string& path, const std::string& format,
+                                          const std::string& tag);
+// The first series of load_lr_log(path, format, "").
 Result<LrSeries> load_lr_series(const std::string& path, const std::string& format);
 
 }  // namespace ckpt::analytics

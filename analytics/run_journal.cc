@@ -111,21 +111,13 @@ Result<std::optional<JournalEvent>> parse_event(const json& obj, const std::stri
   auto ev = obj.find("event");
   if (ev == obj.end() || !ev->is_string()) return bad(where, "missing \"event\"");
   const std::string name = ev->get<std::string>();
+  const std::optional<store::JournalEventType> type = store::journal_event_from_name(name);
+  if (!type) return std::optional<JournalEvent>();  // a newer event type: not ours to judge
   JournalEvent e;
-  if (name == "start") {
-    e.kind = JournalEvent::Kind::kStart;
-  } else if (name == "restore") {
-    e.kind = JournalEvent::Kind::kRestore;
-  } else if (name == "save") {
-    e.kind = JournalEvent::Kind::kSave;
-  } else if (name == "progress") {
-    e.kind = JournalEvent::Kind::kProgress;
-  } else {
-    return std::optional<JournalEvent>();  // a newer event type: not ours to judge
-  }
+  e.kind = *type;
   CKPT_ASSIGN_OR_RETURN(e.step, count_field(obj, "step", where + ": \"" + name + "\""));
   switch (e.kind) {
-    case JournalEvent::Kind::kStart: {
+    case store::JournalEventType::kStart: {
       e.fresh = bool_field(obj, "fresh", true);
       if (obj.contains("sampler") && !obj["sampler"].is_null()) {
         CKPT_ASSIGN_OR_RETURN(e.sampler, sampler_from(obj["sampler"], where));
@@ -139,7 +131,7 @@ Result<std::optional<JournalEvent>> parse_event(const json& obj, const std::stri
       }
       break;
     }
-    case JournalEvent::Kind::kRestore: {
+    case store::JournalEventType::kRestore: {
       if (obj.contains("checkpoint") && obj["checkpoint"].is_string()) {
         e.checkpoint = obj["checkpoint"].get<std::string>();
       }
@@ -150,12 +142,12 @@ Result<std::optional<JournalEvent>> parse_event(const json& obj, const std::stri
       }
       break;
     }
-    case JournalEvent::Kind::kSave:
+    case store::JournalEventType::kSave:
       if (obj.contains("checkpoint") && obj["checkpoint"].is_string()) {
         e.checkpoint = obj["checkpoint"].get<std::string>();
       }
       break;
-    case JournalEvent::Kind::kProgress: {
+    case store::JournalEventType::kProgress: {
       double lr = 0;
       if (obj.contains("lr") && json_number(obj["lr"], &lr)) e.lr = lr;
       if (obj.contains("epoch") && obj.contains("position")) {

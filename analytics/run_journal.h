@@ -17,6 +17,7 @@
 #include "ckpt/base/status.h"
 #include "ckpt/loader/resumable_sampler.h"
 #include "ckpt/sched/schedule.h"
+#include "ckpt/store/journal.h"
 
 namespace ckpt::analytics {
 
@@ -26,8 +27,7 @@ struct JournalSampler {
 };
 
 struct JournalEvent {
-  enum class Kind { kStart, kRestore, kSave, kProgress };
-  Kind kind = Kind::kProgress;
+  store::JournalEventType kind = store::JournalEventType::kProgress;
   int64_t line = 0;  // 1-based line in journal.jsonl, for messages
   int64_t step = 0;
 

@@ -105,12 +105,13 @@ Result<RunSpec> parse_run_spec(const std::string& text, const std::string& path)
     spec.segments.push_back(seg);
   }
   Status valid = validate_sampler(s);
-  if (!valid.is_ok()) return Status(valid.code(), path + ": " + valid.message());
+  // Values the sampler refuses are bad input (65), not bad flags.
+  if (!valid.is_ok()) return corrupt(path + ": " + valid.message());
   return spec;
 }
 
 Result<RunSpec> read_run_spec(const std::string& path) {
-  CKPT_ASSIGN_OR_RETURN(std::string text, read_text_file(path));
+  CKPT_ASSIGN_OR_RETURN(std::string text, read_text_file(path, kMaxRunSpecBytes));
   return parse_run_spec(text, path);
 }
 

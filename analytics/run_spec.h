@@ -40,8 +40,12 @@ struct RunSpec {
   std::vector<RunSegment> segments;
 };
 
+// The largest run spec read (a spec is a few hundred bytes; segments are one per launch).
+constexpr uint64_t kMaxRunSpecBytes = 16ull << 20;
+
 // On failure corrupt("<path>: <what is wrong>") — malformed JSON, a missing or ill-typed key, a
-// segment with end_step < start_step — or the sampler validation message prefixed by the path.
+// segment with end_step < start_step, a value the sampler refuses (batch_size 0, ...), a file
+// over kMaxRunSpecBytes or not a regular file.
 Result<RunSpec> parse_run_spec(const std::string& text, const std::string& path);
 Result<RunSpec> read_run_spec(const std::string& path);
 

@@ -1,20 +1,26 @@
-// `ckpt coverage RUN_DIR | --run-spec FILE.json`: what fraction of the dataset a restarted run
-// really visited, per epoch: unique samples, repeats, never-visited positions and ids. The work
-// is in analytics/commands.h; this file binds the flags.
+// `ckpt coverage RUN_DIR | HF_DIR | --run-spec FILE.json`: what fraction of the dataset a restarted
+// run really visited, per epoch: unique samples, repeats, never-visited positions and ids. The work
+// is in cli/commands.h (runners) and analytics/ (the library); this file binds the flags.
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
 
-#include "analytics/commands.h"
 #include "cli/command.h"
+#include "cli/commands.h"
 
 namespace ckpt::cli {
 Runner setup_coverage(CLI::App& root, CLI::App*& sub) {
-  auto o = std::make_shared<analytics::CoverageCommandOptions>();
+  auto o = std::make_shared<CoverageCommandOptions>();
   sub = root.add_subcommand("coverage",
                             "Dataset coverage across restarts: per-epoch unique fraction, "
                             "repeats and never-visited samples");
-  sub->add_option("run_dir", o->run_dir, "Our run directory (journal.jsonl)");
+  sub->add_option("run_dir", o->run_dir,
+                  "Our run directory (journal.jsonl), or a Hugging Face Trainer output folder "
+                  "(checkpoint-N/, training_args.bin, TensorBoard logs)");
+  sub->add_option("--dataset-size", o->dataset_size,
+                  "Hugging Face folders: the number of training samples (not in the folder)");
+  sub->add_flag("--print-spec", o->print_spec,
+                "Hugging Face folders: print the derived run spec (JSON for --run-spec) and stop");
   sub->add_option("--run-spec", o->run_spec,
                   "A foreign run: JSON with dataset_size, batch_size, world_size, grad_accum, "
                   "sampler and segments");
@@ -22,7 +28,7 @@ Runner setup_coverage(CLI::App& root, CLI::App*& sub) {
       ->capture_default_str();
   sub->add_flag("--json", o->json, "JSON on stdout");
   sub->add_option("--svg", o->svg_path, "Write the per-epoch strip chart (SVG) to this file");
-  return [o] { return analytics::run_coverage_command(*o, std::cout, std::cerr); };
+  return [o] { return run_coverage_command(*o, std::cout, std::cerr); };
 }
 
 }  // namespace ckpt::cli

@@ -1,11 +1,12 @@
 // `ckpt profile`: the step profiler's command line.
-//   analyze FILES... [--json] [--svg FILE]   verdicts from recorder files and PyTorch traces
+//   analyze FILES|DIR... [--json] [--svg FILE]   verdicts from recorder files and PyTorch traces
 //   budget --gpus G --per-gpu RATE --loader-cap RATE   the throughput-budget model
 //   layout DIR [--json]; layout-diff A.json B.json     dataset layout and what changed
 //   env [--json] [--config FILE]; env-diff A.json B.json   environment snapshot and diff
 // Exit codes: 0 analysed (verdicts are findings, not failures; diffs with changes also exit 0),
-// 64 usage, 65 unreadable/malformed input, 66 cannot open. The logic lives in profile/; this
-// file binds flags and prints.
+// 64 usage, 65 unreadable/malformed input (also: not a regular file, over its size cap — see
+// profile/input_file.h), 66 cannot open. The logic lives in profile/; this file binds flags and
+// prints.
 #include <CLI/CLI.hpp>
 #include <fstream>
 #include <iostream>
@@ -16,6 +17,7 @@
 #include "profile/analyzer.h"
 #include "profile/budget.h"
 #include "profile/env_info.h"
+#include "profile/input_file.h"
 #include "profile/layout.h"
 #include "profile/report_render.h"
 #include "profile/trace_import.h"
@@ -37,8 +39,14 @@ int fail(const Status& s) {
   return exit_code_for(s);
 }
 
+// JSON out: bytes that are not UTF-8 (file names, environment variables, trace strings) are
+// replaced with U+FFFD instead of making dump() throw.
+std::string dump_json(const nlohmann::json& j) { return profile::json_text(j); }
+
+// An `env --json` / `layout --json` snapshot: at most kMaxSnapshotBytes, regular files only.
 Result<nlohmann::json> read_json(const std::string& path) {
-  CKPT_ASSIGN_OR_RETURN(std::string text, profile::read_file_text(path));
+  CKPT_ASSIGN_OR_RETURN(std::string text,
+                        profile::read_bounded_file(path, profile::kMaxSnapshotBytes));
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
@@ -59,7 +67,7 @@ int run_profile_analyze(const ProfileOptions& o) {
     if (!out) return fail(io_error(o.svg + ": cannot write the SVG"));
   }
   if (o.json) {
-    std::cout << profile::report_json(*report).dump(2) << "\n";
+    std::cout << dump_json(profile::report_json(*report));
   } else {
     std::cout << profile::report_text(*report);
   }
@@ -79,7 +87,7 @@ int run_profile_budget(const ProfileOptions& o) {
                         {"predicted_utilisation", b->predicted_utilisation},
                         {"gpus_to_saturate", b->gpus_to_saturate},
                         {"bound", b->bound}};
-    std::cout << j.dump(2) << "\n";
+    std::cout << dump_json(j);
   } else {
     std::cout << profile::render_budget_text(*b);
   }
@@ -89,7 +97,7 @@ int run_profile_budget(const ProfileOptions& o) {
 int run_profile_layout(const ProfileOptions& o) {
   auto s = profile::scan_layout(o.dir);
   if (!s.is_ok()) return fail(s.status());
-  std::cout << (o.json ? profile::layout_json(*s).dump(2) + "\n" : profile::layout_text(*s));
+  std::cout << (o.json ? dump_json(profile::layout_json(*s)) : profile::layout_text(*s));
   return kExitOk;
 }
 
@@ -104,7 +112,7 @@ int run_profile_layout_diff(const ProfileOptions& o) {
   if (!b.is_ok()) return fail(b.status());
   auto changes = profile::diff_layouts(*a, *b);
   if (o.json) {
-    std::cout << nlohmann::json{{"changes", changes}}.dump(2) << "\n";
+    std::cout << dump_json(nlohmann::json{{"changes", changes}});
   } else if (changes.empty()) {
     std::cout << "no layout change between " << o.a << " and " << o.b << "\n";
   } else {
@@ -117,7 +125,7 @@ int run_profile_env(const ProfileOptions& o) {
   auto e = profile::capture_env(o.config);
   if (!e.is_ok()) return fail(e.status());
   e->fields["lib.cli11"] = CLI11_VERSION;
-  std::cout << (o.json ? profile::env_json(*e).dump(2) + "\n" : profile::env_text(*e));
+  std::cout << (o.json ? dump_json(profile::env_json(*e)) : profile::env_text(*e));
   return kExitOk;
 }
 
@@ -132,7 +140,7 @@ int run_profile_env_diff(const ProfileOptions& o) {
   if (!b.is_ok()) return fail(b.status());
   auto changes = profile::diff_env(*a, *b);
   if (o.json) {
-    std::cout << nlohmann::json{{"changes", changes}}.dump(2) << "\n";
+    std::cout << dump_json(nlohmann::json{{"changes", changes}});
   } else if (changes.empty()) {
     std::cout << "no environment change between " << o.a << " and " << o.b << "\n";
   } else {
@@ -151,7 +159,11 @@ Runner setup_profile(CLI::App& root, CLI::App*& sub) {
       "analyze",
       "Name why training is slow from recorder files and/or PyTorch profiler traces "
       "(one file per rank)");
-  analyze->add_option("files", o->files, "trace or recorder files, one per rank")->required();
+  analyze
+      ->add_option("files", o->files,
+                   "trace or recorder files, one per rank (.json, .json.gz, .jsonl), or a "
+                   "directory of them")
+      ->required();
   analyze->add_flag("--json", o->json, "machine-readable output");
   analyze->add_option("--svg", o->svg, "write a chart of step time and data wait per rank");
 

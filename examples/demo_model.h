@@ -52,7 +52,7 @@ inline Mlp make_model() { return Mlp(); }
 // Linear warmup over 20 steps to 3e-3, then cosine down to 1e-4 at `total_steps`.
 inline ckpt::sched::ScheduleSpec make_schedule(int64_t total_steps) {
   ckpt::sched::ScheduleSpec spec;
-  spec.kind = "warmup_cosine";
+  spec.kind = ckpt::sched::ScheduleKind::kWarmupCosine;
   spec.base_lr = 3e-3;
   spec.warmup_steps = 20;
   spec.total_steps = total_steps;

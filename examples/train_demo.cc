@@ -42,20 +42,19 @@ struct DemoOptions {
 
 constexpr int kCrashExit = 3;
 
-std::set<std::string> parse_omit(const std::string& list) {
-  std::set<std::string> out;
+std::set<ckpt::Component> parse_omit(const std::string& list) {
+  std::vector<std::string> names;
   std::stringstream ss(list);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    if (item.empty()) continue;
-    if (item != "optimizer" && item != "scheduler" && item != "rng" && item != "loader") {
-      throw CLI::ValidationError(
-          "--omit",
-          "unknown component \"" + item + "\" (choose from optimizer, scheduler, rng, loader)");
-    }
-    out.insert(item);
+    if (!item.empty()) names.push_back(item);
   }
-  return out;
+  auto parsed = ckpt::parse_components(names);
+  if (!parsed.is_ok()) throw CLI::ValidationError("--omit", parsed.status().message());
+  if (parsed->count(ckpt::Component::kModel) != 0) {
+    throw CLI::ValidationError("--omit", "the model cannot be omitted");
+  }
+  return *parsed;
 }
 
 // Diagnostics that must not stop training (the journal, the profiler) go to stderr.
@@ -70,7 +69,7 @@ int fail(const std::string& what, const ckpt::Status& s) {
 }
 
 int run(const DemoOptions& o) {
-  const std::set<std::string> omit = parse_omit(o.omit);
+  const std::set<ckpt::Component> omit = parse_omit(o.omit);
   torch::manual_seed(static_cast<uint64_t>(o.seed));  // a fresh process always starts here
   demo::Dataset data = demo::make_dataset(/*n=*/3000, /*seed=*/1234);
   demo::Mlp model = demo::make_model();
@@ -88,30 +87,17 @@ int run(const DemoOptions& o) {
   copts.keep_last = o.keep_last;
   copts.omit = omit;
   ckpt::Checkpointer ck(copts);
-  ck.track(model.ptr().get(), &opt, &scheduler, &sampler, &counters);
+  ckpt::Tracked tracked;
+  tracked.model = model.ptr().get();
+  tracked.optimizer = &opt;
+  tracked.scheduler = &scheduler;
+  tracked.sampler = &sampler;
+  tracked.counters = &counters;
+  ck.track(tracked);
 
-  nlohmann::json start = {{"fresh", true},
-                          {"sampler",
-                           {{"dataset_size", sspec.dataset_size},
-                            {"seed", sspec.seed},
-                            {"shuffle", sspec.shuffle},
-                            {"drop_last", sspec.drop_last},
-                            {"world_size", sspec.world_size},
-                            {"batch_size", sspec.batch_size},
-                            {"kind", "ckpt"}}},
-                          {"grad_accum", 1},
-                          {"scheduler",
-                           {{"kind", spec.kind},
-                            {"base_lr", spec.base_lr},
-                            {"warmup_steps", spec.warmup_steps},
-                            {"total_steps", spec.total_steps},
-                            {"min_lr", spec.min_lr}}},
-                          {"omit", std::vector<std::string>(omit.begin(), omit.end())}};
   auto restored = ck.restore_latest();
   if (!restored.is_ok()) return fail("restore", restored.status());
-  start["fresh"] = !restored->restored;
-  start["step"] = restored->step;
-  if (auto s = ck.log_start(start.dump()); !s.is_ok()) return fail("journal", s);
+  if (auto s = ck.log_start(*restored); !s.is_ok()) return fail("journal", s);
   if (restored->restored) {
     std::cout << "restored " << restored->checkpoint << " (step " << restored->step << "):";
     for (const auto& c : restored->components) std::cout << " " << c;
@@ -184,9 +170,9 @@ int run(const DemoOptions& o) {
     counters.global_step = step + 1;
     counters.epoch = static_cast<int64_t>(sampler.cursor().epoch);
     counters.samples_seen += static_cast<int64_t>(ids.size());
-    warn_if(ck.log_progress(step, lr, loss.item<double>(), c.epoch, c.position,
-                            static_cast<int64_t>(ids.size()),
-                            ckpt::xxh3_64(ids.data(), ids.size() * sizeof(int64_t))),
+    warn_if(ck.log_progress({step, lr, loss.item<double>(), c.epoch, c.position,
+                             static_cast<int64_t>(ids.size()),
+                             ckpt::xxh3_64(ids.data(), ids.size() * sizeof(int64_t))}),
             "journal");
     rec->end_step(static_cast<int64_t>(ids.size()), 0);
 

@@ -4,30 +4,18 @@
 #include <cmath>
 #include <map>
 
+#include "profile/analyzer_internal.h"
 #include "profile/series_stats.h"
 
 namespace ckpt::profile {
 
 namespace {
 
+using detail::fmt;
+using detail::named_sum;
+using detail::r4;
+using detail::r6;
 using nlohmann::json;
-
-double r4(double v) { return std::round(v * 1e4) / 1e4; }
-double r6(double v) { return std::round(v * 1e6) / 1e6; }
-
-double named_sum(const StepRecord& r) {
-  double s = 0;
-  for (int p = 0; p < kNumPhases; ++p) {
-    if (p != index(Phase::kOther)) s += r.phase_s[p];
-  }
-  return s;
-}
-
-std::string fmt(const char* f, double a, double b = 0, double c = 0) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf, f, a, b, c);
-  return buf;
-}
 
 // --- 1. liveness ---------------------------------------------------------------------------------
 void check_liveness(const std::vector<RankTrace>& traces, Report& rep) {
@@ -90,7 +78,7 @@ void check_liveness(const std::vector<RankTrace>& traces, Report& rep) {
     }
   }
   Verdict v;
-  v.id = "hung";
+  v.set(VerdictId::kHung);
   v.impact = 2.0;  // always first: a hang has a different fix, rule it out before anything else
   v.rank = worst_rank;
   v.confidence = std::min(1.0, 0.6 + 0.4 * double(hung_ranks.size()) / double(traces.size()));
@@ -100,29 +88,97 @@ void check_liveness(const std::vector<RankTrace>& traces, Report& rep) {
   rep.verdicts.push_back(v);
 }
 
+// Per step, in [0, 1]: GPU busy / step time on GPU traces, else the share of the step the host did
+// not spend waiting for data.
+std::vector<double> utilisation_of(const RankTrace& t) {
+  std::vector<double> u;
+  u.reserve(t.steps.size());
+  for (const auto& s : t.steps) {
+    double d = s.duration_s > 0 ? s.duration_s : 1;
+    double v = t.has_gpu ? s.gpu.busy_s / d : 1.0 - s.phase_s[index(Phase::kDataWait)] / d;
+    u.push_back(std::clamp(v, 0.0, 1.0));
+  }
+  return u;
+}
+
+void summarise_utilisation(const std::vector<RankTrace>& traces, Report& rep) {
+  Utilisation& u = rep.utilisation;
+  bool gpu = false;
+  for (const auto& t : traces) gpu |= t.has_gpu;
+  u.source = gpu ? "gpu_busy" : "host_not_waiting_for_data";
+  std::vector<double> all;
+  for (size_t r = 0; r < traces.size(); ++r) {
+    if (gpu && !traces[r].has_gpu) continue;
+    auto v = utilisation_of(traces[r]);
+    if (r < rep.series.size()) rep.series[r].utilisation = v;
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  if (all.empty()) return;
+  u.steps = all.size();
+  u.mean = r4(mean_of(all));
+  u.p10 = r4(percentile(all, 0.1));
+  u.p50 = r4(percentile(all, 0.5));
+  u.p90 = r4(percentile(all, 0.9));
+  u.min = r4(*std::min_element(all.begin(), all.end()));
+  u.max = r4(*std::max_element(all.begin(), all.end()));
+  for (double x : all) u.low_steps += x < 0.5 * u.p50;
+}
+
 // --- 2. shape ------------------------------------------------------------------------------------
-void check_periodicity(const std::vector<RankTrace>& traces, Report& rep) {
-  struct Best {
-    Periodicity p;
-    const RankTrace* t = nullptr;
-    const char* series = "";
-  } best;
+// The strongest periodic structure over every rank and series, by the detectors' confidence.
+struct BestPeriod {
+  Periodicity p;
+  const RankTrace* t = nullptr;
+  const char* series = "";
+  const char* method = "";
+};
+
+// The two-level detector on the last 8192 steps at most: a period of ≤ 64 steps shows there, and
+// 10^6-step series stay O(window × lags). Spike indices are shifted back to the whole series.
+Periodicity two_level_tail(const std::vector<double>& x, double min_excess) {
+  constexpr size_t kWindow = 8192;
+  if (x.size() <= kWindow) return detect_two_level_period(x, min_excess);
+  size_t off = x.size() - kWindow;
+  Periodicity p = detect_two_level_period(
+      std::vector<double>(x.begin() + static_cast<std::ptrdiff_t>(off), x.end()), min_excess);
+  for (size_t& i : p.spikes) i += off;
+  return p;
+}
+
+BestPeriod strongest_period(const std::vector<RankTrace>& traces) {
+  BestPeriod best;
   for (const auto& t : traces) {
     if (t.steps.size() < 6) continue;
-    std::vector<double> d, w;
+    std::vector<double> d, w, ck, ev;  // ck, ev: annotated stall phases (a save every K steps)
     for (const auto& s : t.steps) {
       d.push_back(s.duration_s);
       w.push_back(s.phase_s[index(Phase::kDataWait)]);
+      ck.push_back(s.phase_s[index(Phase::kCheckpoint)]);
+      ev.push_back(s.phase_s[index(Phase::kEval)]);
     }
     double p50 = percentile(d, 0.5);
-    Periodicity pd = detect_periodic_spikes(d, 0.25 * p50);
-    Periodicity pw = detect_periodic_spikes(w, 0.20 * p50);
-    for (auto* cand : {&pd, &pw}) {
-      if (cand->found && cand->confidence > best.p.confidence) {
-        best = {*cand, &t, cand == &pd ? "step_time" : "data_wait"};
-      }
+    std::vector<double> idle;  // 1 − utilisation: high is the stall
+    for (double u : utilisation_of(t)) idle.push_back(1.0 - u);
+    struct Candidate {
+      Periodicity p;
+      const char* series;
+      const char* method;
+    } cands[] = {
+        {detect_periodic_spikes(d, 0.25 * p50), "step_time", "spikes over the rolling median"},
+        {detect_periodic_spikes(w, 0.20 * p50), "data_wait", "spikes over the rolling median"},
+        {detect_periodic_spikes(ck, 0.20 * p50), "checkpoint", "spikes over the rolling median"},
+        {detect_periodic_spikes(ev, 0.20 * p50), "eval", "spikes over the rolling median"},
+        {two_level_tail(w, 0.20 * p50), "data_wait", "two-level autocorrelation"},
+        {two_level_tail(idle, 0.20), "utilisation", "two-level autocorrelation"}};
+    for (const auto& c : cands) {
+      if (c.p.found && c.p.confidence > best.p.confidence) best = {c.p, &t, c.series, c.method};
     }
   }
+  return best;
+}
+
+void check_periodicity(const std::vector<RankTrace>& traces, Report& rep) {
+  BestPeriod best = strongest_period(traces);
   if (best.t == nullptr) return;
   const auto& steps = best.t->steps;
   const auto& spikes = best.p.spikes;
@@ -164,12 +220,13 @@ void check_periodicity(const std::vector<RankTrace>& traces, Report& rep) {
   for (const auto& s : steps) total_time += s.duration_s;
 
   Verdict v;
-  v.id = "periodic_stall";
+  v.set(VerdictId::kPeriodicStall);
   v.period_steps = best.p.period_steps;
   v.confidence = r4(best.p.confidence);
   v.impact = total_time > 0 ? double(spikes.size()) * best.p.mean_excess / total_time : 0;
   v.evidence = {
       {"series", best.series},
+      {"method", best.method},
       {"rank", best.t->rank},
       {"period_steps", best.p.period_steps},
       {"period_s", r4(period_s)},
@@ -213,6 +270,37 @@ void compute_breakdown(const std::vector<RankTrace>& traces, Report& rep) {
   rep.breakdown[index(Phase::kOther)] = r4(std::max(0.0, 1.0 - named / total));
 }
 
+// What a trace without host CPU samples can say about CPU-bound vs I/O-bound loading: the
+// iterator class tells where the loading runs; the rest needs CPU samples.
+std::string loader_note(const std::vector<RankTrace>& traces) {
+  std::string iter;
+  for (const auto& t : traces) {
+    if (!t.loader_iter.empty()) iter = t.loader_iter;
+  }
+  const char* record =
+      "to tell CPU-bound decode from I/O-bound loading, record host CPU samples with the ckpt "
+      "recorder (StepRecorder with its CPU sampler: host busy, iowait and process CPU every "
+      "100 ms), or run `mpstat 1` and `iostat -x 1` beside the job";
+  if (iter == "_SingleProcessDataLoaderIter") {
+    return std::string(
+               "input-bound with num_workers=0 (_SingleProcessDataLoaderIter): loading "
+               "runs in the training process itself, so every batch's decode and read "
+               "time is on the step's critical path; use DataLoader workers. ") +
+           record;
+  }
+  if (iter == "_MultiProcessingDataLoaderIter") {
+    return std::string(
+               "input-bound with DataLoader workers (_MultiProcessingDataLoaderIter): "
+               "the workers do not keep up; the trace does not show whether they are "
+               "busy (CPU-bound) or blocked on storage (I/O-bound): ") +
+           record;
+  }
+  return std::string(
+             "input-bound, but no host CPU samples: cannot tell CPU-bound decode from "
+             "I/O-bound loading; ") +
+         record;
+}
+
 void check_input(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, Report& rep) {
   double dw = rep.breakdown[index(Phase::kDataWait)];
   if (dw < o.input_moderate) return;
@@ -229,7 +317,7 @@ void check_input(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, 
   double consistent = n ? double(waiting) / double(n) : 0;
   bool high = dw >= o.input_high;
   Verdict v;
-  v.id = "input_bound";
+  v.set(VerdictId::kInputBound);
   v.impact = dw;
   v.confidence = r4(std::min(1.0, (high ? 0.6 : 0.4) + 0.4 * consistent));
   v.evidence = {{"data_wait_fraction", dw},
@@ -260,9 +348,7 @@ void check_input(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, 
     }
   }
   if (busy.size() < 3) {
-    rep.notes.push_back(
-        "input-bound, but no host CPU samples: cannot tell CPU-bound decode from "
-        "I/O-bound loading (record with the ckpt recorder, or run mpstat 1)");
+    rep.notes.push_back(loader_note(traces));
     return;
   }
   double mb = mean_of(busy), mi = mean_of(iowait), mp = mean_of(proc);
@@ -272,12 +358,12 @@ void check_input(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, 
                 {"host_iowait_mean", r4(mi)},   {"process_cpu_mean", r4(mp)},
                 {"samples", busy.size()},       {"data_wait_fraction", dw}};
   if (mb >= o.cpu_saturated) {
-    c.id = "cpu_bound_loader";
+    c.set(VerdictId::kCpuBoundLoader);
     c.confidence = r4(std::min(1.0, 0.5 + (mb - o.cpu_saturated) / (1 - o.cpu_saturated) * 0.5));
     c.summary =
         fmt("host CPUs %.0f%% busy while waiting for data: decode/augment is the limit", 100 * mb);
   } else if (mb <= o.cpu_idle) {
-    c.id = "io_bound_loader";
+    c.set(VerdictId::kIoBoundLoader);
     c.confidence = r4(std::min(1.0, 0.5 + (o.cpu_idle - mb) / o.cpu_idle * 0.5));
     c.summary =
         fmt("host CPUs only %.0f%% busy (iowait %.0f%%) while waiting for data: storage "
@@ -295,10 +381,6 @@ void check_input(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, 
 
 }  // namespace
 
-// Defined in analyzer_ranks.cc: distribution, straggler, scale, collective, tokens, copies.
-void check_ranks(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, Report& rep);
-void check_correlations(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, Report& rep);
-
 Result<Report> analyze(const std::vector<RankTrace>& traces, const AnalyzeOptions& o) {
   Report rep;
   rep.ranks = static_cast<int>(traces.size());
@@ -308,7 +390,7 @@ Result<Report> analyze(const std::vector<RankTrace>& traces, const AnalyzeOption
   size_t n = 0;
   for (const auto& t : traces) {
     rep.steps = std::max<int64_t>(rep.steps, static_cast<int64_t>(t.steps.size()));
-    Report::Series s{t.rank, {}, {}, {}};
+    Report::Series s{t.rank, {}, {}, {}, {}, {}};
     for (const auto& r : t.steps) {
       all.push_back(r.duration_s);
       s.step.push_back(r.step);
@@ -340,25 +422,28 @@ Result<Report> analyze(const std::vector<RankTrace>& traces, const AnalyzeOption
     if (b.is_ok()) rep.measured_budget = *b;
   }
 
+  summarise_utilisation(traces, rep);
   check_liveness(traces, rep);
   check_periodicity(traces, rep);
   compute_breakdown(traces, rep);
   check_input(traces, o, rep);
-  check_ranks(traces, o, rep);
-  check_correlations(traces, o, rep);
+  detail::check_ranks(traces, o, rep);
+  detail::check_gpu(traces, o, rep);
+  detail::check_correlations(traces, o, rep);
 
   // compute_bound only when nothing else owns the time.
-  static const char* const kOwners[] = {"hung", "input_bound", "straggler", "periodic_stall",
-                                        "collective_bound"};
+  static const VerdictId kOwners[] = {VerdictId::kHung, VerdictId::kInputBound,
+                                      VerdictId::kStraggler, VerdictId::kPeriodicStall,
+                                      VerdictId::kCollectiveBound};
   bool owned = false;
   for (const auto& v : rep.verdicts) {
-    for (const char* id : kOwners) owned |= v.id == id;
+    for (VerdictId id : kOwners) owned |= v.kind == id;
   }
   double compute = rep.breakdown[index(Phase::kForward)] + rep.breakdown[index(Phase::kBackward)] +
                    rep.breakdown[index(Phase::kOptimizer)] + rep.breakdown[index(Phase::kOther)];
   if (!owned && compute >= o.compute_bound) {
     Verdict v;
-    v.id = "compute_bound";
+    v.set(VerdictId::kComputeBound);
     v.impact = compute;
     v.confidence = r4(compute);
     v.evidence = {{"compute_fraction", r4(compute)},

@@ -17,6 +17,7 @@
 #include "ckpt/base/status.h"
 #include "profile/budget.h"
 #include "profile/step_record.h"
+#include "profile/verdict_catalog.h"
 
 namespace ckpt::profile {
 
@@ -31,7 +32,12 @@ struct AnalyzeOptions {
 };
 
 struct Verdict {
-  std::string id;
+  VerdictId kind = VerdictId::kHung;
+  std::string id;  // verdict_name(kind), for output; set both through set()
+  void set(VerdictId k) {
+    kind = k;
+    id = verdict_name(k);
+  }
   double confidence = 0;
   double impact = 0;  // share of step time explained; orders the verdicts
   nlohmann::json evidence = nlohmann::json::object();
@@ -47,15 +53,45 @@ struct RankStats {
   double slow_fraction = 0;  // steps ≥ slow_factor × p50
   double collective_p50 = 0;
   double data_wait_fraction = 0;
+  // The rank's own quantities (never barrier-equalised), over the steps all ranks hold:
+  double own_p50 = 0, own_p99 = 0;     // step start → entering the collective
+  double wait_p50 = 0, wait_mean = 0;  // time in the collective waiting for the others
+  double own_slow_fraction = 0;        // steps whose own time alone makes the step slow
+  double last_fraction = 0;            // steps where this rank arrived last at the collective
+  double gpu_busy_fraction = -1;       // GPU busy / step time over its steps; -1: no GPU events
+  double gpu_comm_fraction = -1;       // NCCL kernels / step time; -1: no GPU events
 };
 
+// A synchronous step is slow when any rank's own time is slow. The model separates slowness that
+// hits many ranks at once (a shared cause: the same loader refill, a checkpoint barrier; it does
+// not grow with N) from each rank's independent tail p_r, and predicts the slow fraction as
+// p_common + (1 − p_common)(1 − Π(1 − p_r)); at k×N ranks each rank's tail is the geometric mean
+// p̄. The prediction is checked against the observed fraction of slow synchronised steps.
 struct ScaleModel {
   int ranks = 0;
-  double p_slow = 0;             // per-rank probability of a slow step (mean over ranks)
-  double observed_any_slow = 0;  // fraction of common steps where at least one rank was slow
-  double predicted_now = 0;      // 1 − (1 − p)^N
+  double p_slow = 0;             // per-rank probability of a slow own time (mean over ranks)
+  double observed_any_slow = 0;  // fraction of common steps that were slow (synchronised time)
+  double predicted_now = 0;      // the model at N
   double predicted_2x = 0;
   double predicted_4x = 0;
+  double p_common = 0;       // fraction of steps slow on at least half the ranks at once
+  double p_independent = 0;  // p̄: the per-rank independent tail
+  double threshold_s = 0;    // slow: more than this above the median
+  size_t steps_compared = 0;
+  double tolerance = 0;  // agreement: |predicted − observed| ≤ 2 binomial s.e. + 1 step
+  bool agrees = true;
+};
+
+// The utilisation curve's summary: GPU busy / step time per step when the trace has GPU events,
+// else the host's 1 − data-wait share (what a dashboard shows as "utilisation" on a CPU job).
+struct Utilisation {
+  std::string source;  // "gpu_busy" or "host_not_waiting_for_data"
+  double mean = 0, p10 = 0, p50 = 0, p90 = 0, min = 0, max = 0;
+  size_t steps = 0;
+  size_t low_steps = 0;  // steps below half the median utilisation
+  // GPU traces only (fractions of step time, over all ranks' steps):
+  double gpu_idle = 0, gpu_idle_in_data_wait = 0, gpu_comm = 0, gpu_exposed_comm = 0;
+  double gpu_pageable_h2d = 0, host_sync = 0;
 };
 
 struct Liveness {
@@ -77,11 +113,14 @@ struct Report {
   std::optional<Budget> measured_budget;  // from samples per step, when recorded
   std::vector<Verdict> verdicts;          // primary first
   std::vector<std::string> notes;         // what could not be checked, and why
-  // The series the SVG draws, per rank (step number, step time, data wait).
+  Utilisation utilisation;
+  // The series the SVG draws, per rank (step number, step time, data wait, utilisation, own time).
   struct Series {
     int rank;
     std::vector<int64_t> step;
     std::vector<double> step_s, data_wait_s;
+    std::vector<double> utilisation;  // per step, in [0, 1] (see Utilisation::source)
+    std::vector<double> own_s;        // per step: step start → entering the collective
   };
   std::vector<Series> series;
 };

@@ -1,31 +1,19 @@
-// The analyzer's cross-rank and correlation checks (distribution, straggler, scale, collective
-// transfer, tokens, pageable copies); analyzer.cc runs them in the expert's order.
+// The analyzer's cross-rank and correlation checks (per-rank own times, scale model, collective
+// transfer, tokens, pageable copies; stragglers are in analyzer_straggler.cc); analyzer.cc runs
+// them in the expert's order.
 #include <algorithm>
 #include <cmath>
 #include <map>
 
 #include "profile/analyzer.h"
+#include "profile/analyzer_internal.h"
 #include "profile/series_stats.h"
 
-namespace ckpt::profile {
+namespace ckpt::profile::detail {
 
 namespace {
 
 using nlohmann::json;
-
-double r4(double v) { return std::round(v * 1e4) / 1e4; }
-double r6(double v) { return std::round(v * 1e6) / 1e6; }
-
-std::string fmt(const char* f, double a, double b = 0, double c = 0) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf, f, a, b, c);
-  return buf;
-}
-
-double coll(const StepRecord& r) { return r.phase_s[index(Phase::kCollective)]; }
-double compute_of(const StepRecord& r) {
-  return std::max(0.0, r.duration_s - r.phase_s[index(Phase::kDataWait)] - coll(r));
-}
 
 // Steps present on every rank: row k holds, for each rank, the index of that step in its vector.
 struct CommonSteps {
@@ -68,162 +56,225 @@ CommonSteps common_steps(const std::vector<RankTrace>& traces) {
   return out;
 }
 
-}  // namespace
-
-void check_ranks(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, Report& rep) {
-  // --- 4. distribution --------------------------------------------------------------------------
-  std::vector<double> p_slow;
-  std::vector<double> rank_p50(traces.size(), 0);
+// The per-rank table: step-time distribution (what each rank's profiler shows) and, from the step
+// matrix, the rank's own time, its wait for the others, how often its own time alone made the
+// step slow, and how often it arrived last.
+void rank_table(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, const StepMatrix& m,
+                Report& rep) {
   for (size_t r = 0; r < traces.size(); ++r) {
     const auto& t = traces[r];
     RankStats s;
     s.rank = t.rank;
     s.steps = t.steps.size();
-    if (t.steps.empty()) {
-      rep.per_rank.push_back(s);
-      continue;
+    if (!t.steps.empty()) {
+      std::vector<double> d, c;
+      double dw = 0, total = 0;
+      for (const auto& x : t.steps) {
+        d.push_back(x.duration_s);
+        c.push_back(coll(x));
+        dw += x.phase_s[index(Phase::kDataWait)];
+        total += x.duration_s;
+      }
+      s.mean = mean_of(d);
+      s.p50 = percentile(d, 0.5);
+      s.p90 = percentile(d, 0.9);
+      s.p99 = percentile(d, 0.99);
+      s.p99_over_mean = s.mean > 0 ? s.p99 / s.mean : 0;
+      size_t slow = 0;
+      for (double x : d) slow += x >= o.slow_factor * s.p50;
+      s.slow_fraction = double(slow) / double(d.size());
+      s.collective_p50 = percentile(c, 0.5);
+      s.data_wait_fraction = total > 0 ? dw / total : 0;
+      if (t.has_gpu && total > 0) {
+        double busy = 0, comm = 0;
+        for (const auto& x : t.steps) {
+          busy += x.gpu.busy_s;
+          comm += x.gpu.comm_s;
+        }
+        s.gpu_busy_fraction = busy / total;
+        s.gpu_comm_fraction = comm / total;
+      }
     }
-    std::vector<double> d, c;
-    double dw = 0, total = 0;
-    for (const auto& x : t.steps) {
-      d.push_back(x.duration_s);
-      c.push_back(coll(x));
-      dw += x.phase_s[index(Phase::kDataWait)];
-      total += x.duration_s;
+    if (m.rows > 0) {
+      std::vector<double> own, wait;
+      size_t slow = 0, last = 0;
+      for (size_t k = 0; k < m.rows; ++k) {
+        own.push_back(m.at(m.own, k, r));
+        wait.push_back(m.at(m.wait, k, r));
+        slow += m.own_slow(k, r);
+        last += m.at(m.own, k, r) >= m.sync_own_s[k] && m.ranks > 1;
+      }
+      s.own_p50 = percentile(own, 0.5);
+      s.own_p99 = percentile(own, 0.99);
+      s.wait_p50 = percentile(wait, 0.5);
+      s.wait_mean = mean_of(wait);
+      s.own_slow_fraction = double(slow) / double(m.rows);
+      s.last_fraction = double(last) / double(m.rows);
     }
-    s.mean = mean_of(d);
-    s.p50 = percentile(d, 0.5);
-    s.p90 = percentile(d, 0.9);
-    s.p99 = percentile(d, 0.99);
-    s.p99_over_mean = s.mean > 0 ? s.p99 / s.mean : 0;
-    size_t slow = 0;
-    for (double x : d) slow += x >= o.slow_factor * s.p50;
-    s.slow_fraction = double(slow) / double(d.size());
-    s.collective_p50 = percentile(c, 0.5);
-    s.data_wait_fraction = total > 0 ? dw / total : 0;
-    rank_p50[r] = s.p50;
-    p_slow.push_back(s.slow_fraction);
     rep.per_rank.push_back(s);
   }
+}
 
-  // --- scale: a synchronous step is slow when any rank is slow ----------------------------------
-  auto common = common_steps(traces);
+// The scale model (ScaleModel in analyzer.h) from the step matrix.
+void scale_model(const StepMatrix& m, Report& rep) {
   ScaleModel& sc = rep.scale;
-  sc.ranks = static_cast<int>(traces.size());
-  sc.p_slow = mean_of(p_slow);
-  auto predict = [&](double n) { return 1.0 - std::pow(1.0 - sc.p_slow, n); };
-  sc.predicted_now = predict(sc.ranks);
-  sc.predicted_2x = predict(2.0 * sc.ranks);
-  sc.predicted_4x = predict(4.0 * sc.ranks);
-  if (!common.empty()) {
-    size_t any = 0;
-    for (size_t k = 0; k < common.size(); ++k) {
-      const size_t* idx = common.row(k);
-      bool slow = false;
-      for (size_t r = 0; r < traces.size(); ++r) {
-        slow |= traces[r].steps[idx[r]].duration_s >= o.slow_factor * rank_p50[r];
-      }
-      any += slow;
+  sc.ranks = static_cast<int>(m.ranks);
+  sc.threshold_s = m.threshold_s;
+  sc.steps_compared = m.rows;
+  if (m.rows == 0) return;
+  size_t need = m.ranks >= 2 ? std::max<size_t>(2, (m.ranks + 1) / 2) : m.ranks + 1;
+  size_t common = 0, slow_steps = 0;
+  std::vector<size_t> independent(m.ranks, 0);
+  std::vector<double> p_all(m.ranks, 0);
+  for (size_t k = 0; k < m.rows; ++k) {
+    size_t n = 0;
+    for (size_t r = 0; r < m.ranks; ++r) {
+      bool s = m.own_slow(k, r);
+      n += s;
+      p_all[r] += s;
     }
-    sc.observed_any_slow = double(any) / double(common.size());
+    slow_steps += m.step_slow(k);
+    if (n >= need) {
+      ++common;
+      continue;
+    }
+    for (size_t r = 0; r < m.ranks; ++r) independent[r] += m.own_slow(k, r);
   }
-  json scale = {{"p_slow_per_rank", r4(sc.p_slow)},
-                {"predicted_slow_at_2x_ranks", r4(sc.predicted_2x)},
-                {"predicted_slow_at_4x_ranks", r4(sc.predicted_4x)}};
-  for (auto& v : rep.verdicts) {
-    if (v.id == "periodic_stall") v.evidence["scale"] = scale;
+  double rows = double(m.rows);
+  sc.p_common = double(common) / rows;
+  double rest = rows - double(common), keep = 1;
+  for (size_t r = 0; r < m.ranks; ++r) {
+    p_all[r] /= rows;
+    keep *= rest > 0 ? 1.0 - double(independent[r]) / rest : 1.0;
   }
+  sc.p_slow = mean_of(p_all);
+  sc.p_independent = 1.0 - std::pow(keep, 1.0 / double(m.ranks));
+  auto predict = [&](double n) {
+    return sc.p_common + (1 - sc.p_common) * (1.0 - std::pow(1.0 - sc.p_independent, n));
+  };
+  sc.predicted_now = predict(double(m.ranks));
+  sc.predicted_2x = predict(2.0 * double(m.ranks));
+  sc.predicted_4x = predict(4.0 * double(m.ranks));
+  sc.observed_any_slow = double(slow_steps) / rows;
+  double q = std::clamp(sc.observed_any_slow, 0.0, 1.0);
+  sc.tolerance = 2.0 * std::sqrt(q * (1 - q) / rows) + 1.0 / rows;
+  sc.agrees = std::fabs(sc.predicted_now - sc.observed_any_slow) <= sc.tolerance;
+}
 
-  double step_p50 = rep.p50;
-  if (traces.size() < 2 || common.size() < 5 || step_p50 <= 0) {
-    if (traces.size() >= 2) {
-      rep.notes.push_back("fewer than 5 steps common to all ranks: straggler check skipped");
+json scale_json(const ScaleModel& sc) {
+  return {{"p_slow_per_rank", r4(sc.p_slow)},
+          {"p_common", r4(sc.p_common)},
+          {"p_independent", r4(sc.p_independent)},
+          {"predicted_slow_now", r4(sc.predicted_now)},
+          {"observed_slow", r4(sc.observed_any_slow)},
+          {"predicted_slow_at_2x_ranks", r4(sc.predicted_2x)},
+          {"predicted_slow_at_4x_ranks", r4(sc.predicted_4x)}};
+}
+
+void collective_transfer(const StepMatrix& m, const AnalyzeOptions& o, Report& rep) {
+  if (!m.have_coll || m.rows == 0) return;
+  // Medians, not sums: one step where every rank was descheduled inside the all-reduce is noise,
+  // not transfer.
+  std::vector<double> lows;
+  for (size_t k = 0; k < m.rows; ++k) {
+    double lo = m.at(m.coll, k, 0);
+    for (size_t r = 1; r < m.ranks; ++r) lo = std::min(lo, m.at(m.coll, k, r));
+    lows.push_back(lo);
+  }
+  double transfer = percentile(lows, 0.5), step = m.wall_p50;
+  if (step <= 0 || transfer / step < o.collective_bound) return;
+  Verdict v;
+  v.set(VerdictId::kCollectiveBound);
+  v.impact = transfer / step;
+  v.confidence = r4(std::min(1.0, 0.5 + v.impact));
+  v.evidence = {{"transfer_fraction", r4(transfer / step)},
+                {"transfer_p50_s", r6(transfer)},
+                {"collective_fraction", rep.breakdown[index(Phase::kCollective)]},
+                {"method",
+                 "median over steps of the per-step minimum of collective time over "
+                 "ranks, over the median wall-clock step (the longest rank's)"}};
+  v.summary =
+      fmt("%.1f%% of step time is collective transfer (the minimum over ranks, "
+          "waiting excluded)",
+          100 * v.impact);
+  rep.verdicts.push_back(v);
+}
+
+}  // namespace
+
+StepMatrix step_matrix(const std::vector<RankTrace>& traces, const AnalyzeOptions& o) {
+  StepMatrix m;
+  auto common = common_steps(traces);
+  m.ranks = traces.size();
+  m.rows = common.size();
+  for (const auto& t : traces) {
+    for (const auto& s : t.steps) m.have_coll |= coll(s) > 0;
+  }
+  m.own.resize(m.rows * m.ranks);
+  m.coll.resize(m.rows * m.ranks);
+  m.wait.resize(m.rows * m.ranks);
+  m.stall.resize(m.rows * m.ranks);
+  m.sync_s.resize(m.rows);
+  m.sync_own_s.resize(m.rows);
+  m.step.resize(m.rows);
+  std::vector<double> walls;
+  for (size_t k = 0; k < m.rows; ++k) {
+    const size_t* idx = common.row(k);
+    double lo = 0, own_max = 0, d_max = 0;
+    std::vector<double> durations(m.ranks);
+    for (size_t r = 0; r < m.ranks; ++r) {
+      const StepRecord& s = traces[r].steps[idx[r]];
+      m.own[k * m.ranks + r] = own_time(s);
+      m.coll[k * m.ranks + r] = coll(s);
+      m.stall[k * m.ranks + r] =
+          s.phase_s[index(Phase::kCheckpoint)] + s.phase_s[index(Phase::kEval)];
+      lo = r == 0 ? coll(s) : std::min(lo, coll(s));
+      durations[r] = s.duration_s;
+      d_max = std::max(d_max, s.duration_s);
+      own_max = std::max(own_max, own_time(s));
     }
-  } else {
-    // --- straggler: the rank the others wait for ------------------------------------------------
-    // Inside a collective, waiting dominates: the rank that arrives last waits least. So the
-    // straggler is the rank with the shortest collective time while the others' is long,
-    // consistently. Without collectives, fall back to the rank with the longest compute.
-    bool have_coll = false;
-    for (const auto& t : traces) {
-      for (const auto& s : t.steps) have_coll |= coll(s) > 0;
+    for (size_t r = 0; r < m.ranks; ++r) m.wait[k * m.ranks + r] = m.coll[k * m.ranks + r] - lo;
+    m.step[k] = traces[0].steps[idx[0]].step;
+    // The step the job experienced: the median over ranks. Under a barrier every rank's step is
+    // about as long; where a rank's own stall after the collective (a checkpoint save) lands in
+    // its step k but the others' wait for it in their step k + 1, the median counts one slow step,
+    // the maximum would count two.
+    m.sync_s[k] = percentile(durations, 0.5);
+    walls.push_back(d_max);
+    m.sync_own_s[k] = own_max;
+  }
+  m.sync_p50 = percentile(m.sync_s, 0.5);
+  m.wall_p50 = percentile(walls, 0.5);
+  m.sync_own_p50 = percentile(m.sync_own_s, 0.5);
+  m.threshold_s = (o.slow_factor - 1.0) * m.sync_p50;
+  return m;
+}
+
+void check_ranks(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, Report& rep) {
+  StepMatrix m = step_matrix(traces, o);
+  rank_table(traces, o, m, rep);
+  scale_model(m, rep);
+  for (size_t r = 0; r < rep.series.size() && r < traces.size(); ++r) {
+    for (const auto& s : traces[r].steps) rep.series[r].own_s.push_back(own_time(s));
+  }
+  json scale = scale_json(rep.scale);
+  for (auto& v : rep.verdicts) {
+    if (v.kind == VerdictId::kPeriodicStall) v.evidence["scale"] = scale;
+  }
+  if (traces.size() >= 2 && (m.rows < 5 || rep.p50 <= 0)) {
+    rep.notes.push_back("fewer than 5 steps common to all ranks: straggler check skipped");
+  } else if (traces.size() >= 2) {
+    check_stragglers(traces, m, rep);
+    for (auto& v : rep.verdicts) {
+      if (v.kind == VerdictId::kStraggler) v.evidence["scale"] = scale;
     }
-    std::vector<size_t> count(traces.size(), 0);
-    std::vector<std::vector<double>> gaps(traces.size());
-    double transfer = 0, step_sum = 0;
-    std::vector<double> v(traces.size());
-    for (size_t k = 0; k < common.size(); ++k) {
-      const size_t* idx = common.row(k);
-      double mean_d = 0;
-      for (size_t r = 0; r < traces.size(); ++r) {
-        const auto& s = traces[r].steps[idx[r]];
-        v[r] = have_coll ? coll(s) : compute_of(s);
-        mean_d += s.duration_s;
-      }
-      mean_d /= double(traces.size());
-      step_sum += mean_d;
-      size_t pick = have_coll ? std::min_element(v.begin(), v.end()) - v.begin()
-                              : std::max_element(v.begin(), v.end()) - v.begin();
-      if (have_coll) transfer += v[pick];  // the min over ranks is the transfer itself
-      std::vector<double> others;
-      for (size_t r = 0; r < traces.size(); ++r) {
-        if (r != pick) others.push_back(v[r]);
-      }
-      double gap = std::fabs(percentile(others, 0.5) - v[pick]);
-      gaps[pick].push_back(gap);
-      if (gap >= 0.05 * step_p50) ++count[pick];
-    }
-    size_t best = std::max_element(count.begin(), count.end()) - count.begin();
-    double consistency = double(count[best]) / double(common.size());
-    double gap_p50 = percentile(gaps[best], 0.5);
-    if (consistency >= 0.75 && gap_p50 >= 0.05 * step_p50) {
-      Verdict v;
-      v.id = "straggler";
-      v.rank = traces[best].rank;
-      v.impact = gap_p50 / step_p50;
-      v.confidence = r4(consistency * std::min(1.0, gap_p50 / (0.1 * step_p50)));
-      json ranks = json::array();
-      for (size_t r = 0; r < traces.size(); ++r) {
-        const auto& s = rep.per_rank[r];
-        ranks.push_back({{"rank", s.rank},
-                         {"p50_s", r6(s.p50)},
-                         {"p99_s", r6(s.p99)},
-                         {"collective_p50_s", r6(s.collective_p50)}});
-      }
-      v.evidence = {{"signal", have_coll ? "shortest collective wait" : "longest compute"},
-                    {"consistency", r4(consistency)},
-                    {"steps_compared", common.size()},
-                    {"wait_gap_p50_s", r6(gap_p50)},
-                    {"wait_gap_fraction", r4(gap_p50 / step_p50)},
-                    {"per_rank", ranks},
-                    {"scale", scale}};
-      v.summary = "rank " + std::to_string(traces[best].rank) +
-                  fmt(" is the one the others wait for in %.0f%% of steps; they wait %.3g s "
-                      "(%.0f%% of a step) in collectives",
-                      100 * consistency, gap_p50, 100 * gap_p50 / step_p50);
-      rep.verdicts.push_back(v);
-    }
-    // --- collective transfer: the part no rank can avoid ----------------------------------------
-    if (have_coll && step_sum > 0 && transfer / step_sum >= o.collective_bound) {
-      Verdict v;
-      v.id = "collective_bound";
-      v.impact = transfer / step_sum;
-      v.confidence = r4(std::min(1.0, 0.5 + v.impact));
-      v.evidence = {{"transfer_fraction", r4(transfer / step_sum)},
-                    {"collective_fraction", rep.breakdown[index(Phase::kCollective)]},
-                    {"method", "per-step minimum of collective time over ranks"}};
-      v.summary =
-          fmt("%.1f%% of step time is collective transfer (the minimum over ranks, "
-              "waiting excluded)",
-              100 * v.impact);
-      rep.verdicts.push_back(v);
-    }
+    collective_transfer(m, o, rep);
     return;
   }
   double c = rep.breakdown[index(Phase::kCollective)];
   if (traces.size() == 1 && c >= o.collective_bound) {
     Verdict v;
-    v.id = "collective_bound";
+    v.set(VerdictId::kCollectiveBound);
     v.impact = c;
     v.confidence = r4(std::min(0.6, 0.3 + c));  // one rank cannot separate waiting from transfer
     v.evidence = {{"collective_fraction", c},
@@ -265,7 +316,7 @@ void check_correlations(const std::vector<RankTrace>& traces, const AnalyzeOptio
   }
   if (best_r >= 0.6) {
     Verdict v;
-    v.id = "sequence_imbalance";
+    v.set(VerdictId::kSequenceImbalance);
     v.rank = best_rank;
     v.confidence = r4(best_r);
     v.impact = best_r * best_r * best_cv;
@@ -292,7 +343,7 @@ void check_correlations(const std::vector<RankTrace>& traces, const AnalyzeOptio
     double h2d = rep.breakdown[index(Phase::kH2D)];
     double share = double(pageable) / double(pageable + pinned);
     Verdict v;
-    v.id = "pageable_h2d";
+    v.set(VerdictId::kPageableH2D);
     v.impact = h2d * share;
     v.confidence = r4(h2d >= 0.02 ? 0.9 : 0.6);
     v.evidence = {{"pageable_copies", pageable},
@@ -308,4 +359,4 @@ void check_correlations(const std::vector<RankTrace>& traces, const AnalyzeOptio
   (void)o;
 }
 
-}  // namespace ckpt::profile
+}  // namespace ckpt::profile::detail

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "ckpt/base/hash.h"
+#include "profile/input_file.h"
 #include "profile/trace_import.h"
 
 extern char** environ;
@@ -93,7 +94,8 @@ Result<EnvSnapshot> capture_env(const std::string& config_path) {
     if (relevant(name)) f["env." + name] = kv.substr(eq + 1);
   }
   if (!config_path.empty()) {
-    CKPT_ASSIGN_OR_RETURN(std::string text, read_file_text(config_path));
+    CKPT_ASSIGN_OR_RETURN(std::string text,
+                          read_bounded_file(config_path, kMaxSnapshotBytes, /*inflate=*/false));
     f["config.path"] = config_path;
     f["config.xxh3"] = hex64(xxh3_64(text.data(), text.size()));
   }

@@ -4,13 +4,14 @@
 #include <cstdio>
 #include <sstream>
 
+#include "profile/analyzer_internal.h"
 #include "profile/verdict_catalog.h"
 
 namespace ckpt::profile {
 
 namespace {
 
-double r6(double v) { return std::round(v * 1e6) / 1e6; }
+using detail::r6;
 
 std::string ms(double s) {
   char buf[32];
@@ -24,7 +25,54 @@ std::string pct(double f) {
   return buf;
 }
 
+std::string scale_text(const ScaleModel& sc) {
+  char buf[600];
+  std::snprintf(buf, sizeof buf,
+                "5. Scale: a step is slow (> %s above the median) when any rank's own time is. "
+                "Shared slowness p_common = %s, per-rank independent tail p = %s: predicted %s "
+                "slow steps at N=%d, observed %s (%s, tolerance %s); %s at %d ranks, %s at %d "
+                "ranks\n",
+                ms(sc.threshold_s).c_str(), pct(sc.p_common).c_str(), pct(sc.p_independent).c_str(),
+                pct(sc.predicted_now).c_str(), sc.ranks, pct(sc.observed_any_slow).c_str(),
+                sc.agrees ? "agrees" : "DISAGREES", pct(sc.tolerance).c_str(),
+                pct(sc.predicted_2x).c_str(), 2 * sc.ranks, pct(sc.predicted_4x).c_str(),
+                4 * sc.ranks);
+  std::string out = buf;
+  if (!sc.agrees) {
+    out +=
+        "   the model does not explain the slow steps: their cause is not any rank's own "
+        "time (look at the collective transfer and the checks below)\n";
+  }
+  return out;
+}
+
+std::string utilisation_text(const Utilisation& u) {
+  char buf[600];
+  std::snprintf(buf, sizeof buf,
+                "6. Utilisation (%s) per step: mean %s, p10 %s, p50 %s, p90 %s; %zu of %zu "
+                "steps below half the median\n",
+                u.source == "gpu_busy" ? "GPU busy / step time" : "host not waiting for data",
+                pct(u.mean).c_str(), pct(u.p10).c_str(), pct(u.p50).c_str(), pct(u.p90).c_str(),
+                u.low_steps, u.steps);
+  std::string out = buf;
+  if (u.source == "gpu_busy") {
+    std::snprintf(buf, sizeof buf,
+                  "   GPU idle %s of step time (%s while the host waits for data); NCCL %s, "
+                  "exposed (no compute beside it) %s; pageable HtoD %s; host in "
+                  "cuda*Synchronize %s\n",
+                  pct(u.gpu_idle).c_str(), pct(u.gpu_idle_in_data_wait).c_str(),
+                  pct(u.gpu_comm).c_str(), pct(u.gpu_exposed_comm).c_str(),
+                  pct(u.gpu_pageable_h2d).c_str(), pct(u.host_sync).c_str());
+    out += buf;
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string json_text(const nlohmann::json& j) {
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
 
 nlohmann::json report_json(const Report& r) {
   nlohmann::json j;
@@ -37,11 +85,60 @@ nlohmann::json report_json(const Report& r) {
   nlohmann::json vs = nlohmann::json::array();
   for (const auto& v : r.verdicts) {
     nlohmann::json x = {{"id", v.id}, {"confidence", v.confidence}, {"evidence", v.evidence}};
-    if (v.id == "straggler" && v.rank) x["rank"] = *v.rank;
+    if (v.kind == VerdictId::kStraggler && v.rank) x["rank"] = *v.rank;
     if (v.period_steps) x["period_steps"] = *v.period_steps;
     vs.push_back(x);
   }
   j["verdicts"] = vs;
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const auto& s : r.per_rank) {
+    ranks.push_back(
+        {{"rank", s.rank},
+         {"steps", s.steps},
+         {"step_time",
+          {{"mean", r6(s.mean)}, {"p50", r6(s.p50)}, {"p90", r6(s.p90)}, {"p99", r6(s.p99)}}},
+         {"slow_fraction", r6(s.slow_fraction)},
+         {"data_wait_fraction", r6(s.data_wait_fraction)},
+         {"collective_p50", r6(s.collective_p50)},
+         {"own_time", {{"p50", r6(s.own_p50)}, {"p99", r6(s.own_p99)}}},
+         {"wait", {{"p50", r6(s.wait_p50)}, {"mean", r6(s.wait_mean)}}},
+         {"own_slow_fraction", r6(s.own_slow_fraction)},
+         {"last_fraction", r6(s.last_fraction)}});
+  }
+  for (size_t i = 0; i < r.per_rank.size(); ++i) {
+    if (r.per_rank[i].gpu_busy_fraction < 0) continue;
+    ranks[i]["gpu_busy_fraction"] = r6(r.per_rank[i].gpu_busy_fraction);
+    ranks[i]["gpu_nccl_fraction"] = r6(r.per_rank[i].gpu_comm_fraction);
+  }
+  j["per_rank"] = ranks;
+  const ScaleModel& sc = r.scale;
+  j["scale_model"] = {{"ranks", sc.ranks},
+                      {"model", "p_common + (1 - p_common) * (1 - prod(1 - p_r))"},
+                      {"p_slow_per_rank", r6(sc.p_slow)},
+                      {"p_common", r6(sc.p_common)},
+                      {"p_independent", r6(sc.p_independent)},
+                      {"slow_threshold_s", r6(sc.threshold_s)},
+                      {"steps_compared", sc.steps_compared},
+                      {"predicted_slow", r6(sc.predicted_now)},
+                      {"observed_slow", r6(sc.observed_any_slow)},
+                      {"tolerance", r6(sc.tolerance)},
+                      {"agrees", sc.agrees},
+                      {"predicted_slow_at_2x_ranks", r6(sc.predicted_2x)},
+                      {"predicted_slow_at_4x_ranks", r6(sc.predicted_4x)}};
+  const Utilisation& u = r.utilisation;
+  nlohmann::json uj = {{"source", u.source}, {"steps", u.steps}, {"mean", u.mean},
+                       {"p10", u.p10},       {"p50", u.p50},     {"p90", u.p90},
+                       {"min", u.min},       {"max", u.max},     {"low_steps", u.low_steps}};
+  if (u.source == "gpu_busy") {
+    uj["gpu"] = {{"idle_fraction", u.gpu_idle},
+                 {"idle_in_data_wait_fraction", u.gpu_idle_in_data_wait},
+                 {"nccl_fraction", u.gpu_comm},
+                 {"exposed_comm_fraction", u.gpu_exposed_comm},
+                 {"pageable_h2d_fraction", u.gpu_pageable_h2d},
+                 {"host_sync_fraction", u.host_sync}};
+  }
+  j["utilisation"] = uj;
+  j["notes"] = r.notes;
   return j;
 }
 
@@ -51,7 +148,7 @@ std::string report_text(const Report& r) {
     << ms(r.mean) << ", p50 " << ms(r.p50) << ", p99 " << ms(r.p99) << "\n\n";
 
   o << "1. Liveness: ";
-  bool hung = !r.verdicts.empty() && r.verdicts.front().id == "hung";
+  bool hung = !r.verdicts.empty() && r.verdicts.front().kind == VerdictId::kHung;
   if (hung) {
     o << "HUNG - " << r.verdicts.front().summary << "\n";
   } else {
@@ -67,7 +164,7 @@ std::string report_text(const Report& r) {
   o << "2. Shape: ";
   const Verdict* periodic = nullptr;
   for (const auto& v : r.verdicts) {
-    if (v.id == "periodic_stall") periodic = &v;
+    if (v.kind == VerdictId::kPeriodicStall) periodic = &v;
   }
   o << (periodic ? "periodic - " + periodic->summary : std::string("no periodic stall")) << "\n";
 
@@ -79,25 +176,19 @@ std::string report_text(const Report& r) {
     o << buf;
   }
 
-  o << "4. Distribution per rank:\n   rank   steps        p50        p90        p99  p99/mean  "
-       "slow\n";
+  o << "4. Per rank (own time = step start to entering the collective; wait = time in the "
+       "collective waiting for the others):\n"
+       "   rank   steps   own p50    own p99   wait p50   own slow   last   step p50\n";
   for (const auto& s : r.per_rank) {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "   %4d %7zu %10s %10s %10s %8.2f %6s\n", s.rank, s.steps,
-                  ms(s.p50).c_str(), ms(s.p90).c_str(), ms(s.p99).c_str(), s.p99_over_mean,
-                  pct(s.slow_fraction).c_str());
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "   %4d %7zu %10s %10s %10s %8s %6s %10s\n", s.rank, s.steps,
+                  ms(s.own_p50).c_str(), ms(s.own_p99).c_str(), ms(s.wait_p50).c_str(),
+                  pct(s.own_slow_fraction).c_str(), pct(s.last_fraction).c_str(),
+                  ms(s.p50).c_str());
     o << buf;
   }
-  {
-    char buf[320];
-    std::snprintf(buf, sizeof buf,
-                  "5. Scale: per-rank P(slow step) p = %s; a step is slow when any rank is: "
-                  "1-(1-p)^N = %s at N=%d (observed %s), %s at %d ranks, %s at %d ranks\n",
-                  pct(r.scale.p_slow).c_str(), pct(r.scale.predicted_now).c_str(), r.scale.ranks,
-                  pct(r.scale.observed_any_slow).c_str(), pct(r.scale.predicted_2x).c_str(),
-                  2 * r.scale.ranks, pct(r.scale.predicted_4x).c_str(), 4 * r.scale.ranks);
-    o << buf;
-  }
+  o << scale_text(r.scale);
+  if (!r.utilisation.source.empty()) o << utilisation_text(r.utilisation);
   if (r.measured_budget) {
     const Budget& b = *r.measured_budget;
     char buf[320];
@@ -115,7 +206,7 @@ std::string report_text(const Report& r) {
     std::snprintf(head, sizeof head, " (confidence %.2f)", v.confidence);
     o << " * " << v.id << head << ": " << v.summary << "\n";
     o << "   evidence: " << v.evidence.dump() << "\n";
-    if (const VerdictText* t = verdict_text(v.id)) {
+    if (const VerdictText* t = verdict_text(v.kind)) {
       o << "   next measurement: " << t->next_measurement << "\n";
       for (const auto& f : t->fixes) o << "   fix: " << f.what << " [" << f.cost << "]\n";
       for (const auto& d : t->decline) o << "   decline: " << d << "\n";

@@ -14,6 +14,10 @@ namespace ckpt::profile {
 //  "verdicts":[{"id","confidence","evidence",("rank"),("period_steps")}]}, primary verdict first.
 nlohmann::json report_json(const Report& r);
 
+// JSON text for stdout (indent 2, newline-terminated) that never throws on bytes that are not
+// UTF-8 (file names, environment variables, trace strings): they become U+FFFD.
+std::string json_text(const nlohmann::json& j);
+
 // The text report, in the order of the checks, with next measurements, fixes and what to decline.
 std::string report_text(const Report& r);
 

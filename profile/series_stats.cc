@@ -129,4 +129,59 @@ Periodicity detect_periodic_spikes(const std::vector<double>& x, double min_exce
   return out;
 }
 
+double autocorrelation(const std::vector<double>& x, size_t lag) {
+  size_t n = x.size();
+  if (lag >= n || n < 3) return 0;
+  double m = mean_of(x), var = 0, cov = 0;
+  for (double v : x) var += (v - m) * (v - m);
+  if (var <= 0) return 0;
+  for (size_t i = lag; i < n; ++i) cov += (x[i] - m) * (x[i - lag] - m);
+  return cov / var * double(n) / double(n - lag);
+}
+
+Periodicity detect_two_level_period(const std::vector<double>& x, double min_excess) {
+  Periodicity out;
+  size_t n = x.size();
+  if (n < 6) return out;
+  size_t max_lag = std::min<size_t>(64, n / 3);
+  for (size_t k = 2; k <= max_lag; ++k) {
+    double acf = autocorrelation(x, k);
+    if (acf < 0.5) continue;
+    std::vector<std::vector<double>> phase(k);
+    for (size_t i = 0; i < n; ++i) phase[i % k].push_back(x[i]);
+    size_t hi = 0;
+    std::vector<double> med(k);
+    for (size_t p = 0; p < k; ++p) {
+      med[p] = percentile(phase[p], 0.5);
+      if (med[p] > med[hi]) hi = p;
+    }
+    std::vector<double> low;
+    for (size_t i = 0; i < n; ++i) {
+      if (i % k != hi) low.push_back(x[i]);
+    }
+    double low_level = percentile(low, 0.5), high_level = med[hi];
+    if (high_level - low_level < min_excess) continue;
+    double mid = 0.5 * (high_level + low_level);
+    std::vector<size_t> spikes;
+    for (size_t i = hi; i < n; i += k) {
+      if (x[i] > mid) spikes.push_back(i);
+    }
+    double coverage = double(spikes.size()) / double(phase[hi].size());
+    // The other phases must sit low: a series that is high everywhere but one phase is not a stall.
+    size_t low_ok = 0;
+    for (double v : low) low_ok += v <= mid;
+    double low_share = low.empty() ? 0 : double(low_ok) / double(low.size());
+    if (coverage < 0.8 || low_share < 0.8 || spikes.size() < 3) continue;
+    out.found = true;
+    out.period_steps = static_cast<int64_t>(k);
+    out.spikes = std::move(spikes);
+    out.mean_excess = high_level - low_level;
+    out.gap_agreement = low_share;
+    out.coverage = coverage;
+    out.confidence = std::min(1.0, acf) * coverage * low_share;
+    return out;
+  }
+  return out;
+}
+
 }  // namespace ckpt::profile

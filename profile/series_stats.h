@@ -41,4 +41,18 @@ struct Periodicity {
 // of the series), e.g. a quarter of the median step time.
 Periodicity detect_periodic_spikes(const std::vector<double>& x, double min_excess);
 
+// Periodic structure the spike detector cannot see because the "spikes" are half the steps (a
+// loader that refills every other step: 0, 59, 0, 60 … ms of data wait, where the rolling median
+// sits on the high level). Two-level model over the autocorrelation: for each lag K in [2, n/3]
+// with autocorrelation ≥ 0.5, the steps are split by phase (i mod K); the phase whose median is
+// highest is the stall phase, and the series is periodic with period K when that median exceeds
+// the other phases' median by min_excess and ≥ 80 % of the stall-phase steps sit above the
+// midpoint of the two levels. The smallest such K wins (multiples of a period also correlate).
+// O(n × max_lag); max_lag is capped at 64. `spikes` are the stall-phase steps above the midpoint;
+// mean_excess is the high level minus the low level.
+Periodicity detect_two_level_period(const std::vector<double>& x, double min_excess);
+
+// Autocorrelation of x at `lag` (0 for a constant series or lag ≥ n).
+double autocorrelation(const std::vector<double>& x, size_t lag);
+
 }  // namespace ckpt::profile

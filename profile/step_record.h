@@ -35,6 +35,18 @@ const char* phase_name(Phase p);  // "data_wait", "h2d", ...
 std::optional<Phase> phase_from_name(std::string_view name);
 inline int index(Phase p) { return static_cast<int>(p); }
 
+// What the GPU did inside one step's window, from CUDA kernel, memcpy and memset events on the
+// device's streams (Kineto GPU traces). All zero when the trace carries no GPU activity.
+struct GpuStep {
+  double busy_s = 0;               // union of every GPU activity in the step window, all streams
+  double compute_s = 0;            // union of the kernels that are not communication
+  double comm_s = 0;               // union of the NCCL kernels (ncclKernel_*, ncclDevKernel_*)
+  double exposed_comm_s = 0;       // NCCL time with no compute kernel running beside it
+  double idle_in_data_wait_s = 0;  // GPU idle while the host waited for the data loader
+  double sync_s = 0;               // host time blocked in cuda*Synchronize
+  double pageable_h2d_s = 0;       // GPU time of HtoD copies from pageable memory
+};
+
 struct StepRecord {
   int64_t step = 0;
   double start_s = 0;     // from the rank's origin
@@ -45,6 +57,7 @@ struct StepRecord {
   int64_t tokens = 0;
   int32_t pageable_h2d = 0;  // host-to-device copies from pageable memory in this step
   int32_t pinned_h2d = 0;    // ... and from pinned memory
+  GpuStep gpu;               // from GPU trace events (importer only; not in recorder files)
 };
 
 // One sample of the background sampler (every 100 ms by default).
@@ -67,6 +80,10 @@ struct RankTrace {
   std::vector<CpuSample> cpu;
   double end_s = 0;        // the last moment the file shows the rank alive
   bool clean_end = false;  // the recorder closed the file (false: killed, hung, or a trace)
+  bool has_gpu = false;    // the trace carries GPU kernel/copy events (StepRecord::gpu is set)
+  // The DataLoader iterator class a trace names ("_MultiProcessingDataLoaderIter",
+  // "_SingleProcessDataLoaderIter"), empty when unknown.
+  std::string loader_iter;
 };
 
 }  // namespace ckpt::profile

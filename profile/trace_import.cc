@@ -7,20 +7,14 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <system_error>
 
+#include "profile/input_file.h"
 #include "profile/recorder_file.h"
+#include "profile/trace_intervals.h"
 
 namespace ckpt::profile {
 
 namespace {
-
-struct Interval {
-  double start, end;
-  Phase phase;
-};
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 bool ends_with(std::string_view s, std::string_view p) {
@@ -104,27 +98,272 @@ PhaseTimes attribute(std::vector<Interval>& spans) {
   return out;
 }
 
-bool number(simdjson::dom::element e, double* out) {
-  if (!e.get_double().get(*out)) return true;
-  int64_t i = 0;
-  if (!e.get_int64().get(i)) {
-    *out = double(i);
-    return true;
-  }
-  uint64_t u = 0;
-  if (!e.get_uint64().get(u)) {
-    *out = double(u);
-    return true;
-  }
-  // Some exporters write timestamps as strings.
+namespace od = simdjson::ondemand;
+
+// The fields of one trace event the importer reads; strings point into the parser's buffers.
+struct EventFields {
+  std::string_view ph, name, cat;
+  double ts = 0, dur = 0;
+  bool has_ts = false, ts_ok = true, dur_ok = true;
+};
+
+struct StepWindow {
+  int64_t step;
+  double start, end;
+};
+
+// Everything one pass over the events keeps: compact intervals, never the events themselves.
+struct Collected {
+  std::vector<StepWindow> windows;
+  std::vector<Interval> spans;
+  std::vector<std::pair<double, bool>> copies;  // (start, pinned)
+  std::vector<GpuSpan> gpu;
+  std::vector<std::pair<double, double>> syncs;  // host time in cuda*Synchronize
+  double first_ts = 0, last_end = 0;
+  bool any = false;
+  std::string loader_iter;
+};
+
+// A number, or a number written as a string (some exporters do that).
+bool read_number(od::value v, double* out) {
+  od::json_type t;
+  if (v.type().get(t)) return false;
+  if (t == od::json_type::number) return !v.get_double().get(*out);
+  if (t != od::json_type::string) return false;
   std::string_view s;
-  if (!e.get_string().get(s)) {
-    std::string tmp(s);
-    char* end = nullptr;
-    *out = std::strtod(tmp.c_str(), &end);
-    return end != tmp.c_str();
+  if (v.get_string().get(s)) return false;
+  std::string tmp(s);
+  char* end = nullptr;
+  *out = std::strtod(tmp.c_str(), &end);
+  return end != tmp.c_str();
+}
+
+simdjson::error_code read_event(od::object obj, EventFields* e) {
+  for (auto field : obj) {
+    std::string_view key;
+    if (auto err = field.unescaped_key().get(key)) return err;
+    od::value v;
+    if (auto err = field.value().get(v)) return err;
+    if (key == "ph") {
+      if (v.get_string().get(e->ph)) e->ph = {};
+    } else if (key == "name") {
+      if (v.get_string().get(e->name)) e->name = {};
+    } else if (key == "cat") {
+      if (v.get_string().get(e->cat)) e->cat = {};
+    } else if (key == "ts") {
+      e->has_ts = true;
+      e->ts_ok = read_number(v, &e->ts);
+    } else if (key == "dur") {
+      e->dur_ok = read_number(v, &e->dur);
+    }
   }
-  return false;
+  return simdjson::SUCCESS;
+}
+
+bool is_gpu_category(std::string_view cat) {
+  std::string l = lower(cat);
+  return l == "kernel" || l == "gpu_memcpy" || l == "gpu_memset" || l == "memcpy" || l == "memset";
+}
+
+// One complete ("X") event into the collections. Corrupt for a step or phase event without a
+// usable time.
+Status collect_event(const EventFields& e, const std::string& source, Collected& c) {
+  if (e.ph != "X" || e.name.empty()) return Status::ok();
+  if (!e.has_ts || !e.ts_ok) {
+    return corrupt(source + ": event \"" + std::string(e.name.substr(0, 80)) +
+                   "\" has no numeric ts");
+  }
+  if (!e.dur_ok) {
+    return corrupt(source + ": event \"" + std::string(e.name.substr(0, 80)) +
+                   "\" has a non-numeric dur");
+  }
+  double dur = e.dur > 0 ? e.dur : 0;
+  double start = e.ts * 1e-6, end = (e.ts + dur) * 1e-6;  // chrome traces count microseconds
+  if (!c.any || start < c.first_ts) c.first_ts = start;
+  c.last_end = c.any ? std::max(c.last_end, end) : end;
+  c.any = true;
+  bool gpu = is_gpu_category(e.cat);
+  if (starts_with(e.name, "ProfilerStep#")) {
+    if (e.cat == "gpu_user_annotation") return Status::ok();  // the GPU's copy of the window
+    std::string num(e.name.substr(13));
+    char* stop = nullptr;
+    long long n = std::strtoll(num.c_str(), &stop, 10);
+    if (stop != num.c_str()) c.windows.push_back({n, start, end});
+    return Status::ok();
+  }
+  if (gpu) c.gpu.push_back(gpu_span(e.name, start, end));
+  if (!gpu && starts_with(e.name, "cuda") && contains(e.name, "Synchronize")) {
+    c.syncs.push_back({start, end});
+  }
+  if (c.loader_iter.empty() && starts_with(e.name, "enumerate(DataLoader)#")) {
+    std::string_view rest = e.name.substr(22);
+    c.loader_iter = std::string(rest.substr(0, rest.find('.')));
+  }
+  auto phase = classify(e.name, e.cat);
+  if (!phase) return Status::ok();
+  c.spans.push_back({start, end, *phase});
+  if (*phase == Phase::kH2D) c.copies.push_back({start, contains(e.name, "Pinned")});
+  return Status::ok();
+}
+
+Status parse_event_array(od::array events, const std::string& source, Collected& c) {
+  for (auto item : events) {
+    od::object obj;
+    if (auto err = item.get_object().get(obj)) {
+      if (err == simdjson::INCORRECT_TYPE) continue;  // not an event object: skip it
+      return corrupt(source + ": not valid JSON (" + simdjson::error_message(err) + ")");
+    }
+    EventFields e;
+    if (auto err = read_event(obj, &e)) {
+      return corrupt(source + ": not valid JSON (" + simdjson::error_message(err) + ")");
+    }
+    CKPT_RETURN_IF_ERROR(collect_event(e, source, c));
+  }
+  return Status::ok();
+}
+
+// The document: the object form {"traceEvents": [...], "distributedInfo": {...}} or a plain array.
+Status parse_document(std::string_view json, const std::string& source, RankTrace& trace,
+                      Collected& c) {
+  od::parser parser;
+  simdjson::padded_string padded(json);
+  od::document doc;
+  if (auto err = parser.iterate(padded).get(doc)) {
+    return corrupt(source + ": not valid JSON (" + simdjson::error_message(err) + ")");
+  }
+  od::json_type type;
+  if (auto err = doc.type().get(type)) {
+    return corrupt(source + ": not valid JSON (" + simdjson::error_message(err) + ")");
+  }
+  if (type == od::json_type::array) {
+    od::array events;
+    if (auto err = doc.get_array().get(events)) {
+      return corrupt(source + ": not valid JSON (" + simdjson::error_message(err) + ")");
+    }
+    return parse_event_array(events, source, c);
+  }
+  if (type != od::json_type::object) {
+    return corrupt(source + ": expected a JSON object or array of trace events");
+  }
+  od::object root;
+  if (auto err = doc.get_object().get(root)) {
+    return corrupt(source + ": not valid JSON (" + simdjson::error_message(err) + ")");
+  }
+  bool have_events = false;
+  for (auto field : root) {
+    std::string_view key;
+    od::value v;
+    if (field.unescaped_key().get(key) || field.value().get(v)) {
+      return corrupt(source + ": not valid JSON (malformed object)");
+    }
+    if (key == "traceEvents") {
+      od::array events;
+      if (v.get_array().get(events)) {
+        return corrupt(source + ": expected a \"traceEvents\" array in the trace object");
+      }
+      CKPT_RETURN_IF_ERROR(parse_event_array(events, source, c));
+      have_events = true;
+    } else if (key == "distributedInfo") {
+      od::object info;
+      if (v.get_object().get(info)) continue;
+      for (auto f : info) {
+        std::string_view k;
+        int64_t n = 0;
+        if (f.unescaped_key().get(k)) break;
+        if ((k == "rank" || k == "world_size") && !f.value().get_int64().get(n)) {
+          (k == "rank" ? trace.rank : trace.world_size) = static_cast<int>(n);
+        }
+      }
+    }
+  }
+  if (!have_events)
+    return corrupt(source + ": expected a \"traceEvents\" array in the trace object");
+  return Status::ok();
+}
+
+// Forward and backward told apart by the autograd engine, whether or not the module is wrapped in
+// a record_function (the loss is usually outside it): the time before the step's first backward op
+// is forward, the time from the first to the last backward op is backward. Both have the lowest
+// priority, so data waits, collectives, copies and the optimizer inside those regions keep their
+// own phase.
+void add_autograd_regions(const StepWindow& w, std::vector<Interval>& spans) {
+  double first_bwd = w.end, last_bwd = w.start;
+  for (const auto& s : spans) {
+    if (s.phase == Phase::kBackward) {
+      first_bwd = std::min(first_bwd, s.start);
+      last_bwd = std::max(last_bwd, s.end);
+    }
+  }
+  if (first_bwd >= last_bwd) return;  // no backward op in this step
+  if (first_bwd > w.start) spans.push_back({w.start, first_bwd, Phase::kForward});
+  spans.push_back({first_bwd, last_bwd, Phase::kBackward});
+}
+
+// Each span is clipped to the step windows it overlaps; spans are sorted by start and windows
+// do not overlap, so one pass with a moving lower bound suffices.
+template <typename Span, typename Add>
+void clip_to_windows(const std::vector<Span>& spans, const std::vector<StepWindow>& windows,
+                     Add add) {
+  size_t first_window = 0;
+  for (const auto& s : spans) {
+    while (first_window < windows.size() && windows[first_window].end <= s.start) ++first_window;
+    for (size_t w = first_window; w < windows.size() && windows[w].start < s.end; ++w) {
+      double lo = std::max(s.start, windows[w].start), hi = std::min(s.end, windows[w].end);
+      if (hi > lo) add(w, s, lo, hi);
+    }
+  }
+}
+
+RankTrace build_steps(Collected& c, RankTrace trace) {
+  auto by_start = [](const auto& a, const auto& b) { return a.start < b.start; };
+  std::sort(c.windows.begin(), c.windows.end(), by_start);
+  std::sort(c.spans.begin(), c.spans.end(), by_start);
+  std::sort(c.gpu.begin(), c.gpu.end(), by_start);
+  std::sort(c.copies.begin(), c.copies.end());
+  const auto& windows = c.windows;
+  double origin = windows.front().start;
+  std::vector<std::vector<Interval>> per_step(windows.size());
+  clip_to_windows(c.spans, windows, [&](size_t w, const Interval& s, double lo, double hi) {
+    per_step[w].push_back({lo, hi, s.phase});
+  });
+  std::vector<std::vector<GpuSpan>> gpu_step(windows.size());
+  clip_to_windows(c.gpu, windows, [&](size_t w, const GpuSpan& s, double lo, double hi) {
+    GpuSpan x = s;
+    x.start = lo;
+    x.end = hi;
+    gpu_step[w].push_back(x);
+  });
+  std::vector<std::vector<std::pair<double, double>>> sync_step(windows.size());
+  for (const auto& [a, b] : c.syncs) {
+    for (size_t w = 0; w < windows.size(); ++w) {
+      double lo = std::max(a, windows[w].start), hi = std::min(b, windows[w].end);
+      if (hi > lo) sync_step[w].push_back({lo, hi});
+    }
+  }
+  trace.has_gpu = !c.gpu.empty();
+  trace.loader_iter = c.loader_iter;
+  trace.steps.reserve(windows.size());
+  size_t copy_i = 0;
+  for (size_t w = 0; w < windows.size(); ++w) {
+    StepRecord r;
+    r.step = windows[w].step;
+    r.start_s = windows[w].start - origin;
+    r.duration_s = windows[w].end - windows[w].start;
+    add_autograd_regions(windows[w], per_step[w]);
+    r.phase_s = attribute(per_step[w]);
+    if (trace.has_gpu) {
+      r.gpu = gpu_step_times(gpu_step[w], per_step[w], sync_step[w]);
+    }
+    while (copy_i < c.copies.size() && c.copies[copy_i].first < windows[w].end) {
+      if (c.copies[copy_i].first >= windows[w].start) {
+        c.copies[copy_i].second ? ++r.pinned_h2d : ++r.pageable_h2d;
+      }
+      ++copy_i;
+    }
+    trace.steps.push_back(r);
+  }
+  trace.end_s = c.last_end - origin;
+  return trace;
 }
 
 }  // namespace
@@ -133,115 +372,17 @@ Result<RankTrace> import_pytorch_trace_text(std::string_view json, const std::st
   if (json.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     return corrupt(source + ": empty file (expected a PyTorch profiler trace)");
   }
-  simdjson::dom::parser parser;
-  simdjson::padded_string padded(json);
-  simdjson::dom::element root;
-  if (auto err = parser.parse(padded).get(root)) {
-    return corrupt(source + ": not valid JSON (" + simdjson::error_message(err) + ")");
-  }
   RankTrace trace;
   trace.source = source;
   trace.format = "pytorch-trace";
-  simdjson::dom::array events;
-  if (root.is_array()) {
-    events = root.get_array().value_unsafe();
-  } else if (root.is_object()) {
-    if (root["traceEvents"].get_array().get(events)) {
-      return corrupt(source + ": expected a \"traceEvents\" array in the trace object");
-    }
-    simdjson::dom::object info;
-    if (!root["distributedInfo"].get_object().get(info)) {
-      int64_t v = 0;
-      if (!info["rank"].get_int64().get(v)) trace.rank = static_cast<int>(v);
-      if (!info["world_size"].get_int64().get(v)) trace.world_size = static_cast<int>(v);
-    }
-  } else {
-    return corrupt(source + ": expected a JSON object or array of trace events");
-  }
-
-  struct StepWindow {
-    int64_t step;
-    double start, end;
-  };
-  std::vector<StepWindow> windows;
-  std::vector<Interval> spans;
-  std::vector<std::pair<double, bool>> copies;  // (start, pinned)
-  double first_ts = 0, last_end = 0;
-  bool any = false;
-  for (simdjson::dom::element ev : events) {
-    simdjson::dom::object obj;
-    if (ev.get_object().get(obj)) continue;
-    std::string_view ph, name, cat;
-    if (obj["ph"].get_string().get(ph) || ph != "X") continue;
-    if (obj["name"].get_string().get(name)) continue;
-    if (obj["cat"].get_string().get(cat)) cat = {};  // "cat" is optional (absent in old traces)
-    simdjson::dom::element ts_el, dur_el;
-    double ts = 0, dur = 0;
-    if (obj["ts"].get(ts_el) || !number(ts_el, &ts)) {
-      return corrupt(source + ": event \"" + std::string(name) + "\" has no numeric ts");
-    }
-    if (!obj["dur"].get(dur_el) && !number(dur_el, &dur)) {
-      return corrupt(source + ": event \"" + std::string(name) + "\" has a non-numeric dur");
-    }
-    if (dur < 0) dur = 0;
-    double start = ts * 1e-6, end = (ts + dur) * 1e-6;  // chrome traces count microseconds
-    if (!any || start < first_ts) first_ts = start;
-    last_end = any ? std::max(last_end, end) : end;
-    any = true;
-    if (starts_with(name, "ProfilerStep#")) {
-      std::string num(name.substr(13));
-      char* stop = nullptr;
-      long long n = std::strtoll(num.c_str(), &stop, 10);
-      if (stop == num.c_str()) continue;
-      windows.push_back({n, start, end});
-      continue;
-    }
-    auto phase = classify(name, cat);
-    if (!phase) continue;
-    spans.push_back({start, end, *phase});
-    if (*phase == Phase::kH2D) copies.push_back({start, contains(name, "Pinned")});
-  }
-  if (windows.empty()) {
+  Collected c;
+  CKPT_RETURN_IF_ERROR(parse_document(json, source, trace, c));
+  if (c.windows.empty()) {
     return corrupt(source +
                    ": no ProfilerStep#N events (profile with a schedule and call "
                    "prof.step() every iteration)");
   }
-  std::sort(windows.begin(), windows.end(),
-            [](const StepWindow& a, const StepWindow& b) { return a.start < b.start; });
-  std::sort(spans.begin(), spans.end(),
-            [](const Interval& a, const Interval& b) { return a.start < b.start; });
-  double origin = windows.front().start;
-
-  // Each span is clipped to the step windows it overlaps; spans are sorted by start and windows
-  // do not overlap, so one pass with a moving lower bound suffices.
-  std::vector<std::vector<Interval>> per_step(windows.size());
-  size_t first_window = 0;
-  for (const auto& s : spans) {
-    while (first_window < windows.size() && windows[first_window].end <= s.start) ++first_window;
-    for (size_t w = first_window; w < windows.size() && windows[w].start < s.end; ++w) {
-      double lo = std::max(s.start, windows[w].start), hi = std::min(s.end, windows[w].end);
-      if (hi > lo) per_step[w].push_back({lo, hi, s.phase});
-    }
-  }
-  trace.steps.reserve(windows.size());
-  size_t copy_i = 0;
-  std::sort(copies.begin(), copies.end());
-  for (size_t w = 0; w < windows.size(); ++w) {
-    StepRecord r;
-    r.step = windows[w].step;
-    r.start_s = windows[w].start - origin;
-    r.duration_s = windows[w].end - windows[w].start;
-    r.phase_s = attribute(per_step[w]);
-    while (copy_i < copies.size() && copies[copy_i].first < windows[w].end) {
-      if (copies[copy_i].first >= windows[w].start) {
-        copies[copy_i].second ? ++r.pinned_h2d : ++r.pageable_h2d;
-      }
-      ++copy_i;
-    }
-    trace.steps.push_back(r);
-  }
-  trace.end_s = last_end - origin;
-  return trace;
+  return build_steps(c, std::move(trace));
 }
 
 std::optional<int> rank_from_file_name(const std::string& path) {
@@ -260,26 +401,21 @@ std::optional<int> rank_from_file_name(const std::string& path) {
 }
 
 Result<std::string> read_file_text(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return not_found(path + ": no such file");
-  if (std::filesystem::is_directory(path, ec)) {
-    return io_error(path + ": is a directory, expected a trace file");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return io_error(path + ": cannot open (" + std::strerror(errno) + ")");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return io_error(path + ": read failed");
-  return ss.str();
+  return read_bounded_file(path, kMaxTraceBytes);
 }
 
-Result<std::vector<RankTrace>> load_traces(const std::vector<std::string>& paths) {
+Result<std::vector<RankTrace>> load_traces(const std::vector<std::string>& args) {
+  CKPT_ASSIGN_OR_RETURN(std::vector<std::string> paths, expand_trace_paths(args));
   std::vector<RankTrace> out;
+  out.reserve(paths.size());
   for (size_t i = 0; i < paths.size(); ++i) {
-    CKPT_ASSIGN_OR_RETURN(std::string text, read_file_text(paths[i]));
-    Result<RankTrace> t = looks_like_recorder_file(text)
-                              ? decode_recorder_text(text, paths[i])
-                              : import_pytorch_trace_text(text, paths[i]);
+    Result<RankTrace> t = corrupt(paths[i] + ": not read");
+    {
+      // One file in memory at a time: the text is gone before the next file is read.
+      CKPT_ASSIGN_OR_RETURN(std::string text, read_file_text(paths[i]));
+      t = looks_like_recorder_file(text) ? decode_recorder_text(text, paths[i])
+                                         : import_pytorch_trace_text(text, paths[i]);
+    }
     if (!t.is_ok()) return t.status();
     if (t->rank < 0) {
       auto r = rank_from_file_name(paths[i]);

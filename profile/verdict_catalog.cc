@@ -2,16 +2,10 @@
 
 namespace ckpt::profile {
 
-const char* const kVerdictIds[10] = {"hung",
-                                     "input_bound",
-                                     "cpu_bound_loader",
-                                     "io_bound_loader",
-                                     "straggler",
-                                     "periodic_stall",
-                                     "collective_bound",
-                                     "pageable_h2d",
-                                     "sequence_imbalance",
-                                     "compute_bound"};
+const char* const kVerdictIds[kNumVerdicts] = {
+    "hung",           "input_bound",      "cpu_bound_loader", "io_bound_loader",    "straggler",
+    "periodic_stall", "collective_bound", "pageable_h2d",     "sequence_imbalance", "compute_bound",
+    "gpu_idle"};
 
 namespace {
 
@@ -110,11 +104,38 @@ const std::vector<VerdictText>& catalog() {
         {"larger batch per GPU if memory allows", "small; changes the optimisation"},
         {"activation checkpointing trade-offs, compiler (torch.compile)", "medium"}},
        {"more DataLoader workers or faster storage: input is not the bottleneck"}},
+      {"gpu_idle",
+       "the GPU sits idle waiting for the host",
+       "the GPU timeline of a few steps (the trace's stream rows): look for gaps before the "
+       "first kernel of each step (data), around cuda*Synchronize calls (host syncs) and between "
+       "small kernels (launch-bound)",
+       {{"if the idle time is spent waiting for data: the input_bound fixes (workers, prefetch, "
+         "pinned memory with non_blocking copies)",
+         "free to small"},
+        {"remove host syncs in the step (.item(), .cpu(), printing losses every step)", "small"},
+        {"CUDA graphs or torch.compile for launch-bound steps of many small kernels", "medium"}},
+       {"a faster GPU: the GPU is already waiting"}},
   };
   return kCatalog;
 }
 
 }  // namespace
+
+const char* verdict_name(VerdictId id) {
+  auto i = static_cast<size_t>(id);
+  return i < size_t(kNumVerdicts) ? kVerdictIds[i] : "unknown";
+}
+
+std::optional<VerdictId> verdict_from_name(std::string_view name) {
+  for (int i = 0; i < kNumVerdicts; ++i) {
+    if (name == kVerdictIds[i]) return static_cast<VerdictId>(i);
+  }
+  return std::nullopt;
+}
+
+const VerdictText* verdict_text(VerdictId id) {
+  return verdict_text(std::string(verdict_name(id)));
+}
 
 const VerdictText* verdict_text(const std::string& id) {
   for (const auto& v : catalog()) {

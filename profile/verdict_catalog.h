@@ -3,10 +3,33 @@
 // (DOMAIN.md, "Fixes, and what to decline"). Static, immutable data; thread-safe.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ckpt::profile {
+
+// The closed set of verdicts. The names (verdict_name) are a contract: JSON "id", the text report,
+// docs/cli.md. Append only.
+enum class VerdictId : uint8_t {
+  kHung,
+  kInputBound,
+  kCpuBoundLoader,
+  kIoBoundLoader,
+  kStraggler,
+  kPeriodicStall,
+  kCollectiveBound,
+  kPageableH2D,
+  kSequenceImbalance,
+  kComputeBound,
+  kGpuIdle,
+};
+
+// The one name table: "hung", "input_bound", ...
+const char* verdict_name(VerdictId id);
+std::optional<VerdictId> verdict_from_name(std::string_view name);
 
 struct Fix {
   std::string what;
@@ -21,9 +44,11 @@ struct VerdictText {
   std::vector<std::string> decline;
 };
 
-// The text for a verdict id (one of kVerdictIds); nullptr for an unknown id.
-const VerdictText* verdict_text(const std::string& id);
+// The text for a verdict; nullptr for an unknown name.
+const VerdictText* verdict_text(VerdictId id);
+const VerdictText* verdict_text(const std::string& name);
 
-extern const char* const kVerdictIds[10];
+constexpr int kNumVerdicts = 11;
+extern const char* const kVerdictIds[kNumVerdicts];  // indexed by VerdictId
 
 }  // namespace ckpt::profile

@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${CKPT_BUILD_DIR:-build}"
+# ccache keys on paths relative to the checkout, so a fresh clone (CI) reuses earlier objects.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 if [[ ! -f "$build/CMakeCache.txt" ]]; then
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCKPT_SKIP_DIRS="" >/dev/null
 fi

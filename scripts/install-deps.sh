@@ -6,7 +6,7 @@ pkgs=(cmake g++ make ccache pkg-config zlib1g-dev libgloo-dev libtorch-dev libhd
       libcli11-dev catch2 nlohmann-json3-dev libroaring-dev libsimdjson-dev
       python3-torch python3-h5py python3-numpy)
 if [[ "${1:-}" == "--test" ]]; then
-  pkgs+=(clang libclang-rt-14-dev chromium)
+  pkgs+=(clang clang-format libclang-rt-14-dev chromium)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -7,6 +7,9 @@ scripts/install-deps.sh --test
 scripts/build.sh
 build="${CKPT_BUILD_DIR:-build}"
 (cd "$build" && ctest --output-on-failure -j2 --timeout 1200)
-if [[ -x verify/fuzz/run_fuzzers.sh ]]; then
-  verify/fuzz/run_fuzzers.sh "${CKPT_FUZZ_SECONDS:-20}"
-fi
+# Every fuzz target briefly (libFuzzer + ASan/UBSan, one shared build-fuzz/ tree).
+for runner in verify/fuzz/run_fuzzers.sh analytics/fuzz/run_fuzzers.sh profile/fuzz/run_fuzzer.sh; do
+  if [[ -x "$runner" ]]; then
+    "$runner" "${CKPT_FUZZ_SECONDS:-15}"
+  fi
+done

@@ -17,12 +17,14 @@ std::string num(double v) {
   return os.str();
 }
 
-bool is_warmup_kind(const std::string& k) {
-  return k == "constant" || k == "warmup_cosine" || k == "warmup_linear" || k == "warmup_poly" ||
-         k == "inverse_sqrt";
+using K = ScheduleKind;
+
+bool is_warmup_kind(K k) {
+  return k == K::kConstant || k == K::kWarmupCosine || k == K::kWarmupLinear ||
+         k == K::kWarmupPoly || k == K::kInverseSqrt;
 }
-bool is_decay_kind(const std::string& k) {
-  return k == "warmup_cosine" || k == "warmup_linear" || k == "warmup_poly";
+bool is_decay_kind(K k) {
+  return k == K::kWarmupCosine || k == K::kWarmupLinear || k == K::kWarmupPoly;
 }
 
 // Linear warmup; only called for s < W.
@@ -49,7 +51,7 @@ double one_cycle_lr(const ScheduleSpec& s, int64_t step) {
 }
 
 Status bad(const ScheduleSpec& s, const std::string& what) {
-  return invalid_argument("schedule \"" + s.kind + "\": " + what);
+  return invalid_argument("schedule \"" + std::string(schedule_kind_name(s.kind)) + "\": " + what);
 }
 
 }  // namespace
@@ -62,20 +64,50 @@ bool ScheduleSpec::operator==(const ScheduleSpec& o) const {
          final_div_factor == o.final_div_factor && warmup_start_factor == o.warmup_start_factor;
 }
 
-const std::vector<std::string>& schedule_kinds() {
-  static const std::vector<std::string> kinds = {"constant",    "warmup_cosine", "warmup_linear",
-                                                 "warmup_poly", "step",          "multistep",
-                                                 "exponential", "inverse_sqrt",  "one_cycle"};
+const char* schedule_kind_name(ScheduleKind k) {
+  switch (k) {
+    case K::kConstant:
+      return "constant";
+    case K::kWarmupCosine:
+      return "warmup_cosine";
+    case K::kWarmupLinear:
+      return "warmup_linear";
+    case K::kWarmupPoly:
+      return "warmup_poly";
+    case K::kStep:
+      return "step";
+    case K::kMultistep:
+      return "multistep";
+    case K::kExponential:
+      return "exponential";
+    case K::kInverseSqrt:
+      return "inverse_sqrt";
+    case K::kOneCycle:
+      return "one_cycle";
+  }
+  return "?";
+}
+
+const std::vector<ScheduleKind>& schedule_kinds() {
+  static const std::vector<ScheduleKind> kinds = {
+      K::kConstant,  K::kWarmupCosine, K::kWarmupLinear, K::kWarmupPoly, K::kStep,
+      K::kMultistep, K::kExponential,  K::kInverseSqrt,  K::kOneCycle};
   return kinds;
+}
+
+Result<ScheduleKind> schedule_kind_from_name(const std::string& name) {
+  std::string list;
+  for (ScheduleKind k : schedule_kinds()) {
+    if (name == schedule_kind_name(k)) return k;
+    list += (list.empty() ? "" : ", ") + std::string(schedule_kind_name(k));
+  }
+  return invalid_argument("schedule: unknown kind \"" + name + "\" (expected one of " + list + ")");
 }
 
 Result<ScheduleSpec> validate(ScheduleSpec s) {
   const auto& kinds = schedule_kinds();
   if (std::find(kinds.begin(), kinds.end(), s.kind) == kinds.end()) {
-    std::string list;
-    for (const auto& k : kinds) list += (list.empty() ? "" : ", ") + k;
-    return invalid_argument("schedule: unknown kind \"" + s.kind + "\" (expected one of " + list +
-                            ")");
+    return invalid_argument("schedule: unknown kind " + std::to_string(static_cast<int>(s.kind)));
   }
   const std::pair<const char*, double> doubles[] = {{"base_lr", s.base_lr},
                                                     {"min_lr", s.min_lr},
@@ -113,22 +145,22 @@ Result<ScheduleSpec> validate(ScheduleSpec s) {
                  "min_lr must be in [0, base_lr = " + num(s.base_lr) + "], got " + num(s.min_lr));
     }
   }
-  if (s.kind == "warmup_poly" && s.power <= 0) {
+  if (s.kind == K::kWarmupPoly && s.power <= 0) {
     return bad(s, "power must be > 0, got " + num(s.power));
   }
-  if (s.kind == "step" || s.kind == "multistep" || s.kind == "exponential") {
+  if (s.kind == K::kStep || s.kind == K::kMultistep || s.kind == K::kExponential) {
     if (s.gamma <= 0) return bad(s, "gamma must be > 0, got " + num(s.gamma));
   }
-  if (s.kind == "step" && s.step_size < 1) {
+  if (s.kind == K::kStep && s.step_size < 1) {
     return bad(s, "step_size must be > 0, got " + std::to_string(s.step_size));
   }
-  if (s.kind == "multistep") {
+  if (s.kind == K::kMultistep) {
     for (int64_t m : s.milestones) {
       if (m < 0) return bad(s, "milestones must be >= 0, got " + std::to_string(m));
     }
     std::sort(s.milestones.begin(), s.milestones.end());
   }
-  if (s.kind == "one_cycle") {
+  if (s.kind == K::kOneCycle) {
     if (s.total_steps < 1)
       return bad(s, "total_steps must be >= 1, got " + std::to_string(s.total_steps));
     if (s.max_lr <= 0) return bad(s, "max_lr must be > 0, got " + num(s.max_lr));
@@ -157,33 +189,33 @@ double lr_at(const ScheduleSpec& s, int64_t step) {
   const double W = static_cast<double>(s.warmup_steps);
   const double T = static_cast<double>(s.total_steps);
   const double x = static_cast<double>(step);
-  if (s.kind == "constant") return s.base_lr;
-  if (s.kind == "warmup_cosine") {
+  if (s.kind == K::kConstant) return s.base_lr;
+  if (s.kind == K::kWarmupCosine) {
     const double p = std::min(1.0, (x - W) / std::max(1.0, T - W));
     return s.min_lr + (s.base_lr - s.min_lr) * 0.5 * (1.0 + std::cos(kPi * p));
   }
-  if (s.kind == "warmup_linear") {
+  if (s.kind == K::kWarmupLinear) {
     return s.min_lr + (s.base_lr - s.min_lr) * std::max(0.0, (T - x) / std::max(1.0, T - W));
   }
-  if (s.kind == "warmup_poly") {
+  if (s.kind == K::kWarmupPoly) {
     if (step > s.total_steps || s.total_steps == s.warmup_steps) return s.min_lr;
     const double remaining = 1.0 - (x - W) / (T - W);
     return (s.base_lr - s.min_lr) * std::pow(remaining, s.power) + s.min_lr;
   }
-  if (s.kind == "step") {
+  if (s.kind == K::kStep) {
     // An unvalidated step_size of 0 must not become an integer division by zero.
     if (s.step_size <= 0) return std::numeric_limits<double>::quiet_NaN();
     const int64_t boundaries_passed = step / s.step_size;  // floor: both are non-negative
     return s.base_lr * std::pow(s.gamma, static_cast<double>(boundaries_passed));
   }
-  if (s.kind == "multistep") {
+  if (s.kind == K::kMultistep) {
     const auto passed =
         std::upper_bound(s.milestones.begin(), s.milestones.end(), step) - s.milestones.begin();
     return s.base_lr * std::pow(s.gamma, static_cast<double>(passed));
   }
-  if (s.kind == "exponential") return s.base_lr * std::pow(s.gamma, x);
-  if (s.kind == "inverse_sqrt") return s.base_lr * std::sqrt(std::max(1.0, W) / std::max(1.0, x));
-  if (s.kind == "one_cycle") return one_cycle_lr(s, step);
+  if (s.kind == K::kExponential) return s.base_lr * std::pow(s.gamma, x);
+  if (s.kind == K::kInverseSqrt) return s.base_lr * std::sqrt(std::max(1.0, W) / std::max(1.0, x));
+  if (s.kind == K::kOneCycle) return one_cycle_lr(s, step);
   return std::numeric_limits<double>::quiet_NaN();
 }
 
@@ -194,17 +226,17 @@ std::vector<int64_t> breakpoints(const ScheduleSpec& s, int64_t up_to_step) {
   };
   if (is_warmup_kind(s.kind) && s.warmup_steps > 0) add(s.warmup_steps);
   if (is_decay_kind(s.kind)) add(s.total_steps);
-  if (s.kind == "step" && s.step_size > 0) {
+  if (s.kind == K::kStep && s.step_size > 0) {
     // Stop before b + step_size could overflow near INT64_MAX.
     for (int64_t b = s.step_size; b <= up_to_step; b += s.step_size) {
       add(b);
       if (b > up_to_step - s.step_size) break;
     }
   }
-  if (s.kind == "multistep") {
+  if (s.kind == K::kMultistep) {
     for (int64_t m : s.milestones) add(m);
   }
-  if (s.kind == "one_cycle" && s.total_steps > 0) {
+  if (s.kind == K::kOneCycle && s.total_steps > 0) {
     const double e1 = s.pct_start * static_cast<double>(s.total_steps) - 1.0;
     if (e1 >= 0) add(static_cast<int64_t>(std::floor(e1)) + 1);
     add(s.total_steps);

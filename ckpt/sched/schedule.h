@@ -37,10 +37,26 @@
 
 namespace ckpt::sched {
 
+// The closed set of schedules; their names ("constant", "warmup_cosine", "warmup_linear",
+// "warmup_poly", "step", "multistep", "exponential", "inverse_sqrt", "one_cycle") are what files
+// and journals store.
+enum class ScheduleKind {
+  kConstant,
+  kWarmupCosine,
+  kWarmupLinear,
+  kWarmupPoly,
+  kStep,
+  kMultistep,
+  kExponential,
+  kInverseSqrt,
+  kOneCycle
+};
+const char* schedule_kind_name(ScheduleKind k);  // "?" for a value outside the enum
+// invalid_argument naming the accepted names when `name` is none of them.
+Result<ScheduleKind> schedule_kind_from_name(const std::string& name);
+
 struct ScheduleSpec {
-  // "constant", "warmup_cosine", "warmup_linear", "warmup_poly", "step", "multistep",
-  // "exponential", "inverse_sqrt", "one_cycle"
-  std::string kind;
+  ScheduleKind kind = ScheduleKind::kConstant;
   double base_lr = 0;
   int64_t warmup_steps = 0;
   int64_t total_steps = 0;
@@ -59,8 +75,8 @@ struct ScheduleSpec {
   bool operator!=(const ScheduleSpec& o) const { return !(*this == o); }
 };
 
-// The kinds above, in that order.
-const std::vector<std::string>& schedule_kinds();
+// Every kind, in the order above.
+const std::vector<ScheduleKind>& schedule_kinds();
 
 // On success the spec, normalised (milestones sorted; one_cycle's base_lr set to
 // max_lr / div_factor). On failure invalid_argument naming the kind, the field, the rule and

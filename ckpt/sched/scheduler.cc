@@ -88,7 +88,7 @@ void Scheduler::set_last_step(int64_t step) {
 
 void Scheduler::to_node(Node* node) const {
   auto& a = node->attrs;
-  a["kind"] = spec_.kind;
+  a["kind"] = std::string(schedule_kind_name(spec_.kind));
   a["base_lr"] = spec_.base_lr;
   a["warmup_steps"] = spec_.warmup_steps;
   a["total_steps"] = spec_.total_steps;
@@ -111,7 +111,9 @@ Result<ScheduleSpec> spec_from_node(const Node& n) {
   const AttrValue* kind = n.find_attr("kind");
   if (kind == nullptr) return corrupt("scheduler: attribute \"kind\" is missing");
   if (auto p = std::get_if<std::string>(kind)) {
-    s.kind = *p;
+    Result<ScheduleKind> k = schedule_kind_from_name(*p);
+    if (!k.is_ok()) return corrupt("scheduler: " + k.status().message());
+    s.kind = *k;
   } else {
     return ill_typed("kind", *kind, "a string");
   }
@@ -161,8 +163,8 @@ Result<Scheduler> Scheduler::from_node(const Node& n) {
     CKPT_RETURN_IF_ERROR(read_double(n, "last_lr", &recorded));
     if (!lr_close(recorded, out.lr())) {
       return corrupt("scheduler: last_lr " + num(recorded) + " disagrees with the \"" +
-                     out.spec().kind + "\" schedule at last_step " + std::to_string(*last_step) +
-                     " (expected " + num(out.lr()) + ")");
+                     schedule_kind_name(out.spec().kind) + "\" schedule at last_step " +
+                     std::to_string(*last_step) + " (expected " + num(out.lr()) + ")");
     }
   }
   return out;

@@ -11,10 +11,33 @@ Result<std::unique_ptr<Journal>> Journal::open(Env* env, const std::string& run_
   return std::unique_ptr<Journal>(new Journal(std::move(f)));
 }
 
-Status Journal::append(const std::string& kind, nlohmann::json event, bool durable) {
+const char* journal_event_name(JournalEventType t) {
+  switch (t) {
+    case JournalEventType::kStart:
+      return "start";
+    case JournalEventType::kSave:
+      return "save";
+    case JournalEventType::kRestore:
+      return "restore";
+    case JournalEventType::kProgress:
+      return "progress";
+  }
+  return "?";
+}
+
+std::optional<JournalEventType> journal_event_from_name(std::string_view name) {
+  for (JournalEventType t : {JournalEventType::kStart, JournalEventType::kSave,
+                             JournalEventType::kRestore, JournalEventType::kProgress}) {
+    if (name == journal_event_name(t)) return t;
+  }
+  return std::nullopt;
+}
+
+Status Journal::append(JournalEventType type, nlohmann::json event, bool durable) {
   using namespace std::chrono;
   nlohmann::json line = {
-      {"event", kind}, {"time", duration<double>(system_clock::now().time_since_epoch()).count()}};
+      {"event", journal_event_name(type)},
+      {"time", duration<double>(system_clock::now().time_since_epoch()).count()}};
   for (auto it = event.begin(); it != event.end(); ++it) line[it.key()] = it.value();
   const std::string text = line.dump() + "\n";
   CKPT_RETURN_IF_ERROR(file_->append(text.data(), text.size()));

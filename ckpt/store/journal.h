@@ -6,7 +6,9 @@
 
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ckpt/base/status.h"
@@ -14,13 +16,21 @@
 
 namespace ckpt::store {
 
+// The journal's event types; their names ("start", "save", "restore", "progress") are the
+// "event" field of each line, read by analytics/run_journal.
+enum class JournalEventType { kStart, kSave, kRestore, kProgress };
+const char* journal_event_name(JournalEventType t);
+// nullopt for a name this version does not know (a newer writer's event: skip it, don't fail).
+std::optional<JournalEventType> journal_event_from_name(std::string_view name);
+
 class Journal {
  public:
   // Opens (creating) RUN/journal.jsonl for appending.
   static Result<std::unique_ptr<Journal>> open(Env* env, const std::string& run_dir);
 
-  // Appends `event` with "event": kind and "time" (seconds since the epoch, fractional) added.
-  Status append(const std::string& kind, nlohmann::json event, bool durable);
+  // Appends `event` with "event": the type's name and "time" (seconds since the epoch,
+  // fractional) added.
+  Status append(JournalEventType type, nlohmann::json event, bool durable);
 
  private:
   Journal(std::unique_ptr<WritableFile> f) : file_(std::move(f)) {}

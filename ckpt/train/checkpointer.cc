@@ -54,85 +54,97 @@ Checkpointer::Checkpointer(CheckpointerOptions options)
 
 Checkpointer::~Checkpointer() = default;
 
-void Checkpointer::track(torch::nn::Module* model, torch::optim::Optimizer* optimizer,
-                         sched::Scheduler* scheduler, loader::ResumableSampler* sampler,
-                         TrainCounters* counters) {
-  model_ = model;
-  optimizer_ = optimizer;
-  scheduler_ = scheduler;
-  sampler_ = sampler;
-  counters_ = counters;
-}
-
 Status Checkpointer::open_journal() {
   if (journal_ || options_.rank != 0) return Status::ok();
   CKPT_ASSIGN_OR_RETURN(journal_, store::Journal::open(env_, options_.run_dir));
   return Status::ok();
 }
 
-Status Checkpointer::log_start(const std::string& info_json) {
+Status Checkpointer::log_start(const RestoreReport& restored, const nlohmann::json& extra) {
+  if (!extra.is_object()) return invalid_argument("log_start: extra is not a JSON object");
   CKPT_RETURN_IF_ERROR(open_journal());
   if (!journal_) return Status::ok();
-  nlohmann::json info = nlohmann::json::object();
-  if (!info_json.empty()) {
-    info = nlohmann::json::parse(info_json, nullptr, false);
-    if (info.is_discarded() || !info.is_object()) {
-      return invalid_argument("log_start: info is not a JSON object");
-    }
+  nlohmann::json info = extra;
+  info["fresh"] = !restored.restored;
+  info["step"] = restored.step;
+  if (tracked_.sampler != nullptr) {
+    const loader::SamplerSpec& sp = tracked_.sampler->spec();
+    info["sampler"] = {{"dataset_size", sp.dataset_size},
+                       {"seed", sp.seed},
+                       {"shuffle", sp.shuffle},
+                       {"drop_last", sp.drop_last},
+                       {"world_size", sp.world_size},
+                       {"batch_size", sp.batch_size},
+                       {"kind", "ckpt"}};
   }
+  info["grad_accum"] = tracked_.counters != nullptr ? tracked_.counters->grad_accum_steps : 1;
+  if (tracked_.scheduler != nullptr) {
+    const sched::ScheduleSpec& sc = tracked_.scheduler->spec();
+    info["scheduler"] = {{"kind", sched::schedule_kind_name(sc.kind)},
+                         {"base_lr", sc.base_lr},
+                         {"warmup_steps", sc.warmup_steps},
+                         {"total_steps", sc.total_steps},
+                         {"min_lr", sc.min_lr}};
+  }
+  info["omit"] = component_names(options_.omit);
   info["pid"] = static_cast<int64_t>(getpid());
-  return journal_->append("start", info, true);
+  return journal_->append(store::JournalEventType::kStart, info, true);
 }
 
-Status Checkpointer::log_progress(int64_t step, double lr, double loss, uint64_t epoch,
-                                  uint64_t position, int64_t samples, uint64_t batch_digest) {
+Status Checkpointer::log_progress(const ProgressEvent& e) {
   CKPT_RETURN_IF_ERROR(open_journal());
   if (!journal_) return Status::ok();
-  nlohmann::json e = {{"step", step},         {"lr", lr},          {"loss", loss}, {"epoch", epoch},
-                      {"position", position}, {"samples", samples}};
-  if (batch_digest != 0) e["batch_xxh3"] = hex64(batch_digest);
-  return journal_->append("progress", e, false);
+  nlohmann::json j = {{"step", e.step},         {"lr", e.lr},
+                      {"loss", e.loss},         {"epoch", e.epoch},
+                      {"position", e.position}, {"samples", e.samples}};
+  if (e.batch_digest != 0) j["batch_xxh3"] = hex64(e.batch_digest);
+  return journal_->append(store::JournalEventType::kProgress, j, false);
 }
 
 Status Checkpointer::capture(Node* root, std::vector<std::string>* components) {
-  auto want = [&](const char* c) { return options_.omit.count(c) == 0; };
-  if (model_ != nullptr) {
-    CKPT_RETURN_IF_ERROR(torch_adapter::capture_model(*model_, &root->child("model")));
+  auto want = [&](Component c) { return options_.omit.count(c) == 0; };
+  torch::nn::Module* const model = tracked_.model;
+  torch::optim::Optimizer* optimizer = tracked_.optimizer;
+  sched::Scheduler* scheduler = tracked_.scheduler;
+  loader::ResumableSampler* sampler = tracked_.sampler;
+  TrainCounters* counters = tracked_.counters;
+  if (model != nullptr) {
+    CKPT_RETURN_IF_ERROR(torch_adapter::capture_model(*model, &root->child("model")));
     components->push_back("model");
   }
-  if (optimizer_ != nullptr && model_ != nullptr && want("optimizer")) {
+  if (optimizer != nullptr && model != nullptr && want(Component::kOptimizer)) {
     CKPT_RETURN_IF_ERROR(
-        torch_adapter::capture_optimizer(*optimizer_, *model_, &root->child("optimizer")));
+        torch_adapter::capture_optimizer(*optimizer, *model, &root->child("optimizer")));
     components->push_back("optimizer");
   }
-  if (scheduler_ != nullptr && want("scheduler")) {
-    scheduler_->to_node(&root->child("scheduler"));
+  if (scheduler != nullptr && want(Component::kScheduler)) {
+    scheduler->to_node(&root->child("scheduler"));
     components->push_back("scheduler");
   }
-  if (want("rng")) {
+  if (want(Component::kRng)) {
     CKPT_RETURN_IF_ERROR(torch_adapter::capture_rng(generators_, &root->child("rng")));
     components->push_back("rng");
   }
-  if (sampler_ != nullptr && want("loader")) {
-    loader::sampler_to_node(sampler_->spec(), sampler_->cursor(), &root->child("loader"));
+  if (sampler != nullptr && want(Component::kLoader)) {
+    loader::sampler_to_node(sampler->spec(), sampler->cursor(), &root->child("loader"));
     components->push_back("loader");
   }
-  if (counters_ != nullptr && want("train")) {
+  if (counters != nullptr && want(Component::kTrain)) {
     Node& t = root->child("train");
-    t.attrs["global_step"] = counters_->global_step;
-    t.attrs["epoch"] = counters_->epoch;
-    t.attrs["samples_seen"] = counters_->samples_seen;
-    t.attrs["tokens_seen"] = counters_->tokens_seen;
-    t.attrs["grad_accum_steps"] = counters_->grad_accum_steps;
-    t.attrs["grad_accum_pos"] = counters_->grad_accum_pos;
-    if (counters_->amp_loss_scale != 0) t.attrs["amp_loss_scale"] = counters_->amp_loss_scale;
-    t.attrs["config_digest"] = hex64(xxh3_64(counters_->config.data(), counters_->config.size()));
+    t.attrs["global_step"] = counters->global_step;
+    t.attrs["epoch"] = counters->epoch;
+    t.attrs["samples_seen"] = counters->samples_seen;
+    t.attrs["tokens_seen"] = counters->tokens_seen;
+    t.attrs["grad_accum_steps"] = counters->grad_accum_steps;
+    t.attrs["grad_accum_pos"] = counters->grad_accum_pos;
+    if (counters->amp_loss_scale != 0) t.attrs["amp_loss_scale"] = counters->amp_loss_scale;
+    t.attrs["config_digest"] = hex64(xxh3_64(counters->config.data(), counters->config.size()));
     std::string env_json;
     t.attrs["env_digest"] = environment_digest(&env_json);
     t.attrs["env"] = env_json;
     components->push_back("train");
   }
-  if (!extra_.values().empty() && want("extra")) {
+  if (!extra_.values().empty() && want(Component::kExtra)) {
     CKPT_RETURN_IF_ERROR(torch_adapter::capture_extra(extra_, &root->child("extra")));
     components->push_back("extra");
   }
@@ -144,6 +156,9 @@ Status Checkpointer::save(int64_t step) {
   if (options_.rank < 0 || options_.rank >= options_.world_size) {
     return invalid_argument("save: rank " + std::to_string(options_.rank) + " is not in [0, " +
                             std::to_string(options_.world_size) + ")");
+  }
+  if (options_.omit.count(Component::kModel) != 0) {
+    return invalid_argument("save: the model cannot be omitted from a checkpoint");
   }
   if (options_.world_size > 1 && !options_.barrier) {
     return invalid_argument("save: world_size " + std::to_string(options_.world_size) +
@@ -179,7 +194,7 @@ Status Checkpointer::save(int64_t step) {
       store::apply_retention(env_, options_.run_dir, options_.keep_last, options_.keep_every));
   CKPT_RETURN_IF_ERROR(open_journal());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return journal_->append("save",
+  return journal_->append(store::JournalEventType::kSave,
                           {{"step", step},
                            {"checkpoint", step_dir_name(step)},
                            {"components", components},
@@ -205,35 +220,40 @@ Result<RestoreReport> Checkpointer::restore_latest() {
   const std::vector<std::string>& have = commit.components;
 
   // What is tracked here but absent there; refuse before touching anything if it was required.
-  std::vector<std::pair<std::string, bool>> tracked = {
-      {"model", model_ != nullptr},         {"optimizer", optimizer_ != nullptr},
-      {"scheduler", scheduler_ != nullptr}, {"rng", true},
-      {"loader", sampler_ != nullptr},      {"train", counters_ != nullptr},
-      {"extra", !extra_.values().empty()}};
-  for (const auto& [name, is_tracked] : tracked) {
+  const std::pair<Component, bool> tracked[] = {
+      {Component::kModel, tracked_.model != nullptr},
+      {Component::kOptimizer, tracked_.optimizer != nullptr},
+      {Component::kScheduler, tracked_.scheduler != nullptr},
+      {Component::kRng, true},
+      {Component::kLoader, tracked_.sampler != nullptr},
+      {Component::kTrain, tracked_.counters != nullptr},
+      {Component::kExtra, !extra_.values().empty()}};
+  for (const auto& [component, is_tracked] : tracked) {
     if (!is_tracked) continue;
+    const std::string name = component_name(component);
     if (contains(have, name) && root.find_child(name) != nullptr) {
       rep.components.push_back(name);
     } else {
       rep.missing.push_back(name);
-      if (options_.required.count(name) != 0) {
+      if (options_.required.count(component) != 0) {
+        std::string has;
+        for (const auto& h : have) has += (has.empty() ? "" : ", ") + h;
         return not_found(latest->dir + ": required component \"" + name +
-                         "\" is not in the checkpoint (it has: " +
-                         [&] {
-                           std::string s;
-                           for (auto& h : have) s += (s.empty() ? "" : ", ") + h;
-                           return s;
-                         }() +
-                         ")");
+                         "\" is not in the checkpoint (it has: " + has + ")");
       }
     }
   }
+  torch::nn::Module* const model = tracked_.model;
+  torch::optim::Optimizer* optimizer = tracked_.optimizer;
+  sched::Scheduler* scheduler = tracked_.scheduler;
+  loader::ResumableSampler* sampler = tracked_.sampler;
+  TrainCounters* counters = tracked_.counters;
   // A loader spec that does not describe this run's data is an error, not a cursor to apply.
   std::optional<loader::LoaderCursor> cursor;
   if (contains(rep.components, "loader")) {
     CKPT_ASSIGN_OR_RETURN(auto spec_cursor, loader::sampler_from_node(*root.find_child("loader")));
     const loader::SamplerSpec& saved = spec_cursor.first;
-    const loader::SamplerSpec& here = sampler_->spec();
+    const loader::SamplerSpec& here = sampler->spec();
     if (saved.dataset_size != here.dataset_size || saved.seed != here.seed ||
         saved.shuffle != here.shuffle || saved.drop_last != here.drop_last ||
         saved.dataset_fingerprint != here.dataset_fingerprint) {
@@ -249,30 +269,30 @@ Result<RestoreReport> Checkpointer::restore_latest() {
   const std::string where = path_join(latest->dir, rank_file_name(file_rank));
   auto ctx = [&](Status s) { return s.with_context(where); };
   if (contains(rep.components, "model")) {
-    CKPT_RETURN_IF_ERROR(ctx(torch_adapter::restore_model(*root.find_child("model"), *model_)));
+    CKPT_RETURN_IF_ERROR(ctx(torch_adapter::restore_model(*root.find_child("model"), *model)));
   }
   if (contains(rep.components, "optimizer")) {
     CKPT_RETURN_IF_ERROR(
-        ctx(torch_adapter::restore_optimizer(*root.find_child("optimizer"), *optimizer_, *model_)));
+        ctx(torch_adapter::restore_optimizer(*root.find_child("optimizer"), *optimizer, *model)));
   }
   if (contains(rep.components, "scheduler")) {
     CKPT_ASSIGN_OR_RETURN(sched::Scheduler s,
                           sched::Scheduler::from_node(*root.find_child("scheduler")));
-    *scheduler_ = s;
+    *scheduler = s;
   }
   if (contains(rep.components, "rng")) {
     CKPT_RETURN_IF_ERROR(ctx(torch_adapter::restore_rng(*root.find_child("rng"), generators_)));
   }
-  if (cursor) sampler_->set_cursor(*cursor);
+  if (cursor) sampler->set_cursor(*cursor);
   if (contains(rep.components, "train")) {
     const Node& t = *root.find_child("train");
-    counters_->global_step = t.get_int("global_step");
-    counters_->epoch = t.get_int("epoch");
-    counters_->samples_seen = t.get_int("samples_seen");
-    counters_->tokens_seen = t.get_int("tokens_seen");
-    counters_->grad_accum_steps = t.get_int("grad_accum_steps", 1);
-    counters_->grad_accum_pos = t.get_int("grad_accum_pos");
-    counters_->amp_loss_scale = t.get_double("amp_loss_scale", 0);
+    counters->global_step = t.get_int("global_step");
+    counters->epoch = t.get_int("epoch");
+    counters->samples_seen = t.get_int("samples_seen");
+    counters->tokens_seen = t.get_int("tokens_seen");
+    counters->grad_accum_steps = t.get_int("grad_accum_steps", 1);
+    counters->grad_accum_pos = t.get_int("grad_accum_pos");
+    counters->amp_loss_scale = t.get_double("amp_loss_scale", 0);
   }
   if (contains(rep.components, "extra")) {
     CKPT_RETURN_IF_ERROR(ctx(torch_adapter::restore_extra(*root.find_child("extra"), extra_)));
@@ -282,7 +302,7 @@ Result<RestoreReport> Checkpointer::restore_latest() {
   if (journal_) {
     nlohmann::json loader = nullptr;
     if (cursor) loader = {{"epoch", cursor->epoch}, {"position", cursor->position}};
-    CKPT_RETURN_IF_ERROR(journal_->append("restore",
+    CKPT_RETURN_IF_ERROR(journal_->append(store::JournalEventType::kRestore,
                                           {{"step", rep.step},
                                            {"checkpoint", rep.checkpoint},
                                            {"restored", rep.components},

@@ -1,9 +1,10 @@
 // Checkpointer: complete save and restore for libtorch training code, in two calls.
 //
 //   ckpt::Checkpointer ck(opts);                 // run directory, retention, rank
-//   ck.track(model, optimizer, scheduler, sampler, counters);
+//   ck.track({.model = m, .optimizer = &opt, .scheduler = &sched, .sampler = &s, .counters = &c});
 //   auto restored = ck.restore_latest();         // fresh start when the run has no checkpoint
-//   ... for each step: ck.log_progress(...); if (step % K == 0) ck.save(step);
+//   ck.log_start(*restored);
+//   ... for each step: ck.log_progress({...}); if (step % K == 0) ck.save(step);
 //
 // save() captures every tracked component (model, optimizer, scheduler, rng, loader, train
 // counters, extra), writes this rank's file, commits (rank 0), moves LATEST and applies retention —
@@ -17,11 +18,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "ckpt/base/status.h"
+#include "ckpt/format/component.h"
 #include "ckpt/io/env.h"
 #include "ckpt/torch/extra_state.h"
 #include "ckpt/torch/rng_state.h"
@@ -62,11 +65,12 @@ struct CheckpointerOptions {
   int64_t keep_every = 0;  // also keep steps that are multiples of this (0 = none)
   int64_t rank = 0;
   int64_t world_size = 1;  // processes writing files (sampler ranks in one process count as 1)
-  // Components to leave out of saves ("optimizer", "scheduler", "rng", "loader"): the incomplete
-  // checkpoints people write, on purpose, to show what breaks.
-  std::set<std::string> omit;
+  // Components to leave out of saves (optimizer, scheduler, rng, loader, train, extra): the
+  // incomplete checkpoints people write, on purpose, to show what breaks. The model cannot be
+  // omitted (save() refuses). Names from text go through parse_components().
+  std::set<Component> omit;
   // Components restore_latest() must find; a missing one is an error instead of a note.
-  std::set<std::string> required;
+  std::set<Component> required;
   Env* env = nullptr;  // default: Env::posix()
   // With world_size > 1: waits until every rank reached this point (e.g. a c10d Gloo barrier).
   // save() calls it after this rank's file is durable and again after rank 0 committed. If rank
@@ -85,6 +89,27 @@ struct RestoreReport {
   int64_t saved_world_size = 0;  // ranks that wrote the checkpoint (≠ world_size: resharded)
 };
 
+// What a Checkpointer captures; a null pointer is a component not tracked. Borrowed: the objects
+// must outlive the Checkpointer.
+struct Tracked {
+  torch::nn::Module* model = nullptr;
+  torch::optim::Optimizer* optimizer = nullptr;  // needs the model (state is keyed by parameter)
+  sched::Scheduler* scheduler = nullptr;
+  loader::ResumableSampler* sampler = nullptr;
+  TrainCounters* counters = nullptr;
+};
+
+// One journal progress line: what step `step` trained with.
+struct ProgressEvent {
+  int64_t step = 0;
+  double lr = 0;
+  double loss = 0;
+  uint64_t epoch = 0;         // loader epoch of the step's batch
+  uint64_t position = 0;      // global loader position after the step
+  int64_t samples = 0;        // samples seen so far
+  uint64_t batch_digest = 0;  // digest of the batch's sample ids (0: not recorded)
+};
+
 class Checkpointer {
  public:
   explicit Checkpointer(CheckpointerOptions options);
@@ -92,21 +117,21 @@ class Checkpointer {
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;
 
-  // What to capture. Any pointer may be null (that component is then not tracked).
-  void track(torch::nn::Module* model, torch::optim::Optimizer* optimizer,
-             sched::Scheduler* scheduler, loader::ResumableSampler* sampler,
-             TrainCounters* counters);
+  // What to capture (replaces what was tracked before).
+  void track(const Tracked& tracked) { tracked_ = tracked; }
   torch_adapter::GeneratorRegistry& generators() { return generators_; }
   torch_adapter::ExtraRegistry& extra() { return extra_; }
 
-  // Journals a process start; `info` (JSON object text, may be empty) is merged into the event.
-  Status log_start(const std::string& info_json);
+  // Journals a process start: fresh or restored (and from which step), the tracked sampler's
+  // spec, the tracked scheduler's spec, the gradient-accumulation factor and what is omitted —
+  // what `ckpt lr` and `ckpt coverage` replay the run from. `extra` adds the caller's own keys
+  // (e.g. the distributed setup); invalid_argument when it is not a JSON object.
+  Status log_start(const RestoreReport& restored,
+                   const nlohmann::json& extra = nlohmann::json::object());
   Status save(int64_t step);
   Result<RestoreReport> restore_latest();
-  // One journal line per step: the LR and loss of step `step`, the data position it consumed and
-  // (when non-zero) a digest of the sample ids of its batch, so sample order can be compared.
-  Status log_progress(int64_t step, double lr, double loss, uint64_t epoch, uint64_t position,
-                      int64_t samples, uint64_t batch_digest = 0);
+  // One journal line per step (see ProgressEvent), so LR, loss and sample order can be compared.
+  Status log_progress(const ProgressEvent& e);
 
   const std::string& run_dir() const { return options_.run_dir; }
 
@@ -116,11 +141,7 @@ class Checkpointer {
 
   CheckpointerOptions options_;
   Env* env_;
-  torch::nn::Module* model_ = nullptr;
-  torch::optim::Optimizer* optimizer_ = nullptr;
-  sched::Scheduler* scheduler_ = nullptr;
-  loader::ResumableSampler* sampler_ = nullptr;
-  TrainCounters* counters_ = nullptr;
+  Tracked tracked_;
   torch_adapter::GeneratorRegistry generators_;
   torch_adapter::ExtraRegistry extra_;
   std::unique_ptr<store::Journal> journal_;

@@ -138,7 +138,13 @@ int DistDemo::run() {
       },
       {"global_step", "loader epoch", "loader position", "samples_seen"});
   ckpt::Checkpointer ck(copts);
-  ck.track(model.ptr().get(), &opt, &scheduler, &sampler, &counters);
+  ckpt::Tracked tracked;
+  tracked.model = model.ptr().get();
+  tracked.optimizer = &opt;
+  tracked.scheduler = &scheduler;
+  tracked.sampler = &sampler;
+  tracked.counters = &counters;
+  ck.track(tracked);
 
   auto restored = ck.restore_latest();
   if (!restored.is_ok()) return fail("restore", restored.status());
@@ -152,26 +158,9 @@ int DistDemo::run() {
         *rows, {"checkpoint step", "global_step", "loader epoch", "loader position"}, "restore");
     if (!agree.is_ok()) return fail("restore", agree);
   }
-  nlohmann::json start = {
-      {"fresh", !restored->restored},
-      {"step", restored->step},
-      {"sampler",
-       {{"dataset_size", sspec.dataset_size},
-        {"seed", sspec.seed},
-        {"shuffle", sspec.shuffle},
-        {"drop_last", sspec.drop_last},
-        {"world_size", sspec.world_size},
-        {"batch_size", sspec.batch_size},
-        {"kind", "ckpt"}}},
-      {"grad_accum", 1},
-      {"scheduler",
-       {{"kind", spec.kind},
-        {"base_lr", spec.base_lr},
-        {"warmup_steps", spec.warmup_steps},
-        {"total_steps", spec.total_steps},
-        {"min_lr", spec.min_lr}}},
+  const nlohmann::json dist = {
       {"dist", {{"backend", "gloo"}, {"world_size", o_.world_size}, {"port", group.port()}}}};
-  if (auto s = ck.log_start(start.dump()); !s.is_ok()) return fail("journal", s);
+  if (auto s = ck.log_start(*restored, dist); !s.is_ok()) return fail("journal", s);
   if (restored->restored) {
     std::cout << "restored " << restored->checkpoint << " (step " << restored->step
               << ", loader epoch " << sampler.cursor().epoch << " position "
@@ -278,10 +267,11 @@ int DistDemo::run() {
     counters.global_step = step + 1;
     counters.epoch = static_cast<int64_t>(sampler.cursor().epoch);
     counters.samples_seen += static_cast<int64_t>(global_ids.size());
-    warn_if(ck.log_progress(step, lr, reduce.back().item<double>(), c.epoch, c.position,
-                            static_cast<int64_t>(global_ids.size()),
-                            ckpt::xxh3_64(global_ids.data(), global_ids.size() * sizeof(int64_t))),
-            "journal");
+    warn_if(
+        ck.log_progress({step, lr, reduce.back().item<double>(), c.epoch, c.position,
+                         static_cast<int64_t>(global_ids.size()),
+                         ckpt::xxh3_64(global_ids.data(), global_ids.size() * sizeof(int64_t))}),
+        "journal");
     rec->end_step(static_cast<int64_t>(mine.size()), 0);
 
     const int64_t done = counters.global_step;

@@ -37,7 +37,7 @@ bool balanced(const std::string& svg) {
 
 TEST_CASE("LR chart: series, restarts, discontinuities and axis titles", "[analytics]") {
   sched::ScheduleSpec s;
-  s.kind = "warmup_cosine";
+  s.kind = sched::ScheduleKind::kWarmupCosine;
   s.base_lr = 1e-3;
   s.warmup_steps = 20;
   s.total_steps = 500;

@@ -13,16 +13,19 @@
 
 #include "analytics/checkpoint_cursors.h"
 #include "analytics/checkpoint_lr.h"
-#include "analytics/commands.h"
 #include "analytics/coverage_from_journal.h"
 #include "analytics/json_text.h"
 #include "analytics/run_spec.h"
 #include "ckpt/loader/resumable_sampler.h"
 #include "ckpt/sched/schedule.h"
+#include "cli/commands.h"
 #include "tests/analytics/test_support.h"
 
 namespace ckpt::analytics {
 namespace {
+
+using cli::CoverageCommandOptions;
+using cli::run_coverage_command;
 
 using testing::fixture;
 using testing::ScratchDir;

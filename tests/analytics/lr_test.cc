@@ -3,21 +3,24 @@
 #include <cstdio>
 #include <sstream>
 
-#include "analytics/commands.h"
 #include "analytics/lr_analysis.h"
 #include "analytics/lr_input.h"
 #include "ckpt/sched/schedule.h"
+#include "cli/commands.h"
 #include "tests/analytics/test_support.h"
 
 namespace ckpt::analytics {
 namespace {
+
+using cli::LrCommandOptions;
+using cli::run_lr_command;
 
 using testing::fixture;
 using testing::ScratchDir;
 
 sched::ScheduleSpec spec_of(const std::string& kind) {
   sched::ScheduleSpec s;
-  s.kind = kind;
+  s.kind = *sched::schedule_kind_from_name(kind);
   s.base_lr = 1e-3;
   const std::string k = kind;
   s.warmup_steps =
@@ -48,7 +51,8 @@ LrSeries series_from(const sched::ScheduleSpec& s, int64_t every, std::vector<in
 }
 
 TEST_CASE("every schedule kind is continuous: no discontinuity", "[analytics]") {
-  for (const auto& kind : sched::schedule_kinds()) {
+  for (sched::ScheduleKind k : sched::schedule_kinds()) {
+    const std::string kind = sched::schedule_kind_name(k);
     for (int64_t every : {1, 10}) {
       CAPTURE(kind, every);
       const auto spec = spec_of(kind);

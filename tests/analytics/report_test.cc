@@ -6,21 +6,23 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "analytics/commands.h"
 #include "analytics/json_text.h"
-#include "analytics/report_html.h"
 #include "ckpt/sched/schedule.h"
+#include "cli/commands.h"
 #include "tests/analytics/test_support.h"
 
 namespace ckpt::analytics {
 namespace {
+
+using cli::ReportCommandOptions;
+using cli::run_report_command;
 
 using testing::ScratchDir;
 
 // A run whose second process lost the scheduler and the loader: warmup again, epoch head again.
 std::string journal_text() {
   sched::ScheduleSpec s;
-  s.kind = "warmup_cosine";
+  s.kind = sched::ScheduleKind::kWarmupCosine;
   s.base_lr = 1e-3;
   s.warmup_steps = 20;
   s.total_steps = 300;

@@ -7,6 +7,7 @@
 #include "profile/cpu_sampler.h"
 #include "profile/env_info.h"
 #include "profile/layout.h"
+#include "profile/verdict_catalog.h"
 
 namespace ckpt::profile {
 namespace {
@@ -99,6 +100,18 @@ TEST_CASE("/proc parsing: busy, iowait and the process's own ticks", "[profile]"
   REQUIRE_FALSE(parse_proc_self_stat("garbage").is_ok());
   CpuMeter m;
   REQUIRE(m.cores() >= 1);
+}
+
+TEST_CASE("verdict ids: one closed set, one name table, text for each", "[profile]") {
+  for (int i = 0; i < kNumVerdicts; ++i) {
+    auto id = static_cast<VerdictId>(i);
+    INFO(verdict_name(id));
+    REQUIRE(verdict_from_name(verdict_name(id)) == id);
+    REQUIRE(verdict_text(id) != nullptr);
+    REQUIRE(std::string(verdict_text(id)->id) == verdict_name(id));
+  }
+  REQUIRE_FALSE(verdict_from_name("stragler").has_value());
+  REQUIRE(std::string(verdict_name(VerdictId::kPageableH2D)) == "pageable_h2d");
 }
 
 }  // namespace

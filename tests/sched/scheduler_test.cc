@@ -8,7 +8,7 @@ namespace {
 
 ScheduleSpec cosine() {
   ScheduleSpec s;
-  s.kind = "warmup_cosine";
+  s.kind = ScheduleKind::kWarmupCosine;
   s.base_lr = 3e-4;
   s.warmup_steps = 10;
   s.total_steps = 100;
@@ -30,7 +30,8 @@ std::vector<ScheduleSpec> one_of_each() {
     s.max_lr = 0.4;
     s.power = 2.0;
     s.warmup_start_factor = 0.1;
-    const bool warm = kind == "constant" || kind.rfind("warmup_", 0) == 0 || kind == "inverse_sqrt";
+    const std::string name = schedule_kind_name(kind);
+    const bool warm = name == "constant" || name.rfind("warmup_", 0) == 0 || name == "inverse_sqrt";
     s.warmup_steps = warm ? 5 : 0;
     out.push_back(s);
   }
@@ -39,7 +40,7 @@ std::vector<ScheduleSpec> one_of_each() {
 
 TEST_CASE("Scheduler: stateful stepping equals the closed form at every step", "[sched]") {
   for (const auto& spec : one_of_each()) {
-    INFO(spec.kind);
+    INFO(schedule_kind_name(spec.kind));
     Scheduler sched(spec);
     REQUIRE(sched.last_step() == 0);
     REQUIRE(sched.lr() == lr_at(sched.spec(), 0));
@@ -54,12 +55,12 @@ TEST_CASE("Scheduler: stateful stepping equals the closed form at every step", "
 
 TEST_CASE("Scheduler: node round trip for every kind, mid-schedule", "[sched]") {
   for (const auto& spec : one_of_each()) {
-    INFO(spec.kind);
+    INFO(schedule_kind_name(spec.kind));
     Scheduler sched(spec);
     for (int i = 0; i < 23; ++i) sched.step();
     Node node;
     sched.to_node(&node);
-    REQUIRE(node.get_string("kind") == spec.kind);
+    REQUIRE(node.get_string("kind") == schedule_kind_name(spec.kind));
     REQUIRE(node.get_int("last_step") == 23);
     REQUIRE(node.get_double("last_lr") == sched.lr());
     auto back = Scheduler::from_node(node);
@@ -130,8 +131,12 @@ TEST_CASE("Scheduler: from_node names what is missing, ill-typed or inconsistent
 
 TEST_CASE("Scheduler: create and the constructor refuse invalid specs", "[sched]") {
   ScheduleSpec s = cosine();
-  s.kind = "nope";
+  s.kind = static_cast<ScheduleKind>(99);  // a value outside the enum
   REQUIRE_FALSE(Scheduler::create(s).is_ok());
+  auto nope = schedule_kind_from_name("nope");
+  REQUIRE(nope.status().code() == Code::kInvalidArgument);
+  REQUIRE(nope.status().message().find("expected one of constant, warmup_cosine") !=
+          std::string::npos);
   REQUIRE_THROWS_AS(Scheduler(s), std::invalid_argument);
   REQUIRE_FALSE(Scheduler::create(cosine(), -1).is_ok());
   auto at = Scheduler::create(cosine(), 40);

@@ -14,7 +14,7 @@ namespace {
 
 ScheduleSpec spec_from_json(const nlohmann::json& j) {
   ScheduleSpec s;
-  s.kind = j.at("kind").get<std::string>();
+  s.kind = *schedule_kind_from_name(j.at("kind").get<std::string>());
   s.base_lr = j.value("base_lr", s.base_lr);
   s.warmup_steps = j.value("warmup_steps", s.warmup_steps);
   s.total_steps = j.value("total_steps", s.total_steps);
@@ -35,7 +35,7 @@ TEST_CASE("Schedules match torch / transformers values within 1e-12 relative", "
   REQUIRE(in.good());
   const auto table = nlohmann::json::parse(in);
   REQUIRE(table.at("cases").size() >= 20);
-  std::set<std::string> kinds_seen;
+  std::set<ScheduleKind> kinds_seen;
   for (const auto& c : table.at("cases")) {
     const std::string name = c.at("name").get<std::string>();
     INFO(name);

@@ -26,7 +26,7 @@ struct Training {
   torch::optim::Adam opt{model->parameters(), torch::optim::AdamOptions(0.1)};
   sched::Scheduler scheduler{[] {
     sched::ScheduleSpec s;
-    s.kind = "constant";
+    s.kind = sched::ScheduleKind::kConstant;
     s.base_lr = 0.1;
     return s;
   }()};
@@ -48,7 +48,13 @@ struct Training {
     ++counters.global_step;
   }
   void track(Checkpointer& ck) {
-    ck.track(model.ptr().get(), &opt, &scheduler, &sampler, &counters);
+    Tracked t;
+    t.model = model.ptr().get();
+    t.optimizer = &opt;
+    t.scheduler = &scheduler;
+    t.sampler = &sampler;
+    t.counters = &counters;
+    ck.track(t);
   }
 };
 
@@ -94,7 +100,7 @@ TEST_CASE("without optimizer state the moments restart from zero", "[torch]") {
   Training a;
   for (int i = 0; i < 3; ++i) a.step();
   CheckpointerOptions o = options(d.path);
-  o.omit = {"optimizer"};
+  o.omit = {Component::kOptimizer};
   Checkpointer ck(o);
   a.track(ck);
   REQUIRE(ck.save(3).is_ok());
@@ -121,14 +127,14 @@ TEST_CASE("a required component that is missing is refused before anything chang
   Training a;
   a.step();
   CheckpointerOptions o = options(d.path);
-  o.omit = {"scheduler"};
+  o.omit = {Component::kScheduler};
   Checkpointer ck(o);
   a.track(ck);
   REQUIRE(ck.save(1).is_ok());
   Training b;
   torch::Tensor before = b.model->weight.clone();
   CheckpointerOptions o2 = options(d.path);
-  o2.required = {"scheduler"};
+  o2.required = {Component::kScheduler};
   Checkpointer ck2(o2);
   b.track(ck2);
   auto r = ck2.restore_latest();
@@ -146,7 +152,10 @@ TEST_CASE("a model of another shape is refused, naming the tensor", "[torch]") {
   torch::nn::Linear other(torch::nn::LinearOptions(4, 5));
   torch::optim::Adam opt(other->parameters());
   Checkpointer ck2(options(d.path));
-  ck2.track(other.ptr().get(), &opt, nullptr, nullptr, nullptr);
+  Tracked only_model_and_opt;
+  only_model_and_opt.model = other.ptr().get();
+  only_model_and_opt.optimizer = &opt;
+  ck2.track(only_model_and_opt);
   auto r = ck2.restore_latest();
   REQUIRE_FALSE(r.is_ok());
   REQUIRE(r.status().message().find("\"weight\"") != std::string::npos);

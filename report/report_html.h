@@ -4,15 +4,16 @@
 // are inline SVG, styles inline, no scripts and no network. Each section is built independently:
 // a section whose input is missing or unreadable says why in place, and the page is still written.
 //
-// Lives in its own library (ckpt_analytics_report) because it pulls in the auditor and the
-// profiler. Pure apart from reading the run directory; thread-safe.
+// A composition of the auditor (verify/), the analytics (analytics/) and the profiler (profile/):
+// report/ sits above those siblings so that none of them includes another. Pure apart from reading
+// the run directory; thread-safe.
 #pragma once
 
 #include <string>
 
 #include "ckpt/base/status.h"
 
-namespace ckpt::analytics {
+namespace ckpt::report {
 
 struct RunReport {
   std::string html;
@@ -23,4 +24,4 @@ struct RunReport {
 // and RUN_DIR/profile/* (recorder files or PyTorch traces).
 Result<RunReport> build_run_report(const std::string& run_dir);
 
-}  // namespace ckpt::analytics
+}  // namespace ckpt::report

@@ -1,16 +1,9 @@
-// `ckpt coverage`: build the visits (journal or run spec), compute coverage, print text or JSON,
-// optionally write the strip chart.
-#include <algorithm>
-#include <nlohmann/json.hpp>
+#include "analytics/coverage_report.h"
 
-#include "analytics/checkpoint_cursors.h"
-#include "analytics/commands.h"
-#include "analytics/coverage.h"
-#include "analytics/coverage_chart.h"
-#include "analytics/coverage_from_journal.h"
-#include "analytics/run_spec.h"
+#include <algorithm>
+#include <cstdio>
+
 #include "analytics/svg_canvas.h"
-#include "cli/exit_codes.h"
 
 namespace ckpt::analytics {
 namespace {
@@ -47,8 +40,11 @@ std::string cursor_words(const std::optional<loader::LoaderCursor>& c) {
   return "epoch " + std::to_string(c->epoch) + " position " + std::to_string(c->position);
 }
 
-nlohmann::json to_json(const CoverageReport& r, const CoverageInput& in, const std::string& src,
-                       const std::vector<CheckpointCursorCheck>& checkpoints) {
+}  // namespace
+
+nlohmann::json coverage_to_json(const CoverageReport& r, const CoverageInput& in,
+                                const std::string& src,
+                                const std::vector<CheckpointCursorCheck>& checkpoints) {
   nlohmann::json j;
   j["source"] = src;
   j["dataset_size"] = r.dataset_size;
@@ -88,8 +84,8 @@ nlohmann::json to_json(const CoverageReport& r, const CoverageInput& in, const s
   return j;
 }
 
-void print_text(const CoverageReport& r, const CoverageInput& in, const std::string& src,
-                const std::vector<CheckpointCursorCheck>& checkpoints, std::ostream& out) {
+void print_coverage_text(const CoverageReport& r, const CoverageInput& in, const std::string& src,
+                         const std::vector<CheckpointCursorCheck>& checkpoints, std::ostream& out) {
   const SamplerConfig& c = in.sampler;
   out << "ckpt coverage: " << src << "\n";
   out << "dataset: " << grouped(r.dataset_size) << " samples; sampler " << r.sampler
@@ -148,61 +144,6 @@ void print_text(const CoverageReport& r, const CoverageInput& in, const std::str
     if (!c.ok())
       out << "  " << c.name << " (" << cursor_words(c.cursor) << "): " << c.problem << "\n";
   }
-}
-
-}  // namespace
-
-int run_coverage_command(const CoverageCommandOptions& o, std::ostream& out, std::ostream& err) {
-  if (o.run_dir.empty() == o.run_spec.empty()) {
-    err << "ckpt coverage: give either a run directory or --run-spec FILE.json (exactly one)\n";
-    return cli::kExitUsage;
-  }
-  const std::string src = o.run_dir.empty() ? o.run_spec : o.run_dir;
-  std::vector<CheckpointCursorCheck> checkpoints;
-  Result<CoverageInput> input = [&]() -> Result<CoverageInput> {
-    if (!o.run_dir.empty()) {
-      CKPT_ASSIGN_OR_RETURN(RunJournal journal, read_journal(o.run_dir));
-      for (const auto& w : journal.warnings) err << "ckpt coverage: warning: " << w << "\n";
-      auto checks = check_checkpoint_cursors(o.run_dir, journal);
-      if (checks.is_ok()) {
-        checkpoints = std::move(checks).value();
-      } else {
-        err << "ckpt coverage: warning: checkpoints not checked: " << checks.status().message()
-            << "\n";
-      }
-      return coverage_input_from_journal(journal);
-    }
-    CKPT_ASSIGN_OR_RETURN(RunSpec spec, read_run_spec(o.run_spec));
-    auto replayed = replay_run(spec);
-    if (!replayed.is_ok()) {
-      return corrupt(o.run_spec + ": " + replayed.status().message());
-    }
-    return replayed;
-  }();
-  if (!input.is_ok()) {
-    err << "ckpt coverage: " << input.status().message() << "\n";
-    return exit_code_for_status(input.status());
-  }
-  CoverageOptions opts;
-  opts.max_ids = o.max_ids;
-  auto report = compute_coverage(*input, opts);
-  if (!report.is_ok()) {
-    err << "ckpt coverage: " << src << ": " << report.status().message() << "\n";
-    return exit_code_for_status(report.status());
-  }
-  if (!o.svg_path.empty()) {
-    Status st = write_text_file(o.svg_path, coverage_chart_svg(*report, src));
-    if (!st.is_ok()) {
-      err << "ckpt coverage: " << st.message() << "\n";
-      return exit_code_for_status(st);
-    }
-  }
-  if (o.json) {
-    out << to_json(*report, *input, src, checkpoints).dump(2) << "\n";
-  } else {
-    print_text(*report, *input, src, checkpoints, out);
-  }
-  return cli::kExitOk;
 }
 
 }  // namespace ckpt::analytics

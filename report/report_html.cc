@@ -1,4 +1,4 @@
-#include "analytics/report_html.h"
+#include "report/report_html.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -10,7 +10,6 @@
 #include <map>
 #include <vector>
 
-#include "analytics/commands.h"
 #include "analytics/coverage.h"
 #include "analytics/coverage_chart.h"
 #include "analytics/coverage_from_journal.h"
@@ -18,15 +17,27 @@
 #include "analytics/lr_chart.h"
 #include "analytics/lr_input.h"
 #include "analytics/svg_canvas.h"
-#include "cli/exit_codes.h"
 #include "profile/analyzer.h"
 #include "profile/report_render.h"
 #include "profile/trace_import.h"
 #include "verify/audit/audit.h"
 #include "verify/ours/ours_reader.h"
 
-namespace ckpt::analytics {
+namespace ckpt::report {
 namespace {
+
+using analytics::analyze_lr;
+using analytics::compute_coverage;
+using analytics::coverage_chart_svg;
+using analytics::coverage_input_from_run;
+using analytics::CoverageOptions;
+using analytics::grouped;
+using analytics::jump_kind_name;
+using analytics::lr_chart_svg;
+using analytics::lr_from_run;
+using analytics::LrAnalysis;
+using analytics::short_number;
+using analytics::xml_escape;
 
 bool is_dir(const std::string& p) {
   struct stat st;
@@ -193,24 +204,4 @@ Result<RunReport> build_run_report(const std::string& run_dir) {
   return out;
 }
 
-int run_report_command(const ReportCommandOptions& o, std::ostream& out, std::ostream& err) {
-  if (o.html_path.empty()) {
-    err << "ckpt report: --html FILE is required\n";
-    return cli::kExitUsage;
-  }
-  auto report = build_run_report(o.run_dir);
-  if (!report.is_ok()) {
-    err << "ckpt report: " << report.status().message() << "\n";
-    return exit_code_for_status(report.status());
-  }
-  Status st = write_text_file(o.html_path, report->html);
-  if (!st.is_ok()) {
-    err << "ckpt report: " << st.message() << "\n";
-    return exit_code_for_status(st);
-  }
-  out << "ckpt report: wrote " << o.html_path << (report->findings ? " (with findings)" : "")
-      << "\n";
-  return report->findings ? cli::kExitFindings : cli::kExitOk;
-}
-
-}  // namespace ckpt::analytics
+}  // namespace ckpt::report

@@ -4,6 +4,8 @@
 // structs, so tests drive the commands without argv or a process. Exit codes are those of
 // cli/exit_codes.h: 0 ok (lr: no discontinuity), 2 findings (lr: discontinuities or post-restart
 // LRs off the schedule), 64 usage, 65 unreadable input, 66 cannot open the input, 1 internal.
+// The work itself is library code (analytics/, report/) that returns Status/Result; these runners
+// map it to exit codes through the one mapping, exit_code_for (cli/exit_codes.h).
 //
 // Runners are reentrant; they share no state.
 #pragma once
@@ -15,11 +17,14 @@
 
 #include "ckpt/base/status.h"
 
-namespace ckpt::analytics {
+namespace ckpt::cli {
 
 struct LrCommandOptions {
-  std::string input;            // run directory, CSV, JSONL or trainer_state.json
-  std::string format = "auto";  // auto | run | csv | jsonl | trainer_state
+  // run directory, CSV (Lightning metrics.csv), JSONL, trainer_state.json, TensorBoard event
+  // file or folder, MLflow run folder or metric file
+  std::string input;
+  std::string format = "auto";  // auto | run | csv | jsonl | trainer_state | tensorboard | mlflow
+  std::string tag;              // only this series (default: every LR series found)
   std::vector<int64_t> restarts;
   std::vector<int64_t> milestones;
   bool json = false;
@@ -28,8 +33,10 @@ struct LrCommandOptions {
 int run_lr_command(const LrCommandOptions& o, std::ostream& out, std::ostream& err);
 
 struct CoverageCommandOptions {
-  std::string run_dir;   // our run (journal), or
-  std::string run_spec;  // a foreign run described in JSON
+  std::string run_dir;        // our run (journal) or a Hugging Face Trainer output folder, or
+  std::string run_spec;       // a foreign run described in JSON
+  uint64_t dataset_size = 0;  // Hugging Face folders: the one fact they do not hold
+  bool print_spec = false;    // Hugging Face folders: print the derived run spec and stop
   uint64_t max_ids = 100000;
   bool json = false;
   std::string svg_path;
@@ -42,9 +49,7 @@ struct ReportCommandOptions {
 };
 int run_report_command(const ReportCommandOptions& o, std::ostream& out, std::ostream& err);
 
-// The exit code for a failed Status (same mapping as cli/exit_codes.h's exit_code_for).
-int exit_code_for_status(const Status& s);
 // Writes `text` to `path` (replacing it). io_error naming the path on failure.
 Status write_text_file(const std::string& path, const std::string& text);
 
-}  // namespace ckpt::analytics
+}  // namespace ckpt::cli

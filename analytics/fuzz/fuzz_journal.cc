@@ -1,0 +1,15 @@
+// libFuzzer: our run journal parser (journal.jsonl) and the coverage input built from it.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "analytics/coverage_from_journal.h"
+#include "analytics/run_journal.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace ckpt::analytics;
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  auto journal = parse_journal(text, "journal.jsonl");
+  if (journal.is_ok()) (void)coverage_input_from_journal(*journal);
+  return 0;
+}

@@ -1,0 +1,123 @@
+// `ckpt coverage`: build the visits (journal or run spec), compute coverage, print text or JSON,
+// optionally write the strip chart.
+#include <sys/stat.h>
+
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "analytics/checkpoint_cursors.h"
+#include "analytics/coverage.h"
+#include "analytics/coverage_chart.h"
+#include "analytics/coverage_from_journal.h"
+#include "analytics/coverage_report.h"
+#include "analytics/hf_run.h"
+#include "analytics/run_spec.h"
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+#include "cli/hf_training_args.h"
+
+namespace ckpt::cli {
+namespace {
+
+bool has_journal(const std::string& dir) {
+  struct stat st;
+  return ::stat((dir + "/journal.jsonl").c_str(), &st) == 0;
+}
+
+// A Hugging Face Trainer output folder: the run spec derived from it (analytics/hf_run.h).
+Result<analytics::DerivedRunSpec> derive_from_hf(const CoverageCommandOptions& o) {
+  CKPT_ASSIGN_OR_RETURN(analytics::HfRunFacts facts, analytics::scan_hf_output_dir(o.run_dir));
+  CKPT_ASSIGN_OR_RETURN(analytics::HfTrainingArgs args,
+                        read_hf_training_args(facts.newest_checkpoint + "/training_args.bin"));
+  return analytics::derive_hf_run_spec(facts, args, o.dataset_size);
+}
+
+}  // namespace
+
+int run_coverage_command(const CoverageCommandOptions& o, std::ostream& out, std::ostream& err) {
+  using namespace analytics;
+  if (o.run_dir.empty() == o.run_spec.empty()) {
+    err << "ckpt coverage: give either a run directory or --run-spec FILE.json (exactly one)\n";
+    return kExitUsage;
+  }
+  const std::string src = o.run_dir.empty() ? o.run_spec : o.run_dir;
+  std::vector<CheckpointCursorCheck> checkpoints;
+  std::optional<DerivedRunSpec> derived;
+  if (!o.run_dir.empty() && !has_journal(o.run_dir) && is_hf_output_dir(o.run_dir)) {
+    auto d = derive_from_hf(o);
+    if (!d.is_ok()) {
+      err << "ckpt coverage: " << d.status().message() << "\n";
+      return exit_code_for(d.status());
+    }
+    derived = std::move(d).value();
+    if (o.print_spec) {
+      out << run_spec_json(derived->spec) << "\n";
+      return kExitOk;
+    }
+  } else if (o.print_spec) {
+    err << "ckpt coverage: --print-spec needs a Hugging Face output folder (checkpoint-N/)\n";
+    return kExitUsage;
+  }
+  Result<CoverageInput> input = [&]() -> Result<CoverageInput> {
+    if (derived) {
+      auto replayed = replay_run(derived->spec);
+      if (!replayed.is_ok()) return corrupt(o.run_dir + ": " + replayed.status().message());
+      return replayed;
+    }
+    if (!o.run_dir.empty()) {
+      CKPT_ASSIGN_OR_RETURN(RunJournal journal, read_journal(o.run_dir));
+      for (const auto& w : journal.warnings) err << "ckpt coverage: warning: " << w << "\n";
+      auto checks = check_checkpoint_cursors(o.run_dir, journal);
+      if (checks.is_ok()) {
+        checkpoints = std::move(checks).value();
+      } else {
+        err << "ckpt coverage: warning: checkpoints not checked: " << checks.status().message()
+            << "\n";
+      }
+      return coverage_input_from_journal(journal);
+    }
+    CKPT_ASSIGN_OR_RETURN(RunSpec spec, read_run_spec(o.run_spec));
+    auto replayed = replay_run(spec);
+    if (!replayed.is_ok()) {
+      return corrupt(o.run_spec + ": " + replayed.status().message());
+    }
+    return replayed;
+  }();
+  if (!input.is_ok()) {
+    err << "ckpt coverage: " << input.status().message() << "\n";
+    return exit_code_for(input.status());
+  }
+  CoverageOptions opts;
+  opts.max_ids = o.max_ids;
+  auto report = compute_coverage(*input, opts);
+  if (!report.is_ok()) {
+    err << "ckpt coverage: " << src << ": " << report.status().message() << "\n";
+    return exit_code_for(report.status());
+  }
+  if (!o.svg_path.empty()) {
+    Status st = write_text_file(o.svg_path, coverage_chart_svg(*report, src));
+    if (!st.is_ok()) {
+      err << "ckpt coverage: " << st.message() << "\n";
+      return exit_code_for(st);
+    }
+  }
+  if (o.json) {
+    nlohmann::json j = coverage_to_json(*report, *input, src, checkpoints);
+    if (derived) {
+      j["derived_spec"] = nlohmann::json::parse(run_spec_json(derived->spec));
+      j["assumptions"] = derived->assumptions;
+      j["certainty"] = derived->certainty;
+    }
+    out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  } else {
+    print_coverage_text(*report, *input, src, checkpoints, out);
+    if (derived) {
+      out << "\nrun spec derived from the Hugging Face folder (--print-spec shows it):\n";
+      for (const auto& a : derived->assumptions) out << "  assumed: " << a << "\n";
+      out << "  certainty: " << derived->certainty << "\n";
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace ckpt::cli

@@ -1,0 +1,59 @@
+// `ckpt lr`: load the series, analyse it, print text or JSON, optionally write the SVG.
+#include <fstream>
+
+#include "analytics/lr_analysis.h"
+#include "analytics/lr_chart.h"
+#include "analytics/lr_input.h"
+#include "analytics/lr_report.h"
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+
+namespace ckpt::cli {
+
+Status write_text_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) return io_error(path + ": cannot open for writing");
+  f << text;
+  f.close();
+  if (!f) return io_error(path + ": write failed");
+  return Status::ok();
+}
+
+int run_lr_command(const LrCommandOptions& o, std::ostream& out, std::ostream& err) {
+  auto series = analytics::load_lr_log(o.input, o.format, o.tag);
+  if (!series.is_ok()) {
+    err << "ckpt lr: " << series.status().message() << "\n";
+    return exit_code_for(series.status());
+  }
+  for (const auto& w : series->front().warnings) err << "ckpt lr: warning: " << w << "\n";
+  analytics::LrOptions opts;
+  opts.restarts = o.restarts;
+  opts.milestones = o.milestones;
+  opts.use_inferred_restarts = o.restarts.empty();
+  std::vector<analytics::LrAnalysis> analyses;
+  bool findings = false;
+  for (const auto& s : *series) {
+    analyses.push_back(analytics::analyze_lr(s, opts));
+    findings |= analyses.back().has_findings();
+  }
+  if (!o.svg_path.empty()) {
+    Status st =
+        write_text_file(o.svg_path, analytics::lr_chart_svg(series->front(), analyses.front()));
+    if (!st.is_ok()) {
+      err << "ckpt lr: " << st.message() << "\n";
+      return exit_code_for(st);
+    }
+  }
+  // Names from the input (tags, file names) may hold invalid UTF-8: replaced (U+FFFD), never a
+  // throw.
+  if (o.json) {
+    out << analytics::lr_log_to_json(*series, analyses)
+               .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+        << "\n";
+  } else {
+    analytics::print_lr_log_text(*series, analyses, out);
+  }
+  return findings ? kExitFindings : kExitOk;
+}
+
+}  // namespace ckpt::cli

@@ -1,0 +1,28 @@
+// `ckpt report`: build the HTML page (report/report_html.h) and write it.
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+#include "report/report_html.h"
+
+namespace ckpt::cli {
+
+int run_report_command(const ReportCommandOptions& o, std::ostream& out, std::ostream& err) {
+  if (o.html_path.empty()) {
+    err << "ckpt report: --html FILE is required\n";
+    return kExitUsage;
+  }
+  auto report = report::build_run_report(o.run_dir);
+  if (!report.is_ok()) {
+    err << "ckpt report: " << report.status().message() << "\n";
+    return exit_code_for(report.status());
+  }
+  Status st = write_text_file(o.html_path, report->html);
+  if (!st.is_ok()) {
+    err << "ckpt report: " << st.message() << "\n";
+    return exit_code_for(st);
+  }
+  out << "ckpt report: wrote " << o.html_path << (report->findings ? " (with findings)" : "")
+      << "\n";
+  return report->findings ? kExitFindings : kExitOk;
+}
+
+}  // namespace ckpt::cli
