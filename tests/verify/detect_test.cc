@@ -211,3 +211,61 @@ TEST_CASE("cyclic trees terminate", "[verify]") {
   InspectNode n = inspect_value(*root, "root", &budget);
   CHECK(budget < 1000);
 }
+
+TEST_CASE("rules that hold on real training: scaler, frozen params, relative LR, counters",
+          "[verify]") {
+  SECTION("a GradScaler allows optimizer step < global step, and says why") {
+    Tree t;
+    Value* root = t.training_dict("cpu", 3, 12, 0.05, 0.05);
+    Value* sc = t.dict();
+    t.set(sc, "scale", t.flt(2.0));
+    t.set(sc, "growth_factor", t.flt(2.0));
+    t.set(sc, "backoff_factor", t.flt(0.5));
+    t.set(sc, "growth_interval", t.num(2000));
+    t.set(root, "scaler", sc);
+    AuditReport r = judge(root);
+    CHECK(r.find(AuditComponent::kOptimizer)->status == ComponentStatus::kPresent);
+    CHECK(r.find(AuditComponent::kOptimizer)->evidence.find("GradScaler skipped 9") !=
+          std::string::npos);
+    // Without the scaler the same numbers are inconsistent.
+    Tree u;
+    AuditReport bad = judge(u.training_dict("cpu", 3, 12, 0.05, 0.05));
+    CHECK(bad.find(AuditComponent::kOptimizer)->status == ComponentStatus::kInconsistent);
+    CHECK(bad.find(AuditComponent::kOptimizer)->evidence.find("step 3 != global_step 12") !=
+          std::string::npos);
+  }
+  SECTION("params listed without state are a note, not inconsistent") {
+    Tree t;
+    Value* root = t.training_dict("cpu", 6, 6, 0.05, 0.05);
+    // Add two frozen params (ids 2, 3) to the group; they have no state.
+    const Value* opt = root->get("optim_sd");
+    Value* params = const_cast<Value*>(opt->get("param_groups")->items[0]->get("params"));
+    params->items.push_back(t.num(2));
+    params->items.push_back(t.num(3));
+    AuditReport r = judge(root);
+    CHECK(r.find(AuditComponent::kOptimizer)->status == ComponentStatus::kPresent);
+    bool note = false;
+    for (const auto& f : r.findings)
+      note = note || (f.severity == Severity::kInfo && f.component == AuditComponent::kOptimizer &&
+                      f.message.find("2 of 4 params") != std::string::npos);
+    CHECK(note);
+  }
+  SECTION("LRs compare relatively: 1e-6 against 1.9e-6 differs") {
+    Tree t;
+    AuditReport r = judge(t.training_dict("cpu", 6, 6, 1.9e-6, 1e-6));
+    CHECK(r.find(AuditComponent::kScheduler)->status == ComponentStatus::kInconsistent);
+    Tree u;
+    AuditReport ok = judge(u.training_dict("cpu", 6, 6, 1e-6, 1e-6 * (1 + 1e-9)));
+    CHECK(ok.find(AuditComponent::kScheduler)->status == ComponentStatus::kPresent);
+  }
+  SECTION("DeepSpeed's global_steps is the global step") {
+    Tree t;
+    Value* root = t.dict();
+    t.set(root, "global_steps", t.num(42));
+    t.set(root, "global_samples", t.num(336));
+    CheckpointView v;
+    detect_components(*root, DetectContext{"mp_rank_00_model_states.pt", nullptr}, &v);
+    REQUIRE(v.counters.global_step);
+    CHECK(*v.counters.global_step == 42);
+  }
+}

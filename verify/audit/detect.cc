@@ -287,8 +287,9 @@ class Detector {
   }
 
   void note_counters(const Value& d, const std::string& path) {
-    static const char* kStepKeys[] = {"global_step", "step", "iteration", "num_updates",
-                                      "train_step"};
+    // global_steps: DeepSpeed's engine (mp_rank_00_model_states.pt).
+    static const char* kStepKeys[] = {"global_step", "step",       "iteration",
+                                      "num_updates", "train_step", "global_steps"};
     static const char* kEpochKeys[] = {"epoch", "current_epoch"};
     CountersPart& c = view_.counters;
     bool added = false;
