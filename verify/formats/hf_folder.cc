@@ -121,42 +121,7 @@ class HfFolderReader : public FormatReader {
         (one.rng_cpu.found && one.rng_cpu.nbytes == 5056 ? rng_ranks_ok : rng_ranks_bad)
             .push_back(n);
       }
-      if (n == "training_args.bin") {
-        read_training_args(tf.doc->root, &view);
-        view.config_digest = value_digest(*tf.doc->root);
-        add_global_findings(*tf.doc, n, &view);
-        if (options.inspect) {
-          size_t budget = 2000;
-          view.contents.children.push_back(inspect_value(*tf.doc->root, n, &budget));
-        }
-      } else if (starts_with(n, "scaler") && tf.doc->root->kind == Kind::kDict &&
-                 tf.doc->root->entries.empty()) {
-        view.grad_scaler.found = true;
-        view.grad_scaler.empty = true;
-        view.grad_scaler.source = n;
-        view.grad_scaler.evidence = n + ": {} (the GradScaler was disabled when saved)";
-        add_torch_file_to_view(tf, n, &view, options);
-      } else if (n == "sampler.bin" || starts_with(n, "sampler_") ||
-                 starts_with(n, "dl_state_dict")) {
-        add_torch_file_to_view(tf, n, &view, options);
-        if (!view.loader.found) {
-          view.loader.found = true;
-          view.loader.source = n;
-          view.loader.kind = starts_with(n, "dl_state_dict") ? "StatefulDataLoader" : "sampler";
-          view.loader.evidence = n + ": " +
-                                 (view.loader.kind == "sampler"
-                                      ? "pickled sampler object (" + tf.doc->root->qualname() + ")"
-                                      : "stateful dataloader state");
-        }
-      } else if (starts_with(n, "random_states_")) {
-        // Its "step" is Accelerator.step (a gradient-accumulation counter), not the training
-        // step: keep it out of the counters.
-        CountersPart before = view.counters;
-        add_torch_file_to_view(tf, n, &view, options);
-        view.counters = before;
-      } else {
-        add_torch_file_to_view(tf, n, &view, options);
-      }
+      add_torch_entry(n, tf, options, &view);
       if (options.deep) CKPT_RETURN_IF_ERROR(deep_scan_torch(tf, n, &view, options));
       bytes += raw->bytes_read();
       keep.push_back(std::move(tf));
@@ -165,39 +130,86 @@ class HfFolderReader : public FormatReader {
       CKPT_RETURN_IF_ERROR(read_trainer_state(path + "/trainer_state.json", &view));
     if (has(kShardIndex)) CKPT_RETURN_IF_ERROR(check_shard_index(path, &view));
     note_rng_ranks(rng_ranks_ok, rng_ranks_bad, &view);
-    if (view.format == "hf-model") {
-      const std::string why = "a save_pretrained model folder holds weights and config only";
-      view.model.weights_only_format = true;
-      for (AuditComponent c :
-           {AuditComponent::kOptimizer, AuditComponent::kScheduler, AuditComponent::kRngCpu,
-            AuditComponent::kRngCuda, AuditComponent::kLoader, AuditComponent::kCounters}) {
-        view.format_gaps[c] = why;
-      }
-      view.optimizer.evidence = why;
-      view.scheduler.evidence = why;
-    }
-    if (view.format == "hf-trainer" && !view.loader.found) {
-      const auto gs = view.counters.global_step;
-      view.loader.derived = gs.has_value();
-      view.loader.kind = "derived from global_step";
-      view.loader.evidence =
-          "HF Trainer saves no loader state; on resume it recomputes the position from "
-          "trainer_state.json global_step" +
-          (gs ? " " + std::to_string(*gs) : std::string()) + " and the sampler seed";
-      view.loader.derive_cost =
-          "the resumed run re-reads and discards (global_step mod steps_per_epoch) x "
-          "gradient_accumulation_steps batches of the current epoch through the data pipeline "
-          "(decode + collate, no forward), and the position is only right if dataset, batch size, "
-          "world size and seed are unchanged";
-    }
-    if (view.format == "hf-trainer" && rng_files == 0) {
-      view.rng_cpu.evidence = "no rng_state.pth / rng_state_<rank>.pth in the folder";
-    }
+    note_format_gaps(rng_files, &view);
     view.bytes_read = bytes;
     return view;
   }
 
  private:
+  // One torch.save file of the folder, by its role: training_args.bin (fp16, config digest), an
+  // empty scaler file, a sampler / loader state, Accelerate's random_states_N.pkl, or any other.
+  static void add_torch_entry(const std::string& n, const TorchFile& tf, const ReadOptions& options,
+                              CheckpointView* view) {
+    if (n == "training_args.bin") {
+      read_training_args(tf.doc->root, view);
+      view->config_digest = value_digest(*tf.doc->root);
+      add_global_findings(*tf.doc, n, view);
+      if (options.inspect) {
+        size_t budget = 2000;
+        view->contents.children.push_back(inspect_value(*tf.doc->root, n, &budget));
+      }
+    } else if (starts_with(n, "scaler") && tf.doc->root->kind == Kind::kDict &&
+               tf.doc->root->entries.empty()) {
+      view->grad_scaler.found = true;
+      view->grad_scaler.empty = true;
+      view->grad_scaler.source = n;
+      view->grad_scaler.evidence = n + ": {} (the GradScaler was disabled when saved)";
+      add_torch_file_to_view(tf, n, view, options);
+    } else if (n == "sampler.bin" || starts_with(n, "sampler_") ||
+               starts_with(n, "dl_state_dict")) {
+      add_torch_file_to_view(tf, n, view, options);
+      if (!view->loader.found) {
+        view->loader.found = true;
+        view->loader.source = n;
+        view->loader.kind = starts_with(n, "dl_state_dict") ? "StatefulDataLoader" : "sampler";
+        view->loader.evidence = n + ": " +
+                                (view->loader.kind == "sampler"
+                                     ? "pickled sampler object (" + tf.doc->root->qualname() + ")"
+                                     : "stateful dataloader state");
+      }
+    } else if (starts_with(n, "random_states_")) {
+      // Its "step" is Accelerator.step (a gradient-accumulation counter), not the training
+      // step: keep it out of the counters.
+      CountersPart before = view->counters;
+      add_torch_file_to_view(tf, n, view, options);
+      view->counters = before;
+    } else {
+      add_torch_file_to_view(tf, n, view, options);
+    }
+  }
+
+  // What a save_pretrained folder cannot hold, and what the HF Trainer derives or lacks.
+  static void note_format_gaps(int rng_files, CheckpointView* view) {
+    if (view->format == "hf-model") {
+      const std::string why = "a save_pretrained model folder holds weights and config only";
+      view->model.weights_only_format = true;
+      for (AuditComponent c :
+           {AuditComponent::kOptimizer, AuditComponent::kScheduler, AuditComponent::kRngCpu,
+            AuditComponent::kRngCuda, AuditComponent::kLoader, AuditComponent::kCounters}) {
+        view->format_gaps[c] = why;
+      }
+      view->optimizer.evidence = why;
+      view->scheduler.evidence = why;
+    }
+    if (view->format == "hf-trainer" && !view->loader.found) {
+      const auto gs = view->counters.global_step;
+      view->loader.derived = gs.has_value();
+      view->loader.kind = "derived from global_step";
+      view->loader.evidence =
+          "HF Trainer saves no loader state; on resume it recomputes the position from "
+          "trainer_state.json global_step" +
+          (gs ? " " + std::to_string(*gs) : std::string()) + " and the sampler seed";
+      view->loader.derive_cost =
+          "the resumed run re-reads and discards (global_step mod steps_per_epoch) x "
+          "gradient_accumulation_steps batches of the current epoch through the data pipeline "
+          "(decode + collate, no forward), and the position is only right if dataset, batch size, "
+          "world size and seed are unchanged";
+    }
+    if (view->format == "hf-trainer" && rng_files == 0) {
+      view->rng_cpu.evidence = "no rng_state.pth / rng_state_<rank>.pth in the folder";
+    }
+  }
+
   // Several processes each save rng_state_<rank>.pth: every one must hold a CPU generator state.
   static void note_rng_ranks(const std::vector<std::string>& ok,
                              const std::vector<std::string>& bad, CheckpointView* view) {
