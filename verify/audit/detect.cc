@@ -53,6 +53,8 @@ bool is_optimizer(const Value& d) {
 }
 bool is_scheduler(const Value& d) {
   if (d.get("last_epoch") != nullptr && d.get("base_lrs") != nullptr) return true;
+  // DeepSpeed's schedulers (WarmupLR, WarmupDecayLR, OneCycle) save only their batch count.
+  if (d.get("last_batch_iteration") != nullptr && d.entries.size() == 1) return true;
   // torch 2.x ChainedScheduler: no top-level last_epoch; its children and its _last_lr.
   if (d.get("_schedulers") != nullptr && d.get("_last_lr") != nullptr) return true;
   // SequentialLR / ChainedScheduler skip the base __init__: no base_lrs, children in _schedulers.
@@ -469,6 +471,8 @@ class Detector {
     s.source = ctx_.source;
     s.name = path;
     if (const Value* le = d.get("last_epoch")) s.last_epoch = le->as_int();
+    const Value* lbi = d.get("last_batch_iteration");
+    if (lbi != nullptr && lbi->as_int()) s.last_epoch = *lbi->as_int() + 1;  // starts at -1
     const Value* children = d.get("_schedulers");
     if (!s.last_epoch && children != nullptr && !children->items.empty() &&
         children->items[0]->kind == Kind::kDict) {
@@ -484,7 +488,9 @@ class Detector {
     };
     numbers(d.get("base_lrs"), &s.base_lrs);
     numbers(d.get("_last_lr"), &s.last_lr);
-    if (d.get("patience") != nullptr) {
+    if (lbi != nullptr) {
+      s.kind = "DeepSpeed scheduler (last_batch_iteration " + summarize(*lbi) + ")";
+    } else if (d.get("patience") != nullptr) {
       s.kind = "ReduceLROnPlateau";
       s.per_epoch = true;
     } else if (d.get("_schedulers") != nullptr) {
@@ -518,7 +524,7 @@ class Detector {
     std::ostringstream e;
     e << where(ctx_, path) << ": " << s.kind;
     if (s.last_epoch) e << " last_epoch " << *s.last_epoch;
-    if (!d.get("last_epoch") && s.last_epoch) e << " (from its first child)";
+    if (!d.get("last_epoch") && children != nullptr && s.last_epoch) e << " (from its first child)";
     if (!s.last_lr.empty()) e << ", _last_lr[0] " << s.last_lr[0];
     s.evidence = e.str();
   }
