@@ -53,7 +53,7 @@ std::string gzip(const std::string& in) {
 const char* kTrace =
     R"({"distributedInfo":{"rank":0},"traceEvents":[{"ph":"X","name":"ProfilerStep#1","ts":0,"dur":100}]})";
 
-TEST_CASE("gzip traces are read; a damaged or oversized one is one clear line", "[profile]") {
+TEST_CASE("gzip traces are read, a damaged or oversized one is one clear line", "[profile]") {
   Scratch d;
   write(d.path + "/rank0.json.gz", gzip(kTrace));
   auto t = load_traces({d.path + "/rank0.json.gz"});
@@ -106,7 +106,7 @@ TEST_CASE("non-regular inputs are refused without blocking: FIFO, /dev/zero", "[
   REQUIRE(missing.status().code() == Code::kNotFound);
 }
 
-TEST_CASE("forward is the time before the first backward op; GPU busy, NCCL, exposed",
+TEST_CASE("forward is the time before the first backward op, GPU busy, NCCL, exposed",
           "[profile]") {
   auto t = import_pytorch_trace_text(R"J({"traceEvents":[
     {"ph":"X","name":"ProfilerStep#1","cat":"user_annotation","ts":0,"dur":1000},
@@ -230,7 +230,7 @@ TEST_CASE("the seed's 8 ranks: rank 5 +3 s on 5% of steps under an alternating s
   REQUIRE(rep->scale.agrees);
 }
 
-TEST_CASE("two-level periodicity: an alternating series has period 2; noise has none",
+TEST_CASE("two-level periodicity: an alternating series has period 2, noise has none",
           "[profile]") {
   std::vector<double> alt;
   for (int i = 0; i < 40; ++i) alt.push_back(i % 2 ? 0.0587 + 0.001 * (i % 3) : 0.0001 * (i % 2));
