@@ -295,9 +295,9 @@ TEST_CASE("audit gives scan's verdict as findings, legacy files included", "[ver
     CHECK_FALSE(r->complete);  // exit 2
     bool reported = false;
     for (const auto& f : r->findings) {
-      reported = reported ||
-                 (f.severity == "error" && f.message.find("posix.system") != std::string::npos &&
-                  f.message.find("ckpt scan") != std::string::npos);
+      reported = reported || (f.severity == Severity::kError &&
+                              f.message.find("posix.system") != std::string::npos &&
+                              f.message.find("ckpt scan") != std::string::npos);
     }
     CHECK(reported);
   }
