@@ -88,8 +88,8 @@ std::string audit_section(const std::string& run_dir, bool* findings) {
   }
   if (!report->complete) *findings = true;
   s += "<p class=\"verdict " +
-       std::string(report->complete ? "ok\">complete" : "bad\">incomplete") + "</p>\n<pre>" +
-       xml_escape(verify::report_to_text(*report, false)) + "</pre></section>\n";
+       std::string(report->complete ? "ok\">complete" : "bad\">incomplete") + "</p>\n" +
+       verify::report_to_html_table(*report) + "</section>\n";
   return s;
 }
 
