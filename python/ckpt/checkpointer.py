@@ -222,7 +222,7 @@ class Checkpointer:
         self._event("restore", True, step=rep.step, checkpoint=os.path.basename(rep.checkpoint),
                     restored=rep.components, missing=rep.missing, skipped=rep.skipped,
                     loader=(dict(zip(("epoch", "position"), loader.cursor()))
-                            if loader is not None and loader in restored_objs else None),
+                            if any(o is loader for o in restored_objs) else None),
                     note=rep.note)
         return rep
 

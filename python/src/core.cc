@@ -32,11 +32,20 @@ namespace ckpt::python {
 [[noreturn]] void raise_status(const Status& s) {
   const char* cls = "CheckpointError";
   switch (s.code()) {
-    case Code::kCorrupt: cls = "CorruptCheckpointError"; break;
-    case Code::kMismatch: cls = "MismatchError"; break;
-    case Code::kNotFound: cls = "NotFoundError"; break;
-    case Code::kInvalidArgument: cls = "InvalidArgumentError"; break;
-    default: break;
+    case Code::kCorrupt:
+      cls = "CorruptCheckpointError";
+      break;
+    case Code::kMismatch:
+      cls = "MismatchError";
+      break;
+    case Code::kNotFound:
+      cls = "NotFoundError";
+      break;
+    case Code::kInvalidArgument:
+      cls = "InvalidArgumentError";
+      break;
+    default:
+      break;
   }
   py::object type = py::module_::import("ckpt.errors").attr(cls);
   PyErr_SetString(type.ptr(), s.message().c_str());
@@ -84,8 +93,7 @@ void to_node(const std::string& path, const py::dict& d, Node* node) {
           v.cast<std::tuple<uintptr_t, size_t, std::string, std::vector<int64_t>>>();
       auto dt = dtype_from_name(dtype);
       if (!dt) raise_status(invalid_argument(path + "/" + name + ": unknown dtype " + dtype));
-      node->tensors[name] =
-          Tensor::borrow(*dt, shape, reinterpret_cast<const void*>(ptr), nbytes);
+      node->tensors[name] = Tensor::borrow(*dt, shape, reinterpret_cast<const void*>(ptr), nbytes);
     }
   }
   if (d.contains("children")) {
@@ -170,10 +178,10 @@ void read_into(const std::string& dir, int64_t rank, const py::dict& dests) {
     const Tensor* t = store::find_tensor(&st->root, path);
     if (t == nullptr) raise_status(not_found(file + ": no tensor " + path));
     if (dtype_name(t->dtype) != d.dtype || t->shape != d.shape || t->nbytes != d.nbytes) {
-      raise_status(mismatch(file + ": tensor " + path + " is " + dtype_name(t->dtype) +
-                            " of " + std::to_string(t->shape.size()) +
-                            " dims; the destination is " + d.dtype + " of " +
-                            std::to_string(d.shape.size()) + " dims or another size"));
+      raise_status(mismatch(file + ": tensor " + path + " is " + dtype_name(t->dtype) + " of " +
+                            std::to_string(t->shape.size()) + " dims; the destination is " +
+                            d.dtype + " of " + std::to_string(d.shape.size()) +
+                            " dims or another size"));
     }
   }
   store::ReadOptions opts;

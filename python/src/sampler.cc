@@ -55,9 +55,12 @@ void load_state(ResumableSampler& s, const py::dict& d) {
   Node node;
   for (auto [k, v] : d) {
     const std::string name = k.cast<std::string>();
-    if (py::isinstance<py::bool_>(v)) node.attrs[name] = v.cast<bool>();
-    else if (py::isinstance<py::int_>(v)) node.attrs[name] = v.cast<int64_t>();
-    else if (py::isinstance<py::str>(v)) node.attrs[name] = v.cast<std::string>();
+    if (py::isinstance<py::bool_>(v))
+      node.attrs[name] = v.cast<bool>();
+    else if (py::isinstance<py::int_>(v))
+      node.attrs[name] = v.cast<int64_t>();
+    else if (py::isinstance<py::str>(v))
+      node.attrs[name] = v.cast<std::string>();
   }
   auto sc = loader::sampler_from_node(node);
   if (!sc.is_ok()) raise_status(sc.status().with_context("loader"));
@@ -66,10 +69,10 @@ void load_state(ResumableSampler& s, const py::dict& d) {
   if (saved.dataset_size != here.dataset_size || saved.seed != here.seed ||
       saved.shuffle != here.shuffle || saved.drop_last != here.drop_last ||
       saved.dataset_fingerprint != here.dataset_fingerprint) {
-    raise_status(mismatch("loader: the checkpoint describes another dataset or order (dataset_size " +
-                          std::to_string(saved.dataset_size) + " vs " +
-                          std::to_string(here.dataset_size) + ", seed " +
-                          std::to_string(saved.seed) + " vs " + std::to_string(here.seed) + ")"));
+    raise_status(mismatch(
+        "loader: the checkpoint describes another dataset or order (dataset_size " +
+        std::to_string(saved.dataset_size) + " vs " + std::to_string(here.dataset_size) +
+        ", seed " + std::to_string(saved.seed) + " vs " + std::to_string(here.seed) + ")"));
   }
   check(loader::validate_cursor(here, sc->second));
   s.set_cursor(sc->second);
