@@ -182,10 +182,7 @@ class Checkpointer:
         self._check_names()
         rep = RestoreReport()
         latest = _core.find_latest(self.run_dir)
-        if not latest:
-            for name in self.required:
-                raise MissingRequiredError(f"{self.run_dir}: required component \"{name}\" "
-                                           "cannot be restored: the run has no checkpoint")
+        if not latest:  # a fresh start (required= applies to an existing checkpoint, as in C++)
             self._start(rep)
             return rep
         rep.step, rep.checkpoint, rep.note = latest["step"], latest["dir"], latest["note"]

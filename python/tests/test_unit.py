@@ -118,6 +118,10 @@ def test_flipped_byte_is_refused_naming_the_tensor(tmp_path):
 
 
 def test_names_and_required_and_lock(tmp_path):
+    with ckpt.Checkpointer(tmp_path / "fresh", required=("model",)) as ck:
+        ck.track(model=nn.Linear(2, 2))
+        rep = ck.restore_latest()  # a fresh start is not a missing component
+        assert not rep.restored and rep.step == 0 and rep.components == []
     with ckpt.Checkpointer(tmp_path, omit=("shceduler",)) as ck:
         ck.track(model=nn.Linear(2, 2))
         with pytest.raises(ValueError, match="shceduler"):
