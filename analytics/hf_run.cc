@@ -9,6 +9,7 @@
 
 #include "analytics/json_text.h"
 #include "analytics/lr_foreign.h"
+#include "ckpt/io/env.h"
 
 namespace ckpt::analytics {
 namespace {
@@ -19,13 +20,8 @@ bool exists(const std::string& p) {
 }
 
 std::vector<std::string> entries(const std::string& dir) {
-  std::vector<std::string> names;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) names.push_back(e->d_name);
-    ::closedir(d);
-  }
-  std::sort(names.begin(), names.end());
-  return names;
+  auto names = Env::posix()->list_dir(dir);  // sorted, without "." and ".."
+  return names.is_ok() ? std::move(names).value() : std::vector<std::string>{};
 }
 
 // N of "checkpoint-N", or -1.

@@ -12,14 +12,12 @@
 #include "analytics/json_text.h"
 #include "analytics/tb/tb_events.h"
 #include "analytics/tb/tfrecord.h"
+#include "ckpt/io/env.h"
 
 namespace ckpt::analytics {
 namespace {
 
-bool is_dir(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
+bool is_dir(const std::string& p) { return Env::posix()->is_dir(p); }
 
 bool is_regular(const std::string& p) {
   struct stat st;
@@ -27,16 +25,8 @@ bool is_regular(const std::string& p) {
 }
 
 std::vector<std::string> sorted_entries(const std::string& dir) {
-  std::vector<std::string> names;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      const std::string n = e->d_name;
-      if (n != "." && n != "..") names.push_back(n);
-    }
-    ::closedir(d);
-  }
-  std::sort(names.begin(), names.end());
-  return names;
+  auto names = Env::posix()->list_dir(dir);  // sorted, without "." and ".."
+  return names.is_ok() ? std::move(names).value() : std::vector<std::string>{};
 }
 
 // Whether the regular file at `path` starts with a TFRecord header (reads 12 bytes).

@@ -22,7 +22,10 @@ struct VerifyOptions {
 int run_verify(const VerifyOptions& o) {
   Env* env = Env::posix();
   if (!env->exists(o.path)) {
-    std::cerr << "ckpt verify: " << o.path << ": no such file or directory\n";
+    auto kind = env->entry_kind(o.path);  // EACCES on a parent is not "no such file"
+    std::cerr << "ckpt verify: "
+              << (kind.is_ok() ? o.path + ": no such file or directory" : kind.status().message())
+              << "\n";
     return kExitNoInput;
   }
   std::vector<std::string> dirs;
@@ -35,8 +38,8 @@ int run_verify(const VerifyOptions& o) {
       std::cerr << "ckpt verify: " << all.status().message() << "\n";
       return exit_code_for(all.status());
     }
-    for (const auto& e : *all) {
-      (e.committed ? dirs : uncommitted).push_back(e.dir);
+    for (const auto& e : *all) {  // a damaged commit record is a finding, not a skipped save
+      (e.committed || e.damaged ? dirs : uncommitted).push_back(e.dir);
     }
     if (dirs.empty() && uncommitted.empty()) {
       std::cerr << "ckpt verify: " << o.path
@@ -68,7 +71,7 @@ int run_verify(const VerifyOptions& o) {
   }
   if (!o.json) {
     for (const auto& u : uncommitted) {
-      std::cout << "skipped  " << u << "  (no valid COMMIT.json: an interrupted save)\n";
+      std::cout << "skipped  " << u << "  (no COMMIT.json: an interrupted save)\n";
     }
   }
   out["ok"] = ok && !dirs.empty();

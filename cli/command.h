@@ -24,9 +24,11 @@ using Setup = std::function<Runner(CLI::App& root, CLI::App*& sub)>;
 Runner setup_audit(CLI::App& root, CLI::App*& sub);
 Runner setup_coverage(CLI::App& root, CLI::App*& sub);
 Runner setup_inspect(CLI::App& root, CLI::App*& sub);
+Runner setup_load_bench(CLI::App& root, CLI::App*& sub);
 Runner setup_lr(CLI::App& root, CLI::App*& sub);
 Runner setup_profile(CLI::App& root, CLI::App*& sub);
 Runner setup_report(CLI::App& root, CLI::App*& sub);
+Runner setup_scan(CLI::App& root, CLI::App*& sub);
 Runner setup_verify(CLI::App& root, CLI::App*& sub);
 
 }  // namespace ckpt::cli

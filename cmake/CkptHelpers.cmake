@@ -27,6 +27,11 @@ function(ckpt_test name)
   ckpt_warnings(${name})
   # A name that CMake's list splitting mangles (';' or '[' in a test name) would run a filter that
   # matches nothing and "pass": make that a failure.
+  set(env "")
+  if(CKPT_SANITIZE)
+    set(env ENVIRONMENT "LSAN_OPTIONS=suppressions=${CMAKE_SOURCE_DIR}/tests/lsan.supp")
+  endif()
   catch_discover_tests(${name} TEST_PREFIX "${name}: "
-                       PROPERTIES TIMEOUT 600 FAIL_REGULAR_EXPRESSION "No test cases matched")
+                       PROPERTIES TIMEOUT 600 FAIL_REGULAR_EXPRESSION "No test cases matched"
+                       ${env})
 endfunction()

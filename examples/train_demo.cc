@@ -38,6 +38,7 @@ struct DemoOptions {
   double slow_loader_ms = 0;
   int keep_last = 3;
   uint64_t seed = 7;
+  std::string on_damaged = "refuse";
 };
 
 constexpr int kCrashExit = 3;
@@ -68,6 +69,26 @@ int fail(const std::string& what, const ckpt::Status& s) {
   return 1;
 }
 
+// Every flag combination that cannot run is a usage error before anything touches the disk.
+void validate(const DemoOptions& o) {
+  auto bad = [](const std::string& flag, const std::string& why) {
+    throw CLI::ValidationError(flag, why);
+  };
+  if (o.run_dir.empty()) bad("--run-dir", "must not be empty");
+  if (o.stop_at != -1 && (o.stop_at < 1 || o.stop_at > o.steps)) {
+    bad("--stop-at", "must be in [1, --steps], got " + std::to_string(o.stop_at));
+  }
+  if (o.crash_at != -1 && (o.crash_at < 1 || o.crash_at > o.steps)) {
+    bad("--crash-at", "must be in [1, --steps], got " + std::to_string(o.crash_at));
+  }
+  if (o.keep_last < 0) bad("--keep-last", "must be >= 0 (0 keeps all)");
+  if (!(o.slow_loader_ms >= 0)) bad("--slow-loader", "must be >= 0");
+  if (auto v = ckpt::sched::validate(demo::make_schedule(o.steps)); !v.is_ok()) {
+    bad("--steps", v.status().message());
+  }
+  parse_omit(o.omit);
+}
+
 int run(const DemoOptions& o) {
   const std::set<ckpt::Component> omit = parse_omit(o.omit);
   torch::manual_seed(static_cast<uint64_t>(o.seed));  // a fresh process always starts here
@@ -86,6 +107,8 @@ int run(const DemoOptions& o) {
   copts.run_dir = o.run_dir;
   copts.keep_last = o.keep_last;
   copts.omit = omit;
+  copts.on_damaged =
+      o.on_damaged == "fallback" ? ckpt::OnDamaged::kFallback : ckpt::OnDamaged::kRefuse;
   ckpt::Checkpointer ck(copts);
   ckpt::Tracked tracked;
   tracked.model = model.ptr().get();
@@ -97,6 +120,7 @@ int run(const DemoOptions& o) {
 
   auto restored = ck.restore_latest();
   if (!restored.is_ok()) return fail("restore", restored.status());
+  for (const auto& k : restored->skipped) std::cout << "skipped damaged " << k << "\n";
   if (auto s = ck.log_start(*restored); !s.is_ok()) return fail("journal", s);
   if (restored->restored) {
     std::cout << "restored " << restored->checkpoint << " (step " << restored->step << "):";
@@ -117,6 +141,7 @@ int run(const DemoOptions& o) {
     }
   } else {
     std::cout << "fresh start in " << o.run_dir << "\n";
+    if (!restored->note.empty()) std::cout << "note: " << restored->note << "\n";
   }
 
   // One profiler file per process (segment of the run), named by the step it starts at.
@@ -223,14 +248,24 @@ int main(int argc, char** argv) {
                  "Sleep this many ms in every data fetch (a starved input pipeline)");
   app.add_option("--keep-last", o.keep_last, "Committed checkpoints to keep");
   app.add_option("--seed", o.seed, "Seed of the sampler and of the fresh-start RNG");
+  app.add_option("--on-damaged", o.on_damaged,
+                 "When a checkpoint newer than every intact one has a damaged commit record: "
+                 "refuse (exit 1, the default) or fallback to the newest intact one")
+      ->check(CLI::IsMember({"refuse", "fallback"}));
   app.footer("The last stdout line is `final_params_xxh3 <16 hex digits>`.");
   try {
     app.parse(argc, argv);
+    validate(o);
     return run(o);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 64;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::cerr << "ckpt-train-demo: usage: " << e.what() << " (see --help)\n";
+    return 64;
   } catch (const c10::Error& e) {
     std::cerr << "ckpt-train-demo: libtorch error: " << e.what_without_backtrace() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "ckpt-train-demo: error: " << e.what() << "\n";
     return 1;
   }
 }

@@ -17,6 +17,7 @@
 #include "analytics/lr_chart.h"
 #include "analytics/lr_input.h"
 #include "analytics/svg_canvas.h"
+#include "ckpt/io/env.h"
 #include "profile/analyzer.h"
 #include "profile/report_render.h"
 #include "profile/trace_import.h"
@@ -39,22 +40,11 @@ using analytics::LrAnalysis;
 using analytics::short_number;
 using analytics::xml_escape;
 
-bool is_dir(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
+bool is_dir(const std::string& p) { return Env::posix()->is_dir(p); }
 
 std::vector<std::string> list_dir(const std::string& dir) {
-  std::vector<std::string> names;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      const std::string n = e->d_name;
-      if (n != "." && n != "..") names.push_back(n);
-    }
-    ::closedir(d);
-  }
-  std::sort(names.begin(), names.end());
-  return names;
+  auto names = Env::posix()->list_dir(dir);  // sorted, without "." and ".."
+  return names.is_ok() ? std::move(names).value() : std::vector<std::string>{};
 }
 
 std::string trim(std::string s) {

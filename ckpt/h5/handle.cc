@@ -17,7 +17,13 @@ herr_t collect(unsigned n, const H5E_error2_t* err, void* data) {
 
 void quiet_errors() {
   static std::once_flag once;
-  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+  std::call_once(once, [] {
+    // Before anything initialises the library: no atexit cleanup, which would dereference a
+    // file whose close failed half way (disk full) — see rank_file_write.cc. Every file ckpt
+    // opens is closed by its Handle, so the cleanup has nothing else to do.
+    H5dont_atexit();
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  });
 }
 
 std::string error_stack() {

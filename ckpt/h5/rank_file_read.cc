@@ -1,3 +1,8 @@
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include "ckpt/base/hash.h"
 #include "ckpt/h5/rank_file.h"
 #include "ckpt/h5/types.h"
@@ -91,6 +96,12 @@ struct Reader {
 Result<Node> read_structure(const std::string& path, std::vector<DatasetInfo>* datasets) {
   std::lock_guard<std::mutex> lock(h5_lock());
   quiet_errors();
+  // A file that cannot be read is an I/O error, not a file without a signature.
+  if (::access(path.c_str(), R_OK) != 0) {
+    const int e = errno;
+    const std::string msg = path + ": cannot open: " + std::strerror(e);
+    return e == ENOENT ? not_found(msg) : io_error(msg);
+  }
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     H5Eclear2(H5E_DEFAULT);
     return corrupt(path + ": not an HDF5 file (no HDF5 signature)");

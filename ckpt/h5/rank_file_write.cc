@@ -1,4 +1,20 @@
+// Writes a rank file's structure with HDF5 (docs/format.md §3).
+//
+// Disk full inside H5Fclose is the one failure HDF5 does not survive: the close fails half way,
+// the file stays registered half destroyed, and HDF5's own atexit cleanup (or any second close)
+// dereferences it — SIGSEGV at exit. So: (1) right after creating the file, the space it will
+// need (tensor extents plus a generous metadata bound) is reserved with fallocate(KEEP_SIZE), so
+// a full disk is a clean error before HDF5 has anything to flush, and the close cannot run out of
+// space; the unused reserve is given back after the close. (2) HDF5's atexit cleanup is turned
+// off (quiet_errors()), so a close that fails anyway leaks one object instead of crashing.
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "ckpt/base/hash.h"
 #include "ckpt/h5/rank_file.h"
@@ -70,6 +86,64 @@ struct Writer {
   }
 };
 
+// An upper bound of the file's size: every extent 4 KiB-aligned, a block per object and twice
+// the attribute bytes for the metadata, and a MiB for what the close adds.
+uint64_t size_bound(const Node& node) {
+  uint64_t n = 4096;
+  for (const auto& [name, v] : node.attrs) {
+    n += 256 + 2 * name.size();
+    if (auto p = std::get_if<std::string>(&v)) n += 2 * p->size();
+    if (auto p = std::get_if<std::vector<std::string>>(&v)) {
+      for (const auto& x : *p) n += 2 * x.size() + 16;
+    }
+    if (auto p = std::get_if<std::vector<int64_t>>(&v)) n += 16 * p->size();
+    if (auto p = std::get_if<std::vector<double>>(&v)) n += 16 * p->size();
+  }
+  for (const auto& [name, t] : node.tensors) {
+    n += 4096 + 2 * (name.size() + t.alias_of.size()) + 8 * t.shape.size();
+    if (t.alias_of.empty()) n += (t.nbytes + 4095) / 4096 * 4096;
+  }
+  for (const auto& [name, child] : node.children) n += 4096 + size_bound(child);
+  return n;
+}
+
+// Holds the reserve of `path` (see the note at the top). Filesystems without fallocate (some
+// network filesystems) just get no reserve.
+class SpaceReserve {
+ public:
+  ~SpaceReserve() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Status reserve(const std::string& path, uint64_t bytes) {
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd_ < 0) return Status::ok();
+    if (::fallocate(fd_, FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(bytes)) == 0) {
+      bytes_ = bytes;
+      return Status::ok();
+    }
+    const int e = errno;
+    if (e == ENOSPC || e == EDQUOT || e == EFBIG) {
+      return io_error(path + ": no space for a rank file of up to " + std::to_string(bytes) +
+                      " bytes: " + std::strerror(e));
+    }
+    return Status::ok();  // EOPNOTSUPP and friends
+  }
+  // Gives back what the file did not use.
+  void release_unused() {
+    struct stat st;
+    if (fd_ < 0 || bytes_ == 0 || ::fstat(fd_, &st) != 0) return;
+    const uint64_t end = static_cast<uint64_t>(st.st_size);
+    if (end < bytes_) {
+      (void)::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(end),
+                        static_cast<off_t>(bytes_ - end));
+    }
+  }
+
+ private:
+  int fd_ = -1;
+  uint64_t bytes_ = 0;
+};
+
 }  // namespace
 
 Result<std::vector<DatasetExtent>> write_structure(const std::string& path, const Node& root) {
@@ -84,9 +158,12 @@ Result<std::vector<DatasetExtent>> write_structure(const std::string& path, cons
   H5Pset_meta_block_size(fapl.get(), 1 << 16);
   Handle f = file_handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
   if (!f.valid()) return h5_error(path, "cannot create HDF5 file");
+  SpaceReserve reserve;
+  CKPT_RETURN_IF_ERROR(reserve.reserve(path, size_bound(root)));
   Writer w{path, {}};
   CKPT_RETURN_IF_ERROR(w.write_node(f.get(), root, ""));
   if (f.close() < 0) return h5_error(path, "cannot close HDF5 file");
+  reserve.release_unused();
   std::sort(w.extents.begin(), w.extents.end(),
             [](const DatasetExtent& a, const DatasetExtent& b) { return a.offset < b.offset; });
   return std::move(w.extents);

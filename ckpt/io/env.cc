@@ -54,11 +54,15 @@ Result<std::string> Env::read_all(const std::string& path, uint64_t max_bytes) {
 
 Status Env::write_atomic(const std::string& path, const std::string& contents) {
   const std::string tmp = path + ".tmp";
-  {
+  Status written = [&]() -> Status {
     CKPT_ASSIGN_OR_RETURN(auto f, new_writable(tmp));
     CKPT_RETURN_IF_ERROR(f->append(contents.data(), contents.size()));
     CKPT_RETURN_IF_ERROR(f->sync());
-    CKPT_RETURN_IF_ERROR(f->close());
+    return f->close();
+  }();
+  if (!written.is_ok()) {
+    if (exists(tmp)) (void)remove_file(tmp);  // a full disk leaves no .tmp behind
+    return written;
   }
   CKPT_RETURN_IF_ERROR(rename(tmp, path));
   return sync_dir(path_dirname(path));

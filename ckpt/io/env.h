@@ -52,6 +52,16 @@ class RandomAccessFile {
   mutable std::atomic<uint64_t> bytes_read_{0};
 };
 
+// What lstat says a directory entry is; links are never followed.
+enum class FileKind { kMissing, kRegular, kDirectory, kSymlink, kOther };
+
+// An exclusive, advisory lock held for the object's lifetime (and released by the kernel when
+// the process dies).
+class FileLock {
+ public:
+  virtual ~FileLock() = default;
+};
+
 // A read-only "file" over bytes held in memory (fuzzers, unit tests, an item nested in a byte
 // range of another file). `name` is what path() and error messages say.
 std::unique_ptr<RandomAccessFile> memory_file(std::string name, std::string bytes);
@@ -75,7 +85,16 @@ class Env {
   virtual Status sync_dir(const std::string& dir) = 0;
   virtual Status make_dirs(const std::string& dir) = 0;
   virtual Status remove_file(const std::string& path) = 0;
+  // Removes `dir` and everything under it; symbolic links inside are unlinked, never followed.
   virtual Status remove_tree(const std::string& dir) = 0;
+  // Removes an empty directory.
+  virtual Status remove_dir(const std::string& dir) = 0;
+  // lstat: what `path` itself is (a symlink is kSymlink, whatever it points at).
+  virtual Result<FileKind> entry_kind(const std::string& path) = 0;
+  // Takes an exclusive lock on `path` (created if needed) without waiting and writes `owner`
+  // into it. When another holder has it: a kIoError "locked by <that holder's owner text>".
+  virtual Result<std::unique_ptr<FileLock>> lock_file(const std::string& path,
+                                                      const std::string& owner) = 0;
   virtual bool exists(const std::string& path) = 0;
   virtual bool is_dir(const std::string& path) = 0;
   virtual Result<uint64_t> file_size(const std::string& path) = 0;

@@ -1,17 +1,33 @@
 // FaultInjectionEnv: wraps another Env and makes the N-th mutating operation (create, write,
 // fsync, rename, remove) fail, and every one after it — a process that died at that point. Tests
 // walk N over every operation of a save to prove that LATEST never names an incomplete checkpoint.
-// Not thread-safe.
+//
+// It also remembers what the OS would lose in a power failure at that point, and drop_unsynced()
+// makes it so (the LevelDB fault_injection_test model):
+//   - a file's bytes written since its last fsync revert to what they were at that fsync (a file
+//     never synced through this Env — new, or written by HDF5's own driver — reverts to empty);
+//   - with CrashLoss::kDataAndEntries, every directory change (create, mkdir, rename, unlink,
+//     rmdir) since the last fsync of that directory is undone too, newest first; a rename over a
+//     file brings the old file back.
+// Without drop_unsynced() a crash is fail-stop: everything done before it stays. Not thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "ckpt/io/env.h"
 
 namespace ckpt {
+
+enum class CrashLoss {
+  kData,            // unsynced file bytes vanish; directory entries survive
+  kDataAndEntries,  // unsynced file bytes and unsynced directory entries vanish
+};
 
 class FaultInjectionEnv final : public Env {
  public:
@@ -21,6 +37,10 @@ class FaultInjectionEnv final : public Env {
   void fail_at(uint64_t n) { fail_at_ = n; }
   uint64_t operations() const { return ops_; }
   bool crashed() const { return fail_at_ != 0 && ops_ >= fail_at_; }
+
+  // The power failure: rewrites the base Env's files as described above, then forgets every
+  // pending change and stops failing (the next process starts clean).
+  Status drop_unsynced(CrashLoss loss);
 
   Result<std::unique_ptr<WritableFile>> new_writable(const std::string& path) override;
   Result<std::unique_ptr<WritableFile>> open_for_update(const std::string& path) override;
@@ -33,6 +53,12 @@ class FaultInjectionEnv final : public Env {
   Status make_dirs(const std::string& dir) override;
   Status remove_file(const std::string& path) override;
   Status remove_tree(const std::string& dir) override;
+  Status remove_dir(const std::string& dir) override;
+  Result<FileKind> entry_kind(const std::string& path) override { return base_->entry_kind(path); }
+  Result<std::unique_ptr<FileLock>> lock_file(const std::string& path,
+                                              const std::string& owner) override {
+    return base_->lock_file(path, owner);
+  }
   bool exists(const std::string& path) override { return base_->exists(path); }
   bool is_dir(const std::string& path) override { return base_->is_dir(path); }
   Result<uint64_t> file_size(const std::string& path) override { return base_->file_size(path); }
@@ -42,12 +68,30 @@ class FaultInjectionEnv final : public Env {
 
   // Counts one operation; an error once the failure point is reached.
   Status tick(const std::string& what);
+  // Bookkeeping of the crash model, called by the file objects.
+  void will_write(const std::string& path);
+  void synced(const std::string& path);
 
  private:
-  Result<std::unique_ptr<WritableFile>> wrap(Result<std::unique_ptr<WritableFile>> f);
+  struct DirChange {
+    enum Kind { kCreate, kMkdir, kRename, kRemove, kRemoveDir } kind;
+    std::string dir;                       // the directory whose fsync makes it durable
+    std::string path;                      // created/removed path, or the rename target
+    std::string from;                      // rename source
+    std::optional<std::string> old_bytes;  // a replaced or removed file's durable bytes
+  };
+  Result<std::unique_ptr<WritableFile>> wrap(Result<std::unique_ptr<WritableFile>> f,
+                                             const std::string& path);
+  std::string durable_bytes(const std::string& path);  // what a crash now would leave
+  void note_create(const std::string& path);
+  Status undo(const DirChange& c);
+
   Env* base_;
   uint64_t ops_ = 0;
   uint64_t fail_at_ = 0;
+  std::map<std::string, std::string> dirty_;  // path → bytes as of its last fsync
+  std::set<std::string> synced_;              // files fsynced through this Env
+  std::vector<DirChange> changes_;            // not yet made durable, oldest first
 };
 
 }  // namespace ckpt

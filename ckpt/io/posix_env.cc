@@ -1,6 +1,7 @@
 // PosixEnv: Env over open/pread/pwrite/fsync/rename. Every error names the path and errno text.
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -97,6 +98,15 @@ class PosixRandom final : public RandomAccessFile {
   uint64_t size_;
 };
 
+class PosixLock final : public FileLock {
+ public:
+  explicit PosixLock(int fd) : fd_(fd) {}
+  ~PosixLock() override { ::close(fd_); }  // closing the last descriptor releases the flock
+
+ private:
+  int fd_;
+};
+
 class PosixEnv final : public Env {
  public:
   Result<std::unique_ptr<WritableFile>> new_writable(const std::string& path) override {
@@ -157,14 +167,47 @@ class PosixEnv final : public Env {
     CKPT_ASSIGN_OR_RETURN(auto names, list_dir(dir));
     for (const auto& n : names) {
       std::string p = path_join(dir, n);
-      if (is_dir(p)) {
+      CKPT_ASSIGN_OR_RETURN(FileKind kind, entry_kind(p));
+      if (kind == FileKind::kDirectory) {
         CKPT_RETURN_IF_ERROR(remove_tree(p));
-      } else {
-        CKPT_RETURN_IF_ERROR(remove_file(p));
+      } else if (kind != FileKind::kMissing) {
+        CKPT_RETURN_IF_ERROR(remove_file(p));  // a symlink goes, its target stays
       }
     }
+    return remove_dir(dir);
+  }
+  Status remove_dir(const std::string& dir) override {
     if (::rmdir(dir.c_str()) != 0) return errno_status("rmdir", dir);
     return Status::ok();
+  }
+  Result<FileKind> entry_kind(const std::string& path) override {
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0) {
+      if (errno == ENOENT || errno == ENOTDIR) return FileKind::kMissing;
+      return errno_status("lstat", path);
+    }
+    if (S_ISLNK(st.st_mode)) return FileKind::kSymlink;
+    if (S_ISDIR(st.st_mode)) return FileKind::kDirectory;
+    if (S_ISREG(st.st_mode)) return FileKind::kRegular;
+    return FileKind::kOther;
+  }
+  Result<std::unique_ptr<FileLock>> lock_file(const std::string& path,
+                                              const std::string& owner) override {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) return errno_status("open lock file", path);
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      Status s = errno == EWOULDBLOCK ? io_error(path + ": locked by " + read_holder(fd))
+                                      : errno_status("flock", path);
+      ::close(fd);
+      return s;
+    }
+    if (::ftruncate(fd, 0) != 0 ||
+        ::pwrite(fd, owner.data(), owner.size(), 0) != static_cast<ssize_t>(owner.size())) {
+      Status s = errno_status("write lock file", path);
+      ::close(fd);
+      return s;
+    }
+    return std::unique_ptr<FileLock>(new PosixLock(fd));
   }
   bool exists(const std::string& path) override {
     struct stat st;
@@ -193,6 +236,17 @@ class PosixEnv final : public Env {
   }
 
  private:
+  // The holder's owner text, for the message; it may be mid-write, so it is only a hint.
+  static std::string read_holder(int fd) {
+    char buf[256];
+    ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    std::string text(buf, n > 0 ? static_cast<size_t>(n) : 0);
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+    for (char& c : text) {
+      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+    }
+    return text.empty() ? std::string("another process") : text;
+  }
   Result<std::unique_ptr<WritableFile>> open_w(const std::string& path, int flags, bool append) {
     int fd = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
     if (fd < 0) return errno_status("open for writing", path);

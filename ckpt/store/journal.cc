@@ -7,7 +7,11 @@ namespace ckpt::store {
 
 Result<std::unique_ptr<Journal>> Journal::open(Env* env, const std::string& run_dir) {
   CKPT_RETURN_IF_ERROR(env->make_dirs(run_dir));
-  CKPT_ASSIGN_OR_RETURN(auto f, env->open_append(path_join(run_dir, "journal.jsonl")));
+  const std::string path = path_join(run_dir, "journal.jsonl");
+  const bool created = !env->exists(path);
+  CKPT_ASSIGN_OR_RETURN(auto f, env->open_append(path));
+  // A durable event in a file whose directory entry is not durable is not durable.
+  if (created) CKPT_RETURN_IF_ERROR(env->sync_dir(run_dir));
   return std::unique_ptr<Journal>(new Journal(std::move(f)));
 }
 
@@ -39,7 +43,10 @@ Status Journal::append(JournalEventType type, nlohmann::json event, bool durable
       {"event", journal_event_name(type)},
       {"time", duration<double>(system_clock::now().time_since_epoch()).count()}};
   for (auto it = event.begin(); it != event.end(); ++it) line[it.key()] = it.value();
-  const std::string text = line.dump() + "\n";
+  // Bytes from outside (a damaged LATEST, a path, an environment variable) may be any bytes: an
+  // invalid UTF-8 sequence becomes U+FFFD instead of an exception.
+  const std::string text =
+      line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   CKPT_RETURN_IF_ERROR(file_->append(text.data(), text.size()));
   if (durable) CKPT_RETURN_IF_ERROR(file_->sync());
   return Status::ok();

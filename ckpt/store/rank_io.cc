@@ -61,6 +61,18 @@ Status check_aliases(const std::vector<TensorRef>& refs, const std::string& wher
   return Status::ok();
 }
 
+// Step 1b: the tensor bytes into the extents HDF5 allocated, then fsync.
+Status fill_extents(Env* env, const std::string& tmp_path,
+                    const std::vector<h5::DatasetExtent>& extents) {
+  CKPT_ASSIGN_OR_RETURN(auto file, env->open_for_update(tmp_path));
+  for (const auto& e : extents) {
+    if (e.tensor->nbytes == 0) continue;
+    CKPT_RETURN_IF_ERROR(file->write_at(e.offset, e.tensor->data, e.tensor->nbytes));
+  }
+  CKPT_RETURN_IF_ERROR(file->sync());
+  return file->close();
+}
+
 }  // namespace
 
 Result<Manifest> write_rank(Env* env, const std::string& step_dir, int64_t rank, int64_t step,
@@ -74,15 +86,13 @@ Result<Manifest> write_rank(Env* env, const std::string& step_dir, int64_t rank,
   CKPT_RETURN_IF_ERROR(check_aliases(refs, final_path));
   hash_all(refs);
 
-  CKPT_ASSIGN_OR_RETURN(auto extents, h5::write_structure(tmp_path, *root));
-  {
-    CKPT_ASSIGN_OR_RETURN(auto file, env->open_for_update(tmp_path));
-    for (const auto& e : extents) {
-      if (e.tensor->nbytes == 0) continue;
-      CKPT_RETURN_IF_ERROR(file->write_at(e.offset, e.tensor->data, e.tensor->nbytes));
-    }
-    CKPT_RETURN_IF_ERROR(file->sync());
-    CKPT_RETURN_IF_ERROR(file->close());
+  auto extents = h5::write_structure(tmp_path, *root);
+  Status filled = extents.is_ok() ? fill_extents(env, tmp_path, *extents) : extents.status();
+  if (!filled.is_ok()) {
+    // A full disk or an I/O error leaves nothing behind (a crash leaves the .tmp, which
+    // retention and the next save of this step clean up).
+    if (env->exists(tmp_path)) (void)env->remove_file(tmp_path);
+    return filled;
   }
   CKPT_ASSIGN_OR_RETURN(uint64_t file_bytes, env->file_size(tmp_path));
 
@@ -93,7 +103,7 @@ Result<Manifest> write_rank(Env* env, const std::string& step_dir, int64_t rank,
   m.rank = rank;
   m.world_size = world_size;
   m.attrs_xxh3 = attrs_digest(*root);
-  for (const auto& e : extents) {
+  for (const auto& e : *extents) {
     const Tensor& t = *e.tensor;
     m.tensors.push_back({e.path, t.dtype, t.shape, e.offset, t.nbytes, t.xxh3});
   }

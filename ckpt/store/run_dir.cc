@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <memory>
 
@@ -25,6 +26,21 @@ bool is_data_file(const std::string& name) {
     return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
   };
   return name.rfind("rank-", 0) == 0 && (ends(".h5") || ends(".manifest.json"));
+}
+
+// Bytes read from LATEST, printable: anything but printable ASCII becomes \xNN.
+std::string printable(const std::string& raw) {
+  std::string out;
+  for (unsigned char c : raw) {
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -69,7 +85,17 @@ Status commit(Env* env, const std::string& run_dir, int64_t step, int64_t world_
 
 Result<CommitRecord> read_commit(Env* env, const std::string& step_dir) {
   const std::string p = path_join(step_dir, "COMMIT.json");
-  if (!env->exists(p)) return not_found(step_dir + ": no COMMIT.json (not a committed checkpoint)");
+  CKPT_ASSIGN_OR_RETURN(FileKind kind, env->entry_kind(p));
+  if (kind == FileKind::kMissing) {
+    return not_found(step_dir + ": no COMMIT.json (not a committed checkpoint)");
+  }
+  if (kind != FileKind::kRegular) {
+    return corrupt(p + ": not a regular file (" +
+                   (kind == FileKind::kDirectory ? "a directory"
+                    : kind == FileKind::kSymlink ? "a symbolic link"
+                                                 : "a device, FIFO or socket") +
+                   "); ckpt writes COMMIT.json as a plain file");
+  }
   CKPT_ASSIGN_OR_RETURN(std::string text, env->read_all(p, 16u << 20));
   return decode_commit(text, p);
 }
@@ -87,7 +113,10 @@ Result<std::vector<CheckpointEntry>> list_checkpoints(Env* env, const std::strin
     if (rec.is_ok() && rec->step == e.step) {
       e.committed = true;
     } else {
-      e.problem = rec.is_ok() ? "COMMIT.json names step " + std::to_string(rec->step)
+      e.damaged = rec.is_ok() || rec.status().code() != Code::kNotFound;
+      e.problem = rec.is_ok() ? path_join(e.dir, "COMMIT.json") + ": names step " +
+                                    std::to_string(rec->step) + ", the directory is step " +
+                                    std::to_string(e.step)
                               : rec.status().message();
     }
     out.push_back(std::move(e));
@@ -104,7 +133,10 @@ Result<Latest> find_latest(Env* env, const std::string& run_dir) {
     if (e.committed) newest = &e;
   }
   if (newest == nullptr) return not_found(run_dir + ": no committed checkpoint");
-  Latest out{newest->step, newest->dir, ""};
+  Latest out{newest->step, newest->dir, "", {}};
+  for (const auto& e : all) {
+    if (e.damaged && e.step > newest->step) out.damaged_newer.push_back(e);
+  }
   const std::string latest_path = path_join(run_dir, "LATEST");
   auto text = env->read_all(latest_path, 4096);
   if (!text.is_ok()) {
@@ -115,34 +147,60 @@ Result<Latest> find_latest(Env* env, const std::string& run_dir) {
   while (!named.empty() && (named.back() == '\n' || named.back() == '\r')) named.pop_back();
   int64_t step = 0;
   if (!parse_step_dir_name(named, &step)) {
-    out.note =
-        "LATEST is damaged (\"" + named.substr(0, 40) + "\"); using " + path_basename(out.dir);
+    out.note = "LATEST is damaged (\"" + printable(named.substr(0, 40)) + "\"); using " +
+               path_basename(out.dir);
   } else if (step != newest->step) {
-    out.note = "LATEST names " + named + " but " + path_basename(out.dir) +
-               " is newer and committed (a save was interrupted after its commit); using it";
+    const CheckpointEntry* damaged = nullptr;
+    for (const auto& e : out.damaged_newer) {
+      if (e.step == step) damaged = &e;
+    }
+    if (damaged != nullptr) {
+      out.note = "LATEST names " + named + ", whose commit record is damaged (" + damaged->problem +
+                 "); the newest intact checkpoint is " + path_basename(out.dir);
+    } else if (step > newest->step) {
+      out.note = "LATEST names " + named +
+                 ", which is not committed (an interrupted save); using " + path_basename(out.dir);
+    } else {
+      out.note = "LATEST names " + named + " but " + path_basename(out.dir) +
+                 " is newer and committed (a save was interrupted after its commit); using it";
+    }
   }
   return out;
 }
 
-Status apply_retention(Env* env, const std::string& run_dir, int keep_last, int64_t keep_every) {
-  if (keep_last <= 0) return Status::ok();
-  CKPT_ASSIGN_OR_RETURN(auto all, list_checkpoints(env, run_dir));
-  std::vector<const CheckpointEntry*> committed;
-  for (const auto& e : all) {
-    if (e.committed) committed.push_back(&e);
+Status check_rank_against_commit(const CommitRecord& rec, const Node& root,
+                                 const std::string& step_dir, const std::string& file) {
+  auto join = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const auto& x : v) out += (out.empty() ? "" : ", ") + x;
+    return out.empty() ? std::string("none") : out;
+  };
+  int64_t dir_step = 0;
+  if (parse_step_dir_name(path_basename(step_dir), &dir_step) && dir_step != rec.step) {
+    return corrupt(path_join(step_dir, "COMMIT.json") + ": names step " + std::to_string(rec.step) +
+                   ", the directory is step " + std::to_string(dir_step));
   }
-  if (committed.empty()) return Status::ok();
-  const int64_t newest = committed.back()->step;
-  const size_t keep_from = committed.size() > static_cast<size_t>(keep_last)
-                               ? committed.size() - static_cast<size_t>(keep_last)
-                               : 0;
-  for (size_t i = 0; i < keep_from; ++i) {
-    const CheckpointEntry& e = *committed[i];
-    if (keep_every > 0 && e.step % keep_every == 0) continue;
-    CKPT_RETURN_IF_ERROR(env->remove_tree(e.dir));
+  const AttrValue* step = root.find_attr("step");
+  if (step != nullptr &&
+      (!std::holds_alternative<int64_t>(*step) || std::get<int64_t>(*step) != rec.step)) {
+    return corrupt(file + ": root attribute step is " + std::to_string(root.get_int("step", -1)) +
+                   ", the commit record says " + std::to_string(rec.step));
   }
-  for (const auto& e : all) {  // leftovers of interrupted saves
-    if (!e.committed && e.step < newest) CKPT_RETURN_IF_ERROR(env->remove_tree(e.dir));
+  std::vector<std::string> listed = rec.components;
+  std::sort(listed.begin(), listed.end());
+  if (root.find_attr("components") != nullptr) {
+    std::vector<std::string> in_file = root.get_strings("components");
+    std::sort(in_file.begin(), in_file.end());
+    if (in_file != listed) {
+      return corrupt(file + ": holds components [" + join(in_file) +
+                     "], the commit record lists [" + join(listed) + "]");
+    }
+  }
+  std::vector<std::string> groups;
+  for (const auto& [name, child] : root.children) groups.push_back(name);
+  if (groups != listed) {  // std::map iterates sorted
+    return corrupt(file + ": has groups [" + join(groups) + "], the commit record lists [" +
+                   join(listed) + "]");
   }
   return Status::ok();
 }
@@ -154,6 +212,7 @@ VerifyReport verify_checkpoint(Env* env, const std::string& step_dir) {
     rep.problems.push_back(rec.status().message());
     return rep;
   }
+  std::vector<std::string> unreadable;  // said once; the structure checks below would repeat it
   for (const CommitFile& f : rec->files) {
     const std::string p = path_join(step_dir, f.name);
     auto size = env->file_size(p);
@@ -171,16 +230,39 @@ VerifyReport verify_checkpoint(Env* env, const std::string& step_dir) {
     auto h = hash_file(env, p);
     if (!h.is_ok()) {
       rep.problems.push_back(h.status().message());
+      if (h.status().code() != Code::kCorrupt) unreadable.push_back(f.name);
     } else if (*h != f.xxh3) {
       rep.problems.push_back(p + ": xxh3 of the file is " + hex64(*h) +
                              ", the commit record says " + hex64(f.xxh3));
     }
   }
+  int64_t dir_step = 0;
+  if (parse_step_dir_name(path_basename(step_dir), &dir_step) && dir_step != rec->step) {
+    rep.problems.push_back(path_join(step_dir, "COMMIT.json") + ": names step " +
+                           std::to_string(rec->step) + ", the directory is step " +
+                           std::to_string(dir_step));
+  }
   for (int64_t r = 0; r < rec->world_size; ++r) {
+    if (std::count(unreadable.begin(), unreadable.end(), rank_file_name(r)) +
+            std::count(unreadable.begin(), unreadable.end(), rank_manifest_name(r)) >
+        0) {
+      continue;
+    }
     RankReadStats stats;
     auto node = read_rank(env, step_dir, r, ReadOptions{}, &stats);
     if (!node.is_ok()) {
       rep.problems.push_back(node.status().message());
+    } else {
+      const std::string file = path_join(step_dir, rank_file_name(r));
+      // The directory's name was checked above; "" skips that part.
+      Status s = check_rank_against_commit(*rec, *node, "", file);
+      if (!s.is_ok()) rep.problems.push_back(s.message());
+      auto m = read_manifest(env, step_dir, r);
+      if (m.is_ok() && m->step != rec->step) {
+        rep.problems.push_back(path_join(step_dir, rank_manifest_name(r)) + ": names step " +
+                               std::to_string(m->step) + ", the commit record step " +
+                               std::to_string(rec->step));
+      }
     }
     rep.tensors += stats.tensors;
   }

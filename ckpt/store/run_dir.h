@@ -7,16 +7,21 @@
 //      COMMIT.json, fsync the directory;
 //   4. commit(): write LATEST.tmp, fsync, rename over LATEST, fsync the run directory;
 //   5. apply_retention(): delete the oldest committed checkpoints beyond keep_last.
-// A step directory without a valid COMMIT.json is ignored by find_latest() and reported by
-// list_checkpoints(). Functions are thread-compatible; only rank 0 commits.
+// A step directory without COMMIT.json (an interrupted save) is ignored by find_latest() and
+// reported by list_checkpoints(); one whose COMMIT.json exists but fails its own hash, does not
+// parse or names another step is *damaged*, which is not the same thing: verify reports it and a
+// restore refuses to silently step over it. Functions are thread-compatible; only rank 0 commits,
+// and only one process writes a run directory (lock_run_dir()).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "ckpt/base/status.h"
 #include "ckpt/format/manifest.h"
+#include "ckpt/format/tree.h"
 #include "ckpt/io/env.h"
 
 namespace ckpt::store {
@@ -34,6 +39,8 @@ struct CheckpointEntry {
   int64_t step = 0;
   std::string dir;  // full path
   bool committed = false;
+  // COMMIT.json exists but is not a valid record of this step (committed is then false).
+  bool damaged = false;
   std::string problem;  // why it is not committed ("no COMMIT.json", or the decode error)
 };
 
@@ -44,6 +51,8 @@ struct Latest {
   int64_t step = 0;
   std::string dir;
   std::string note;  // set when LATEST was missing, damaged or older than a committed checkpoint
+  // Damaged checkpoints newer than `dir`: what restoring `dir` would step over.
+  std::vector<CheckpointEntry> damaged_newer;
 };
 
 // The newest committed checkpoint: LATEST's target when it is committed and nothing newer is; a
@@ -51,9 +60,26 @@ struct Latest {
 Result<Latest> find_latest(Env* env, const std::string& run_dir);
 
 // Keeps the newest `keep_last` committed checkpoints (and those whose step is a multiple of
-// `keep_every` when > 0); removes older committed ones and uncommitted ones older than the newest
-// committed. keep_last == 0 keeps everything.
-Status apply_retention(Env* env, const std::string& run_dir, int keep_last, int64_t keep_every);
+// `keep_every` when > 0); removes older committed ones and interrupted ones older than the newest
+// committed. keep_last == 0 keeps everything. It only ever removes a real directory (lstat: never
+// through a symlink) directly inside run_dir, named step-N, holding nothing but regular files
+// with the format's names; never the newest committed checkpoint, never a damaged one. Anything
+// else it leaves alone, with one line in `skipped` (when given) saying why.
+Status apply_retention(Env* env, const std::string& run_dir, int keep_last, int64_t keep_every,
+                       std::vector<std::string>* skipped = nullptr);
+
+// The checks that tie a rank file to the commit record of its directory `step_dir`: the rank
+// file's root attributes (step, components) and top-level groups agree with the record's
+// components and step, and the step agrees with the directory's name. kCorrupt naming `file`.
+Status check_rank_against_commit(const CommitRecord& rec, const Node& root,
+                                 const std::string& step_dir, const std::string& file);
+
+// One process writes a run directory. Takes RUN/LOCK (flock; released when the returned object
+// is destroyed or the process dies) and writes "pid P host H" into it; kIoError "RUN/LOCK: locked
+// by pid P host H" when another writer holds it. Within one process, calls for the same Env and
+// path share one lock (a second Checkpointer restoring what the first saved is not a second
+// job). Readers never call this.
+Result<std::unique_ptr<FileLock>> lock_run_dir(Env* env, const std::string& run_dir);
 
 struct VerifyReport {
   std::vector<std::string> problems;  // one line each; empty = the checkpoint is intact

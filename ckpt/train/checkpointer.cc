@@ -54,7 +54,16 @@ Checkpointer::Checkpointer(CheckpointerOptions options)
 
 Checkpointer::~Checkpointer() = default;
 
+Status Checkpointer::acquire_lock() {
+  if (lock_ || options_.rank != 0) return Status::ok();
+  if (options_.run_dir.empty()) return invalid_argument("Checkpointer: run_dir is empty");
+  CKPT_RETURN_IF_ERROR(env_->make_dirs(options_.run_dir));
+  CKPT_ASSIGN_OR_RETURN(lock_, store::lock_run_dir(env_, options_.run_dir));
+  return Status::ok();
+}
+
 Status Checkpointer::open_journal() {
+  CKPT_RETURN_IF_ERROR(acquire_lock());
   if (journal_ || options_.rank != 0) return Status::ok();
   CKPT_ASSIGN_OR_RETURN(journal_, store::Journal::open(env_, options_.run_dir));
   return Status::ok();
@@ -67,6 +76,7 @@ Status Checkpointer::log_start(const RestoreReport& restored, const nlohmann::js
   nlohmann::json info = extra;
   info["fresh"] = !restored.restored;
   info["step"] = restored.step;
+  if (!restored.skipped.empty()) info["skipped_damaged"] = restored.skipped;
   if (tracked_.sampler != nullptr) {
     const loader::SamplerSpec& sp = tracked_.sampler->spec();
     info["sampler"] = {{"dataset_size", sp.dataset_size},
@@ -164,6 +174,7 @@ Status Checkpointer::save(int64_t step) {
     return invalid_argument("save: world_size " + std::to_string(options_.world_size) +
                             " needs a barrier (CheckpointerOptions::barrier)");
   }
+  CKPT_RETURN_IF_ERROR(acquire_lock());
   Node root;
   std::vector<std::string> components;
   CKPT_RETURN_IF_ERROR(capture(&root, &components));
@@ -190,24 +201,52 @@ Status Checkpointer::save(int64_t step) {
       store::commit(env_, options_.run_dir, step, options_.world_size, components));
   if (options_.world_size > 1)
     CKPT_RETURN_IF_ERROR(options_.barrier().with_context("commit barrier"));
-  CKPT_RETURN_IF_ERROR(
-      store::apply_retention(env_, options_.run_dir, options_.keep_last, options_.keep_every));
+  std::vector<std::string> kept;  // what retention refused to remove, and why
+  CKPT_RETURN_IF_ERROR(store::apply_retention(env_, options_.run_dir, options_.keep_last,
+                                              options_.keep_every, &kept));
   CKPT_RETURN_IF_ERROR(open_journal());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return journal_->append(store::JournalEventType::kSave,
-                          {{"step", step},
-                           {"checkpoint", step_dir_name(step)},
-                           {"components", components},
-                           {"bytes", stats.file_bytes},
-                           {"seconds", secs}},
-                          true);
+  nlohmann::json event = {{"step", step},
+                          {"checkpoint", step_dir_name(step)},
+                          {"components", components},
+                          {"bytes", stats.file_bytes},
+                          {"seconds", secs}};
+  if (!kept.empty()) event["retention_kept"] = kept;
+  return journal_->append(store::JournalEventType::kSave, event, true);
+}
+
+// A damaged checkpoint newer than every intact one is refused (kRefuse) or stepped over and
+// recorded in rep->skipped (kFallback).
+Status Checkpointer::check_damaged(RestoreReport* rep) {
+  if (!env_->is_dir(options_.run_dir)) return Status::ok();
+  CKPT_ASSIGN_OR_RETURN(auto all, store::list_checkpoints(env_, options_.run_dir));
+  int64_t newest_intact = -1;
+  for (const auto& e : all) {
+    if (e.committed) newest_intact = e.step;
+  }
+  for (const auto& e : all) {
+    if (!e.damaged || e.step < newest_intact) continue;
+    if (options_.on_damaged == OnDamaged::kRefuse) {
+      return corrupt(e.dir + ": damaged checkpoint (" + e.problem + "); refusing to " +
+                     (newest_intact >= 0 ? "restore the older " + step_dir_name(newest_intact)
+                                         : std::string("start from scratch")) +
+                     " instead (on_damaged = fallback allows it)");
+    }
+    rep->skipped.push_back(path_basename(e.dir) + ": " + e.problem);
+  }
+  return Status::ok();
 }
 
 Result<RestoreReport> Checkpointer::restore_latest() {
   RestoreReport rep;
+  CKPT_RETURN_IF_ERROR(acquire_lock());
+  CKPT_RETURN_IF_ERROR(check_damaged(&rep));
   auto latest = store::find_latest(env_, options_.run_dir);
   if (!latest.is_ok()) {
-    if (latest.status().code() == Code::kNotFound) return rep;  // a fresh start
+    if (latest.status().code() == Code::kNotFound) {  // a fresh start
+      if (!rep.skipped.empty()) rep.note = "no intact checkpoint: a fresh start";
+      return rep;
+    }
     return latest.status();
   }
   rep.step = latest->step;
@@ -217,6 +256,8 @@ Result<RestoreReport> Checkpointer::restore_latest() {
   const int64_t file_rank = std::min<int64_t>(options_.rank, commit.world_size - 1);
   rep.saved_world_size = commit.world_size;
   CKPT_ASSIGN_OR_RETURN(Node root, store::read_rank(env_, latest->dir, file_rank));
+  CKPT_RETURN_IF_ERROR(store::check_rank_against_commit(
+      commit, root, latest->dir, path_join(latest->dir, rank_file_name(file_rank))));
   const std::vector<std::string>& have = commit.components;
 
   // What is tracked here but absent there; refuse before touching anything if it was required.
@@ -298,20 +339,20 @@ Result<RestoreReport> Checkpointer::restore_latest() {
     CKPT_RETURN_IF_ERROR(ctx(torch_adapter::restore_extra(*root.find_child("extra"), extra_)));
   }
   rep.restored = true;
-  CKPT_RETURN_IF_ERROR(open_journal());
-  if (journal_) {
-    nlohmann::json loader = nullptr;
-    if (cursor) loader = {{"epoch", cursor->epoch}, {"position", cursor->position}};
-    CKPT_RETURN_IF_ERROR(journal_->append(store::JournalEventType::kRestore,
-                                          {{"step", rep.step},
-                                           {"checkpoint", rep.checkpoint},
-                                           {"restored", rep.components},
-                                           {"missing", rep.missing},
-                                           {"loader", loader},
-                                           {"note", rep.note}},
-                                          true));
-  }
+  CKPT_RETURN_IF_ERROR(journal_restore(rep, cursor ? &*cursor : nullptr));
   return rep;
+}
+
+Status Checkpointer::journal_restore(const RestoreReport& rep, const loader::LoaderCursor* cursor) {
+  CKPT_RETURN_IF_ERROR(open_journal());
+  if (!journal_) return Status::ok();
+  nlohmann::json loader = nullptr;
+  if (cursor) loader = {{"epoch", cursor->epoch}, {"position", cursor->position}};
+  nlohmann::json event = {{"step", rep.step},           {"checkpoint", rep.checkpoint},
+                          {"restored", rep.components}, {"missing", rep.missing},
+                          {"loader", loader},           {"note", rep.note}};
+  if (!rep.skipped.empty()) event["skipped"] = rep.skipped;
+  return journal_->append(store::JournalEventType::kRestore, event, true);
 }
 
 }  // namespace ckpt

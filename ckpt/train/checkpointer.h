@@ -12,6 +12,9 @@
 // the checkpoint has into the tracked objects and reports which were missing; it refuses with a
 // clear error a hash mismatch, a tensor that does not fit the model, or a missing component the
 // caller declared required. The tracked objects are borrowed: they must outlive the Checkpointer.
+// Rank 0 is the run directory's one writer: its first call takes RUN/LOCK (store::lock_run_dir)
+// and holds it until the Checkpointer is destroyed or the process dies; while another process
+// holds it every call fails with "locked by pid P host H".
 // Not thread-safe: call from the training thread.
 #pragma once
 
@@ -40,7 +43,8 @@ class Scheduler;
 }
 namespace ckpt::loader {
 class ResumableSampler;
-}
+struct LoaderCursor;
+}  // namespace ckpt::loader
 namespace ckpt::store {
 class Journal;
 }
@@ -59,6 +63,14 @@ struct TrainCounters {
   std::string config;         // the run's configuration as text; its digest is stored
 };
 
+// What restore_latest() does when a checkpoint newer than the newest intact one has a damaged
+// commit record (it exists but fails its own hash, does not parse or names another step).
+enum class OnDamaged {
+  kRefuse,    // fail, naming the damaged checkpoint (the default: someone should look at it)
+  kFallback,  // restore the newest intact checkpoint; the journal's restore event says what was
+              // skipped and why
+};
+
 struct CheckpointerOptions {
   std::string run_dir;
   int keep_last = 3;       // committed checkpoints to keep (0 = all)
@@ -71,6 +83,7 @@ struct CheckpointerOptions {
   std::set<Component> omit;
   // Components restore_latest() must find; a missing one is an error instead of a note.
   std::set<Component> required;
+  OnDamaged on_damaged = OnDamaged::kRefuse;
   Env* env = nullptr;  // default: Env::posix()
   // With world_size > 1: waits until every rank reached this point (e.g. a c10d Gloo barrier).
   // save() calls it after this rank's file is durable and again after rank 0 committed. If rank
@@ -86,6 +99,7 @@ struct RestoreReport {
   std::vector<std::string> components;  // restored
   std::vector<std::string> missing;     // tracked but absent from the checkpoint
   std::string note;                     // e.g. LATEST was stale
+  std::vector<std::string> skipped;     // damaged checkpoints stepped over (kFallback), with why
   int64_t saved_world_size = 0;  // ranks that wrote the checkpoint (≠ world_size: resharded)
 };
 
@@ -138,12 +152,16 @@ class Checkpointer {
  private:
   Status capture(Node* root, std::vector<std::string>* components);
   Status open_journal();
+  Status acquire_lock();
+  Status check_damaged(RestoreReport* rep);
+  Status journal_restore(const RestoreReport& rep, const loader::LoaderCursor* cursor);
 
   CheckpointerOptions options_;
   Env* env_;
   Tracked tracked_;
   torch_adapter::GeneratorRegistry generators_;
   torch_adapter::ExtraRegistry extra_;
+  std::unique_ptr<FileLock> lock_;  // declared first: released after the journal is closed
   std::unique_ptr<store::Journal> journal_;
 };
 

@@ -1,6 +1,8 @@
 #include "verify/audit/reader_registry.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -55,6 +57,12 @@ Result<CheckpointView> read_checkpoint(const std::string& path, const ReadOption
     std::string msg = path + ": cannot open: " + std::strerror(e);
     return e == ENOENT || e == ENOTDIR ? not_found(msg) : io_error(msg);
   }
+  // Readers probe by reading; one that cannot read must not make "permission denied" look like
+  // "not a checkpoint". O_NONBLOCK: opening a FIFO must not wait for a writer.
+  const int fd = ::open(
+      path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0));
+  if (fd < 0) return io_error(path + ": cannot open: " + std::strerror(errno));
+  ::close(fd);
   const FormatReader* best = nullptr;
   int best_score = 0;
   for (const auto& r : registered_readers()) {

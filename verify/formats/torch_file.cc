@@ -6,9 +6,11 @@
 #include <cstring>
 #include <iostream>
 #include <limits>
+#include <set>
 #include <unordered_set>
 
 #include "verify/audit/detect.h"
+#include "verify/scan/risk.h"
 
 namespace ckpt::verify {
 namespace {
@@ -84,10 +86,12 @@ Result<TorchFile> open_torch_file(std::unique_ptr<RandomAccessFile> file) {
                         file->read_string(0, std::min<uint64_t>(file->size(), 512)));
   std::string kind = sniff_torch(head);
   if (kind == "legacy") {
-    return unsupported(fn +
-                       ": legacy torch.save stream (PyTorch < 1.6 or "
-                       "_use_new_zipfile_serialization=False): not audited; re-save it with "
-                       "torch.save from PyTorch >= 1.6");
+    TorchFile tf;
+    tf.file = std::move(file);
+    CKPT_RETURN_IF_ERROR(read_legacy_pickles(&tf));
+    collect_storages(tf.doc->root, &tf.storages);
+    CKPT_RETURN_IF_ERROR(locate_legacy_records(&tf));
+    return tf;
   }
   if (kind == "legacy-tar") {
     return unsupported(fn +
@@ -141,11 +145,19 @@ Result<TorchFile> open_torch_file(std::unique_ptr<RandomAccessFile> file) {
 std::optional<double> TorchFile::read_scalar(const TensorRecord& t) const {
   if (t.numel() != 1 || t.element_size == 0 || t.element_size > 8 || t.storage_key.empty())
     return std::nullopt;
-  const ZipEntry* rec = zip->find(prefix + "/data/" + t.storage_key);
-  if (rec == nullptr || rec->method != 0) return std::nullopt;
-  auto off = zip->data_offset(*rec);
   uint64_t byte = static_cast<uint64_t>(t.storage_offset) * t.element_size;
-  if (!off.is_ok() || !range_inside(byte, t.element_size, rec->size)) return std::nullopt;
+  Result<uint64_t> off = uint64_t{0};
+  if (zip == nullptr) {  // legacy stream
+    auto it = legacy_records.find(t.storage_key);
+    if (it == legacy_records.end() || !range_inside(byte, t.element_size, it->second.second))
+      return std::nullopt;
+    off = it->second.first;
+  } else {
+    const ZipEntry* rec = zip->find(prefix + "/data/" + t.storage_key);
+    if (rec == nullptr || rec->method != 0) return std::nullopt;
+    off = zip->data_offset(*rec);
+    if (!off.is_ok() || !range_inside(byte, t.element_size, rec->size)) return std::nullopt;
+  }
   unsigned char b[8] = {0};
   if (!file->read_at(*off + byte, b, t.element_size).is_ok()) return std::nullopt;
   if (t.dtype == "float32") {
@@ -183,19 +195,22 @@ std::optional<double> TorchFile::read_scalar(const TensorRecord& t) const {
 }
 
 void add_global_findings(const PickleDoc& doc, const std::string& label, CheckpointView* view) {
-  for (const auto& [q, cls] : doc.globals) {
-    if (cls == GlobalClass::kDangerous) {
+  std::set<std::string> said;
+  for (const GlobalUse& u : doc.uses) {
+    const std::string q = u.module + "." + u.name;
+    const Risk risk = classify_use(u);
+    if ((risk != Risk::kDangerous && risk != Risk::kUnknown) || !said.insert(q).second) continue;
+    if (risk == Risk::kDangerous) {
       view->findings.push_back({"error", "",
-                                label + ": the pickle calls " + q +
+                                label + ": the pickle " + (u.called ? "calls " : "names ") + q +
                                     " (never executed here): torch.load(weights_only=False) "
-                                    "would run it — treat the file as hostile",
+                                    "would run it — treat the file as hostile (ckpt scan)",
                                 false});
-    } else if (cls == GlobalClass::kOpaque) {
-      view->findings.push_back({"error", "",
+    } else {
+      view->findings.push_back({"warning", "",
                                 label + ": the pickle names " + q +
-                                    ", outside the allow-list of training libraries "
-                                    "(kept opaque, not constructed); loading it needs "
-                                    "that code and runs it",
+                                    ", outside the lists of training libraries (kept opaque, "
+                                    "not constructed); loading it needs that code",
                                 false});
     }
   }
@@ -210,9 +225,11 @@ void add_torch_file_to_view(const TorchFile& tf, const std::string& label, Check
     size_t budget = kInspectBudget;
     InspectNode n = inspect_value(*tf.doc->root, label, &budget);
     n.kind = "file";
-    n.summary = "torch.save zip, prefix \"" + tf.prefix + "/\", " +
-                std::to_string(tf.zip->entries().size()) + " records, pickle protocol " +
-                std::to_string(tf.doc->protocol) + "; root " + n.summary;
+    n.summary = (tf.zip == nullptr ? "legacy torch.save stream, " +
+                                         std::to_string(tf.legacy_keys.size()) + " storages"
+                                   : "torch.save zip, prefix \"" + tf.prefix + "/\", " +
+                                         std::to_string(tf.zip->entries().size()) + " records") +
+                ", pickle protocol " + std::to_string(tf.doc->protocol) + "; root " + n.summary;
     view->contents.children.push_back(std::move(n));
   }
 }
@@ -229,6 +246,7 @@ Status deep_scan_torch(const TorchFile& tf, const std::string& label, Checkpoint
       if (t.file == label) owner.emplace(t.record, std::make_pair("optimizer", t.name));
     }
   }
+  if (tf.zip == nullptr) return Status::ok();  // legacy: no per-record CRC to check
   bool stepped = false;
   for (const auto& ps : view->optimizer.state) stepped = stepped || (ps.step && *ps.step > 0);
   uint64_t total = 0;
@@ -246,8 +264,10 @@ Status deep_scan_torch(const TorchFile& tf, const std::string& label, Checkpoint
     uint64_t nonfinite = 0;
     bool all_zero = true;
     if (e.method != 0) {
-      CKPT_ASSIGN_OR_RETURN(std::string rec, tf.zip->read_record(e));
-      crc = crc32_update(0, rec.data(), rec.size());
+      CKPT_RETURN_IF_ERROR(tf.zip->stream_record(e, [&crc](const char* p, size_t n) {
+        crc = crc32_update(crc, p, n);
+        return Status::ok();
+      }));
       bar.advance(e.compressed_size);
     } else {
       CKPT_ASSIGN_OR_RETURN(uint64_t off, tf.zip->data_offset(e));

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ckpt/base/status.h"
 #include "ckpt/io/env.h"
@@ -27,6 +28,11 @@ struct TorchFile {
   std::unique_ptr<PickleDoc> doc;
   // Every storage the pickle references: key → record (dtype, location, size).
   std::map<std::string, TensorRecord> storages;
+  // Legacy (pre-1.6) streams only, where zip is null: the storage keys pickle, where the raw
+  // storage bytes start, and key → (offset, bytes) of each storage's data in the file.
+  std::vector<std::string> legacy_keys;
+  uint64_t legacy_data_offset = 0;
+  std::map<std::string, std::pair<uint64_t, uint64_t>> legacy_records;
 
   std::optional<double> read_scalar(const TensorRecord& t) const;
 };
@@ -34,9 +40,15 @@ struct TorchFile {
 // Magic-byte classification of a file's first bytes: "zip", "legacy", "legacy-tar", "".
 std::string sniff_torch(const std::string& head);
 
-// Opens and parses a torch.save zip. Unsupported for TorchScript and legacy files (exit 65 with
-// a message naming what they are), Corrupt for damaged ones.
+// Opens and parses a torch.save zip or legacy stream. Unsupported for TorchScript and legacy tar
+// files (exit 65 with a message naming what they are), Corrupt for damaged ones.
 Result<TorchFile> open_torch_file(std::unique_ptr<RandomAccessFile> file);
+
+// Legacy streams (torch_file_legacy.cc): the magic, protocol, sys-info, object and storage-keys
+// pickles into tf->doc / tf->legacy_keys; then, once tf->storages is known, where each storage's
+// bytes lie (an int64 element count, then the bytes, in key order).
+Status read_legacy_pickles(TorchFile* tf);
+Status locate_legacy_records(TorchFile* tf);
 
 // Adds the file's components, devices, global findings and inspect tree to `view`. `label` names
 // the file in evidence ("optimizer.pt").
@@ -48,7 +60,8 @@ void add_torch_file_to_view(const TorchFile& tf, const std::string& label, Check
 Status deep_scan_torch(const TorchFile& tf, const std::string& label, CheckpointView* view,
                        const ReadOptions& options);
 
-// Registers the globals of `doc` as findings: dangerous or outside the allow-list → error.
+// Registers the globals of `doc` as findings, with ckpt scan's verdict (verify/scan/risk.h):
+// dangerous → error; unknown (outside every list, only referenced) → warning.
 void add_global_findings(const PickleDoc& doc, const std::string& label, CheckpointView* view);
 
 // A progress bar on stderr (only when enabled and stderr is a terminal).

@@ -12,6 +12,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string bytes(reinterpret_cast<const char*>(data), size);
   PickleLimits limits;
   limits.max_values = 200000;  // keep each run fast; the caps are what is under test
+  // The scanner's lenient pass: uses recorded up to any error, offsets inside the input.
+  PickleLimits lenient = limits;
+  lenient.lenient = true;
+  PickleScan scan = scan_pickle(bytes, "fuzz.pkl", lenient);
+  for (const auto& u : scan.doc->uses) {
+    if (u.offset >= size) __builtin_trap();
+  }
   auto doc = read_pickle(bytes, "fuzz.pkl", limits);
   if (!doc.is_ok()) return 0;
   CheckpointView view;

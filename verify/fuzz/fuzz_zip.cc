@@ -21,6 +21,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (r.is_ok() && r->size() != e.size) __builtin_trap();
     }
   }
+  // The scanner's lenient directory and the streaming inflater with a small lifetime cap.
+  limits.lenient = true;
+  limits.max_total_inflated = 4u << 20;
+  auto zl = ZipReader::open(*f, limits);
+  if (zl.is_ok()) {
+    for (const auto& e : zl->entries()) {
+      uint64_t n = 0;
+      Status s = zl->stream_record(e, [&n](const char*, size_t k) {
+        n += k;
+        return Status::ok();
+      });
+      if (s.is_ok() && n != e.size) __builtin_trap();
+    }
+  }
   auto tf = open_torch_file(memory_file("fuzz.pt", bytes));
   if (tf.is_ok()) {
     CheckpointView view;

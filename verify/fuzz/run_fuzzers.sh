@@ -11,12 +11,13 @@ BUILD=${2:-$ROOT/build-fuzz}
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" \
   -DCKPT_FUZZ=ON -DCKPT_WITH_TORCH=OFF -DCKPT_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$BUILD" --target fuzz_pickle fuzz_zip fuzz_safetensors -j2
+cmake --build "$BUILD" --target fuzz_pickle fuzz_zip fuzz_safetensors fuzz_scan -j2
 status=0
-for t in pickle zip safetensors; do
+for t in pickle zip safetensors scan; do
   corpus="$BUILD/corpus_$t"
   mkdir -p "$corpus"
-  for f in "$ROOT"/fixtures/fuzz/* "$ROOT"/fixtures/malicious/* "$ROOT"/fixtures/foreign/torch/*.pt; do
+  for f in "$ROOT"/fixtures/fuzz/* "$ROOT"/fixtures/malicious/* "$ROOT"/fixtures/foreign/torch/*.pt \
+           "$ROOT"/fixtures/scan/exploits/*; do
     [ -f "$f" ] && cp -f "$f" "$corpus/" 2>/dev/null || true
   done
   echo "== fuzz_$t for ${SECONDS_EACH}s"

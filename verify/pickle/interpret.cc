@@ -206,125 +206,164 @@ Result<Value*> interpret_persistent_id(Interpreter& in, Value* pid) {
                      summarize(*pid));
 }
 
-Result<Value*> interpret_call(Interpreter& in, Value* callable, Value* args) {
-  const std::string q = callable->qualname();
-  const std::string name = callable->kind == Kind::kGlobal ? callable->name : "";
-  const std::string module = callable->kind == Kind::kGlobal ? callable->s : "";
-  const size_t n = nargs(args);
-  if (module == "torch._utils") {
-    if (name == "_rebuild_tensor_v2" || name == "_rebuild_tensor_v3" || name == "_rebuild_tensor") {
-      return rebuild_tensor(in, name, args);
-    }
-    if (name == "_rebuild_parameter" || name == "_rebuild_parameter_with_state") {
-      const Value* data = arg(args, 0);
-      if (data != nullptr && data->kind == Kind::kTensor) return const_cast<Value*>(data);
-    }
-    if (name == "_rebuild_meta_tensor_no_storage" ||
-        name == "_rebuild_device_tensor_from_cpu_tensor") {
-      CKPT_ASSIGN_OR_RETURN(Value * v, in.make(Kind::kTensor));
-      TensorRecord& t = *v->tensor;
-      t.rebuild = name;
-      if (name == "_rebuild_meta_tensor_no_storage") {
-        const Value* dt = arg(args, 0);
-        if (dt != nullptr && dt->kind == Kind::kGlobal) t.dtype = torch_dtype_name(dt->name);
-        t.element_size = torch_dtype_size(t.dtype);
-        CKPT_RETURN_IF_ERROR(shape_of(in, arg(args, 1), &t.shape, "size"));
-        t.location = "meta";
-        return v;
+namespace {
+
+// torch._utils rebuilds: tensors, parameters, meta and device tensors. nullptr when not one.
+Result<Value*> rebuild_torch(Interpreter& in, const std::string& name, const Value* args) {
+  if (name == "_rebuild_tensor_v2" || name == "_rebuild_tensor_v3" || name == "_rebuild_tensor") {
+    return rebuild_tensor(in, name, args);
+  }
+  if (name == "_rebuild_parameter" || name == "_rebuild_parameter_with_state") {
+    const Value* data = arg(args, 0);
+    if (data != nullptr && data->kind == Kind::kTensor) return const_cast<Value*>(data);
+    return nullptr;
+  }
+  if (name != "_rebuild_meta_tensor_no_storage" &&
+      name != "_rebuild_device_tensor_from_cpu_tensor") {
+    return nullptr;
+  }
+  CKPT_ASSIGN_OR_RETURN(Value * v, in.make(Kind::kTensor));
+  TensorRecord& t = *v->tensor;
+  t.rebuild = name;
+  if (name == "_rebuild_meta_tensor_no_storage") {
+    const Value* dt = arg(args, 0);
+    if (dt != nullptr && dt->kind == Kind::kGlobal) t.dtype = torch_dtype_name(dt->name);
+    t.element_size = torch_dtype_size(t.dtype);
+    CKPT_RETURN_IF_ERROR(shape_of(in, arg(args, 1), &t.shape, "size"));
+    t.location = "meta";
+    return v;
+  }
+  const Value* data = arg(args, 0);
+  if (data != nullptr && data->kind == Kind::kTensor) t = *data->tensor;
+  if (const Value* dev = arg(args, 2); dev != nullptr && dev->kind == Kind::kStr)
+    t.location = dev->s;
+  t.rebuild = name;
+  return v;
+}
+
+// OrderedDict / Counter / dict(src) / defaultdict(factory).
+Result<Value*> make_dict_from(Interpreter& in, const std::string& q, const Value* args) {
+  CKPT_ASSIGN_OR_RETURN(Value * d, in.make(Kind::kDict));
+  const Value* src = q == "collections.defaultdict" ? nullptr : arg(args, 0);
+  if (src != nullptr && src->kind == Kind::kDict) {
+    d->entries = src->entries;
+    d->depth = src->depth;
+  } else if (src != nullptr && (src->kind == Kind::kList || src->kind == Kind::kTuple)) {
+    for (const Value* pair : src->items) {
+      if ((pair->kind == Kind::kTuple || pair->kind == Kind::kList) && pair->items.size() == 2) {
+        d->entries.emplace_back(pair->items[0], pair->items[1]);
       }
-      const Value* data = arg(args, 0);
-      if (data != nullptr && data->kind == Kind::kTensor) t = *data->tensor;
-      if (const Value* dev = arg(args, 2); dev != nullptr && dev->kind == Kind::kStr)
-        t.location = dev->s;
-      t.rebuild = name;
-      return v;
     }
+    d->depth = src->depth;
+  }
+  return d;
+}
+
+Result<Value*> make_set_from(Interpreter& in, const Value* args) {
+  CKPT_ASSIGN_OR_RETURN(Value * s, in.make(Kind::kSet));
+  const Value* src = arg(args, 0);
+  if (src != nullptr &&
+      (src->kind == Kind::kList || src->kind == Kind::kTuple || src->kind == Kind::kSet)) {
+    s->items = src->items;
+    s->depth = src->depth;
+  }
+  return s;
+}
+
+// _codecs.encode(str, "latin1") (how protocol 2 spells bytes), bytes(...), bytearray(...).
+Result<Value*> make_bytes_from(Interpreter& in, const Value* args) {
+  const Value* src = arg(args, 0);
+  const Value* enc = arg(args, 1);
+  CKPT_ASSIGN_OR_RETURN(Value * b, in.make(Kind::kBytes));
+  if (src != nullptr && src->kind == Kind::kStr) {
+    bool latin1 = enc != nullptr && enc->kind == Kind::kStr &&
+                  (enc->s == "latin1" || enc->s == "latin-1" || enc->s == "iso-8859-1");
+    b->s = latin1 ? latin1_bytes(src->s) : src->s;
+  } else if (src != nullptr && src->kind == Kind::kBytes) {
+    b->s = src->s;
+  }
+  return b;
+}
+
+Result<Value*> make_device(Interpreter& in, const Value* args) {
+  CKPT_ASSIGN_OR_RETURN(Value * s, in.make(Kind::kStr));
+  s->s = arg(args, 0)->s;
+  if (nargs(args) >= 2 && arg(args, 1)->kind == Kind::kInt)
+    s->s += ":" + std::to_string(arg(args, 1)->i);
+  return s;
+}
+
+// numpy.core.multiarray.scalar(dtype, raw bytes) → an int or float; nullptr for other kinds.
+Result<Value*> numpy_scalar(Interpreter& in, const Value* args) {
+  std::string code;
+  size_t size = 0;
+  const Value* raw = arg(args, 1);
+  if (!numpy_dtype(arg(args, 0), &code, &size) || raw->kind != Kind::kBytes ||
+      raw->s.size() != size || (size != 1 && size != 2 && size != 4 && size != 8)) {
+    return nullptr;
+  }
+  char kind = code.size() > 1 ? code[1] : '?';
+  uint64_t u = 0;
+  for (size_t k = 0; k < size; ++k)
+    u |= static_cast<uint64_t>(static_cast<uint8_t>(raw->s[k])) << (8 * k);
+  if (kind == 'f' && (size == 4 || size == 8)) {
+    CKPT_ASSIGN_OR_RETURN(Value * f, in.make(Kind::kFloat));
+    if (size == 8) {
+      std::memcpy(&f->f, &u, 8);
+    } else {
+      float x;
+      uint32_t w = static_cast<uint32_t>(u);
+      std::memcpy(&x, &w, 4);
+      f->f = x;
+    }
+    return f;
+  }
+  if (kind == 'i' || kind == 'u') {
+    CKPT_ASSIGN_OR_RETURN(Value * iv, in.make(Kind::kInt));
+    if (kind == 'i' && size < 8 && (u >> (8 * size - 1)) & 1) u |= ~uint64_t{0} << (8 * size);
+    iv->i = static_cast<int64_t>(u);
+    return iv;
+  }
+  return nullptr;
+}
+
+// The data a known constructor builds; nullptr when `callable` is not one the reader interprets.
+Result<Value*> interpret_known(Interpreter& in, Value* callable, Value* args) {
+  const std::string q = callable->qualname();
+  const size_t n = nargs(args);
+  if (callable->kind == Kind::kGlobal && callable->s == "torch._utils") {
+    return rebuild_torch(in, callable->name, args);
   }
   if (q == "torch._tensor._rebuild_from_type_v2" && n >= 3) {
     Value* fn = const_cast<Value*>(arg(args, 0));
     Value* inner = const_cast<Value*>(arg(args, 2));
     if (fn->kind == Kind::kGlobal && inner->kind == Kind::kTuple)
       return interpret_call(in, fn, inner);
+    return nullptr;
   }
   if (q == "collections.OrderedDict" || q == "collections.Counter" || q == "builtins.dict" ||
       q == "collections.defaultdict") {
-    CKPT_ASSIGN_OR_RETURN(Value * d, in.make(Kind::kDict));
-    const Value* src = q == "collections.defaultdict" ? nullptr : arg(args, 0);
-    if (src != nullptr && src->kind == Kind::kDict) {
-      d->entries = src->entries;
-      d->depth = src->depth;
-    } else if (src != nullptr && (src->kind == Kind::kList || src->kind == Kind::kTuple)) {
-      for (const Value* pair : src->items) {
-        if ((pair->kind == Kind::kTuple || pair->kind == Kind::kList) && pair->items.size() == 2) {
-          d->entries.emplace_back(pair->items[0], pair->items[1]);
-        }
-      }
-      d->depth = src->depth;
-    }
-    return d;
+    return make_dict_from(in, q, args);
   }
-  if (q == "builtins.set" || q == "builtins.frozenset") {
-    CKPT_ASSIGN_OR_RETURN(Value * s, in.make(Kind::kSet));
-    const Value* src = arg(args, 0);
-    if (src != nullptr &&
-        (src->kind == Kind::kList || src->kind == Kind::kTuple || src->kind == Kind::kSet)) {
-      s->items = src->items;
-      s->depth = src->depth;
-    }
-    return s;
-  }
+  if (q == "builtins.set" || q == "builtins.frozenset") return make_set_from(in, args);
   if (q == "_codecs.encode" || q == "builtins.bytes" || q == "builtins.bytearray") {
-    const Value* src = arg(args, 0);
-    const Value* enc = arg(args, 1);
-    CKPT_ASSIGN_OR_RETURN(Value * b, in.make(Kind::kBytes));
-    if (src != nullptr && src->kind == Kind::kStr) {
-      bool latin1 = enc != nullptr && enc->kind == Kind::kStr &&
-                    (enc->s == "latin1" || enc->s == "latin-1" || enc->s == "iso-8859-1");
-      b->s = latin1 ? latin1_bytes(src->s) : src->s;
-    } else if (src != nullptr && src->kind == Kind::kBytes) {
-      b->s = src->s;
-    }
-    return b;
+    return make_bytes_from(in, args);
   }
   if (q == "torch.Size" && arg(args, 0) != nullptr && arg(args, 0)->kind == Kind::kTuple) {
     return const_cast<Value*>(arg(args, 0));
   }
   if (q == "torch.device" && n >= 1 && arg(args, 0)->kind == Kind::kStr) {
-    CKPT_ASSIGN_OR_RETURN(Value * s, in.make(Kind::kStr));
-    s->s = arg(args, 0)->s;
-    if (n >= 2 && arg(args, 1)->kind == Kind::kInt) s->s += ":" + std::to_string(arg(args, 1)->i);
-    return s;
+    return make_device(in, args);
   }
-  if (q == "numpy.core.multiarray.scalar" && n == 2) {
-    std::string code;
-    size_t size = 0;
-    const Value* raw = arg(args, 1);
-    if (numpy_dtype(arg(args, 0), &code, &size) && raw->kind == Kind::kBytes &&
-        raw->s.size() == size && (size == 1 || size == 2 || size == 4 || size == 8)) {
-      char kind = code.size() > 1 ? code[1] : '?';
-      uint64_t u = 0;
-      for (size_t k = 0; k < size; ++k)
-        u |= static_cast<uint64_t>(static_cast<uint8_t>(raw->s[k])) << (8 * k);
-      if (kind == 'f' && (size == 4 || size == 8)) {
-        CKPT_ASSIGN_OR_RETURN(Value * f, in.make(Kind::kFloat));
-        if (size == 8) {
-          std::memcpy(&f->f, &u, 8);
-        } else {
-          float x;
-          uint32_t w = static_cast<uint32_t>(u);
-          std::memcpy(&x, &w, 4);
-          f->f = x;
-        }
-        return f;
-      }
-      if (kind == 'i' || kind == 'u') {
-        CKPT_ASSIGN_OR_RETURN(Value * iv, in.make(Kind::kInt));
-        if (kind == 'i' && size < 8 && (u >> (8 * size - 1)) & 1) u |= ~uint64_t{0} << (8 * size);
-        iv->i = static_cast<int64_t>(u);
-        return iv;
-      }
-    }
-  }
+  if (q == "numpy.core.multiarray.scalar" && n == 2) return numpy_scalar(in, args);
+  return nullptr;
+}
+
+}  // namespace
+
+Result<Value*> interpret_call(Interpreter& in, Value* callable, Value* args) {
+  CKPT_ASSIGN_OR_RETURN(Value * known, interpret_known(in, callable, args));
+  if (known != nullptr) return known;
   // Anything else, known or not, is recorded and never called.
   CKPT_ASSIGN_OR_RETURN(Value * o, in.make(Kind::kObject));
   o->callable = callable;

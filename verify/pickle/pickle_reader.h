@@ -20,6 +20,9 @@ struct PickleLimits {
   uint64_t max_values = 4'000'000;
   uint64_t max_memo = 4'000'000;
   int max_depth = 1000;
+  // Scanning: a call, BUILD or persistent id the allow-list cannot interpret becomes an opaque
+  // Object instead of an error (CPython would go on), so the rest of the stream is still read.
+  bool lenient = false;
 };
 
 // Parses one pickle starting at `offset` in `bytes`; `where` names the source in errors
@@ -28,6 +31,15 @@ struct PickleLimits {
 Result<std::unique_ptr<PickleDoc>> read_pickle(const std::string& bytes, const std::string& where,
                                                const PickleLimits& limits = {},
                                                uint64_t offset = 0);
+
+// What a scan of one pickle saw: the doc (never null; its `uses` hold every global seen, even
+// when the stream fails later) and how the stream ended (ok when it reached STOP).
+struct PickleScan {
+  std::unique_ptr<PickleDoc> doc;
+  Status status;
+};
+PickleScan scan_pickle(const std::string& bytes, const std::string& where,
+                       const PickleLimits& limits = {}, uint64_t offset = 0);
 
 // Element size of a torch dtype spelled as in ckpt ("float32", "bfloat16"...); 0 if unknown.
 size_t torch_dtype_size(const std::string& dtype);

@@ -96,6 +96,23 @@ enum class GlobalClass : uint8_t { kKnown, kOpaque, kDangerous };
 const char* global_class_name(GlobalClass c);
 GlobalClass classify_global(const std::string& qualname);
 
+// One GLOBAL / STACK_GLOBAL / INST opcode of a pickle and what the stream does with the object it
+// names. `called` means unpickling invokes it: REDUCE, INST, OBJ, NEWOBJ/NEWOBJ_EX with arguments,
+// BUILD on it or on an object it made (`__setstate__`), or a data constructor that calls its
+// argument (`copyreg._reconstructor`, `torch._tensor._rebuild_from_type_v2`, a called
+// `functools.partial`). For a called `builtins.getattr` whose arguments are (an object the
+// pickle built from class C, a plain attribute name), `bound_method_of` is C and `attribute` the
+// name: the shape in which pickle saves a bound method. It stays empty for every other getattr
+// (a module, a global, a dunder name, or a result that is itself called).
+struct GlobalUse {
+  std::string module;  // as the pickle spells it ("__builtin__", "numpy._core.multiarray")
+  std::string name;
+  uint64_t offset = 0;  // of the opcode in the pickle's input
+  bool called = false;
+  std::string bound_method_of;
+  std::string attribute;
+};
+
 // Owner of all Values of one pickle.
 class PickleDoc {
  public:
@@ -104,6 +121,14 @@ class PickleDoc {
   const Value* root = nullptr;
   // Every Global referenced by the pickle, in first-seen order, with its class.
   std::vector<std::pair<std::string, GlobalClass>> globals;
+  // Every GLOBAL-like opcode, in stream order (memoized re-uses are not repeated).
+  std::vector<GlobalUse> uses;
+  // For predicting torch.load(weights_only=True): the first opcode its restricted unpickler does
+  // not implement (0 when none) and its offset, and the numpy dtype classes a BUILD restores
+  // ("UInt32DType").
+  uint8_t weights_only_bad_opcode = 0;
+  uint64_t weights_only_bad_offset = 0;
+  std::vector<std::pair<std::string, uint64_t>> numpy_dtype_builds;  // (class, BUILD offset)
   int protocol = 0;
   uint64_t end_offset = 0;  // offset just past STOP
 

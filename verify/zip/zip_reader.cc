@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace ckpt::verify {
@@ -49,11 +50,20 @@ uint32_t crc32_update(uint32_t crc, const void* data, size_t len) {
   return static_cast<uint32_t>(c);
 }
 
-Result<ZipReader> ZipReader::open(const RandomAccessFile& file, const ZipLimits& limits) {
+namespace {
+
+struct DirectoryLocation {
+  uint64_t count = 0;
+  uint64_t size = 0;
+  uint64_t offset = 0;
+};
+
+// The end-of-central-directory record (the last 22 bytes plus a comment of up to 65535 bytes),
+// and its ZIP64 twin when a field is saturated.
+Result<DirectoryLocation> locate_directory(const RandomAccessFile& file) {
   const std::string& fn = file.path();
   const uint64_t size = file.size();
   if (size < 22) return corrupt(fn + ": not a zip archive: " + std::to_string(size) + " bytes");
-  // The EOCD record is the last 22 bytes plus a comment of up to 65535 bytes.
   uint64_t tail_len = size < 22 + 65535 ? size : 22 + 65535;
   CKPT_ASSIGN_OR_RETURN(std::string tail, file.read_string(size - tail_len, tail_len));
   const auto* t = reinterpret_cast<const unsigned char*>(tail.data());
@@ -66,41 +76,77 @@ Result<ZipReader> ZipReader::open(const RandomAccessFile& file, const ZipLimits&
   }
   if (eocd < 0) return corrupt(fn + ": zip end-of-central-directory record not found");
   const unsigned char* e = t + eocd;
-  uint64_t count = le16(e + 10);
-  uint64_t cd_size = le32(e + 12);
-  uint64_t cd_offset = le32(e + 16);
+  DirectoryLocation d{le16(e + 10), le32(e + 12), le32(e + 16)};
+  if (d.count != 0xFFFF && d.size != 0xFFFFFFFFu && d.offset != 0xFFFFFFFFu) return d;
   const uint64_t eocd_pos = size - tail_len + static_cast<uint64_t>(eocd);
-  if (count == 0xFFFF || cd_size == 0xFFFFFFFFu || cd_offset == 0xFFFFFFFFu) {
-    if (eocd_pos < 20) return corrupt(fn + ": ZIP64 locator missing before the EOCD record");
-    unsigned char loc[20];
-    CKPT_RETURN_IF_ERROR(file.read_at(eocd_pos - 20, loc, 20));
-    if (le32(loc) != kZip64LocatorSig) return corrupt(fn + ": ZIP64 locator signature missing");
-    uint64_t z64 = le64(loc + 8);
-    unsigned char rec[56];
-    CKPT_RETURN_IF_ERROR(file.read_at(z64, rec, 56));
-    if (le32(rec) != kZip64EocdSig) {
-      return corrupt(fn + ": ZIP64 end-of-central-directory signature missing at offset " +
-                     std::to_string(z64));
-    }
-    count = le64(rec + 32);
-    cd_size = le64(rec + 40);
-    cd_offset = le64(rec + 48);
+  if (eocd_pos < 20) return corrupt(fn + ": ZIP64 locator missing before the EOCD record");
+  unsigned char loc[20];
+  CKPT_RETURN_IF_ERROR(file.read_at(eocd_pos - 20, loc, 20));
+  if (le32(loc) != kZip64LocatorSig) return corrupt(fn + ": ZIP64 locator signature missing");
+  uint64_t z64 = le64(loc + 8);
+  unsigned char rec[56];
+  CKPT_RETURN_IF_ERROR(file.read_at(z64, rec, 56));
+  if (le32(rec) != kZip64EocdSig) {
+    return corrupt(fn + ": ZIP64 end-of-central-directory signature missing at offset " +
+                   std::to_string(z64));
   }
-  if (count > limits.max_entries) {
-    return corrupt(fn + ": zip claims " + std::to_string(count) + " entries (limit " +
+  return DirectoryLocation{le64(rec + 32), le64(rec + 40), le64(rec + 48)};
+}
+
+// ZIP64 extended information: only the fields whose 32-bit value is saturated, in order.
+bool apply_zip64_extra(const unsigned char* x, uint64_t extra_len, ZipEntry* ent) {
+  uint64_t xp = 0;
+  while (xp + 4 <= extra_len) {
+    uint16_t id = le16(x + xp), len = le16(x + xp + 2);
+    if (xp + 4 + len > extra_len) break;
+    if (id == 0x0001) {
+      const unsigned char* f = x + xp + 4;
+      uint64_t fp = 0;
+      auto take = [&](uint64_t* v) -> bool {
+        if (fp + 8 > len) return false;
+        *v = le64(f + fp);
+        fp += 8;
+        return true;
+      };
+      bool ok = true;
+      if (ent->size == 0xFFFFFFFFu) ok = ok && take(&ent->size);
+      if (ent->compressed_size == 0xFFFFFFFFu) ok = ok && take(&ent->compressed_size);
+      if (ent->local_header_offset == 0xFFFFFFFFu) ok = ok && take(&ent->local_header_offset);
+      if (!ok) return false;
+    }
+    xp += 4 + len;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<ZipReader> ZipReader::open(const RandomAccessFile& file, const ZipLimits& limits) {
+  const std::string& fn = file.path();
+  CKPT_ASSIGN_OR_RETURN(DirectoryLocation d, locate_directory(file));
+  if (d.count > limits.max_entries) {
+    return corrupt(fn + ": zip claims " + std::to_string(d.count) + " entries (limit " +
                    std::to_string(limits.max_entries) + ")");
   }
-  if (cd_size > limits.max_central_directory || !range_inside(cd_offset, cd_size, size)) {
-    return corrupt(fn + ": zip central directory [" + std::to_string(cd_offset) + ", +" +
-                   std::to_string(cd_size) + ") is outside the " + std::to_string(size) +
+  if (d.size > limits.max_central_directory || !range_inside(d.offset, d.size, file.size())) {
+    return corrupt(fn + ": zip central directory [" + std::to_string(d.offset) + ", +" +
+                   std::to_string(d.size) + ") is outside the " + std::to_string(file.size()) +
                    "-byte file");
   }
-  CKPT_ASSIGN_OR_RETURN(std::string cd, file.read_string(cd_offset, cd_size));
+  CKPT_ASSIGN_OR_RETURN(std::string cd, file.read_string(d.offset, d.size));
   ZipReader z;
   z.file_ = &file;
   z.limits_ = limits;
-  z.directory_offset_ = cd_offset;
+  z.directory_offset_ = d.offset;
+  CKPT_RETURN_IF_ERROR(z.parse_directory(cd, d.count));
+  if (!limits.lenient) CKPT_RETURN_IF_ERROR(z.check_overlaps());
+  return z;
+}
+
+Status ZipReader::parse_directory(const std::string& cd, uint64_t count) {
+  const std::string& fn = file_->path();
   const auto* p = reinterpret_cast<const unsigned char*>(cd.data());
+  const uint64_t cd_size = cd.size();
   uint64_t pos = 0;
   for (uint64_t i = 0; i < count; ++i) {
     if (!range_inside(pos, 46, cd_size) || le32(p + pos) != kCentralSig) {
@@ -120,55 +166,64 @@ Result<ZipReader> ZipReader::open(const RandomAccessFile& file, const ZipLimits&
       return corrupt(fn + ": zip central directory entry " + std::to_string(i) + " is truncated");
     }
     ent.name.assign(reinterpret_cast<const char*>(h + 46), name_len);
-    // ZIP64 extended information: only the fields whose 32-bit value is saturated, in order.
-    const unsigned char* x = h + 46 + name_len;
-    uint64_t xp = 0;
-    while (xp + 4 <= extra_len) {
-      uint16_t id = le16(x + xp), len = le16(x + xp + 2);
-      if (xp + 4 + len > extra_len) break;
-      if (id == 0x0001) {
-        const unsigned char* f = x + xp + 4;
-        uint64_t fp = 0;
-        auto take = [&](uint64_t* v) -> bool {
-          if (fp + 8 > len) return false;
-          *v = le64(f + fp);
-          fp += 8;
-          return true;
-        };
-        bool ok = true;
-        if (ent.size == 0xFFFFFFFFu) ok = ok && take(&ent.size);
-        if (ent.compressed_size == 0xFFFFFFFFu) ok = ok && take(&ent.compressed_size);
-        if (ent.local_header_offset == 0xFFFFFFFFu) ok = ok && take(&ent.local_header_offset);
-        if (!ok) return corrupt(fn + ": zip entry \"" + ent.name + "\": short ZIP64 extra field");
-      }
-      xp += 4 + len;
+    if (!apply_zip64_extra(h + 46 + name_len, extra_len, &ent)) {
+      return corrupt(fn + ": zip entry \"" + ent.name + "\": short ZIP64 extra field");
     }
-    if (!zip_name_is_safe(ent.name)) {
-      return corrupt(fn + ": zip entry name \"" + ent.name +
-                     "\" is unsafe (absolute, `..`, backslash or NUL)");
-    }
-    if (ent.method != 0 && ent.method != 8) {
-      return corrupt(fn + ": zip entry \"" + ent.name + "\" uses compression method " +
-                     std::to_string(ent.method) + " (expected 0 stored or 8 deflate)");
-    }
-    if (!range_inside(ent.local_header_offset, ent.compressed_size, cd_offset)) {
-      return corrupt(fn + ": zip entry \"" + ent.name + "\" at offset " +
-                     std::to_string(ent.local_header_offset) + " with " +
-                     std::to_string(ent.compressed_size) +
-                     " bytes runs past the central directory");
-    }
-    if (ent.method == 0 && ent.size != ent.compressed_size) {
-      return corrupt(fn + ": stored zip entry \"" + ent.name + "\" has size " +
-                     std::to_string(ent.size) + " but compressed size " +
-                     std::to_string(ent.compressed_size));
-    }
-    if (!z.by_name_.emplace(ent.name, z.entries_.size()).second) {
-      return corrupt(fn + ": zip entry \"" + ent.name + "\" appears twice");
-    }
-    z.entries_.push_back(std::move(ent));
+    CKPT_RETURN_IF_ERROR(add_entry(std::move(ent)));
     pos += 46 + var;
   }
-  return z;
+  return Status::ok();
+}
+
+// The checks on one directory entry; in lenient mode only those that make it unreadable.
+Status ZipReader::add_entry(ZipEntry ent) {
+  const std::string& fn = file_->path();
+  const bool strict = !limits_.lenient;
+  if (strict && !zip_name_is_safe(ent.name)) {
+    return corrupt(fn + ": zip entry name \"" + ent.name +
+                   "\" is unsafe (absolute, `..`, backslash or NUL)");
+  }
+  if (strict && ent.method != 0 && ent.method != 8) {
+    return corrupt(fn + ": zip entry \"" + ent.name + "\" uses compression method " +
+                   std::to_string(ent.method) + " (expected 0 stored or 8 deflate)");
+  }
+  if (!range_inside(ent.local_header_offset, ent.compressed_size, directory_offset_)) {
+    return corrupt(fn + ": zip entry \"" + ent.name + "\" at offset " +
+                   std::to_string(ent.local_header_offset) + " with " +
+                   std::to_string(ent.compressed_size) + " bytes runs past the central directory");
+  }
+  if (strict && ent.method == 0 && ent.size != ent.compressed_size) {
+    return corrupt(fn + ": stored zip entry \"" + ent.name + "\" has size " +
+                   std::to_string(ent.size) + " but compressed size " +
+                   std::to_string(ent.compressed_size));
+  }
+  if (!by_name_.emplace(ent.name, entries_.size()).second && strict) {
+    return corrupt(fn + ": zip entry \"" + ent.name + "\" appears twice");
+  }
+  entries_.push_back(std::move(ent));
+  return Status::ok();
+}
+
+// Each entry's local header + data must lie apart from every other's: entries that share bytes
+// are how a small file claims terabytes (the same deflate stream listed thousands of times).
+Status ZipReader::check_overlaps() const {
+  std::vector<const ZipEntry*> order;
+  order.reserve(entries_.size());
+  for (const auto& e : entries_) order.push_back(&e);
+  std::stable_sort(order.begin(), order.end(), [](const ZipEntry* a, const ZipEntry* b) {
+    return a->local_header_offset < b->local_header_offset;
+  });
+  for (size_t k = 1; k < order.size(); ++k) {
+    const ZipEntry& prev = *order[k - 1];
+    const ZipEntry& cur = *order[k];
+    if (cur.local_header_offset < prev.local_header_offset + 30 + prev.compressed_size) {
+      return corrupt(file_->path() + ": zip entries \"" + prev.name + "\" and \"" + cur.name +
+                     "\" overlap (local headers at " + std::to_string(prev.local_header_offset) +
+                     " and " + std::to_string(cur.local_header_offset) +
+                     "): a zip bomb or a damaged archive");
+    }
+  }
+  return Status::ok();
 }
 
 const ZipEntry* ZipReader::find(const std::string& name) const {
@@ -197,25 +252,71 @@ Result<std::string> ZipReader::read_record(const ZipEntry& e) const {
     return corrupt(file_->path() + ": zip entry \"" + e.name + "\" is " + std::to_string(e.size) +
                    " bytes (limit " + std::to_string(limits_.max_record_read) + ")");
   }
+  std::string out;
+  CKPT_RETURN_IF_ERROR(stream_record(e, [&out](const char* p, size_t n) {
+    out.append(p, n);
+    return Status::ok();
+  }));
+  return out;
+}
+
+Status ZipReader::stream_record(const ZipEntry& e,
+                                const std::function<Status(const char*, size_t)>& sink) const {
+  constexpr size_t kChunk = 1u << 20;
+  const std::string where = file_->path() + ": zip entry \"" + e.name + "\"";
+  if (e.method != 0 && e.method != 8) {
+    return unsupported(where + " uses compression method " + std::to_string(e.method));
+  }
+  if (e.size > limits_.max_total_inflated - std::min(inflated_, limits_.max_total_inflated)) {
+    return corrupt(where + ": inflating it would pass the archive's cap of " +
+                   std::to_string(limits_.max_total_inflated) + " bytes (a zip bomb?)");
+  }
   CKPT_ASSIGN_OR_RETURN(uint64_t off, data_offset(e));
-  CKPT_ASSIGN_OR_RETURN(std::string raw, file_->read_string(off, e.compressed_size));
-  if (e.method == 0) return raw;
-  std::string out(e.size, '\0');
+  std::string in(kChunk, '\0');
+  if (e.method == 0) {
+    for (uint64_t done = 0; done < e.size;) {
+      size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, e.size - done));
+      CKPT_RETURN_IF_ERROR(file_->read_at(off + done, in.data(), n));
+      CKPT_RETURN_IF_ERROR(sink(in.data(), n));
+      done += n;
+    }
+    return Status::ok();
+  }
+  std::string out(kChunk, '\0');
   z_stream zs;
   std::memset(&zs, 0, sizeof zs);
   if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) return internal_error("zlib inflateInit2 failed");
-  zs.next_in = reinterpret_cast<Bytef*>(raw.data());
-  zs.avail_in = static_cast<uInt>(raw.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  int rc = inflate(&zs, Z_FINISH);
-  uint64_t produced = zs.total_out;
-  inflateEnd(&zs);
-  if (rc != Z_STREAM_END || produced != e.size) {
-    return corrupt(file_->path() + ": zip entry \"" + e.name + "\": deflate stream is corrupt (" +
-                   std::to_string(produced) + " of " + std::to_string(e.size) + " bytes)");
+  struct End {
+    z_stream* z;
+    ~End() { inflateEnd(z); }
+  } end{&zs};
+  uint64_t consumed = 0;
+  uint64_t produced = 0;
+  int rc = Z_OK;
+  while (rc != Z_STREAM_END) {
+    if (zs.avail_in == 0 && consumed < e.compressed_size) {
+      size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, e.compressed_size - consumed));
+      CKPT_RETURN_IF_ERROR(file_->read_at(off + consumed, in.data(), n));
+      consumed += n;
+      zs.next_in = reinterpret_cast<Bytef*>(in.data());
+      zs.avail_in = static_cast<uInt>(n);
+    }
+    zs.next_out = reinterpret_cast<Bytef*>(out.data());
+    zs.avail_out = static_cast<uInt>(out.size());
+    rc = inflate(&zs, Z_NO_FLUSH);
+    const size_t got = out.size() - zs.avail_out;
+    if (rc != Z_OK && rc != Z_STREAM_END && !(rc == Z_BUF_ERROR && got > 0)) break;
+    produced += got;
+    inflated_ += got;
+    if (produced > e.size) break;  // more than the directory says: stop before the sink sees it
+    if (got > 0) CKPT_RETURN_IF_ERROR(sink(out.data(), got));
+    if (got == 0 && zs.avail_in == 0 && consumed >= e.compressed_size) break;  // input ran out
   }
-  return out;
+  if (rc != Z_STREAM_END || produced != e.size) {
+    return corrupt(where + ": deflate stream is corrupt (" + std::to_string(produced) + " of " +
+                   std::to_string(e.size) + " bytes)");
+  }
+  return Status::ok();
 }
 
 std::string ZipReader::prefix() const {

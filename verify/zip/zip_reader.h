@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -33,6 +34,12 @@ struct ZipLimits {
   uint64_t max_entries = 1u << 20;
   uint64_t max_central_directory = 256ull << 20;
   uint64_t max_record_read = 1ull << 30;  // largest record read into memory at once
+  // Bytes inflated over the reader's lifetime (all records, all calls): a bomb of many records
+  // that each inflate honestly stops here.
+  uint64_t max_total_inflated = 64ull << 30;
+  // Scanning: list entries a strict reader refuses (duplicate names, unsafe names, unknown
+  // methods, overlapping data) instead of failing, so every member can still be looked at.
+  bool lenient = false;
 };
 
 class ZipReader {
@@ -46,6 +53,12 @@ class ZipReader {
   Result<uint64_t> data_offset(const ZipEntry& e) const;
   // The uncompressed bytes of `e` (bounded by limits.max_record_read).
   Result<std::string> read_record(const ZipEntry& e) const;
+  // Feeds the uncompressed bytes of `e` to `sink` in chunks of at most 1 MiB, inflating as it
+  // goes (memory stays O(chunk) whatever the record claims). Corrupt when the stream is damaged,
+  // inflates to other than e.size bytes, or the reader's total inflated bytes pass
+  // limits.max_total_inflated; a sink error stops the stream and is returned.
+  Status stream_record(const ZipEntry& e,
+                       const std::function<Status(const char*, size_t)>& sink) const;
   // The archive prefix torch uses: the first entry's name up to its first '/'.
   std::string prefix() const;
   const RandomAccessFile& file() const { return *file_; }
@@ -53,7 +66,12 @@ class ZipReader {
  private:
   const RandomAccessFile* file_ = nullptr;
   ZipLimits limits_;
+  Status parse_directory(const std::string& cd, uint64_t count);
+  Status add_entry(ZipEntry ent);
+  Status check_overlaps() const;
+
   std::vector<ZipEntry> entries_;
+  mutable uint64_t inflated_ = 0;  // total over stream_record calls
   std::map<std::string, size_t> by_name_;
   uint64_t directory_offset_ = 0;
 };

@@ -1,0 +1,136 @@
+// Retention (step 5 of the commit protocol in run_dir.h) and the run directory's writer lock.
+//
+// Retention deletes, so it proves before it deletes: the victim is an entry directly inside the
+// run directory, named step-N, that lstat says is a directory (a symlink to a checkpoint
+// elsewhere is never followed), holding only regular files with the names this format writes.
+// Anything else — a symlink, a file it did not write, a damaged commit record that someone may
+// want to look at — stays, and the reason is returned for the journal.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "ckpt/store/run_dir.h"
+
+namespace ckpt::store {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// COMMIT.json, rank-NNNNN.h5, rank-NNNNN.manifest.json, each possibly with ".tmp".
+bool is_format_file(std::string name) {
+  if (ends_with(name, ".tmp")) name.resize(name.size() - 4);
+  if (name == "COMMIT.json") return true;
+  if (name.rfind("rank-", 0) != 0) return false;
+  size_t i = 5;
+  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
+  if (i == 5) return false;
+  const std::string rest = name.substr(i);
+  return rest == ".h5" || rest == ".manifest.json";
+}
+
+// Why `dir` may not be removed, or "" when every entry of it is provably ours.
+std::string refuse_reason(Env* env, const std::string& dir) {
+  auto kind = env->entry_kind(dir);
+  if (!kind.is_ok()) return kind.status().message();
+  if (*kind == FileKind::kSymlink) return dir + ": a symbolic link, not removed";
+  if (*kind != FileKind::kDirectory) return dir + ": not a directory, not removed";
+  auto names = env->list_dir(dir);
+  if (!names.is_ok()) return names.status().message();
+  for (const auto& n : *names) {
+    const std::string p = path_join(dir, n);
+    auto k = env->entry_kind(p);
+    if (!k.is_ok()) return k.status().message();
+    if (*k != FileKind::kRegular || !is_format_file(n)) {
+      return dir + ": holds " + n + ", which ckpt did not write; not removed";
+    }
+  }
+  return "";
+}
+
+Status remove_checkpoint(Env* env, const std::string& dir) {
+  CKPT_ASSIGN_OR_RETURN(auto names, env->list_dir(dir));
+  // COMMIT.json first: a removal cut short leaves an interrupted save, never a checkpoint that
+  // claims files it no longer has.
+  std::stable_partition(names.begin(), names.end(),
+                        [](const std::string& n) { return n == "COMMIT.json"; });
+  for (const auto& n : names) CKPT_RETURN_IF_ERROR(env->remove_file(path_join(dir, n)));
+  return env->remove_dir(dir);
+}
+
+}  // namespace
+
+Status apply_retention(Env* env, const std::string& run_dir, int keep_last, int64_t keep_every,
+                       std::vector<std::string>* skipped) {
+  if (keep_last <= 0) return Status::ok();
+  CKPT_ASSIGN_OR_RETURN(auto all, list_checkpoints(env, run_dir));
+  std::vector<const CheckpointEntry*> committed;
+  for (const auto& e : all) {
+    if (e.committed) committed.push_back(&e);
+  }
+  if (committed.empty()) return Status::ok();
+  const int64_t newest = committed.back()->step;
+  const size_t keep_from = committed.size() > static_cast<size_t>(keep_last)
+                               ? committed.size() - static_cast<size_t>(keep_last)
+                               : 0;
+  std::vector<const CheckpointEntry*> victims;
+  for (size_t i = 0; i < keep_from; ++i) {
+    const CheckpointEntry& e = *committed[i];
+    if (keep_every > 0 && e.step % keep_every == 0) continue;
+    victims.push_back(&e);
+  }
+  for (const auto& e : all) {  // leftovers of interrupted saves
+    if (!e.committed && !e.damaged && e.step < newest) victims.push_back(&e);
+  }
+  for (const CheckpointEntry* e : victims) {
+    if (e->step == newest) continue;  // never the last valid checkpoint
+    const std::string why = refuse_reason(env, e->dir);
+    if (!why.empty()) {
+      if (skipped != nullptr) skipped->push_back(why);
+      continue;
+    }
+    CKPT_RETURN_IF_ERROR(remove_checkpoint(env, e->dir));
+  }
+  return Status::ok();
+}
+
+namespace {
+
+// Checkpointers of one process on one run directory share its lock: the lock keeps other
+// processes out (a relaunched job), not a restore that opens a second Checkpointer.
+class SharedLock final : public FileLock {
+ public:
+  explicit SharedLock(std::shared_ptr<FileLock> held) : held_(std::move(held)) {}
+
+ private:
+  std::shared_ptr<FileLock> held_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<FileLock>> lock_run_dir(Env* env, const std::string& run_dir) {
+  static std::mutex mu;
+  // Keyed by pid too: a forked child inherits the map but is another process.
+  static std::map<std::tuple<Env*, std::string, long>, std::weak_ptr<FileLock>> held;
+  const std::string path = path_join(run_dir, "LOCK");
+  const auto key = std::make_tuple(env, path, static_cast<long>(getpid()));
+  std::lock_guard<std::mutex> g(mu);
+  std::shared_ptr<FileLock> lock = held[key].lock();
+  if (!lock) {
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    const std::string owner =
+        "pid " + std::to_string(static_cast<long>(getpid())) + " host " + host + "\n";
+    CKPT_ASSIGN_OR_RETURN(std::unique_ptr<FileLock> taken, env->lock_file(path, owner));
+    lock = std::move(taken);
+    held[key] = lock;
+  }
+  return std::unique_ptr<FileLock>(new SharedLock(std::move(lock)));
+}
+
+}  // namespace ckpt::store

@@ -1,0 +1,116 @@
+// `ckpt load-bench PATH [--device cpu|cuda:N] [--threads N] [--no-verify] [--json]`: loads every
+// tensor of a ckpt checkpoint (a run directory → its LATEST, or a step directory) through the
+// restore pipeline into memory on the device and reports bytes, seconds (in-process, excluding
+// process start) and GB/s. Hashes are verified unless --no-verify.
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "cli/command.h"
+#include "cli/exit_codes.h"
+#include "resume/load_all.h"
+#ifdef CKPT_HAVE_RESUME_CUDA
+#include "resume/cuda/load_all_device.h"
+#endif
+
+namespace ckpt::cli {
+namespace {
+
+struct LoadBenchOptions {
+  std::string path;
+  std::string device = "cpu";
+  unsigned threads = 0;
+  bool no_verify = false;
+  bool json = false;
+};
+
+// "cpu" → -1; "cuda" / "cuda:N" → N; anything else → nullopt.
+std::optional<int> parse_device(const std::string& d) {
+  if (d == "cpu") return -1;
+  if (d == "cuda") return 0;
+  if (d.rfind("cuda:", 0) != 0 || d.size() == 5 || d.size() > 9) return std::nullopt;
+  int n = 0;
+  for (size_t i = 5; i < d.size(); ++i) {
+    if (d[i] < '0' || d[i] > '9') return std::nullopt;
+    n = n * 10 + (d[i] - '0');
+  }
+  return n;
+}
+
+Result<resume::LoadAllStats> load(Env* env, const std::string& dir, int device,
+                                  const resume::LoadAllOptions& lo) {
+  if (device < 0) return resume::load_all_host(env, dir, lo);
+#ifdef CKPT_HAVE_RESUME_CUDA
+  return resume::cuda::load_all_device(env, dir, device, lo);
+#else
+  return unsupported("cuda:" + std::to_string(device) +
+                     ": this ckpt was built without the CUDA restore path (no CUDA toolkit found)");
+#endif
+}
+
+int run_load_bench(const LoadBenchOptions& o) {
+  const std::optional<int> device = parse_device(o.device);
+  if (!device) {
+    std::cerr << "ckpt load-bench: --device " << o.device << ": expected cpu, cuda or cuda:N\n";
+    return kExitUsage;
+  }
+  Env* env = Env::posix();
+  auto dir = resume::resolve_checkpoint(env, o.path);
+  if (!dir.is_ok()) {
+    std::cerr << "ckpt load-bench: " << dir.status().message() << "\n";
+    return exit_code_for(dir.status());
+  }
+  resume::LoadAllOptions lo;
+  lo.io_threads = o.threads;
+  lo.verify_hashes = !o.no_verify;
+  auto stats = load(env, *dir, *device, lo);
+  if (!stats.is_ok()) {
+    std::cerr << "ckpt load-bench: " << stats.status().message() << "\n";
+    // No usable device is an input that cannot be opened, not a damaged checkpoint.
+    return stats.status().code() == Code::kUnsupported ? kExitNoInput
+                                                       : exit_code_for(stats.status());
+  }
+  const double gbps =
+      stats->seconds > 0 ? static_cast<double>(stats->bytes) / stats->seconds / 1e9 : 0.0;
+  const bool cuda = *device >= 0;
+  if (o.json) {
+    std::cout << nlohmann::json{{"bytes", stats->bytes},     {"seconds", stats->seconds},
+                                {"gb_per_s", gbps},          {"path", cuda ? "cuda" : "cpu"},
+                                {"threads", stats->threads}, {"verified", lo.verify_hashes}}
+                     .dump(2)
+              << "\n";
+  } else {
+    std::cout << "ckpt load-bench: " << *dir << ": " << stats->tensors << " tensors, "
+              << stats->bytes << " bytes from " << stats->ranks << " rank file(s) into "
+              << (cuda ? "cuda:" + std::to_string(*device) : std::string("host memory")) << " in "
+              << stats->seconds << " s = " << gbps << " GB/s (" << stats->threads
+              << " I/O threads, hashes " << (lo.verify_hashes ? "verified" : "not verified")
+              << ")\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Runner setup_load_bench(CLI::App& root, CLI::App*& sub) {
+  auto o = std::make_shared<LoadBenchOptions>();
+  sub = root.add_subcommand("load-bench",
+                            "Load every tensor of a ckpt checkpoint through the restore pipeline "
+                            "and report bytes, seconds and GB/s");
+  sub->add_option("path", o->path, "A run directory (its LATEST) or a step directory")->required();
+  sub->add_option("--device", o->device, "cpu, cuda or cuda:N")->capture_default_str();
+  sub->add_option("--threads", o->threads, "I/O threads (0 = the default for this machine)")
+      ->capture_default_str();
+  sub->add_flag("--no-verify", o->no_verify, "Skip the XXH3 check of each tensor");
+  sub->add_flag(
+      "--json", o->json,
+      "Print {\"bytes\", \"seconds\", \"gb_per_s\", \"path\", \"threads\", \"verified\"}");
+  sub->footer(
+      "Exit codes: 0 loaded; 64 usage; 65 not a ckpt checkpoint, or corrupt (a hash mismatch "
+      "names the tensor); 66 cannot open the input or the device.");
+  return [o] { return run_load_bench(*o); };
+}
+
+}  // namespace ckpt::cli

@@ -1,0 +1,38 @@
+// load_all: every tensor of one committed checkpoint (all its rank files) through the restore
+// pipeline into memory, timed in-process — what `ckpt load-bench` measures. The host path reads
+// into memory the restored trees own; the device path (resume/cuda/load_all_device.h) into device
+// buffers it allocates. Stateless; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ckpt/base/status.h"
+#include "ckpt/io/env.h"
+
+namespace ckpt::resume {
+
+struct LoadAllOptions {
+  unsigned io_threads = 0;  // 0 = default_io_threads()
+  bool verify_hashes = true;
+};
+
+struct LoadAllStats {
+  uint64_t bytes = 0;    // tensor bytes loaded
+  double seconds = 0;    // wall time of the loads, excluding process start and path resolution
+  unsigned threads = 0;  // I/O threads used
+  int64_t ranks = 0;
+  uint64_t tensors = 0;
+};
+
+// A run directory resolves to its newest committed checkpoint (LATEST), a step directory to
+// itself. NotFound when PATH does not exist or the run has no committed checkpoint; Corrupt when a
+// directory is neither.
+Result<std::string> resolve_checkpoint(Env* env, const std::string& path);
+
+// Loads every rank file of `step_dir` into host memory (and frees it). Errors name the file and
+// the tensor (a hash mismatch is Corrupt).
+Result<LoadAllStats> load_all_host(Env* env, const std::string& step_dir,
+                                   const LoadAllOptions& options);
+
+}  // namespace ckpt::resume
