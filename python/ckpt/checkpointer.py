@@ -2,14 +2,13 @@
 
 Python walks state_dict() trees and hands tensors to ckpt._core; the file format, hashing, the
 commit protocol, retention and the journal are the C++ core's (docs/python.md)."""
-import fcntl
 import json
 import os
 
 import torch
 
 from . import _core, _rng, _tree
-from .errors import CheckpointError, LockedError, MissingRequiredError
+from .errors import CheckpointError, MissingRequiredError
 
 _RESERVED = ("rng", "train")
 
@@ -46,13 +45,8 @@ class Checkpointer:
         self._started = False
         self._error = None
         os.makedirs(self.run_dir, exist_ok=True)
-        self._lock = open(os.path.join(self.run_dir, f".lock-rank-{self.rank}"), "w")
-        try:
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            self._lock.close()
-            self._lock = None
-            raise LockedError(f"{self.run_dir}: another Checkpointer holds rank {self.rank}")
+        # One process writes a run (C++ store::lock_run_dir: RUN/LOCK, flock); rank 0 takes it.
+        self._lock = _core.RunLock(self.run_dir) if self.rank == 0 else None
 
     # --- tracking -----------------------------------------------------------------------------
     def track(self, **objects):
@@ -252,8 +246,7 @@ class Checkpointer:
             self.wait()
         finally:
             if self._lock is not None:
-                fcntl.flock(self._lock, fcntl.LOCK_UN)
-                self._lock.close()
+                self._lock.release()
                 self._lock = None
 
     def __enter__(self):
@@ -266,7 +259,7 @@ class Checkpointer:
     def __del__(self):
         try:
             if getattr(self, "_lock", None) is not None:
-                self._lock.close()
+                self._lock.release()
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
 

@@ -21,7 +21,7 @@ class MissingRequiredError(CheckpointError):
 
 
 class LockedError(CheckpointError):
-    """Another live Checkpointer holds this run directory."""
+    """Another process holds this run directory (RUN/LOCK, taken by rank 0)."""
 
 
 class NotFoundError(CheckpointError):

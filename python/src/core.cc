@@ -41,6 +41,10 @@ namespace ckpt::python {
     case Code::kNotFound:
       cls = "NotFoundError";
       break;
+    case Code::kIoError:
+      // store::lock_run_dir's refusal: "RUN/LOCK: locked by pid P host H"
+      if (s.message().find("locked by") != std::string::npos) cls = "LockedError";
+      break;
     case Code::kInvalidArgument:
       cls = "InvalidArgumentError";
       break;
@@ -217,6 +221,20 @@ py::dict find_latest(const std::string& run_dir) {
   return out;
 }
 
+// RUN/LOCK held by this process (store::lock_run_dir) until release() or destruction.
+class PyLock {
+ public:
+  explicit PyLock(const std::string& run_dir) {
+    auto l = store::lock_run_dir(Env::posix(), run_dir);
+    if (!l.is_ok()) raise_status(l.status());
+    lock_ = std::move(*l);
+  }
+  void release() { lock_.reset(); }
+
+ private:
+  std::unique_ptr<FileLock> lock_;
+};
+
 class PyJournal {
  public:
   explicit PyJournal(const std::string& run_dir) {
@@ -284,6 +302,9 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("data"));
   m.def("read_journal", &read_journal, py::arg("run_dir"));
+  py::class_<PyLock>(m, "RunLock")
+      .def(py::init<const std::string&>(), py::arg("run_dir"))
+      .def("release", &PyLock::release);
   py::class_<PyJournal>(m, "Journal")
       .def(py::init<const std::string&>(), py::arg("run_dir"))
       .def("append", &PyJournal::append, py::arg("type"), py::arg("json"), py::arg("durable"));

@@ -3,6 +3,8 @@ import json
 import math
 import pathlib
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -133,8 +135,11 @@ def test_names_and_required_and_lock(tmp_path):
     with ckpt.Checkpointer(tmp_path) as ck:
         ck.track(model=nn.Linear(2, 2))
         ck.save(1)
-        with pytest.raises(ckpt.LockedError):
-            ckpt.Checkpointer(tmp_path)
+        # another process cannot take the run while this one holds it
+        other = subprocess.run([sys.executable, "-c", f"import ckpt; ckpt.Checkpointer({str(tmp_path)!r})"],
+                               capture_output=True, text=True)
+        assert other.returncode != 0 and "ckpt.errors.LockedError" in other.stderr, other.stderr
+        assert "LOCK: locked by pid" in other.stderr
     with ckpt.Checkpointer(tmp_path, required=("opt",)) as ck:
         ck.track(model=nn.Linear(2, 2), opt=torch.optim.SGD(nn.Linear(2, 2).parameters(), 0.1))
         with pytest.raises(ckpt.MissingRequiredError, match='required component "opt"'):
