@@ -106,9 +106,9 @@ class Checkpointer:
         """A journal progress event (rank 0; flushed, not fsynced)."""
         ev = {"step": int(step), "lr": lr, "loss": loss}
         loader = self._loader()
-        if loader is not None:
-            ev["epoch"], ev["position"] = loader.cursor()
-            ev["samples"] = loader.samples_seen()
+        if loader is not None and loader.last_batch() is not None:
+            # the cursor this step's batch started at, and its size (as the C++ writer logs it)
+            ev["epoch"], ev["position"], ev["samples"] = loader.last_batch()
         ev.update({k: float(v) if isinstance(v, torch.Tensor) else v for k, v in more.items()})
         self._event("progress", False, **ev)
 

@@ -72,7 +72,9 @@ class _BatchSampler:
                 return
             ids = s.next_batch()
             seed = _core.batch_seed(self.loader.seed, epoch, index)
-            self.loader._pending.append((s.cursor(), len(ids)))
+            after = s.cursor()
+            n = (after[1] if after[0] == cur[0] else self.loader._n) - cur[1]  # global samples
+            self.loader._pending.append((cur, after, n))
             index += 1
             yield [(int(i), seed, p, len(ids)) for p, i in enumerate(ids)]
 
@@ -99,7 +101,9 @@ class ResumableLoader:
         self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
         self._sampler = _core.Sampler(len(dataset), self.seed, self.shuffle, self.drop_last,
                                       self.world_size, self.rank, self.batch_size)
+        self._n = len(dataset)
         self._samples = 0
+        self._last = None  # (epoch, position, global samples) of the batch last consumed
         self._pending = []
         # A private generator: DataLoader draws its base seed from it, never from torch's global.
         self._generator = torch.Generator()
@@ -117,9 +121,10 @@ class ResumableLoader:
     def __iter__(self):
         self._pending = []
         for batch in self._loader:
-            cursor, n = self._pending.pop(0)
-            self._sampler.set_cursor(*cursor)
-            self._samples += n * self.world_size
+            start, after, n = self._pending.pop(0)
+            self._sampler.set_cursor(*after)
+            self._samples += n
+            self._last = (start[0], start[1], n)
             yield batch
 
     def __len__(self):
@@ -128,6 +133,11 @@ class ResumableLoader:
     def cursor(self):
         """(epoch, global position in that epoch) of what the loop has consumed."""
         return self._sampler.cursor()
+
+    def last_batch(self):
+        """(epoch, position, global samples) of the batch the loop received last: the cursor it
+        started at, as the journal's progress events record it; None before the first."""
+        return self._last
 
     def samples_seen(self):
         return self._samples

@@ -63,7 +63,7 @@ def test_omit_loader_replays_the_head_of_the_dataset(straight, tmp_path):
     got, want = _omitted(tmp_path, "loader"), straight["progress"]
     # the epoch restarts from sample 0: the head is seen again, and no LR bump shows it
     assert [got[s]["batch"] for s in range(51, 57)] == [want[s]["batch"] for s in range(1, 7)]
-    assert (got[51]["epoch"], got[51]["position"]) == (0, 16)
+    assert (got[51]["epoch"], got[51]["position"]) == (0, 0)
     assert got[51]["lr"] == want[51]["lr"]
 
 
@@ -87,3 +87,11 @@ def test_cli_verify_and_audit_read_it(straight):
     assert "/loader epoch 9, position 48 of 200" in a.stdout
     assert "/train global_step 120" in a.stdout
     assert "/rng/cpu/state uint8" in a.stdout
+    lr = subprocess.run([str(BUILD / "cli" / "ckpt"), "lr", str(straight["run"])],
+                        capture_output=True, text=True)
+    assert lr.returncode == 0 and "120 points, steps 1..120" in lr.stdout, lr.stdout + lr.stderr
+    cov = subprocess.run([str(BUILD / "cli" / "ckpt"), "coverage", str(straight["run"])],
+                         capture_output=True, text=True)
+    assert cov.returncode == 0, cov.stdout + cov.stderr
+    rows = [ln.split() for ln in cov.stdout.splitlines() if ln[:1].isdigit()]
+    assert [r[1] for r in rows[:9]] == ["200"] * 9, cov.stdout  # epochs 0-8 each seen once
