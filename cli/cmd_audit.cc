@@ -39,7 +39,7 @@ int run_audit(const AuditCliOptions& o) {
     return exit_code_for(r.status());
   }
   if (o.json) {
-    std::cout << verify::report_to_json(*r).dump(2) << "\n";
+    std::cout << verify::json_text(verify::report_to_json(*r)) << "\n";
   } else {
     std::cout << verify::report_to_text(*r, ::isatty(1) != 0);
   }

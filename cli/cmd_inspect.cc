@@ -26,7 +26,7 @@ int run_inspect(const InspectCliOptions& o) {
     nlohmann::json j = {{"path", v->path},
                         {"format", v->format},
                         {"contents", verify::inspect_to_json(v->contents)}};
-    std::cout << j.dump(2) << "\n";
+    std::cout << verify::json_text(j) << "\n";
   } else {
     std::cout << v->format << ": " << verify::inspect_to_text(v->contents);
   }

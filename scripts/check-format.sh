@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fails (exit 1) when a C++ source file does not match the checked-in .clang-format, listing the
-# files; `clang-format -i FILE` fixes one. Run by ctest (tests/CMakeLists.txt) and so by
+# files (or when a Catch2 test name holds a character CMake splits on); `clang-format -i FILE` fixes one. Run by ctest (tests/CMakeLists.txt) and so by
 # scripts/test.sh. Checks tracked and new (untracked, not ignored) files; fixtures/ is data.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +12,13 @@ bad=$(printf '%s\0' "${files[@]}" | xargs -0 clang-format --dry-run --Werror 2>&
 if [[ -n "$bad" ]]; then
   echo "check-format: these files do not match .clang-format (run clang-format -i on them):" >&2
   echo "$bad" >&2
+  exit 1
+fi
+# A Catch2 test name with ';' (or '[') is split by CMake into filters that match nothing.
+split=$(git grep -n -E 'TEST_CASE\("[^"]*[;[]' -- 'tests/*.cc' || true)
+if [[ -n "$split" ]]; then
+  echo "check-format: test names with ';' or '[' (CMake splits them; use ',' instead):" >&2
+  echo "$split" >&2
   exit 1
 fi
 echo "check-format: ${#files[@]} files match .clang-format"

@@ -169,6 +169,11 @@ void check_case(const json& c) {
     INFO("component " << it.key() << " (" << it.value().value("why", "") << ")");
     REQUIRE(got.contains(it.key()));
     CHECK(got[it.key()]["status"] == it.value()["status"]);
+    const std::string evidence = lower(got[it.key()].value("evidence", ""));
+    for (const auto& s : it.value().value("evidence_contains", json::array())) {
+      INFO("evidence: " << evidence << "\nmust contain: " << s.get<std::string>());
+      CHECK(evidence.find(lower(s.get<std::string>())) != std::string::npos);
+    }
   }
   for (auto it = got.begin(); it != got.end(); ++it) {
     if (want.contains(it.key())) continue;
@@ -227,6 +232,130 @@ TEST_CASE("the malicious pickle is reported and never executed", "[verify]") {
       reported =
           reported || finding_matches(f, {{"severity", "error"}, {"all_of", {"posix", "system"}}});
     CHECK(reported);
+  }
+}
+
+// Runs `ckpt ARGS` (a whole command line), stdout captured; the exit code.
+RunResult run_ckpt(const std::string& args) {
+  RunResult r;
+  FILE* pipe = ::popen((shell_quote(kCkpt.string()) + " " + args + " 2>/dev/null").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
+  const int status = ::pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+TEST_CASE("invalid UTF-8 in pickle keys and file names never breaks --json", "[verify]") {
+  const fs::path src = kFixtures / "real" / "bad_utf8.pt";
+  REQUIRE(fs::exists(src));
+  // The fixture really holds the bytes: torch.save wrote the lone surrogate as ED B3 BF.
+  REQUIRE(read_file(src).find("caf\xed\xb3\xbf") != std::string::npos);
+  const fs::path dir =
+      fs::temp_directory_path() / ("ckpt_audit_utf8_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path odd = dir / "run\xff\xfe.pt";  // a file name that is not UTF-8
+  fs::copy_file(src, odd, fs::copy_options::overwrite_existing);
+  for (const fs::path& p : {src, odd}) {
+    for (const std::string& cmd :
+         {std::string("inspect --json "), std::string("audit --deep --json ")}) {
+      INFO(cmd << p.string());
+      const RunResult r = run_ckpt(cmd + shell_quote(p.string()));
+      CHECK(r.exit_code == (cmd.rfind("inspect", 0) == 0 ? 0 : 2));
+      const json j = json::parse(r.out, nullptr, false);
+      REQUIRE_FALSE(j.is_discarded());
+      // The bad bytes arrive as U+FFFD, never raw.
+      CHECK(r.out.find("\xef\xbf\xbd") != std::string::npos);
+    }
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+json diff_json(const fs::path& a, const fs::path& b, int* exit_code) {
+  const RunResult r =
+      run_ckpt("diff --json " + shell_quote(a.string()) + " " + shell_quote(b.string()));
+  *exit_code = r.exit_code;
+  INFO("stdout: " << r.out);
+  json j = json::parse(r.out, nullptr, false);
+  REQUIRE_FALSE(j.is_discarded());
+  std::set<std::string> keys;
+  for (auto it = j.begin(); it != j.end(); ++it) keys.insert(it.key());
+  CHECK(keys == std::set<std::string>{"a", "b", "differences", "components", "counters", "lr",
+                                      "hyperparameters", "tensors", "digests"});
+  CHECK(j["tensors"].contains("only_a"));
+  CHECK(j["tensors"].contains("only_b"));
+  CHECK(j["tensors"].contains("changed"));
+  CHECK(j["digests"]["config"].contains("a"));
+  CHECK(j["digests"]["environment"].contains("b"));
+  CHECK(j["components"].size() == 8);
+  return j;
+}
+
+TEST_CASE("ckpt diff compares two checkpoints of any format", "[verify]") {
+  int rc = -1;
+  SECTION("a checkpoint against itself: no difference, exit 0") {
+    json j = diff_json(kFixtures / "real" / "gan.pt", kFixtures / "real" / "gan.pt", &rc);
+    CHECK(rc == 0);
+    CHECK(j["differences"] == 0);
+    CHECK(j["counters"]["a"]["global_step"] == 4);
+    CHECK(j["lr"]["a"] == j["lr"]["b"]);
+    CHECK(j["lr"]["a"].size() == 2);  // both optimizers' groups
+  }
+  SECTION("a re-created optimizer: the status, the counters and the LR differ, exit 2") {
+    json j = diff_json(kFixtures / "torch" / "complete.pt",
+                       kFixtures / "torch" / "inconsistent_optimizer.pt", &rc);
+    CHECK(rc == 2);
+    CHECK(j["components"]["optimizer"]["a"] == "present");
+    CHECK(j["components"]["optimizer"]["b"] == "inconsistent");
+    CHECK(j["counters"]["a"]["global_step"] == 6);
+    CHECK(j["counters"]["b"]["global_step"] == 9);
+    CHECK(j["lr"]["a"] != j["lr"]["b"]);
+    bool kind = false;
+    for (const auto& h : j["hyperparameters"])
+      kind = kind ||
+             (h["key"] == "scheduler.kind" && h["a"] == "CosineAnnealingLR" && h["b"] == "StepLR");
+    CHECK(kind);
+    CHECK(j["differences"].get<int>() >= 7);
+  }
+  SECTION("a shard lost in a copy: its tensors are only in A") {
+    json j = diff_json(kFixtures / "real" / "sharded", kFixtures / "real" / "sharded_missing", &rc);
+    CHECK(rc == 2);
+    CHECK(j["tensors"]["only_a"].size() == 6);
+    CHECK(j["tensors"]["only_b"].empty());
+    CHECK(j["tensors"]["only_a"][0] == "transformer.h.0.mlp.c_fc.bias");
+    CHECK(j["components"]["model"]["b"] == "inconsistent");
+  }
+  SECTION("HF against Lightning: both record a config, the digests differ") {
+    json j = diff_json(kFixtures / "hf" / "checkpoint-6",
+                       kFixtures / "lightning" / "epoch_end.ckpt", &rc);
+    CHECK(rc == 2);
+    CHECK(j["digests"]["config"]["a"].is_string());
+    CHECK(j["digests"]["config"]["b"].is_string());
+    CHECK(j["digests"]["config"]["a"] != j["digests"]["config"]["b"]);
+    CHECK(j["digests"]["environment"]["a"].is_null());
+  }
+  SECTION("exit codes as audit: 66 cannot open, 65 not a checkpoint") {
+    CHECK(run_ckpt("diff " + shell_quote((kFixtures / "damaged" / "does_not_exist.pt").string()) +
+                   " " + shell_quote((kFixtures / "real" / "gan.pt").string()))
+              .exit_code == 66);
+    CHECK(run_ckpt("diff " + shell_quote((kFixtures / "real" / "gan.pt").string()) + " " +
+                   shell_quote((kFixtures / "damaged" / "random_bytes.pt").string()))
+              .exit_code == 65);
+  }
+  SECTION("the text form: differences first, then the same in one line") {
+    const RunResult r =
+        run_ckpt("diff " + shell_quote((kFixtures / "torch" / "complete.pt").string()) + " " +
+                 shell_quote((kFixtures / "torch" / "inconsistent_optimizer.pt").string()));
+    CHECK(r.exit_code == 2);
+    const size_t table = r.out.find("difference(s)"), same = r.out.find("\nsame: ");
+    REQUIRE(table != std::string::npos);
+    REQUIRE(same != std::string::npos);
+    CHECK(table < same);
+    CHECK(r.out.find("optimizer             present            inconsistent") != std::string::npos);
+    CHECK(r.out.find("4 model tensors", same) != std::string::npos);
   }
 }
 

@@ -58,7 +58,7 @@ TEST_CASE("load-bench --json: exactly the contract's keys, every tensor byte", "
   CHECK(stats->ranks == 2);
 }
 
-TEST_CASE("load-bench refuses a flipped byte, names the tensor; usage and input errors",
+TEST_CASE("load-bench refuses a flipped byte, names the tensor, usage and input errors",
           "[resume][cli]") {
   TempDir t;
   write_run(t.path());

@@ -218,7 +218,7 @@ TEST_CASE("every invalid flag combination is a one-line usage error", "[train][c
   REQUIRE(listing.empty());  // nothing was written anywhere
 }
 
-TEST_CASE("permission denied is 66 with the OS's reason; COMMIT.json as a directory is 65",
+TEST_CASE("permission denied is 66 with the OS's reason, COMMIT.json as a directory is 65",
           "[train][cli]") {
   Dir run;
   REQUIRE(run_demo(run.path, "--steps 40 --save-every 20").exit_code == 0);

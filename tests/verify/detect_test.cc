@@ -90,7 +90,7 @@ struct Tree {
   }
 };
 
-AuditReport judge(const Value* root, const std::set<std::string>& required = {}) {
+AuditReport judge(const Value* root, const std::set<AuditComponent>& required = {}) {
   CheckpointView v;
   v.path = "hand-built";
   v.format = "test";
@@ -103,28 +103,31 @@ AuditReport judge(const Value* root, const std::set<std::string>& required = {})
 TEST_CASE("components are found by structure under any key name", "[verify]") {
   Tree t;
   AuditReport r = judge(t.training_dict("cpu", 6, 6, 0.05, 0.05));
-  for (const char* c : {"model", "optimizer", "scheduler", "rng_cpu", "loader", "counters"}) {
-    INFO(c << ": " << r.find(c)->evidence);
-    CHECK(r.find(c)->status == "present");
+  for (AuditComponent c :
+       {AuditComponent::kModel, AuditComponent::kOptimizer, AuditComponent::kScheduler,
+        AuditComponent::kRngCpu, AuditComponent::kLoader, AuditComponent::kCounters}) {
+    INFO(component_name(c) << ": " << r.find(c)->evidence);
+    CHECK(r.find(c)->status == ComponentStatus::kPresent);
   }
-  CHECK(r.find("rng_cuda")->status == "not_applicable");
-  CHECK(r.find("grad_scaler")->status == "not_applicable");
+  CHECK(r.find(AuditComponent::kRngCuda)->status == ComponentStatus::kNotApplicable);
+  CHECK(r.find(AuditComponent::kGradScaler)->status == ComponentStatus::kNotApplicable);
   CHECK(r.complete);
-  CHECK(r.find("optimizer")->evidence.find("optim_sd") != std::string::npos);
-  CHECK(r.find("scheduler")->evidence.find("CosineAnnealingLR") != std::string::npos);
+  CHECK(r.find(AuditComponent::kOptimizer)->evidence.find("optim_sd") != std::string::npos);
+  CHECK(r.find(AuditComponent::kScheduler)->evidence.find("CosineAnnealingLR") !=
+        std::string::npos);
 }
 
 TEST_CASE("tensors stored from cuda:N make the CUDA RNG state required", "[verify]") {
   Tree t;
   AuditReport r = judge(t.training_dict("cuda:0", 6, 6, 0.05, 0.05));
-  CHECK(r.find("rng_cuda")->status == "missing");
-  CHECK(r.find("rng_cuda")->evidence.find("cuda:0") != std::string::npos);
+  CHECK(r.find(AuditComponent::kRngCuda)->status == ComponentStatus::kMissing);
+  CHECK(r.find(AuditComponent::kRngCuda)->evidence.find("cuda:0") != std::string::npos);
   CHECK_FALSE(r.complete);
   Value* root = t.training_dict("cuda:0", 6, 6, 0.05, 0.05);
   Value* gen = const_cast<Value*>(root->get("gen"));
   t.set(gen, "cuda", t.tensor("uint8", {16}, "cpu"));
   r = judge(root);
-  CHECK(r.find("rng_cuda")->status == "present");
+  CHECK(r.find(AuditComponent::kRngCuda)->status == ComponentStatus::kPresent);
   CHECK(r.complete);
 }
 
@@ -132,14 +135,14 @@ TEST_CASE("consistency: optimizer step, scheduler step and LR against the global
           "[verify]") {
   Tree t;
   AuditReport r = judge(t.training_dict("cpu", 6, 9, 0.05, 0.05));
-  CHECK(r.find("optimizer")->status == "inconsistent");
-  CHECK(r.find("optimizer")->evidence.find("!= global_step 9") != std::string::npos);
-  CHECK(r.find("scheduler")->status == "present");
+  CHECK(r.find(AuditComponent::kOptimizer)->status == ComponentStatus::kInconsistent);
+  CHECK(r.find(AuditComponent::kOptimizer)->evidence.find("!= global_step 9") != std::string::npos);
+  CHECK(r.find(AuditComponent::kScheduler)->status == ComponentStatus::kPresent);
 
   Tree t2;
   r = judge(t2.training_dict("cpu", 6, 6, 0.05, 0.00882));
-  CHECK(r.find("scheduler")->status == "inconsistent");
-  CHECK(r.find("scheduler")->evidence.find("_last_lr[0]") != std::string::npos);
+  CHECK(r.find(AuditComponent::kScheduler)->status == ComponentStatus::kInconsistent);
+  CHECK(r.find(AuditComponent::kScheduler)->evidence.find("_last_lr[0]") != std::string::npos);
   CHECK_FALSE(r.complete);
 }
 
@@ -151,8 +154,8 @@ TEST_CASE("an optimizer that never stepped is empty, a wrong-size RNG is inconsi
   const_cast<Value*>(root->get("gen"))->entries.clear();
   t.set(const_cast<Value*>(root->get("gen")), "torch", t.tensor("uint8", {5056}, "cpu"));
   AuditReport r = judge(root);
-  CHECK(r.find("optimizer")->status == "empty");
-  CHECK_FALSE(r.find("optimizer")->consequence.empty());
+  CHECK(r.find(AuditComponent::kOptimizer)->status == ComponentStatus::kEmpty);
+  CHECK_FALSE(r.find(AuditComponent::kOptimizer)->consequence.empty());
 
   Tree t2;
   Value* root2 = t2.training_dict("cpu", 6, 6, 0.05, 0.05);
@@ -161,20 +164,20 @@ TEST_CASE("an optimizer that never stepped is empty, a wrong-size RNG is inconsi
   t2.set(gen, "cpu", t2.tensor("uint8", {16}, "cpu"));
   t2.set(gen, "also", t2.tensor("uint8", {5000}, "cpu"));
   r = judge(root2);
-  CHECK(r.find("rng_cpu")->status == "missing");
+  CHECK(r.find(AuditComponent::kRngCpu)->status == ComponentStatus::kMissing);
 }
 
 TEST_CASE("audit --require narrows the components that decide completeness", "[verify]") {
   Tree t;
   const Value* root = t.training_dict("cpu", 6, 6, 0.05, 0.05, /*with_loader=*/false);
   AuditReport all = judge(root);
-  CHECK(all.find("loader")->status == "missing");
+  CHECK(all.find(AuditComponent::kLoader)->status == ComponentStatus::kMissing);
   CHECK_FALSE(all.complete);
-  AuditReport some = judge(root, {"model", "optimizer"});
+  AuditReport some = judge(root, {AuditComponent::kModel, AuditComponent::kOptimizer});
   CHECK(some.complete);
   bool warned = false;
   for (const auto& f : some.findings)
-    warned = warned || (f.component == "loader" && f.severity == "warning");
+    warned = warned || (f.component == AuditComponent::kLoader && f.severity == Severity::kWarning);
   CHECK(warned);
 }
 
@@ -191,8 +194,8 @@ TEST_CASE("detection never descends into opaque objects", "[verify]") {
   obj->state = inner.training_dict("cpu", 1, 1, 0.1, 0.1);
   t.set(root, "anneal", obj);
   AuditReport r = judge(root);
-  CHECK(r.find("optimizer")->status == "missing");
-  CHECK(r.find("model")->status == "missing");
+  CHECK(r.find(AuditComponent::kOptimizer)->status == ComponentStatus::kMissing);
+  CHECK(r.find(AuditComponent::kModel)->status == ComponentStatus::kMissing);
 }
 
 TEST_CASE("cyclic trees terminate", "[verify]") {
@@ -203,8 +206,66 @@ TEST_CASE("cyclic trees terminate", "[verify]") {
   l->items.push_back(root);
   t.set(root, "loop", l);
   AuditReport r = judge(root);
-  CHECK(r.find("model")->status == "missing");
+  CHECK(r.find(AuditComponent::kModel)->status == ComponentStatus::kMissing);
   size_t budget = 1000;
   InspectNode n = inspect_value(*root, "root", &budget);
   CHECK(budget < 1000);
+}
+
+TEST_CASE("rules that hold on real training: scaler, frozen params, relative LR, counters",
+          "[verify]") {
+  SECTION("a GradScaler allows optimizer step < global step, and says why") {
+    Tree t;
+    Value* root = t.training_dict("cpu", 3, 12, 0.05, 0.05);
+    Value* sc = t.dict();
+    t.set(sc, "scale", t.flt(2.0));
+    t.set(sc, "growth_factor", t.flt(2.0));
+    t.set(sc, "backoff_factor", t.flt(0.5));
+    t.set(sc, "growth_interval", t.num(2000));
+    t.set(root, "scaler", sc);
+    AuditReport r = judge(root);
+    CHECK(r.find(AuditComponent::kOptimizer)->status == ComponentStatus::kPresent);
+    CHECK(r.find(AuditComponent::kOptimizer)->evidence.find("GradScaler skipped 9") !=
+          std::string::npos);
+    // Without the scaler the same numbers are inconsistent.
+    Tree u;
+    AuditReport bad = judge(u.training_dict("cpu", 3, 12, 0.05, 0.05));
+    CHECK(bad.find(AuditComponent::kOptimizer)->status == ComponentStatus::kInconsistent);
+    CHECK(bad.find(AuditComponent::kOptimizer)->evidence.find("step 3 != global_step 12") !=
+          std::string::npos);
+  }
+  SECTION("params listed without state are a note, not inconsistent") {
+    Tree t;
+    Value* root = t.training_dict("cpu", 6, 6, 0.05, 0.05);
+    // Add two frozen params (ids 2, 3) to the group; they have no state.
+    const Value* opt = root->get("optim_sd");
+    Value* params = const_cast<Value*>(opt->get("param_groups")->items[0]->get("params"));
+    params->items.push_back(t.num(2));
+    params->items.push_back(t.num(3));
+    AuditReport r = judge(root);
+    CHECK(r.find(AuditComponent::kOptimizer)->status == ComponentStatus::kPresent);
+    bool note = false;
+    for (const auto& f : r.findings)
+      note = note || (f.severity == Severity::kInfo && f.component == AuditComponent::kOptimizer &&
+                      f.message.find("2 of 4 params") != std::string::npos);
+    CHECK(note);
+  }
+  SECTION("LRs compare relatively: 1e-6 against 1.9e-6 differs") {
+    Tree t;
+    AuditReport r = judge(t.training_dict("cpu", 6, 6, 1.9e-6, 1e-6));
+    CHECK(r.find(AuditComponent::kScheduler)->status == ComponentStatus::kInconsistent);
+    Tree u;
+    AuditReport ok = judge(u.training_dict("cpu", 6, 6, 1e-6, 1e-6 * (1 + 1e-9)));
+    CHECK(ok.find(AuditComponent::kScheduler)->status == ComponentStatus::kPresent);
+  }
+  SECTION("DeepSpeed's global_steps is the global step") {
+    Tree t;
+    Value* root = t.dict();
+    t.set(root, "global_steps", t.num(42));
+    t.set(root, "global_samples", t.num(336));
+    CheckpointView v;
+    detect_components(*root, DetectContext{"mp_rank_00_model_states.pt", nullptr}, &v);
+    REQUIRE(v.counters.global_step);
+    CHECK(*v.counters.global_step == 42);
+  }
 }

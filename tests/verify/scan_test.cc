@@ -201,7 +201,7 @@ TEST_CASE("a truncated or damaged stream reports what it saw before the error", 
   CHECK(s.doc->uses[0].offset == 2);
 }
 
-TEST_CASE("files without pickles are safe; unknown formats are refused", "[verify]") {
+TEST_CASE("files without pickles are safe, unknown formats are refused", "[verify]") {
   // A numeric .npy: header only, no pickle.
   std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }";
   header.resize(118, ' ');
@@ -295,9 +295,9 @@ TEST_CASE("audit gives scan's verdict as findings, legacy files included", "[ver
     CHECK_FALSE(r->complete);  // exit 2
     bool reported = false;
     for (const auto& f : r->findings) {
-      reported = reported ||
-                 (f.severity == "error" && f.message.find("posix.system") != std::string::npos &&
-                  f.message.find("ckpt scan") != std::string::npos);
+      reported = reported || (f.severity == Severity::kError &&
+                              f.message.find("posix.system") != std::string::npos &&
+                              f.message.find("ckpt scan") != std::string::npos);
     }
     CHECK(reported);
   }

@@ -82,7 +82,7 @@ TEST_CASE("metadata-only audit reads the zip directory and data.pkl, never tenso
   AuditOptions o;
   auto r = audit_path(p.string(), o);
   REQUIRE(r.is_ok());
-  CHECK(r->find("model")->status == "present");
+  CHECK(r->find(AuditComponent::kModel)->status == ComponentStatus::kPresent);
   CHECK(r->bytes_read < 70000);  // EOCD tail + directory + data.pkl, not 16 MiB
   o.deep = true;
   auto deep = audit_path(p.string(), o);
@@ -96,10 +96,10 @@ TEST_CASE("audit --deep finds a flipped byte through the record CRC-32", "[verif
   o.deep = true;
   auto r = audit_path((kForeign / "damaged" / "bitflip.pt").string(), o);
   REQUIRE(r.is_ok());
-  CHECK(r->find("model")->status == "inconsistent");
+  CHECK(r->find(AuditComponent::kModel)->status == ComponentStatus::kInconsistent);
   CHECK_FALSE(r->complete);
   o.deep = false;
   r = audit_path((kForeign / "damaged" / "bitflip.pt").string(), o);
   REQUIRE(r.is_ok());
-  CHECK(r->find("model")->status == "present");
+  CHECK(r->find(AuditComponent::kModel)->status == ComponentStatus::kPresent);
 }

@@ -6,25 +6,18 @@
 
 namespace ckpt::verify {
 
-Result<std::set<std::string>> parse_component_list(const std::string& list) {
-  std::set<std::string> out;
+Result<std::set<AuditComponent>> parse_component_list(const std::string& list) {
+  std::vector<std::string> names;
   std::stringstream ss(list);
   for (std::string item; std::getline(ss, item, ',');) {
     size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
     if (b == std::string::npos) continue;
-    item = item.substr(b, e - b + 1);
-    bool known = false;
-    for (const auto& c : kAuditComponents) known = known || c == item;
-    if (!known) {
-      std::string all;
-      for (const auto& c : kAuditComponents) all += (all.empty() ? "" : ", ") + c;
-      return invalid_argument("--require: unknown component \"" + item + "\" (expected: " + all +
-                              ")");
-    }
-    out.insert(item);
+    names.push_back(item.substr(b, e - b + 1));
   }
-  if (out.empty()) return invalid_argument("--require: empty component list");
-  return out;
+  if (names.empty()) return invalid_argument("--require: empty component list");
+  auto parsed = parse_audit_components(names);
+  if (!parsed.is_ok()) return invalid_argument("--require: " + parsed.status().message());
+  return parsed;
 }
 
 Result<AuditReport> audit_path(const std::string& path, const AuditOptions& options) {
@@ -49,22 +42,26 @@ nlohmann::json report_to_json(const AuditReport& r) {
   j["complete"] = r.complete;
   nlohmann::json comps = nlohmann::json::object();
   for (const auto& c : r.components) {
-    comps[c.name] = {{"status", c.status},
-                     {"evidence", c.evidence},
-                     {"consequence", c.consequence},
-                     {"fix", c.fix},
-                     {"required", c.required}};
+    comps[component_name(c.component)] = {{"status", status_name(c.status)},
+                                          {"evidence", c.evidence},
+                                          {"consequence", c.consequence},
+                                          {"fix", c.fix},
+                                          {"required", c.required}};
   }
   j["components"] = comps;
   nlohmann::json f = nlohmann::json::array();
   for (const auto& x : r.findings) {
-    f.push_back(
-        {{"severity", x.severity},
-         {"component", x.component.empty() ? nlohmann::json(nullptr) : nlohmann::json(x.component)},
-         {"message", x.message}});
+    f.push_back({{"severity", severity_name(x.severity)},
+                 {"component", x.component ? nlohmann::json(component_name(*x.component))
+                                           : nlohmann::json(nullptr)},
+                 {"message", x.message}});
   }
   j["findings"] = f;
   return j;
+}
+
+std::string json_text(const nlohmann::json& j) {
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 namespace {
@@ -105,7 +102,8 @@ std::string report_to_text(const AuditReport& r, bool color) {
     auto ev = wrap(c.evidence, 70);
     for (size_t i = 0; i < ev.size(); ++i) {
       if (i == 0) {
-        o << pad(c.name, 13) << col << pad(c.status, 16) << reset << ev[i] << "\n";
+        o << pad(component_name(c.component), 13) << col << pad(status_name(c.status), 16) << reset
+          << ev[i] << "\n";
       } else {
         o << std::string(29, ' ') << ev[i] << "\n";
       }
@@ -118,14 +116,17 @@ std::string report_to_text(const AuditReport& r, bool color) {
   }
   bool header = false;
   for (const auto& f : r.findings) {
-    if (f.severity == "info" && f.component.empty() == false) continue;
+    if (f.severity == Severity::kInfo && f.component) continue;
     if (!header) {
       o << "\nFINDINGS\n";
       header = true;
     }
-    const char* col = f.severity == "error" ? red : f.severity == "warning" ? yellow : "";
-    o << "  " << col << pad(f.severity, 8) << reset
-      << (f.component.empty() ? "" : "[" + f.component + "] ") << f.message << "\n";
+    const char* col = f.severity == Severity::kError     ? red
+                      : f.severity == Severity::kWarning ? yellow
+                                                         : "";
+    o << "  " << col << pad(severity_name(f.severity), 8) << reset
+      << (f.component ? "[" + std::string(component_name(*f.component)) + "] " : "") << f.message
+      << "\n";
   }
   return o.str();
 }

@@ -21,8 +21,8 @@ namespace ckpt::verify {
 
 struct AuditOptions {
   bool deep = false;
-  bool progress = false;          // progress bar on stderr (only drawn on a terminal)
-  std::set<std::string> require;  // empty = every component of the contract
+  bool progress = false;             // progress bar on stderr (only drawn on a terminal)
+  std::set<AuditComponent> require;  // empty = every component of the contract
 };
 
 // Reads and judges `path`. Errors: NotFound/IoError (cannot open), Corrupt/Unsupported
@@ -30,13 +30,21 @@ struct AuditOptions {
 Result<AuditReport> audit_path(const std::string& path, const AuditOptions& options);
 
 // Parses "--require model,optimizer": InvalidArgument naming an unknown component.
-Result<std::set<std::string>> parse_component_list(const std::string& list);
+Result<std::set<AuditComponent>> parse_component_list(const std::string& list);
 
 // {"path", "format", "complete", "components": {NAME: {"status", "evidence", "consequence",
 // "fix", "required"}}, "findings": [{"severity", "component", "message"}]}
 nlohmann::json report_to_json(const AuditReport& report);
+// `j` as indented JSON text that never throws: bytes from outside (pickle keys, file names) that
+// are not UTF-8 are replaced by U+FFFD instead of making nlohmann's dump() throw.
+std::string json_text(const nlohmann::json& j);
+
 // The table for a person: component, status, evidence, consequence, fix; then findings.
 std::string report_to_text(const AuditReport& report, bool color);
+
+// `ckpt report`'s audit section: a <table class="audit"> (component, status as a coloured
+// badge, evidence, consequence, fix) and a <ul class="findings">; all text HTML-escaped.
+std::string report_to_html_table(const AuditReport& report);
 
 // `ckpt inspect`: the tree of what is inside.
 Result<CheckpointView> inspect_path(const std::string& path);

@@ -1,8 +1,13 @@
 #include "verify/audit/detect.h"
 
+#include <cmath>
 #include <deque>
+#include <map>
+#include <set>
 #include <sstream>
 #include <unordered_set>
+
+#include "ckpt/base/hash.h"
 
 namespace ckpt::verify {
 namespace {
@@ -48,6 +53,10 @@ bool is_optimizer(const Value& d) {
 }
 bool is_scheduler(const Value& d) {
   if (d.get("last_epoch") != nullptr && d.get("base_lrs") != nullptr) return true;
+  // DeepSpeed's schedulers (WarmupLR, WarmupDecayLR, OneCycle) save only their batch count.
+  if (d.get("last_batch_iteration") != nullptr && d.entries.size() == 1) return true;
+  // torch 2.x ChainedScheduler: no top-level last_epoch; its children and its _last_lr.
+  if (d.get("_schedulers") != nullptr && d.get("_last_lr") != nullptr) return true;
   // SequentialLR / ChainedScheduler skip the base __init__: no base_lrs, children in _schedulers.
   if (d.get("last_epoch") != nullptr && d.get("_schedulers") != nullptr) return true;
   // ReduceLROnPlateau keeps no base_lrs: mode/patience/num_bad_epochs/last_epoch.
@@ -165,11 +174,21 @@ class Detector {
   bool classify_dict(const Value& d, const std::string& path, int depth) {
     if (is_optimizer(d)) {
       ++view_.optimizer.count;
-      if (!view_.optimizer.found) fill_optimizer(d, path);
+      if (!view_.optimizer.found) {
+        fill_optimizer(d, path, &view_.optimizer);
+      } else {
+        view_.more_optimizers.emplace_back();
+        fill_optimizer(d, path, &view_.more_optimizers.back());
+      }
       return true;
     }
     if (is_scheduler(d)) {
-      if (!view_.scheduler.found) fill_scheduler(d, path);
+      if (!view_.scheduler.found) {
+        fill_scheduler(d, path, &view_.scheduler);
+      } else {
+        view_.more_schedulers.emplace_back();
+        fill_scheduler(d, path, &view_.more_schedulers.back());
+      }
       return true;
     }
     if (is_grad_scaler(d)) {
@@ -270,17 +289,28 @@ class Detector {
   }
 
   void note_counters(const Value& d, const std::string& path) {
-    static const char* kStepKeys[] = {"global_step", "step", "iteration", "num_updates",
-                                      "train_step"};
+    // global_steps: DeepSpeed's engine (mp_rank_00_model_states.pt).
+    static const char* kStepKeys[] = {"global_step", "step",       "iteration",
+                                      "num_updates", "train_step", "global_steps"};
     static const char* kEpochKeys[] = {"epoch", "current_epoch"};
     CountersPart& c = view_.counters;
     bool added = false;
     for (const char* k : kStepKeys) {
       const Value* v = d.get(k);
-      if (v != nullptr && v->kind == Kind::kInt && !c.global_step) {
-        c.global_step = v->i;
+      if (v == nullptr || c.global_step) continue;
+      std::optional<int64_t> step;
+      std::string how;
+      if (v->kind == Kind::kInt) {
+        step = v->i;
+      } else if (v->kind == Kind::kTensor && v->tensor->numel() == 1 && ctx_.resolve) {
+        // torchtitan's train_state.step, DeepSpeed-style counters: a 0-d tensor.
+        if (auto x = ctx_.resolve(*v->tensor)) step = static_cast<int64_t>(std::llround(*x));
+        how = " (0-d " + v->tensor->dtype + " tensor)";
+      }
+      if (step) {
+        c.global_step = step;
         c.evidence += (c.evidence.empty() ? "" : "; ") + where(ctx_, join(path, k)) + " = " +
-                      std::to_string(v->i);
+                      std::to_string(*step) + how;
         added = true;
       }
     }
@@ -352,16 +382,44 @@ class Detector {
     m.evidence = o.str();
   }
 
-  void fill_optimizer(const Value& d, const std::string& path) {
-    OptimizerPart& o = view_.optimizer;
+  // Parameter ids: ints (torch.save), or FQN strings (DCP's get_optimizer_state_dict), numbered
+  // in the order first seen so that groups and state refer to the same ids.
+  static std::optional<int64_t> param_id(const Value* p, std::map<std::string, int64_t>* fqns) {
+    if (auto id = p->as_int()) return id;
+    if (p->kind != Kind::kStr) return std::nullopt;
+    auto it = fqns->find(p->s);
+    if (it != fqns->end()) return it->second;
+    const int64_t id = static_cast<int64_t>(fqns->size());
+    (*fqns)[p->s] = id;
+    return id;
+  }
+
+  // The optimizer class, from its param_group hyperparameters (which every torch optimizer
+  // saves, even before its first step) and then its per-param state keys.
+  static std::string optimizer_kind(const Value& d, const std::set<std::string>& keys) {
+    const auto& groups = d.get("param_groups")->items;
+    const Value* g0 = !groups.empty() && groups[0]->kind == Kind::kDict ? groups[0] : nullptr;
+    auto group_has = [&](const char* k) { return g0 != nullptr && g0->get(k) != nullptr; };
+    if (keys.count("square_avg") != 0 || group_has("alpha")) return "RMSprop";
+    if (keys.count("exp_avg") != 0 || group_has("betas")) return "Adam/AdamW";
+    if (keys.count("sum") != 0 || group_has("lr_decay")) return "Adagrad";
+    if (keys.count("momentum_buffer") != 0 || group_has("nesterov")) return "SGD";
+    if (!keys.empty()) return "optimizer";
+    return group_has("momentum") ? "SGD" : "optimizer";
+  }
+
+  void fill_optimizer(const Value& d, const std::string& path, OptimizerPart* out) {
+    OptimizerPart& o = *out;
     o.found = true;
     o.source = ctx_.source;
+    o.name = path;
+    std::map<std::string, int64_t> fqns;
     for (const Value* g : d.get("param_groups")->items) {
       OptimizerPart::Group group;
       if (g->kind != Kind::kDict) continue;
       if (const Value* ps = g->get("params"); ps != nullptr) {
         for (const Value* p : ps->items) {
-          if (auto id = p->as_int()) group.params.push_back(*id);
+          if (auto id = param_id(p, &fqns)) group.params.push_back(*id);
         }
       }
       if (const Value* lr = g->get("lr")) group.lr = lr->as_number();
@@ -371,7 +429,7 @@ class Detector {
     std::set<std::string> keys;
     for (const auto& [k, s] : d.get("state")->entries) {
       OptimizerPart::ParamState ps;
-      if (auto id = k->as_int()) ps.id = *id;
+      if (auto id = param_id(k, &fqns)) ps.id = *id;
       if (s->kind == Kind::kDict) {
         for (const auto& [sk, sv] : s->entries) {
           std::string name = key_text(sk);
@@ -386,39 +444,41 @@ class Detector {
             continue;
           }
           if (sv->kind == Kind::kTensor) {
-            ps.tensors[name] = tensor_info(
-                *sv->tensor, "state." + std::to_string(ps.id) + "." + name, ctx_.source);
+            ps.tensors[name] =
+                tensor_info(*sv->tensor, "state." + key_text(k) + "." + name, ctx_.source);
           }
         }
       }
       o.state.push_back(std::move(ps));
     }
-    if (keys.count("exp_avg") != 0) {
-      o.kind = "Adam/AdamW";
-    } else if (keys.count("momentum_buffer") != 0) {
-      o.kind = "SGD";
-    } else if (keys.count("square_avg") != 0) {
-      o.kind = "RMSprop";
-    } else if (keys.count("sum") != 0) {
-      o.kind = "Adagrad";
-    } else if (!keys.empty()) {
-      o.kind = "optimizer";
-    } else {
-      o.kind = (!o.groups.empty() && o.groups[0].momentum) ? "SGD" : "optimizer";
-    }
+    o.kind = optimizer_kind(d, keys);
     size_t nparams = 0;
     for (const auto& g : o.groups) nparams += g.params.size();
     std::ostringstream e;
-    e << where(ctx_, path) << ": " << o.kind << " state for " << o.state.size() << " of " << nparams
-      << " params, " << o.groups.size() << " param group(s)";
+    e << where(ctx_, path) << ": " << o.kind << " state for " << o.state.size();
+    if (nparams > 0) {
+      e << " of " << nparams << " params, ";
+    } else {
+      e << " params (param_groups list no params), ";
+    }
+    e << o.groups.size() << " param group(s)";
     o.evidence = e.str();
   }
 
-  void fill_scheduler(const Value& d, const std::string& path) {
-    SchedulerPart& s = view_.scheduler;
+  void fill_scheduler(const Value& d, const std::string& path, SchedulerPart* out) {
+    SchedulerPart& s = *out;
     s.found = true;
     s.source = ctx_.source;
-    s.last_epoch = d.get("last_epoch")->as_int();
+    s.name = path;
+    if (const Value* le = d.get("last_epoch")) s.last_epoch = le->as_int();
+    const Value* lbi = d.get("last_batch_iteration");
+    if (lbi != nullptr && lbi->as_int()) s.last_epoch = *lbi->as_int() + 1;  // starts at -1
+    const Value* children = d.get("_schedulers");
+    if (!s.last_epoch && children != nullptr && !children->items.empty() &&
+        children->items[0]->kind == Kind::kDict) {
+      // ChainedScheduler (torch 2.x): every child steps together; the first child's count.
+      if (const Value* le = children->items[0]->get("last_epoch")) s.last_epoch = le->as_int();
+    }
     if (const Value* v = d.get("_step_count")) s.step_count = v->as_int();
     auto numbers = [](const Value* l, std::vector<double>* out) {
       if (l == nullptr) return;
@@ -428,11 +488,16 @@ class Detector {
     };
     numbers(d.get("base_lrs"), &s.base_lrs);
     numbers(d.get("_last_lr"), &s.last_lr);
-    if (d.get("patience") != nullptr) {
+    if (lbi != nullptr) {
+      s.kind = "DeepSpeed scheduler (last_batch_iteration " + summarize(*lbi) + ")";
+    } else if (d.get("patience") != nullptr) {
       s.kind = "ReduceLROnPlateau";
       s.per_epoch = true;
     } else if (d.get("_schedulers") != nullptr) {
       s.kind = d.get("_milestones") != nullptr ? "SequentialLR" : "ChainedScheduler";
+      if (children != nullptr) s.kind += child_kinds(*children);
+    } else if (d.get("max_lrs") != nullptr || d.get("total_size") != nullptr) {
+      s.kind = "CyclicLR";
     } else if (d.get("total_steps") != nullptr) {
       s.kind = "OneCycleLR";
     } else if (d.get("T_max") != nullptr) {
@@ -459,8 +524,21 @@ class Detector {
     std::ostringstream e;
     e << where(ctx_, path) << ": " << s.kind;
     if (s.last_epoch) e << " last_epoch " << *s.last_epoch;
+    if (!d.get("last_epoch") && children != nullptr && s.last_epoch) e << " (from its first child)";
     if (!s.last_lr.empty()) e << ", _last_lr[0] " << s.last_lr[0];
     s.evidence = e.str();
+  }
+
+  // " [LinearLR, ExponentialLR]": the children of a ChainedScheduler / SequentialLR.
+  std::string child_kinds(const Value& children) {
+    std::string out;
+    for (const Value* c : children.items) {
+      if (c->kind != Kind::kDict || !is_scheduler(*c)) continue;
+      SchedulerPart tmp;
+      fill_scheduler(*c, "", &tmp);
+      out += (out.empty() ? " [" : ", ") + tmp.kind;
+    }
+    return out.empty() ? out : out + "]";
   }
 
   const DetectContext& ctx_;
@@ -479,6 +557,49 @@ TensorInfo tensor_info(const TensorRecord& t, const std::string& name, const std
   i.record = t.storage_key;
   i.nbytes = t.nbytes();
   return i;
+}
+
+namespace {
+void canonical(const Value& v, int depth, std::string* out) {
+  if (depth > 32 || out->size() > (1u << 20)) return;
+  *out += kind_name(v.kind);
+  *out += '(';
+  switch (v.kind) {
+    case Kind::kInt:
+      *out += std::to_string(v.i);
+      break;
+    case Kind::kFloat: {
+      char b[40];
+      std::snprintf(b, sizeof b, "%.17g", v.f);
+      *out += b;
+      break;
+    }
+    case Kind::kBool:
+      *out += v.b ? "1" : "0";
+      break;
+    case Kind::kTensor:
+      *out += v.tensor->dtype + shape_str(v.tensor->shape);
+      break;
+    default:
+      *out += v.s;
+      if (v.kind == Kind::kGlobal || v.kind == Kind::kObject) *out += v.qualname();
+  }
+  for (const Value* x : v.items) canonical(*x, depth + 1, out);
+  for (const auto& [k, x] : v.entries) {
+    canonical(*k, depth + 1, out);
+    *out += ':';
+    canonical(*x, depth + 1, out);
+  }
+  if (v.args != nullptr) canonical(*v.args, depth + 1, out);
+  if (v.state != nullptr) canonical(*v.state, depth + 1, out);
+  *out += ')';
+}
+}  // namespace
+
+std::string value_digest(const Value& v) {
+  std::string text;
+  canonical(v, 0, &text);
+  return hex64(xxh3_64(text.data(), text.size()));
 }
 
 void detect_components(const Value& root, const DetectContext& ctx, CheckpointView* view) {

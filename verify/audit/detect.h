@@ -42,6 +42,10 @@ void detect_components(const Value& root, const DetectContext& ctx, CheckpointVi
 // The `ckpt inspect` tree of a value; `budget` caps the number of nodes emitted (decremented).
 InspectNode inspect_value(const Value& v, const std::string& name, size_t* budget);
 
+// A digest (16 hex digits, XXH3-64) of a value's canonical text: kinds, keys, scalars, strings and
+// tensor dtypes/shapes, bounded in depth and size. Equal values give equal digests.
+std::string value_digest(const Value& v);
+
 // TensorInfo of a tensor record found at `name` in `file`.
 TensorInfo tensor_info(const TensorRecord& t, const std::string& name, const std::string& file);
 

@@ -1,15 +1,16 @@
 #include "verify/audit/rules.h"
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <sstream>
 
 namespace ckpt::verify {
 
-const std::vector<std::string> kAuditComponents = {
-    "model", "optimizer", "scheduler", "rng_cpu", "rng_cuda", "loader", "counters", "grad_scaler"};
-
 namespace {
+
+using C = AuditComponent;
+using S = ComponentStatus;
 
 struct Advice {
   const char* consequence;
@@ -17,36 +18,36 @@ struct Advice {
 };
 
 // What a missing/empty/inconsistent component does to the run, and the fix (DOMAIN.md).
-const std::map<std::string, Advice>& advice() {
-  static const std::map<std::string, Advice> kAdvice = {
-      {"model",
+const std::map<AuditComponent, Advice>& advice() {
+  static const std::map<AuditComponent, Advice> kAdvice = {
+      {C::kModel,
        {"nothing to resume: the run restarts from its initial weights",
         "save model.state_dict() in every checkpoint"}},
-      {"optimizer",
+      {C::kOptimizer,
        {"Adam/momentum state restarts at zero: a loss bump that takes hundreds of steps to recover",
         "save optimizer.state_dict() and call optimizer.load_state_dict() on resume before the "
         "first step"}},
-      {"scheduler",
+      {C::kScheduler,
        {"the LR schedule restarts, often back into warmup: hundreds of steps at the wrong LR "
         "(the same loss bump)",
         "save scheduler.state_dict() and call scheduler.load_state_dict() on resume; never set "
         "param_group['lr'] by hand"}},
-      {"rng_cpu",
+      {C::kRngCpu,
        {"dropout, augmentation and shuffling stop being reproducible after a restart",
         "save torch.get_rng_state() (plus numpy and random states) and restore them on resume"}},
-      {"rng_cuda",
+      {C::kRngCuda,
        {"GPU dropout and random ops diverge from the uninterrupted run after a restart",
         "save torch.cuda.get_rng_state_all() and restore it with set_rng_state_all()"}},
-      {"loader",
+      {C::kLoader,
        {"each restart replays the head of the epoch; the tail of the dataset may never be seen "
         "(no loss bump, so nobody notices)",
         "save the loader position (torchdata StatefulDataLoader.state_dict(), or epoch + samples "
         "consumed with a seeded sampler) and skip to it on resume"}},
-      {"counters",
+      {C::kCounters,
        {"step-based schedules, logging and checkpoint names restart from zero; counters and logs "
         "drift",
         "save global_step and epoch"}},
-      {"grad_scaler",
+      {C::kGradScaler,
        {"the fp16 loss scale restarts at its initial value: the first steps after a restart "
         "overflow and are skipped, and the scale re-converges",
         "save scaler.state_dict() (torch.amp.GradScaler) and load it on resume"}},
@@ -61,8 +62,9 @@ std::string fmt(double x) {
   return o.str();
 }
 
+// Relative: an LR of 1e-6 against 1.9e-6 differs, a step of 6 against 6.0000001 does not.
 bool close(double a, double b) {
-  return std::fabs(a - b) <= 1e-6 * std::max(1.0, std::max(std::fabs(a), std::fabs(b)));
+  return std::fabs(a - b) <= 1e-6 * std::max(std::fabs(a), std::fabs(b)) + 1e-15;
 }
 
 class Judge {
@@ -79,10 +81,10 @@ class Judge {
     counters();
     grad_scaler();
     for (const ReaderFinding& f : v_.findings) {
-      if (f.inconsistent && !f.component.empty()) {
-        ComponentReport& c = get(f.component);
-        if (c.status == "present" || c.status == "derived") {
-          c.status = "inconsistent";
+      if (f.inconsistent && f.component) {
+        ComponentReport& c = get(*f.component);
+        if (c.status == S::kPresent || c.status == S::kDerived) {
+          c.status = S::kInconsistent;
           c.evidence += "; " + f.message;
         }
       }
@@ -90,14 +92,14 @@ class Judge {
   }
 
  private:
-  ComponentReport& get(const std::string& name) {
+  ComponentReport& get(AuditComponent name) {
     for (auto& c : r_.components) {
-      if (c.name == name) return c;
+      if (c.component == name) return c;
     }
-    r_.components.push_back({name, "missing", "", "", "", true});
+    r_.components.push_back({name, S::kMissing, "", "", "", true});
     return r_.components.back();
   }
-  void set(const std::string& name, const std::string& status, const std::string& evidence) {
+  void set(AuditComponent name, ComponentStatus status, const std::string& evidence) {
     ComponentReport& c = get(name);
     c.status = status;
     c.evidence = evidence;
@@ -105,25 +107,90 @@ class Judge {
 
   void model() {
     const ModelPart& m = v_.model;
-    if (!m.found) return set("model", "missing", "no dict of tensors (no model state_dict)");
-    set("model", m.tensors.empty() ? "empty" : "present", m.evidence);
+    if (!m.found) return set(C::kModel, S::kMissing, "no dict of tensors (no model state_dict)");
+    set(C::kModel, m.tensors.empty() ? S::kEmpty : S::kPresent, m.evidence);
   }
 
-  void optimizer() {
-    const OptimizerPart& o = v_.optimizer;
-    if (!o.found) {
-      return set("optimizer", "missing",
-                 o.evidence.empty() ? "no dict with state + param_groups" : o.evidence);
+  // Every optimizer of the checkpoint, the first one first.
+  std::vector<const OptimizerPart*> optimizers() const {
+    std::vector<const OptimizerPart*> out{&v_.optimizer};
+    for (const auto& o : v_.more_optimizers) out.push_back(&o);
+    return out;
+  }
+  std::vector<const SchedulerPart*> schedulers() const {
+    std::vector<const SchedulerPart*> out{&v_.scheduler};
+    for (const auto& s : v_.more_schedulers) out.push_back(&s);
+    return out;
+  }
+  bool scaler_active() const { return v_.grad_scaler.found && !v_.grad_scaler.empty; }
+
+  static std::optional<double> common_step(const OptimizerPart& o) {
+    for (const auto& ps : o.state) {
+      if (ps.step) return ps.step;
     }
-    std::vector<std::string> problems;
-    std::set<int64_t> listed;
-    for (const auto& g : o.groups) listed.insert(g.params.begin(), g.params.end());
+    return std::nullopt;
+  }
+
+  // An optimizer's step against the global step, at its own cadence. Empty when they agree
+  // (then `note` may say why a difference is allowed), else the problem.
+  std::string cadence(const OptimizerPart& o, double step, std::string* note) const {
+    const auto& gs = v_.counters.global_step;
+    if (!gs || close(step, static_cast<double>(*gs))) return "";
+    const double g = static_cast<double>(*gs);
+    if (scaler_active() && step < g) {
+      *note = "step " + fmt(step) + " <= global_step " + std::to_string(*gs) +
+              ": the GradScaler skipped " + fmt(g - step) +
+              " optimizer.step() calls on inf/NaN gradients (allowed with a scaler)";
+      return "";
+    }
+    const auto all = optimizers();
+    if (all.size() > 1) {
+      // Optimizers without a step counter (SGD) are taken to step as often as the others.
+      double sum = 0, known_sum = 0;
+      size_t known = 0;
+      for (const OptimizerPart* x : all) {
+        if (auto s = common_step(*x)) {
+          known_sum += *s;
+          ++known;
+        }
+      }
+      sum =
+          known == 0 ? 0 : known_sum / static_cast<double>(known) * static_cast<double>(all.size());
+      if (known > 0 && close(sum, g)) {
+        *note = "global_step " + std::to_string(*gs) +
+                " counts every optimizer's steps (Lightning manual optimisation): the steps of " +
+                std::to_string(all.size()) + " optimizers sum to it";
+        return "";
+      }
+      const double k = step / g;
+      if (g > 0 && step > g && close(k, std::round(k))) {
+        *note = fmt(std::round(k)) + " steps per global step (its own cadence, e.g. n_critic)";
+        return "";
+      }
+      const double every = g / step;
+      if (step > 0 && step < g && close(every, std::round(every))) {
+        *note = "one step every " + fmt(std::round(every)) + " global steps (its own cadence)";
+        return "";
+      }
+    }
+    (void)o;
+    return "optimizer step " + fmt(step) + " != global_step " + std::to_string(*gs);
+  }
+
+  struct Verdict {
+    ComponentStatus status = S::kPresent;
+    std::string evidence;
+  };
+
+  Verdict judge_optimizer(const OptimizerPart& o) {
     if (o.state.empty()) {
-      std::string e =
-          o.evidence + "; state == {} (the optimizer never stepped, or its state was not saved)";
-      return set("optimizer", "empty", e);
+      return {
+          S::kEmpty,
+          o.evidence + "; state == {} (the optimizer never stepped, or its state was not saved)"};
     }
-    std::set<int64_t> with_state;
+    std::vector<std::string> problems, notes;
+    std::set<int64_t> listed, with_state;
+    for (const auto& g : o.groups) listed.insert(g.params.begin(), g.params.end());
     std::set<double> steps;
     for (const auto& ps : o.state) {
       with_state.insert(ps.id);
@@ -140,17 +207,20 @@ class Judge {
     if (!lacking.empty()) {
       std::ostringstream e;
       e << lacking.size() << " of " << listed.size()
-        << " params in param_groups have no state (first: " << lacking.front() << ")";
-      problems.push_back(e.str());
+        << " params in param_groups have no state (first: " << lacking.front()
+        << "): frozen or unused parameters (requires_grad=False, or no gradient) get none";
+      notes.push_back(e.str());
+      r_.findings.push_back({Severity::kInfo, C::kOptimizer, o.evidence + ": " + e.str()});
     }
-    const auto& gs = v_.counters.global_step;
-    if (gs && !steps.empty()) {
-      for (double s : steps) {
-        if (!close(s, static_cast<double>(*gs))) {
-          problems.push_back("optimizer step " + fmt(s) + " != global_step " + std::to_string(*gs));
-          break;
-        }
+    for (double s : steps) {
+      std::string note;
+      std::string problem = cadence(o, s, &note);
+      if (!problem.empty()) {
+        problems.push_back(problem);
+        break;
       }
+      if (!note.empty()) notes.push_back(note);
+      break;
     }
     if (steps.size() > 1) {
       problems.push_back("params disagree on step (" + fmt(*steps.begin()) + " .. " +
@@ -161,70 +231,153 @@ class Judge {
     for (const auto& n : o.nonfinite) problems.push_back("moment " + n + " holds NaN/Inf");
     std::string e = o.evidence;
     if (!steps.empty()) e += "; step " + fmt(*steps.begin());
-    if (o.count > 1) e += "; " + std::to_string(o.count) + " optimizers (the first is audited)";
-    if (problems.empty()) return set("optimizer", "present", e);
-    std::string all;
-    for (const auto& p : problems) all += "; " + p;
-    set("optimizer", "inconsistent", e + all);
+    for (const auto& n : notes) e += "; " + n;
+    for (const auto& p : problems) e += "; " + p;
+    return {problems.empty() ? S::kPresent : S::kInconsistent, e};
   }
 
-  std::optional<int64_t> optimizer_step() const {
-    for (const auto& ps : v_.optimizer.state) {
-      if (ps.step) return static_cast<int64_t>(std::llround(*ps.step));
+  // The worst of several statuses: inconsistent, then empty, then present.
+  static ComponentStatus worst(ComponentStatus a, ComponentStatus b) {
+    auto rank = [](ComponentStatus s) {
+      return s == S::kInconsistent ? 3 : s == S::kEmpty ? 2 : s == S::kMissing ? 1 : 0;
+    };
+    return rank(b) > rank(a) ? b : a;
+  }
+
+  static std::string label(const std::string& name, size_t i) {
+    return name.empty() ? "#" + std::to_string(i + 1) : name;
+  }
+
+  void optimizer() {
+    const OptimizerPart& o = v_.optimizer;
+    if (!o.found) {
+      return set(C::kOptimizer, S::kMissing,
+                 o.evidence.empty() ? "no dict with state + param_groups" : o.evidence);
     }
-    return std::nullopt;
+    const auto all = optimizers();
+    if (all.size() == 1) {
+      Verdict v = judge_optimizer(o);
+      if (o.count > 1) v.evidence += "; " + std::to_string(o.count) + " optimizers";
+      return set(C::kOptimizer, v.status, v.evidence);
+    }
+    Verdict total;
+    total.evidence = std::to_string(all.size()) + " optimizers, each audited";
+    for (size_t i = 0; i < all.size(); ++i) {
+      Verdict v = judge_optimizer(*all[i]);
+      total.status = worst(total.status, v.status);
+      total.evidence +=
+          " | " + label(all[i]->name, i) + " (" + status_name(v.status) + "): " + v.evidence;
+    }
+    set(C::kOptimizer, total.status, total.evidence);
+  }
+
+  // The optimizer a scheduler drives: the one whose name matches once "opt"/"sched" words are
+  // removed ("opt_g" ↔ "sched_g"), else the one whose group LRs equal its _last_lr, else the
+  // one at the same position.
+  const OptimizerPart* pair_of(const SchedulerPart& s, size_t index) const {
+    const auto all = optimizers();
+    for (const OptimizerPart* o : all) {
+      if (!o->name.empty() && stem(o->name) == stem(s.name)) return o;
+    }
+    for (const OptimizerPart* o : all) {
+      if (!s.last_lr.empty() && s.last_lr.size() == o->groups.size()) {
+        bool same = true;
+        for (size_t i = 0; i < s.last_lr.size(); ++i)
+          same = same && o->groups[i].lr && close(*o->groups[i].lr, s.last_lr[i]);
+        if (same) return o;
+      }
+    }
+    return index < all.size() ? all[index] : all.front();
+  }
+
+  static std::string stem(std::string n) {
+    for (const char* w : {"lr_schedulers", "lr_scheduler", "optimizer_states", "optimizers",
+                          "optimizer", "schedulers", "scheduler", "sched", "optim", "opt"}) {
+      for (size_t p; (p = n.find(w)) != std::string::npos;) n.erase(p, std::strlen(w));
+    }
+    std::string out;
+    for (char c : n) {
+      if (c != '_' && c != '.') out += c;
+    }
+    return out;
+  }
+
+  Verdict judge_scheduler(const SchedulerPart& s, const OptimizerPart& o, bool several) const {
+    std::vector<std::string> problems;
+    const auto& gs = v_.counters.global_step;
+    const auto& ep = v_.counters.epoch;
+    auto os = common_step(o);
+    if (s.last_epoch) {
+      int64_t le = *s.last_epoch;
+      bool matches_epoch = ep && close(static_cast<double>(le), std::floor(*ep));
+      bool matches_opt = os && close(static_cast<double>(le), *os);
+      if (several && (matches_opt || matches_epoch || (gs && le == *gs))) {
+        // Each pair at its own cadence: the scheduler steps with its optimizer.
+      } else if (gs) {
+        if (le != *gs && !matches_epoch) {
+          problems.push_back("last_epoch " + std::to_string(le) + " != global_step " +
+                             std::to_string(*gs) + (ep ? " (and != epoch " + fmt(*ep) + ")" : ""));
+        }
+      } else if (os && !s.per_epoch && !matches_opt && !matches_epoch) {
+        problems.push_back("last_epoch " + std::to_string(le) + " != optimizer step " +
+                           fmt(std::round(*os)));
+      }
+    }
+    for (size_t i = 0; i < s.last_lr.size() && i < o.groups.size(); ++i) {
+      if (o.groups[i].lr && !close(*o.groups[i].lr, s.last_lr[i])) {
+        problems.push_back("param_groups[" + std::to_string(i) + "].lr " + fmt(*o.groups[i].lr) +
+                           " != _last_lr[" + std::to_string(i) + "] " + fmt(s.last_lr[i]));
+      }
+    }
+    std::string e = s.evidence;
+    for (const auto& p : problems) e += "; " + p;
+    return {problems.empty() ? S::kPresent : S::kInconsistent, e};
   }
 
   void scheduler() {
     const SchedulerPart& s = v_.scheduler;
     if (!s.found) {
-      return set("scheduler", "missing",
+      return set(C::kScheduler, S::kMissing,
                  s.evidence.empty()
                      ? "no dict with last_epoch + base_lrs (or ReduceLROnPlateau's shape)"
                      : s.evidence);
     }
-    std::vector<std::string> problems;
-    const auto& gs = v_.counters.global_step;
-    const auto& ep = v_.counters.epoch;
-    if (s.last_epoch) {
-      int64_t le = *s.last_epoch;
-      bool matches_epoch = ep && close(static_cast<double>(le), std::floor(*ep));
-      if (gs) {
-        if (le != *gs && !matches_epoch) {
-          problems.push_back("last_epoch " + std::to_string(le) + " != global_step " +
-                             std::to_string(*gs) + (ep ? " (and != epoch " + fmt(*ep) + ")" : ""));
-        }
-      } else if (auto os = optimizer_step(); os && !s.per_epoch && le != *os && !matches_epoch) {
-        problems.push_back("last_epoch " + std::to_string(le) + " != optimizer step " +
-                           std::to_string(*os));
-      }
+    const auto all = schedulers();
+    const bool several = all.size() > 1 || optimizers().size() > 1;
+    if (all.size() == 1 && optimizers().size() == 1) {
+      Verdict v = judge_scheduler(s, v_.optimizer, false);
+      return set(C::kScheduler, v.status, v.evidence);
     }
-    const auto& groups = v_.optimizer.groups;
-    for (size_t i = 0; i < s.last_lr.size() && i < groups.size(); ++i) {
-      if (groups[i].lr && !close(*groups[i].lr, s.last_lr[i])) {
-        problems.push_back("param_groups[" + std::to_string(i) + "].lr " + fmt(*groups[i].lr) +
-                           " != _last_lr[" + std::to_string(i) + "] " + fmt(s.last_lr[i]));
+    Verdict total;
+    total.evidence = std::to_string(all.size()) + " scheduler(s), each paired with its optimizer";
+    for (size_t i = 0; i < all.size(); ++i) {
+      const OptimizerPart* o = pair_of(*all[i], i);
+      Verdict v = judge_scheduler(*all[i], *o, several);
+      total.status = worst(total.status, v.status);
+      size_t oi = 0;
+      for (const auto& x : optimizers()) {
+        if (x == o) break;
+        ++oi;
       }
+      total.evidence += " | " + label(all[i]->name, i) + " -> " + label(o->name, oi) + " (" +
+                        status_name(v.status) + "): " + v.evidence;
     }
-    if (problems.empty()) return set("scheduler", "present", s.evidence);
-    std::string all;
-    for (const auto& p : problems) all += "; " + p;
-    set("scheduler", "inconsistent", s.evidence + all);
+    set(C::kScheduler, total.status, total.evidence);
   }
 
   void rng_cpu() {
     const RngCpuPart& r = v_.rng_cpu;
     if (!r.found) {
-      auto gap = v_.format_gaps.find("rng_cpu");
+      auto gap = v_.format_gaps.find(C::kRngCpu);
       return set(
-          "rng_cpu", "missing",
+          C::kRngCpu, S::kMissing,
           gap != v_.format_gaps.end() ? gap->second : "no 5056-byte uint8 CPU generator state");
     }
     if (r.nbytes != 5056) {
-      return set("rng_cpu", "inconsistent",
+      return set(C::kRngCpu, S::kInconsistent,
                  r.evidence + "; " + std::to_string(r.nbytes) + " bytes, expected 5056");
     }
-    set("rng_cpu", "present", r.evidence);
+    set(C::kRngCpu, S::kPresent, r.evidence);
   }
 
   void rng_cuda() {
@@ -237,23 +390,23 @@ class Judge {
       for (int64_t n : r.nbytes) {
         if (n != 16 && n != 8 && n != 816) {
           return set(
-              "rng_cuda", "inconsistent",
+              C::kRngCuda, S::kInconsistent,
               r.evidence + "; a " + std::to_string(n) + "-byte state (expected 16, 8 or 816)");
         }
       }
-      return set("rng_cuda", "present", r.evidence);
+      return set(C::kRngCuda, S::kPresent, r.evidence);
     }
     if (!cuda.empty()) {
-      return set("rng_cuda", "missing",
+      return set(C::kRngCuda, S::kMissing,
                  "tensors were stored from " + *cuda.begin() +
                      ": the run used CUDA, but no CUDA generator state is saved");
     }
-    auto gap = v_.format_gaps.find("rng_cuda");
+    auto gap = v_.format_gaps.find(C::kRngCuda);
     if (v_.devices_known) {
-      return set("rng_cuda", "not_applicable",
+      return set(C::kRngCuda, S::kNotApplicable,
                  "every tensor was stored from the CPU: no CUDA generator to restore");
     }
-    set("rng_cuda", "missing",
+    set(C::kRngCuda, S::kMissing,
         gap != v_.format_gaps.end() ? gap->second
                                     : "no CUDA generator state, and the format does not record "
                                       "devices, so a CUDA run cannot be ruled out");
@@ -264,22 +417,22 @@ class Judge {
     if (l.found) {
       const auto& gs = v_.counters.global_step;
       if (l.samples && gs && *gs > 0 && *l.samples < *gs) {
-        return set("loader", "inconsistent",
+        return set(C::kLoader, S::kInconsistent,
                    l.evidence + "; samples_seen " + std::to_string(*l.samples) + " < global_step " +
                        std::to_string(*gs) + " (each step consumes at least one sample)");
       }
-      return set("loader", "present", l.evidence);
+      return set(C::kLoader, S::kPresent, l.evidence);
     }
     if (l.derived) {
-      ComponentReport& c = get("loader");
-      c.status = "derived";
+      ComponentReport& c = get(C::kLoader);
+      c.status = S::kDerived;
       c.evidence = l.evidence + (l.derive_cost.empty() ? "" : "; cost: " + l.derive_cost);
       return;
     }
-    if (!l.evidence.empty()) return set("loader", "missing", l.evidence);
-    auto gap = v_.format_gaps.find("loader");
-    if (gap != v_.format_gaps.end()) return set("loader", "missing", gap->second);
-    set("loader", "missing",
+    if (!l.evidence.empty()) return set(C::kLoader, S::kMissing, l.evidence);
+    auto gap = v_.format_gaps.find(C::kLoader);
+    if (gap != v_.format_gaps.end()) return set(C::kLoader, S::kMissing, gap->second);
+    set(C::kLoader, S::kMissing,
         v_.counters.epoch && !v_.counters.global_step
             ? "only an epoch count; no batch or sample cursor"
             : "no loader state (no sampler or cursor)");
@@ -287,19 +440,19 @@ class Judge {
 
   void counters() {
     const CountersPart& c = v_.counters;
-    if (!c.found) return set("counters", "missing", "no global step or epoch counter");
+    if (!c.found) return set(C::kCounters, S::kMissing, "no global step or epoch counter");
     std::string e = c.evidence;
     if (!c.global_step) e += " (no global step)";
-    set("counters", "present", e);
+    set(C::kCounters, S::kPresent, e);
   }
 
   void grad_scaler() {
     const GradScalerPart& g = v_.grad_scaler;
-    if (g.found) return set("grad_scaler", g.empty ? "empty" : "present", g.evidence);
+    if (g.found) return set(C::kGradScaler, g.empty ? S::kEmpty : S::kPresent, g.evidence);
     if (!v_.mixed_precision) {
-      return set("grad_scaler", "not_applicable", "no fp16 mixed precision detected");
+      return set(C::kGradScaler, S::kNotApplicable, "no fp16 mixed precision detected");
     }
-    set("grad_scaler", "missing",
+    set(C::kGradScaler, S::kMissing,
         v_.mixed_precision_evidence + ", but no GradScaler state is saved");
   }
 
@@ -309,46 +462,43 @@ class Judge {
 
 }  // namespace
 
-bool status_is_ok(const std::string& s) {
-  return s == "present" || s == "not_applicable" || s == "derived";
-}
-
-const ComponentReport* AuditReport::find(const std::string& name) const {
+const ComponentReport* AuditReport::find(AuditComponent name) const {
   for (const auto& c : components) {
-    if (c.name == name) return &c;
+    if (c.component == name) return &c;
   }
   return nullptr;
 }
 
-AuditReport apply_rules(const CheckpointView& view, const std::set<std::string>& required) {
+AuditReport apply_rules(const CheckpointView& view, const std::set<AuditComponent>& required) {
   AuditReport r;
   r.path = view.path;
   r.format = view.format;
   r.bytes_read = view.bytes_read;
-  for (const auto& name : kAuditComponents)
-    r.components.push_back({name, "missing", "", "", "", true});
+  for (AuditComponent name : kAuditComponents)
+    r.components.push_back({name, S::kMissing, "", "", "", true});
   Judge(view, &r).run();
   bool complete = true;
   for (auto& c : r.components) {
-    c.required = required.empty() || required.count(c.name) != 0;
+    c.required = required.empty() || required.count(c.component) != 0;
     if (status_is_ok(c.status)) {
-      if (c.status == "derived") r.findings.push_back({"info", c.name, c.evidence});
+      if (c.status == S::kDerived) r.findings.push_back({Severity::kInfo, c.component, c.evidence});
       continue;
     }
-    const Advice& a = advice().at(c.name);
+    const Advice& a = advice().at(c.component);
     c.consequence = a.consequence;
     c.fix = a.fix;
     if (c.required) complete = false;
-    r.findings.push_back({c.required ? "error" : "warning", c.name,
-                          c.name + " " + c.status + ": " + c.evidence + " — " + a.consequence});
+    r.findings.push_back({c.required ? Severity::kError : Severity::kWarning, c.component,
+                          std::string(component_name(c.component)) + " " + status_name(c.status) +
+                              ": " + c.evidence + " — " + a.consequence});
   }
   for (const ReaderFinding& f : view.findings) {
-    std::string sev = f.severity;
-    if (sev == "error" && !f.component.empty() && required.size() > 0 &&
-        required.count(f.component) == 0) {
-      sev = "warning";
+    Severity sev = f.severity;
+    if (sev == Severity::kError && f.component && !required.empty() &&
+        required.count(*f.component) == 0) {
+      sev = Severity::kWarning;
     }
-    if (sev == "error") complete = false;
+    if (sev == Severity::kError) complete = false;
     r.findings.push_back({sev, f.component, f.message});
   }
   r.complete = complete;

@@ -9,6 +9,7 @@
 // globals). Pure functions; thread-safe.
 #pragma once
 
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -17,13 +18,12 @@
 
 namespace ckpt::verify {
 
-// The contract's components, in report order. grad_scaler is reported not_applicable unless
-// mixed precision is detected.
-extern const std::vector<std::string> kAuditComponents;
+// The contract's components are ckpt::kAuditComponents, in report order. grad_scaler is
+// reported not_applicable unless mixed precision is detected.
 
 struct ComponentReport {
-  std::string name;
-  std::string status;
+  AuditComponent component = AuditComponent::kModel;
+  ComponentStatus status = ComponentStatus::kMissing;
   std::string evidence;
   std::string consequence;  // what happens to the run (DOMAIN.md); empty when fine
   std::string fix;
@@ -31,8 +31,8 @@ struct ComponentReport {
 };
 
 struct Finding {
-  std::string severity;   // "error", "warning", "info"
-  std::string component;  // "" = the checkpoint as a whole
+  Severity severity = Severity::kError;
+  std::optional<AuditComponent> component;  // nullopt = the checkpoint as a whole
   std::string message;
 };
 
@@ -43,15 +43,12 @@ struct AuditReport {
   std::vector<ComponentReport> components;
   std::vector<Finding> findings;
   uint64_t bytes_read = 0;
-  const ComponentReport* find(const std::string& name) const;
+  const ComponentReport* find(AuditComponent c) const;
 };
 
 // Judges `view`. `required` = the components whose status decides `complete` (empty = all of
 // them). A component outside `required` that is not fine yields a warning instead of an error;
 // error findings about the file itself (corruption, unsafe globals) always count.
-AuditReport apply_rules(const CheckpointView& view, const std::set<std::string>& required);
-
-// True for statuses that do not make a required component fail.
-bool status_is_ok(const std::string& status);
+AuditReport apply_rules(const CheckpointView& view, const std::set<AuditComponent>& required);
 
 }  // namespace ckpt::verify

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "verify/audit/vocabulary.h"
+
 namespace ckpt::verify {
 
 struct TensorInfo {
@@ -53,7 +55,8 @@ struct ModelPart : Part {
 };
 
 struct OptimizerPart : Part {
-  std::string kind;  // "Adam/AdamW", "SGD", ... (guessed from per-param state keys)
+  std::string name;  // where it was found ("opt_g", "optimizer_states[1]"); pairs schedulers
+  std::string kind;  // "Adam/AdamW", "SGD", ... (from param_group and per-param state keys)
   struct Group {
     std::vector<int64_t> params;
     std::optional<double> lr;
@@ -73,6 +76,7 @@ struct OptimizerPart : Part {
 };
 
 struct SchedulerPart : Part {
+  std::string name;  // where it was found ("sched_g", "lr_schedulers[0]")
   std::string kind;
   std::optional<int64_t> last_epoch;
   std::optional<int64_t> step_count;
@@ -113,8 +117,8 @@ struct GradScalerPart : Part {
 // A fact a reader established that the rules must surface: a CRC failure, NaN in a weight, an
 // unsafe global, a format note ("Lightning saves no RNG"). `inconsistent` marks the component.
 struct ReaderFinding {
-  std::string severity;   // "error", "warning", "info"
-  std::string component;  // "" for the file as a whole
+  Severity severity = Severity::kError;
+  std::optional<AuditComponent> component;  // nullopt for the file as a whole
   std::string message;
   bool inconsistent = false;
 };
@@ -123,8 +127,12 @@ struct CheckpointView {
   std::string path;
   std::string format;  // "torch.save", "safetensors", "hf-trainer", "accelerate", "lightning", ...
   ModelPart model;
-  OptimizerPart optimizer;
-  SchedulerPart scheduler;
+  OptimizerPart optimizer;  // the first found; `optimizer.count` says how many there are
+  SchedulerPart scheduler;  // the first found
+  // The second and later optimizers and schedulers (GAN loops, Lightning's lists), in the order
+  // found; the rules audit each and pair every scheduler with its optimizer.
+  std::vector<OptimizerPart> more_optimizers;
+  std::vector<SchedulerPart> more_schedulers;
   RngCpuPart rng_cpu;
   RngCudaPart rng_cuda;
   LoaderPart loader;
@@ -136,8 +144,12 @@ struct CheckpointView {
   bool devices_known = false;     // false for formats that do not record devices
   // Components that this format cannot hold by construction, with the reason
   // (e.g. rng_cpu in Lightning: "Lightning saves no RNG state").
-  std::map<std::string, std::string> format_gaps;
+  std::map<AuditComponent, std::string> format_gaps;
   std::vector<ReaderFinding> findings;
+  // What the format records of the run's configuration and environment, as digests (ckpt diff):
+  // ours: /train config_digest and env_digest; HF: training_args.bin; Lightning: hyper_parameters.
+  std::optional<std::string> config_digest;
+  std::optional<std::string> environment_digest;
   InspectNode contents;
   uint64_t bytes_read = 0;  // measured: what the audit read from disk
 };

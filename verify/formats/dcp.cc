@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
+#include <cstring>
 #include <map>
 #include <set>
 #include <sstream>
@@ -48,202 +49,340 @@ std::vector<int64_t> ints(const Value* v) {
 std::string dtype_of(const Value* tsm) {
   const Value* props = field(tsm, "properties");
   const Value* dt = field(props, "dtype");
+  // torch 2.x TensorProperties pickles its __getstate__ tuple: (dtype, layout, requires_grad,
+  // memory_format, pin_memory, ...).
+  if (dt == nullptr && props != nullptr && props->kind == Kind::kObject &&
+      props->state != nullptr && props->state->kind == Kind::kTuple &&
+      props->state->items.size() >= 5)
+    dt = props->state->items[0];
   if (dt != nullptr && dt->kind == Kind::kGlobal) {
     std::string n = dt->name;
     if (n == "float") return "float32";
     if (n == "double") return "float64";
     if (n == "half") return "float16";
     if (n == "long") return "int64";
+    if (n == "int") return "int32";
     return n;
   }
   return "";
 }
 
-class DcpReader : public FormatReader {
+// Where a chunk's bytes live: (fqn, chunk offsets) → (file, offset, length).
+struct Loc {
+  std::string file;
+  int64_t offset = 0, length = 0;
+};
+using StorageIndex = std::map<std::pair<std::string, std::vector<int64_t>>, Loc>;
+
+StorageIndex index_storage(const Value* storage) {
+  StorageIndex where;
+  if (storage == nullptr || storage->kind != Kind::kDict) return where;
+  for (const auto& [k, v] : storage->entries) {
+    const Value* fqn = field(k, "fqn");
+    if (fqn == nullptr || fqn->kind != Kind::kStr) continue;
+    Loc l;
+    if (const Value* rp = field(v, "relative_path"); rp != nullptr && rp->kind == Kind::kStr)
+      l.file = rp->s;
+    if (const Value* o = field(v, "offset")) l.offset = o->as_int().value_or(-1);
+    if (const Value* n = field(v, "length")) l.length = n->as_int().value_or(-1);
+    where[{fqn->s, ints(field(k, "offset"))}] = l;
+  }
+  return where;
+}
+
+// One DCP folder being read: the metadata, the storage index, and the nested state dict rebuilt
+// from the flat keys. The steps of DcpReader::read, in order: load_metadata, then per
+// state_dict entry tensor_leaf or blob_leaf and place, then finish.
+class DcpFolder {
  public:
-  std::string name() const override { return "dcp"; }
-  int probe(const std::string& path) const override {
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
-    return ::stat((path + "/.metadata").c_str(), &st) == 0 ? 90 : 0;
+  DcpFolder(const std::string& path, CheckpointView* view)
+      : path_(path), mpath_(path + "/.metadata"), view_(*view) {
+    root_ = synth_.make(Kind::kDict);
+    mine_.insert(root_);
   }
 
-  Result<CheckpointView> read(const std::string& path, const ReadOptions& options) const override {
-    CheckpointView view;
-    view.path = path;
-    view.format = "dcp";
-    view.contents.name = path;
-    view.contents.kind = "dir";
-    const std::string mpath = path + "/.metadata";
-    CKPT_ASSIGN_OR_RETURN(auto mf, Env::posix()->open_random(mpath));
-    if (mf->size() > kMaxMetadataBytes) return corrupt(mpath + ": larger than 512 MiB");
+  // Reads and unpickles .metadata; the state_dict_metadata dict, or Corrupt.
+  Result<const Value*> load_metadata() {
+    CKPT_ASSIGN_OR_RETURN(auto mf, Env::posix()->open_random(mpath_));
+    if (mf->size() > kMaxMetadataBytes) return corrupt(mpath_ + ": larger than 512 MiB");
     CKPT_ASSIGN_OR_RETURN(std::string bytes, mf->read_string(0, mf->size()));
-    CKPT_ASSIGN_OR_RETURN(auto doc, read_pickle(bytes, mpath));
-    uint64_t total_read = mf->bytes_read();
-    add_global_findings(*doc, ".metadata", &view);
-    const Value* md = doc->root;
+    CKPT_ASSIGN_OR_RETURN(doc_, read_pickle(bytes, mpath_));
+    bytes_read_ += mf->bytes_read();
+    add_global_findings(*doc_, ".metadata", &view_);
+    const Value* md = doc_->root;
     const Value* sdm = field(md, "state_dict_metadata");
-    const Value* storage = field(md, "storage_data");
-    const Value* planner = field(md, "planner_data");
     if (sdm == nullptr || sdm->kind != Kind::kDict) {
-      return corrupt(mpath + ": not DCP metadata (no state_dict_metadata dict in " +
+      return corrupt(mpath_ + ": not DCP metadata (no state_dict_metadata dict in " +
                      summarize(*md) + ")");
     }
-    // (fqn, offsets) → (file, offset, length)
-    struct Loc {
-      std::string file;
-      int64_t offset = 0, length = 0;
-    };
-    std::map<std::pair<std::string, std::vector<int64_t>>, Loc> where;
-    if (storage != nullptr && storage->kind == Kind::kDict) {
-      for (const auto& [k, v] : storage->entries) {
-        const Value* fqn = field(k, "fqn");
-        if (fqn == nullptr || fqn->kind != Kind::kStr) continue;
-        Loc l;
-        if (const Value* rp = field(v, "relative_path"); rp != nullptr && rp->kind == Kind::kStr)
-          l.file = rp->s;
-        if (const Value* o = field(v, "offset")) l.offset = o->as_int().value_or(-1);
-        if (const Value* n = field(v, "length")) l.length = n->as_int().value_or(-1);
-        where[{fqn->s, ints(field(k, "offset"))}] = l;
+    where_ = index_storage(field(md, "storage_data"));
+    planner_ = field(md, "planner_data");
+    return sdm;
+  }
+
+  // A tensor entry: a tensor record whose chunks must tile its shape, each chunk's bytes inside
+  // an existing .distcp file (findings otherwise).
+  Value* tensor_leaf(const std::string& fqn, const Value* meta) {
+    Value* leaf = synth_.make(Kind::kTensor);
+    TensorRecord& t = *leaf->tensor;
+    t.dtype = dtype_of(meta);
+    t.element_size = torch_dtype_size(t.dtype);
+    t.shape = ints(field(meta, "size"));
+    t.storage_key = fqn;
+    __int128 volume = 0;
+    const Value* chunks = field(meta, "chunks");
+    for (const Value* c : chunks != nullptr ? chunks->items : std::vector<const Value*>{}) {
+      auto off = ints(field(c, "offsets"));
+      auto sz = ints(field(c, "sizes"));
+      __int128 cv = 1;
+      bool inside = off.size() == t.shape.size() && sz.size() == t.shape.size();
+      for (size_t d = 0; inside && d < sz.size(); ++d) {
+        cv *= sz[d];
+        inside = off[d] >= 0 && sz[d] >= 0 && off[d] + sz[d] <= t.shape[d];
+      }
+      if (!inside) {
+        error(".metadata: a chunk of \"" + fqn + "\" lies outside its shape");
+        continue;
+      }
+      volume += cv;
+      check_chunk_bytes(fqn, off);
+    }
+    if (volume != t.numel())
+      error(".metadata: the chunks of \"" + fqn + "\" do not tile its shape");
+    return leaf;
+  }
+
+  // A non-tensor entry: the torch.save blob inside a .distcp file, unpickled (never executed);
+  // None when it cannot be read.
+  Value* blob_leaf(const std::string& fqn) {
+    auto loc = where_.find({fqn, {}});
+    if (loc != where_.end()) {
+      auto fs = file_size(loc->second.file);
+      if (fs && loc->second.length >= 0 &&
+          static_cast<uint64_t>(loc->second.length) <= kMaxBytesItem &&
+          range_inside(loc->second.offset, loc->second.length, *fs)) {
+        if (Value* v = read_blob(fqn, loc->second)) return v;
       }
     }
-    std::map<std::string, uint64_t> file_sizes;
-    auto file_size = [&](const std::string& rel) -> std::optional<uint64_t> {
-      if (rel.empty() || rel.find("..") != std::string::npos || rel[0] == '/') return std::nullopt;
-      auto it = file_sizes.find(rel);
-      if (it != file_sizes.end()) return it->second;
-      struct stat st;
-      if (::stat((path + "/" + rel).c_str(), &st) != 0) return std::nullopt;
-      return file_sizes[rel] = static_cast<uint64_t>(st.st_size);
-    };
-    PickleDoc synth;  // the rebuilt nested state dict
-    Value* root = synth.make(Kind::kDict);
-    std::set<const Value*> mine{root};
-    std::vector<std::unique_ptr<TorchFile>> blobs;
-    for (const auto& [k, v] : sdm->entries) {
-      if (k->kind != Kind::kStr) continue;
-      const std::string fqn = k->s;
-      Value* leaf = nullptr;
-      if (v->qualname().find("TensorStorageMetadata") != std::string::npos) {
-        leaf = synth.make(Kind::kTensor);
-        TensorRecord& t = *leaf->tensor;
-        t.dtype = dtype_of(v);
-        t.element_size = torch_dtype_size(t.dtype);
-        t.shape = ints(field(v, "size"));
-        t.storage_key = fqn;
-        // Chunks must tile the tensor: volumes sum to its numel, each inside its bounds.
-        __int128 volume = 0;
-        const Value* chunks = field(v, "chunks");
-        for (const Value* c : chunks != nullptr ? chunks->items : std::vector<const Value*>{}) {
-          auto off = ints(field(c, "offsets"));
-          auto sz = ints(field(c, "sizes"));
-          __int128 cv = 1;
-          bool inside = off.size() == t.shape.size() && sz.size() == t.shape.size();
-          for (size_t d = 0; inside && d < sz.size(); ++d) {
-            cv *= sz[d];
-            inside = off[d] >= 0 && sz[d] >= 0 && off[d] + sz[d] <= t.shape[d];
-          }
-          if (!inside) {
-            view.findings.push_back({"error", "",
-                                     ".metadata: a chunk of \"" + fqn + "\" lies outside its shape",
-                                     false});
-            continue;
-          }
-          volume += cv;
-          auto loc = where.find({fqn, off});
-          if (loc == where.end()) {
-            view.findings.push_back(
-                {"error", "", ".metadata: chunk of \"" + fqn + "\" has no storage entry", false});
-            continue;
-          }
-          auto fs = file_size(loc->second.file);
-          if (!fs || loc->second.offset < 0 || loc->second.length < 0 ||
-              !range_inside(loc->second.offset, loc->second.length, *fs)) {
-            view.findings.push_back(
-                {"error", "",
-                 "\"" + fqn + "\": bytes [" + std::to_string(loc->second.offset) + ", +" +
-                     std::to_string(loc->second.length) + ") of " + loc->second.file +
-                     " are missing (file absent or too short)",
-                 false});
-          }
-        }
-        if (volume != t.numel()) {
-          view.findings.push_back({"error", "",
-                                   ".metadata: the chunks of \"" + fqn + "\" do not tile its shape",
-                                   false});
-        }
-      } else {
-        // A non-tensor value: a torch.save blob inside a .distcp file.
-        auto loc = where.find({fqn, {}});
-        if (loc != where.end()) {
-          auto fs = file_size(loc->second.file);
-          if (fs && loc->second.length >= 0 &&
-              static_cast<uint64_t>(loc->second.length) <= kMaxBytesItem &&
-              range_inside(loc->second.offset, loc->second.length, *fs)) {
-            auto f = Env::posix()->open_random(path + "/" + loc->second.file);
-            if (f.is_ok()) {
-              auto blob = (*f)->read_string(loc->second.offset, loc->second.length);
-              total_read += (*f)->bytes_read();
-              if (blob.is_ok()) {
-                auto tf =
-                    open_torch_file(memory_file(loc->second.file + ":" + fqn, std::move(*blob)));
-                if (tf.is_ok() && tf->doc->root != nullptr) {
-                  blobs.push_back(std::make_unique<TorchFile>(std::move(*tf)));
-                  add_global_findings(*blobs.back()->doc, loc->second.file + ":" + fqn, &view);
-                  leaf = const_cast<Value*>(blobs.back()->doc->root);
-                }
-              }
-            }
-          }
-        }
-        if (leaf == nullptr) leaf = synth.make(Kind::kNone);
-      }
-      // Place the leaf at its original path (planner_data) or the dotted fqn.
-      std::vector<std::string> parts;
-      const Value* pp = planner != nullptr ? planner->get(fqn) : nullptr;
-      if (pp != nullptr && (pp->kind == Kind::kTuple || pp->kind == Kind::kList)) {
-        for (const Value* x : pp->items)
-          parts.push_back(x->kind == Kind::kStr ? x->s : std::to_string(x->i));
-      } else {
-        std::stringstream ss(fqn);
-        for (std::string s; std::getline(ss, s, '.');) parts.push_back(s);
-      }
-      if (parts.size() > static_cast<size_t>(kMaxPathParts)) {
-        return corrupt(mpath + ": state_dict key \"" + fqn.substr(0, 80) + "\" nests deeper than " +
-                       std::to_string(kMaxPathParts) + " levels");
-      }
-      Value* cur = root;
-      for (size_t i = 0; i + 1 < parts.size(); ++i) {
-        const Value* next = cur->get(parts[i]);
-        if (next == nullptr || next->kind != Kind::kDict) {
-          Value* key = synth.make(Kind::kStr);
-          key->s = parts[i];
-          Value* d = synth.make(Kind::kDict);
-          mine.insert(d);
-          cur->entries.emplace_back(key, d);
-          next = d;
-        }
-        cur = const_cast<Value*>(next);
-      }
-      Value* key = synth.make(Kind::kStr);
-      key->s = parts.empty() ? fqn : parts.back();
-      cur->entries.emplace_back(key, leaf);
+    return synth_.make(Kind::kNone);
+  }
+
+  // Puts `leaf` at its original nested path (planner_data) or at the dotted fqn.
+  Status place(const std::string& fqn, Value* leaf) {
+    std::vector<std::string> parts;
+    const Value* pp = planner_ != nullptr ? planner_->get(fqn) : nullptr;
+    if (pp != nullptr && (pp->kind == Kind::kTuple || pp->kind == Kind::kList)) {
+      for (const Value* x : pp->items)
+        parts.push_back(x->kind == Kind::kStr ? x->s : std::to_string(x->i));
+    } else {
+      std::stringstream ss(fqn);
+      for (std::string s; std::getline(ss, s, '.');) parts.push_back(s);
     }
-    lists_from_int_keys(mine, root, "", 0);
-    DetectContext ctx{"dcp", nullptr};
-    detect_components(*root, ctx, &view);
-    view.devices_known = false;  // DCP records no devices
+    if (parts.size() > static_cast<size_t>(kMaxPathParts)) {
+      return corrupt(mpath_ + ": state_dict key \"" + fqn.substr(0, 80) + "\" nests deeper than " +
+                     std::to_string(kMaxPathParts) + " levels");
+    }
+    Value* cur = root_;
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      const Value* next = cur->get(parts[i]);
+      if (next == nullptr || next->kind != Kind::kDict) {
+        Value* key = synth_.make(Kind::kStr);
+        key->s = parts[i];
+        Value* d = synth_.make(Kind::kDict);
+        mine_.insert(d);
+        cur->entries.emplace_back(key, d);
+        next = d;
+      }
+      cur = const_cast<Value*>(next);
+    }
+    Value* key = synth_.make(Kind::kStr);
+    key->s = parts.empty() ? fqn : parts.back();
+    cur->entries.emplace_back(key, leaf);
+    return Status::ok();
+  }
+
+  // Detection over the rebuilt state dict, and the inspect tree.
+  void finish(const ReadOptions& options) {
+    unflatten_optimizer();
+    lists_from_int_keys(mine_, root_, "", 0);
+    decode_pickled_bytes(root_, 0);
+    DetectContext ctx{"dcp", [this](const TensorRecord& t) { return read_scalar(t); }};
+    detect_components(*root_, ctx, &view_);
+    view_.devices_known = false;  // DCP records no devices
     if (options.inspect) {
       size_t budget = 200000;
-      InspectNode n = inspect_value(*root, ".metadata", &budget);
+      InspectNode n = inspect_value(*root_, ".metadata", &budget);
       n.kind = "file";
-      view.contents.children.push_back(std::move(n));
+      view_.contents.children.push_back(std::move(n));
     }
-    view.bytes_read = total_read;
-    return view;
+    view_.bytes_read = bytes_read_;
   }
 
  private:
+  Value* str(const std::string& text) {
+    Value* v = synth_.make(Kind::kStr);
+    v->s = text;
+    return v;
+  }
+  Value* dict() {
+    Value* d = synth_.make(Kind::kDict);
+    mine_.insert(d);
+    return d;
+  }
+  static Value* entry(Value* d, const std::string& key) {
+    for (auto& [k, v] : d->entries) {
+      if (k->kind == Kind::kStr && k->s == key) return const_cast<Value*>(v);
+    }
+    return nullptr;
+  }
+
+  // torchtitan and OLMo-core save the optimizer flattened (flatten_optimizer_state_dict=True):
+  // top-level "state.<fqn>.<key>" and "param_groups.<fqn>.<hyperparameter>", and the model as
+  // top-level "<fqn>" tensors. Rebuilt into {"model": {...}, "optimizer": {"state": {fqn: {...}},
+  // "param_groups": [...]}} so that detection sees the usual shapes; params with equal
+  // hyperparameters share a group.
+  void unflatten_optimizer() {
+    std::map<std::string, std::vector<std::pair<std::string, const Value*>>> state, groups;
+    std::vector<std::pair<const Value*, const Value*>> rest, tensors;
+    for (const auto& e : root_->entries) {
+      const std::string& k = e.first->s;
+      const size_t last = k.rfind('.');
+      auto flat = [&](const char* prefix, auto* into) {
+        const size_t n = std::strlen(prefix);
+        if (k.compare(0, n, prefix) != 0 || last == std::string::npos || last <= n) return false;
+        (*into)[k.substr(n, last - n)].emplace_back(k.substr(last + 1), e.second);
+        return true;
+      };
+      if (e.first->kind == Kind::kStr && (flat("state.", &state) || flat("param_groups.", &groups)))
+        continue;
+      (e.second->kind == Kind::kTensor ? tensors : rest).push_back(e);
+    }
+    if (state.empty() || groups.empty()) return;
+    Value* opt = dict();
+    Value* st = dict();
+    for (const auto& [fqn, keys] : state) {
+      Value* ps = dict();
+      for (const auto& [k, v] : keys) ps->entries.emplace_back(str(k), v);
+      st->entries.emplace_back(str(fqn), ps);
+    }
+    std::map<std::string, Value*> by_hyper;  // summary of a group's hyperparameters → group
+    Value* list = synth_.make(Kind::kList);
+    for (const auto& [fqn, keys] : groups) {
+      std::string sig;
+      for (const auto& [k, v] : keys) sig += k + "=" + summarize(*v) + ";";
+      Value*& g = by_hyper[sig];
+      if (g == nullptr) {
+        g = dict();
+        for (const auto& [k, v] : keys) g->entries.emplace_back(str(k), v);
+        g->entries.emplace_back(str("params"), synth_.make(Kind::kList));
+        list->items.push_back(g);
+      }
+      Value* params = entry(g, "params");
+      params->items.push_back(str(fqn));
+    }
+    opt->entries.emplace_back(str("state"), st);
+    opt->entries.emplace_back(str("param_groups"), list);
+    root_->entries = rest;
+    if (!tensors.empty()) {
+      Value* model = dict();
+      model->entries = tensors;
+      root_->entries.emplace_back(str("model"), model);
+    }
+    root_->entries.emplace_back(str("optimizer"), opt);
+  }
+
+  // torchtitan keeps its dataloader as {"dp_rank_N": pickle.dumps(state)}: bytes that are a
+  // pickle are read by the same non-executing reader and take their place.
+  void decode_pickled_bytes(Value* d, int depth) {
+    if (d->kind != Kind::kDict || mine_.count(d) == 0 || depth > kMaxPathParts) return;
+    for (auto& [k, v] : d->entries) {
+      if (v->kind == Kind::kDict) decode_pickled_bytes(const_cast<Value*>(v), depth + 1);
+      if (v->kind != Kind::kBytes || v->s.size() < 2 || static_cast<uint8_t>(v->s[0]) != 0x80)
+        continue;
+      const std::string label = ".metadata:" + (k->kind == Kind::kStr ? k->s : std::string("?"));
+      auto doc = read_pickle(v->s, label);
+      if (!doc.is_ok() || (*doc)->root == nullptr) continue;
+      add_global_findings(**doc, label, &view_);
+      v = (*doc)->root;
+      inner_.push_back(std::move(*doc));
+    }
+  }
+
+  // The value of a one-element tensor (an optimizer step, train_state.step): its chunk's bytes,
+  // raw or a torch.save of the tensor, as DCP's writer chose.
+  std::optional<double> read_scalar(const TensorRecord& t) {
+    if (t.numel() != 1) return std::nullopt;
+    auto loc = where_.find({t.storage_key, std::vector<int64_t>(t.shape.size(), 0)});
+    if (loc == where_.end() || loc->second.length <= 0 || loc->second.length > 4096)
+      return std::nullopt;
+    auto f = Env::posix()->open_random(path_ + "/" + loc->second.file);
+    if (!f.is_ok()) return std::nullopt;
+    auto bytes = (*f)->read_string(loc->second.offset, loc->second.length);
+    bytes_read_ += (*f)->bytes_read();
+    if (!bytes.is_ok()) return std::nullopt;
+    if (bytes->compare(0, 2, "PK") == 0) {
+      auto tf = open_torch_file(memory_file(loc->second.file + ":" + t.storage_key, *bytes));
+      if (!tf.is_ok() || tf->doc->root == nullptr || tf->doc->root->kind != Kind::kTensor)
+        return std::nullopt;
+      return tf->read_scalar(*tf->doc->root->tensor);
+    }
+    return raw_scalar(t.dtype, *bytes);
+  }
+
+  static std::optional<double> raw_scalar(const std::string& dtype, const std::string& b) {
+    auto get = [&](auto x) -> std::optional<double> {
+      if (b.size() < sizeof x) return std::nullopt;
+      std::memcpy(&x, b.data(), sizeof x);
+      return static_cast<double>(x);
+    };
+    if (dtype == "float32") return get(float{});
+    if (dtype == "float64") return get(double{});
+    if (dtype == "int64") return get(int64_t{});
+    if (dtype == "int32") return get(int32_t{});
+    return std::nullopt;
+  }
+
+  void error(const std::string& message) {
+    view_.findings.push_back({Severity::kError, std::nullopt, message, false});
+  }
+
+  std::optional<uint64_t> file_size(const std::string& rel) {
+    if (rel.empty() || rel.find("..") != std::string::npos || rel[0] == '/') return std::nullopt;
+    auto it = file_sizes_.find(rel);
+    if (it != file_sizes_.end()) return it->second;
+    struct stat st;
+    if (::stat((path_ + "/" + rel).c_str(), &st) != 0) return std::nullopt;
+    return file_sizes_[rel] = static_cast<uint64_t>(st.st_size);
+  }
+
+  void check_chunk_bytes(const std::string& fqn, const std::vector<int64_t>& off) {
+    auto loc = where_.find({fqn, off});
+    if (loc == where_.end()) {
+      error(".metadata: chunk of \"" + fqn + "\" has no storage entry");
+      return;
+    }
+    auto fs = file_size(loc->second.file);
+    if (!fs || loc->second.offset < 0 || loc->second.length < 0 ||
+        !range_inside(loc->second.offset, loc->second.length, *fs)) {
+      error("\"" + fqn + "\": bytes [" + std::to_string(loc->second.offset) + ", +" +
+            std::to_string(loc->second.length) + ") of " + loc->second.file +
+            " are missing (file absent or too short)");
+    }
+  }
+
+  Value* read_blob(const std::string& fqn, const Loc& loc) {
+    auto f = Env::posix()->open_random(path_ + "/" + loc.file);
+    if (!f.is_ok()) return nullptr;
+    auto blob = (*f)->read_string(loc.offset, loc.length);
+    bytes_read_ += (*f)->bytes_read();
+    if (!blob.is_ok()) return nullptr;
+    auto tf = open_torch_file(memory_file(loc.file + ":" + fqn, std::move(*blob)));
+    if (!tf.is_ok() || tf->doc->root == nullptr) return nullptr;
+    blobs_.push_back(std::make_unique<TorchFile>(std::move(*tf)));
+    add_global_findings(*blobs_.back()->doc, loc.file + ":" + fqn, &view_);
+    return const_cast<Value*>(blobs_.back()->doc->root);
+  }
+
   // param_groups arrive as {"0": {...}, "1": {...}}: rebuild those lists (keys exactly 0..n-1).
   // Only dicts this reader made are touched (values from blobs belong to their own pickles).
   static void lists_from_int_keys(const std::set<const Value*>& mine, Value* d,
@@ -261,6 +400,47 @@ class DcpReader : public FormatReader {
     for (auto& [k, v] : d->entries) d->items.push_back(v);
     d->entries.clear();
     d->kind = Kind::kList;
+  }
+
+  const std::string path_, mpath_;
+  CheckpointView& view_;
+  std::unique_ptr<PickleDoc> doc_;
+  StorageIndex where_;
+  const Value* planner_ = nullptr;
+  std::map<std::string, uint64_t> file_sizes_;
+  PickleDoc synth_;  // the rebuilt nested state dict
+  Value* root_ = nullptr;
+  std::set<const Value*> mine_;
+  std::vector<std::unique_ptr<TorchFile>> blobs_;
+  std::vector<std::unique_ptr<PickleDoc>> inner_;  // pickles found inside bytes values
+  uint64_t bytes_read_ = 0;
+};
+
+class DcpReader : public FormatReader {
+ public:
+  std::string name() const override { return "dcp"; }
+  int probe(const std::string& path) const override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+    return ::stat((path + "/.metadata").c_str(), &st) == 0 ? 90 : 0;
+  }
+
+  Result<CheckpointView> read(const std::string& path, const ReadOptions& options) const override {
+    CheckpointView view;
+    view.path = path;
+    view.format = "dcp";
+    view.contents.name = path;
+    view.contents.kind = "dir";
+    DcpFolder folder(path, &view);
+    CKPT_ASSIGN_OR_RETURN(const Value* sdm, folder.load_metadata());
+    for (const auto& [k, v] : sdm->entries) {
+      if (k->kind != Kind::kStr) continue;
+      const bool tensor = v->qualname().find("TensorStorageMetadata") != std::string::npos;
+      Value* leaf = tensor ? folder.tensor_leaf(k->s, v) : folder.blob_leaf(k->s);
+      CKPT_RETURN_IF_ERROR(folder.place(k->s, leaf));
+    }
+    folder.finish(options);
+    return view;
   }
 };
 

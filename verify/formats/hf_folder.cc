@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "verify/audit/detect.h"
@@ -20,6 +22,7 @@ namespace ckpt::verify {
 namespace {
 
 constexpr uint64_t kMaxJsonBytes = 64ull << 20;
+constexpr const char* kShardIndex = "model.safetensors.index.json";
 
 std::vector<std::string> list_dir(const std::string& dir) {
   std::vector<std::string> names;
@@ -67,7 +70,7 @@ class HfFolderReader : public FormatReader {
       if (starts_with(n, "random_states_") && ends_with(n, ".pkl")) return 75;
     }
     if (has("optimizer.pt") || has("optimizer.bin") || has("model.safetensors") ||
-        has("pytorch_model.bin") || has("scheduler.pt")) {
+        has("pytorch_model.bin") || has("scheduler.pt") || has(kShardIndex)) {
       return 40;
     }
     return 0;
@@ -83,6 +86,14 @@ class HfFolderReader : public FormatReader {
       return std::find(names.begin(), names.end(), n) != names.end();
     };
     view.format = has("trainer_state.json") ? "hf-trainer" : "accelerate";
+    bool training_files = false;
+    for (const auto& n : names) {
+      training_files = training_files || starts_with(n, "optimizer") ||
+                       starts_with(n, "random_states_") || starts_with(n, "scheduler") ||
+                       n == "trainer_state.json";
+    }
+    if (!training_files) view.format = "hf-model";  // save_pretrained: weights + config
+    std::vector<std::string> rng_ranks_ok, rng_ranks_bad;
     uint64_t bytes = 0;
     int rng_files = 0;
     std::vector<const Value*> roots;
@@ -102,70 +113,168 @@ class HfFolderReader : public FormatReader {
       CKPT_ASSIGN_OR_RETURN(auto file, Env::posix()->open_random(p));
       const RandomAccessFile* raw = file.get();
       CKPT_ASSIGN_OR_RETURN(TorchFile tf, open_torch_file(std::move(file)));
-      if (starts_with(n, "rng_state") || starts_with(n, "random_states_")) ++rng_files;
-      if (n == "training_args.bin") {
-        read_training_args(tf.doc->root, &view);
-        add_global_findings(*tf.doc, n, &view);
-        if (options.inspect) {
-          size_t budget = 2000;
-          view.contents.children.push_back(inspect_value(*tf.doc->root, n, &budget));
-        }
-      } else if (starts_with(n, "scaler") && tf.doc->root->kind == Kind::kDict &&
-                 tf.doc->root->entries.empty()) {
-        view.grad_scaler.found = true;
-        view.grad_scaler.empty = true;
-        view.grad_scaler.source = n;
-        view.grad_scaler.evidence = n + ": {} (the GradScaler was disabled when saved)";
-        add_torch_file_to_view(tf, n, &view, options);
-      } else if (n == "sampler.bin" || starts_with(n, "sampler_") ||
-                 starts_with(n, "dl_state_dict")) {
-        add_torch_file_to_view(tf, n, &view, options);
-        if (!view.loader.found) {
-          view.loader.found = true;
-          view.loader.source = n;
-          view.loader.kind = starts_with(n, "dl_state_dict") ? "StatefulDataLoader" : "sampler";
-          view.loader.evidence = n + ": " +
-                                 (view.loader.kind == "sampler"
-                                      ? "pickled sampler object (" + tf.doc->root->qualname() + ")"
-                                      : "stateful dataloader state");
-        }
-      } else if (starts_with(n, "random_states_")) {
-        // Its "step" is Accelerator.step (a gradient-accumulation counter), not the training
-        // step: keep it out of the counters.
-        CountersPart before = view.counters;
-        add_torch_file_to_view(tf, n, &view, options);
-        view.counters = before;
-      } else {
-        add_torch_file_to_view(tf, n, &view, options);
+      if (starts_with(n, "rng_state") || starts_with(n, "random_states_")) {
+        ++rng_files;
+        // Every rank's file is checked, not only the first one detection sees.
+        CheckpointView one;
+        add_torch_file_to_view(tf, n, &one, options);
+        (one.rng_cpu.found && one.rng_cpu.nbytes == 5056 ? rng_ranks_ok : rng_ranks_bad)
+            .push_back(n);
       }
+      add_torch_entry(n, tf, options, &view);
       if (options.deep) CKPT_RETURN_IF_ERROR(deep_scan_torch(tf, n, &view, options));
       bytes += raw->bytes_read();
       keep.push_back(std::move(tf));
     }
     if (has("trainer_state.json"))
       CKPT_RETURN_IF_ERROR(read_trainer_state(path + "/trainer_state.json", &view));
-    if (view.format == "hf-trainer" && !view.loader.found) {
-      const auto gs = view.counters.global_step;
-      view.loader.derived = gs.has_value();
-      view.loader.kind = "derived from global_step";
-      view.loader.evidence =
-          "HF Trainer saves no loader state; on resume it recomputes the position from "
-          "trainer_state.json global_step" +
-          (gs ? " " + std::to_string(*gs) : std::string()) + " and the sampler seed";
-      view.loader.derive_cost =
-          "the resumed run re-reads and discards (global_step mod steps_per_epoch) x "
-          "gradient_accumulation_steps batches of the current epoch through the data pipeline "
-          "(decode + collate, no forward), and the position is only right if dataset, batch size, "
-          "world size and seed are unchanged";
-    }
-    if (view.format == "hf-trainer" && rng_files == 0) {
-      view.rng_cpu.evidence = "no rng_state.pth / rng_state_<rank>.pth in the folder";
-    }
+    if (has(kShardIndex)) CKPT_RETURN_IF_ERROR(check_shard_index(path, &view));
+    note_rng_ranks(rng_ranks_ok, rng_ranks_bad, &view);
+    note_format_gaps(rng_files, &view);
     view.bytes_read = bytes;
     return view;
   }
 
  private:
+  // One torch.save file of the folder, by its role: training_args.bin (fp16, config digest), an
+  // empty scaler file, a sampler / loader state, Accelerate's random_states_N.pkl, or any other.
+  static void add_torch_entry(const std::string& n, const TorchFile& tf, const ReadOptions& options,
+                              CheckpointView* view) {
+    if (n == "training_args.bin") {
+      read_training_args(tf.doc->root, view);
+      view->config_digest = value_digest(*tf.doc->root);
+      add_global_findings(*tf.doc, n, view);
+      if (options.inspect) {
+        size_t budget = 2000;
+        view->contents.children.push_back(inspect_value(*tf.doc->root, n, &budget));
+      }
+    } else if (starts_with(n, "scaler") && tf.doc->root->kind == Kind::kDict &&
+               tf.doc->root->entries.empty()) {
+      view->grad_scaler.found = true;
+      view->grad_scaler.empty = true;
+      view->grad_scaler.source = n;
+      view->grad_scaler.evidence = n + ": {} (the GradScaler was disabled when saved)";
+      add_torch_file_to_view(tf, n, view, options);
+    } else if (n == "sampler.bin" || starts_with(n, "sampler_") ||
+               starts_with(n, "dl_state_dict")) {
+      add_torch_file_to_view(tf, n, view, options);
+      if (!view->loader.found) {
+        view->loader.found = true;
+        view->loader.source = n;
+        view->loader.kind = starts_with(n, "dl_state_dict") ? "StatefulDataLoader" : "sampler";
+        view->loader.evidence = n + ": " +
+                                (view->loader.kind == "sampler"
+                                     ? "pickled sampler object (" + tf.doc->root->qualname() + ")"
+                                     : "stateful dataloader state");
+      }
+    } else if (starts_with(n, "random_states_")) {
+      // Its "step" is Accelerator.step (a gradient-accumulation counter), not the training
+      // step: keep it out of the counters.
+      CountersPart before = view->counters;
+      add_torch_file_to_view(tf, n, view, options);
+      view->counters = before;
+    } else {
+      add_torch_file_to_view(tf, n, view, options);
+    }
+  }
+
+  // What a save_pretrained folder cannot hold, and what the HF Trainer derives or lacks.
+  static void note_format_gaps(int rng_files, CheckpointView* view) {
+    if (view->format == "hf-model") {
+      const std::string why = "a save_pretrained model folder holds weights and config only";
+      view->model.weights_only_format = true;
+      for (AuditComponent c :
+           {AuditComponent::kOptimizer, AuditComponent::kScheduler, AuditComponent::kRngCpu,
+            AuditComponent::kRngCuda, AuditComponent::kLoader, AuditComponent::kCounters}) {
+        view->format_gaps[c] = why;
+      }
+      view->optimizer.evidence = why;
+      view->scheduler.evidence = why;
+    }
+    if (view->format == "hf-trainer" && !view->loader.found) {
+      const auto gs = view->counters.global_step;
+      view->loader.derived = gs.has_value();
+      view->loader.kind = "derived from global_step";
+      view->loader.evidence =
+          "HF Trainer saves no loader state; on resume it recomputes the position from "
+          "trainer_state.json global_step" +
+          (gs ? " " + std::to_string(*gs) : std::string()) + " and the sampler seed";
+      view->loader.derive_cost =
+          "the resumed run re-reads and discards (global_step mod steps_per_epoch) x "
+          "gradient_accumulation_steps batches of the current epoch through the data pipeline "
+          "(decode + collate, no forward), and the position is only right if dataset, batch size, "
+          "world size and seed are unchanged";
+    }
+    if (view->format == "hf-trainer" && rng_files == 0) {
+      view->rng_cpu.evidence = "no rng_state.pth / rng_state_<rank>.pth in the folder";
+    }
+  }
+
+  // Several processes each save rng_state_<rank>.pth: every one must hold a CPU generator state.
+  static void note_rng_ranks(const std::vector<std::string>& ok,
+                             const std::vector<std::string>& bad, CheckpointView* view) {
+    if (ok.size() + bad.size() < 2) return;
+    std::string all;
+    for (const auto& n : ok) all += (all.empty() ? "" : ", ") + n;
+    view->rng_cpu.evidence += "; " + std::to_string(ok.size() + bad.size()) +
+                              " per-rank RNG files, each checked: " + all +
+                              (bad.empty() ? "" : " hold a 5056-byte CPU state");
+    for (const auto& n : bad) {
+      view->findings.push_back({Severity::kError, AuditComponent::kRngCpu,
+                                n + ": no 5056-byte CPU generator state (that rank's RNG is lost)",
+                                true});
+    }
+  }
+
+  // model.safetensors.index.json: every shard it names must exist and hold the tensors the
+  // weight_map assigns to it (a failed copy leaves a folder that loads with missing weights).
+  static Status check_shard_index(const std::string& dir, CheckpointView* view) {
+    const std::string p = dir + "/" + kShardIndex;
+    CKPT_ASSIGN_OR_RETURN(auto f, Env::posix()->open_random(p));
+    if (f->size() > kMaxJsonBytes) return corrupt(p + ": larger than 64 MiB");
+    CKPT_ASSIGN_OR_RETURN(std::string text, f->read_string(0, f->size()));
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") ||
+        !j["weight_map"].is_object()) {
+      return corrupt(p + ": not a shard index (no weight_map object)");
+    }
+    std::map<std::string, std::set<std::string>> by_shard;  // shard → tensors it must hold
+    for (const auto& [name, shard] : j["weight_map"].items()) {
+      if (shard.is_string()) by_shard[shard.get<std::string>()].insert(name);
+    }
+    std::map<std::string, std::set<std::string>> held;  // shard → tensors found in it
+    for (const auto& t : view->model.tensors) held[t.file].insert(t.name);
+    size_t missing_shards = 0, missing_tensors = 0;
+    for (const auto& [shard, names] : by_shard) {
+      auto it = held.find(shard);
+      if (it == held.end()) {
+        ++missing_shards;
+        missing_tensors += names.size();
+        view->findings.push_back({Severity::kError, AuditComponent::kModel,
+                                  std::string(kShardIndex) + " names " + shard + " (" +
+                                      std::to_string(names.size()) + " tensors, first \"" +
+                                      *names.begin() + "\"), which is missing from the folder",
+                                  true});
+        continue;
+      }
+      for (const auto& n : names) {
+        if (it->second.count(n) != 0) continue;
+        ++missing_tensors;
+        view->findings.push_back(
+            {Severity::kError, AuditComponent::kModel,
+             shard + ": lacks tensor \"" + n + "\" that " + kShardIndex + " assigns to it", true});
+      }
+    }
+    view->model.evidence += "; " + std::string(kShardIndex) + ": " +
+                            std::to_string(by_shard.size()) + " shards, " +
+                            std::to_string(j["weight_map"].size()) + " tensors" +
+                            (missing_shards + missing_tensors == 0
+                                 ? ", every shard present with its tensors"
+                                 : ", " + std::to_string(missing_shards) + " shard(s) and " +
+                                       std::to_string(missing_tensors) + " tensor(s) missing");
+    return Status::ok();
+  }
+
   static void read_training_args(const Value* root, CheckpointView* view) {
     const Value* fp16 = attr(root, "fp16");
     if (fp16 != nullptr && fp16->kind == Kind::kBool && fp16->b) {

@@ -64,12 +64,14 @@ class SafetensorsReader : public FormatReader {
                           add_safetensors_to_view(path, basename_of(path), &view, options));
     view.model.weights_only_format = true;
     const std::string why = "safetensors holds weights only: this state cannot be in the file";
-    for (const char* c : {"optimizer", "scheduler", "rng_cpu", "rng_cuda", "loader", "counters"}) {
+    for (AuditComponent c :
+         {AuditComponent::kOptimizer, AuditComponent::kScheduler, AuditComponent::kRngCpu,
+          AuditComponent::kRngCuda, AuditComponent::kLoader, AuditComponent::kCounters}) {
       view.format_gaps[c] = why;
     }
     view.optimizer.evidence = why;
     view.scheduler.evidence = why;
-    view.findings.push_back({"info", "",
+    view.findings.push_back({Severity::kInfo, std::nullopt,
                              "safetensors stores tensors only: optimizer, scheduler, RNG, "
                              "loader and counters must come from other files",
                              false});
@@ -123,7 +125,7 @@ Result<uint64_t> add_safetensors_to_view(const std::string& path, const std::str
     }
     if (bad > 0) {
       view->findings.push_back(
-          {"error", "model",
+          {Severity::kError, AuditComponent::kModel,
            label + ": tensor \"" + t.name + "\" holds " + std::to_string(bad) + " NaN/Inf values",
            true});
     }

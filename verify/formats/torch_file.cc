@@ -201,13 +201,13 @@ void add_global_findings(const PickleDoc& doc, const std::string& label, Checkpo
     const Risk risk = classify_use(u);
     if ((risk != Risk::kDangerous && risk != Risk::kUnknown) || !said.insert(q).second) continue;
     if (risk == Risk::kDangerous) {
-      view->findings.push_back({"error", "",
+      view->findings.push_back({Severity::kError, std::nullopt,
                                 label + ": the pickle " + (u.called ? "calls " : "names ") + q +
                                     " (never executed here): torch.load(weights_only=False) "
                                     "would run it — treat the file as hostile (ckpt scan)",
                                 false});
     } else {
-      view->findings.push_back({"warning", "",
+      view->findings.push_back({Severity::kWarning, std::nullopt,
                                 label + ": the pickle names " + q +
                                     ", outside the lists of training libraries (kept opaque, "
                                     "not constructed); loading it needs that code",
@@ -237,13 +237,14 @@ void add_torch_file_to_view(const TorchFile& tf, const std::string& label, Check
 Status deep_scan_torch(const TorchFile& tf, const std::string& label, CheckpointView* view,
                        const ReadOptions& options) {
   // Which component each storage feeds, for the findings.
-  std::map<std::string, std::pair<std::string, std::string>> owner;  // key → (component, tensor)
+  std::map<std::string, std::pair<AuditComponent, std::string>> owner;  // key → (component, tensor)
   for (const auto& t : view->model.tensors) {
-    if (t.file == label) owner.emplace(t.record, std::make_pair("model", t.name));
+    if (t.file == label) owner.emplace(t.record, std::make_pair(AuditComponent::kModel, t.name));
   }
   for (const auto& ps : view->optimizer.state) {
     for (const auto& [n, t] : ps.tensors) {
-      if (t.file == label) owner.emplace(t.record, std::make_pair("optimizer", t.name));
+      if (t.file == label)
+        owner.emplace(t.record, std::make_pair(AuditComponent::kOptimizer, t.name));
     }
   }
   if (tf.zip == nullptr) return Status::ok();  // legacy: no per-record CRC to check
@@ -301,23 +302,24 @@ Status deep_scan_torch(const TorchFile& tf, const std::string& label, Checkpoint
       }
     }
     auto own = owner.find(key);
-    std::string comp = own != owner.end() ? own->second.first : "";
+    std::optional<AuditComponent> comp;
+    if (own != owner.end()) comp = own->second.first;
     std::string tname = own != owner.end() ? " (" + own->second.second + ")" : "";
     if (e.crc32 != 0 && crc != e.crc32) {
       char msg[64];
       std::snprintf(msg, sizeof msg, "(central directory 0x%08x, computed 0x%08x)", e.crc32, crc);
-      view->findings.push_back({"error", comp,
+      view->findings.push_back({Severity::kError, comp,
                                 label + ": record " + e.name + tname + " fails its CRC-32 " + msg +
                                     ": the bytes changed after writing",
-                                !comp.empty()});
+                                comp.has_value()});
     }
-    if (nonfinite > 0 && !comp.empty()) {
+    if (nonfinite > 0 && comp) {
       view->findings.push_back(
-          {"error", comp,
+          {Severity::kError, comp,
            label + ": " + std::to_string(nonfinite) + " NaN/Inf values in " + e.name + tname,
            true});
     }
-    if (comp == "optimizer" && all_zero && stepped && e.size > 0) {
+    if (comp == AuditComponent::kOptimizer && all_zero && stepped && e.size > 0) {
       view->optimizer.zero_moments.insert(own->second.second);
     }
   }

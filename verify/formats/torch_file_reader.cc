@@ -2,6 +2,7 @@
 // and (refused with a clear message) TorchScript archives and legacy pre-1.6 files.
 #include <sys/stat.h>
 
+#include "verify/audit/detect.h"
 #include "verify/formats/builtin_readers.h"
 #include "verify/formats/torch_file.h"
 
@@ -50,10 +51,14 @@ class TorchFileReader : public FormatReader {
     const std::string label = basename_of(path);
     if (view.format == "lightning") {
       const std::string why = "Lightning's checkpoint (dump_checkpoint) saves no RNG state";
-      view.format_gaps["rng_cpu"] = why;
-      view.format_gaps["rng_cuda"] = why;
+      view.format_gaps[AuditComponent::kRngCpu] = why;
+      view.format_gaps[AuditComponent::kRngCuda] = why;
     }
     add_torch_file_to_view(tf, label, &view, options);
+    if (view.format == "lightning") {
+      if (const Value* hp = tf.doc->root->get("hyper_parameters"))
+        view.config_digest = value_digest(*hp);
+    }
     if (options.deep) CKPT_RETURN_IF_ERROR(deep_scan_torch(tf, label, &view, options));
     view.bytes_read = raw->bytes_read();
     return view;

@@ -7,8 +7,12 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <optional>
+#include <set>
 
+#include "ckpt/format/component.h"
 #include "ckpt/format/manifest.h"
 #include "ckpt/h5/rank_file.h"
 #include "ckpt/loader/resumable_sampler.h"
@@ -116,12 +120,14 @@ void check_cursor(const Node& root, const std::string& file, CheckpointView* v) 
   if (l == nullptr || t == nullptr) return;
   auto sc = loader::sampler_from_node(*l);
   if (!sc.is_ok()) {
-    v->findings.push_back({"error", "loader", file + ": " + sc.status().message(), true});
+    v->findings.push_back(
+        {Severity::kError, AuditComponent::kLoader, file + ": " + sc.status().message(), true});
     return;
   }
   auto sampler = loader::ResumableSampler::create(sc->first, 0);
   if (!sampler.is_ok()) {
-    v->findings.push_back({"error", "loader", file + ": " + sampler.status().message(), true});
+    v->findings.push_back({Severity::kError, AuditComponent::kLoader,
+                           file + ": " + sampler.status().message(), true});
     return;
   }
   const int64_t steps =
@@ -135,7 +141,7 @@ void check_cursor(const Node& root, const std::string& file, CheckpointView* v) 
                                     want.epoch == got.epoch + 1);
   if (!same) {
     v->findings.push_back(
-        {"error", "loader",
+        {Severity::kError, AuditComponent::kLoader,
          file + ": loader cursor epoch " + std::to_string(got.epoch) + " position " +
              std::to_string(got.position) + " but global step " + std::to_string(steps) +
              " implies epoch " + std::to_string(want.epoch) + " position " +
@@ -144,131 +150,153 @@ void check_cursor(const Node& root, const std::string& file, CheckpointView* v) 
   }
 }
 
-void map_components(const Node& root, const std::string& file, bool deep, CheckpointView* v) {
-  if (const Node* m = root.find_child("model")) {
-    v->model.found = !m->tensors.empty();
-    v->model.source = file;
-    for (const auto& [k, t] : m->tensors)
-      v->model.tensors.push_back(info(k, t, file, "/model/" + k));
-    v->model.evidence = file + ": /model holds " + std::to_string(m->tensors.size()) + " tensors";
-  }
+// The rank-file group that holds an audited component (rng_cpu → /rng, counters → /train).
+const Node* group_of(const Node& root, AuditComponent c) {
+  return root.find_child(component_name(stored_in(c)));
+}
+
+void map_model(const Node& m, const std::string& file, CheckpointView* v) {
+  v->model.found = !m.tensors.empty();
+  v->model.source = file;
+  for (const auto& [k, t] : m.tensors) v->model.tensors.push_back(info(k, t, file, "/model/" + k));
+  v->model.evidence = file + ": /model holds " + std::to_string(m.tensors.size()) + " tensors";
+}
+
+void map_optimizer(const Node& o, const std::string& file, bool deep, CheckpointView* v) {
+  OptimizerPart& opt = v->optimizer;
+  opt.found = true;
+  opt.count = 1;
+  opt.source = file;
+  opt.kind = o.get_string("type");
   std::map<std::string, int64_t> index;  // parameter name → position in param_names
-  if (const Node* o = root.find_child("optimizer")) {
-    OptimizerPart& opt = v->optimizer;
-    opt.found = true;
-    opt.count = 1;
-    opt.source = file;
-    opt.kind = o->get_string("type");
-    const auto names = o->get_strings("param_names");
-    for (size_t i = 0; i < names.size(); ++i) index[names[i]] = static_cast<int64_t>(i);
-    if (const Node* groups = o->find_child("groups")) {
-      for (const auto& [gname, g] : groups->children) {
-        OptimizerPart::Group group;
-        for (const auto& p : g.get_strings("params")) {
-          auto it = index.find(p);
-          group.params.push_back(it == index.end() ? -1 : it->second);
-        }
-        if (g.find_attr("lr")) group.lr = g.get_double("lr");
-        if (g.find_attr("momentum")) group.momentum = g.get_double("momentum");
-        opt.groups.push_back(std::move(group));
+  const auto names = o.get_strings("param_names");
+  for (size_t i = 0; i < names.size(); ++i) index[names[i]] = static_cast<int64_t>(i);
+  if (const Node* groups = o.find_child("groups")) {
+    for (const auto& [gname, g] : groups->children) {
+      OptimizerPart::Group group;
+      for (const auto& p : g.get_strings("params")) {
+        auto it = index.find(p);
+        group.params.push_back(it == index.end() ? -1 : it->second);
       }
+      if (g.find_attr("lr")) group.lr = g.get_double("lr");
+      if (g.find_attr("momentum")) group.momentum = g.get_double("momentum");
+      opt.groups.push_back(std::move(group));
     }
-    if (const Node* state = o->find_child("state")) {
-      for (const auto& [pname, ps] : state->children) {
-        OptimizerPart::ParamState st;
-        auto it = index.find(pname);
-        st.id = it == index.end() ? -1 : it->second;
-        for (const auto& [k, t] : ps.tensors) {
-          st.tensors[k] = info(k, t, file, "/optimizer/state/" + pname + "/" + k);
-          if (deep) scan_moment(pname + "." + k, t, &opt);
-        }
-        if (ps.find_attr("step")) st.step = static_cast<double>(ps.get_int("step"));
-        opt.state.push_back(std::move(st));
+  }
+  if (const Node* state = o.find_child("state")) {
+    for (const auto& [pname, ps] : state->children) {
+      OptimizerPart::ParamState st;
+      auto it = index.find(pname);
+      st.id = it == index.end() ? -1 : it->second;
+      for (const auto& [k, t] : ps.tensors) {
+        st.tensors[k] = info(k, t, file, "/optimizer/state/" + pname + "/" + k);
+        if (deep) scan_moment(pname + "." + k, t, &opt);
       }
-    }
-    opt.evidence = file + ": /optimizer " + opt.kind + ", " + std::to_string(opt.groups.size()) +
-                   " group(s), state for " + std::to_string(opt.state.size()) + " of " +
-                   std::to_string(names.size()) + " parameters";
-  }
-  if (const Node* s = root.find_child("scheduler")) {
-    SchedulerPart& sp = v->scheduler;
-    sp.found = true;
-    sp.source = file;
-    sp.kind = s->get_string("kind");
-    sp.last_epoch = s->get_int("last_step");
-    sp.base_lrs = {s->get_double("base_lr")};
-    sp.last_lr = {s->get_double("last_lr")};
-    sp.evidence = file + ": /scheduler " + sp.kind + " at last_step " +
-                  std::to_string(*sp.last_epoch) + " (closed-form spec stored)";
-  }
-  if (const Node* r = root.find_child("rng")) {
-    if (const Node* cpu = r->find_child("cpu")) {
-      if (const Tensor* st = cpu->find_tensor("state")) {
-        v->rng_cpu.found = true;
-        v->rng_cpu.nbytes = static_cast<int64_t>(st->nbytes);
-        v->rng_cpu.source = file;
-        v->rng_cpu.evidence = file + ": /rng/cpu/state uint8 [" + std::to_string(st->nbytes) + "]";
-      }
-    }
-    const bool cuda = r->get_bool("cuda_available");
-    v->devices_known = true;
-    v->devices.insert("cpu");
-    if (cuda) {
-      for (int64_t i = 0; i < r->get_int("cuda_device_count"); ++i) {
-        v->devices.insert("cuda:" + std::to_string(i));
-      }
-    }
-    if (const Node* c = r->find_child("cuda")) {
-      v->rng_cuda.found = !c->tensors.empty();
-      v->rng_cuda.source = file;
-      for (const auto& [k, t] : c->tensors)
-        v->rng_cuda.nbytes.push_back(static_cast<int64_t>(t.nbytes));
-      v->rng_cuda.evidence =
-          file + ": /rng/cuda holds " + std::to_string(c->tensors.size()) + " device state(s)";
-    } else {
-      v->rng_cuda.evidence = file + ": /rng records cuda_available=" + (cuda ? "true" : "false");
+      if (ps.find_attr("step")) st.step = static_cast<double>(ps.get_int("step"));
+      opt.state.push_back(std::move(st));
     }
   }
-  if (const Node* l = root.find_child("loader")) {
-    LoaderPart& lp = v->loader;
-    lp.found = true;
-    lp.source = file;
-    lp.kind = "ckpt cursor";
-    lp.epoch = l->get_int("epoch");
-    // Samples consumed since the run began: whole epochs plus the position in this one.
-    const int64_t per_epoch =
-        l->get_bool("drop_last")
-            ? l->get_int("dataset_size") /
-                  std::max<int64_t>(1, l->get_int("batch_size") * l->get_int("world_size")) *
-                  l->get_int("batch_size") * l->get_int("world_size")
-            : l->get_int("dataset_size");
-    lp.samples = *lp.epoch * per_epoch + l->get_int("position");
-    lp.evidence = file + ": /loader epoch " + std::to_string(*lp.epoch) + ", position " +
-                  std::to_string(l->get_int("position")) + " of " +
-                  std::to_string(l->get_int("dataset_size")) + " (seed " +
-                  std::to_string(l->get_int("seed")) + ", world_size " +
-                  std::to_string(l->get_int("world_size")) + ", batch " +
-                  std::to_string(l->get_int("batch_size")) + ")";
-  }
-  if (const Node* t = root.find_child("train")) {
-    CountersPart& c = v->counters;
-    c.found = true;
-    c.source = file;
-    c.global_step = t->get_int("global_step");
-    c.epoch = static_cast<double>(t->get_int("epoch"));
-    c.evidence = file + ": /train global_step " + std::to_string(*c.global_step) + ", epoch " +
-                 std::to_string(t->get_int("epoch")) + ", samples_seen " +
-                 std::to_string(t->get_int("samples_seen"));
-    check_cursor(root, file, v);
-    if (t->find_attr("amp_loss_scale")) {
-      v->mixed_precision = true;
-      v->mixed_precision_evidence = file + ": /train/amp_loss_scale";
-      v->grad_scaler.found = true;
-      v->grad_scaler.scale = t->get_double("amp_loss_scale");
-      v->grad_scaler.evidence =
-          file + ": /train amp_loss_scale " + std::to_string(*v->grad_scaler.scale);
+  opt.evidence = file + ": /optimizer " + opt.kind + ", " + std::to_string(opt.groups.size()) +
+                 " group(s), state for " + std::to_string(opt.state.size()) + " of " +
+                 std::to_string(names.size()) + " parameters";
+}
+
+void map_scheduler(const Node& s, const std::string& file, CheckpointView* v) {
+  SchedulerPart& sp = v->scheduler;
+  sp.found = true;
+  sp.source = file;
+  sp.kind = s.get_string("kind");
+  sp.last_epoch = s.get_int("last_step");
+  sp.base_lrs = {s.get_double("base_lr")};
+  sp.last_lr = {s.get_double("last_lr")};
+  sp.evidence = file + ": /scheduler " + sp.kind + " at last_step " +
+                std::to_string(*sp.last_epoch) + " (closed-form spec stored)";
+}
+
+// /rng holds both audited halves: rng_cpu (/rng/cpu/state) and rng_cuda (/rng/cuda), plus the
+// devices the run saw.
+void map_rng(const Node& r, const std::string& file, CheckpointView* v) {
+  if (const Node* cpu = r.find_child("cpu")) {
+    if (const Tensor* st = cpu->find_tensor("state")) {
+      v->rng_cpu.found = true;
+      v->rng_cpu.nbytes = static_cast<int64_t>(st->nbytes);
+      v->rng_cpu.source = file;
+      v->rng_cpu.evidence = file + ": /rng/cpu/state uint8 [" + std::to_string(st->nbytes) + "]";
     }
   }
+  const bool cuda = r.get_bool("cuda_available");
+  v->devices_known = true;
+  v->devices.insert("cpu");
+  if (cuda) {
+    for (int64_t i = 0; i < r.get_int("cuda_device_count"); ++i) {
+      v->devices.insert("cuda:" + std::to_string(i));
+    }
+  }
+  if (const Node* c = r.find_child("cuda")) {
+    v->rng_cuda.found = !c->tensors.empty();
+    v->rng_cuda.source = file;
+    for (const auto& [k, t] : c->tensors)
+      v->rng_cuda.nbytes.push_back(static_cast<int64_t>(t.nbytes));
+    v->rng_cuda.evidence =
+        file + ": /rng/cuda holds " + std::to_string(c->tensors.size()) + " device state(s)";
+  } else {
+    v->rng_cuda.evidence = file + ": /rng records cuda_available=" + (cuda ? "true" : "false");
+  }
+}
+
+void map_loader(const Node& l, const std::string& file, CheckpointView* v) {
+  LoaderPart& lp = v->loader;
+  lp.found = true;
+  lp.source = file;
+  lp.kind = "ckpt cursor";
+  lp.epoch = l.get_int("epoch");
+  // Samples consumed since the run began: whole epochs plus the position in this one.
+  const int64_t per_epoch =
+      l.get_bool("drop_last")
+          ? l.get_int("dataset_size") /
+                std::max<int64_t>(1, l.get_int("batch_size") * l.get_int("world_size")) *
+                l.get_int("batch_size") * l.get_int("world_size")
+          : l.get_int("dataset_size");
+  lp.samples = *lp.epoch * per_epoch + l.get_int("position");
+  lp.evidence = file + ": /loader epoch " + std::to_string(*lp.epoch) + ", position " +
+                std::to_string(l.get_int("position")) + " of " +
+                std::to_string(l.get_int("dataset_size")) + " (seed " +
+                std::to_string(l.get_int("seed")) + ", world_size " +
+                std::to_string(l.get_int("world_size")) + ", batch " +
+                std::to_string(l.get_int("batch_size")) + ")";
+}
+
+// /train holds both audited counters and the grad scaler's loss scale.
+void map_train(const Node& root, const Node& t, const std::string& file, CheckpointView* v) {
+  CountersPart& c = v->counters;
+  c.found = true;
+  c.source = file;
+  c.global_step = t.get_int("global_step");
+  c.epoch = static_cast<double>(t.get_int("epoch"));
+  c.evidence = file + ": /train global_step " + std::to_string(*c.global_step) + ", epoch " +
+               std::to_string(t.get_int("epoch")) + ", samples_seen " +
+               std::to_string(t.get_int("samples_seen"));
+  check_cursor(root, file, v);
+  if (t.find_attr("config_digest")) v->config_digest = t.get_string("config_digest");
+  if (t.find_attr("env_digest")) v->environment_digest = t.get_string("env_digest");
+  if (t.find_attr("amp_loss_scale")) {
+    v->mixed_precision = true;
+    v->mixed_precision_evidence = file + ": /train/amp_loss_scale";
+    v->grad_scaler.found = true;
+    v->grad_scaler.scale = t.get_double("amp_loss_scale");
+    v->grad_scaler.evidence =
+        file + ": /train amp_loss_scale " + std::to_string(*v->grad_scaler.scale);
+  }
+}
+
+// One rank file's groups onto the view, one step per group.
+void map_components(const Node& root, const std::string& file, bool deep, CheckpointView* v) {
+  if (const Node* m = group_of(root, AuditComponent::kModel)) map_model(*m, file, v);
+  if (const Node* o = group_of(root, AuditComponent::kOptimizer)) map_optimizer(*o, file, deep, v);
+  if (const Node* s = group_of(root, AuditComponent::kScheduler)) map_scheduler(*s, file, v);
+  if (const Node* r = group_of(root, AuditComponent::kRngCpu)) map_rng(*r, file, v);
+  if (const Node* l = group_of(root, AuditComponent::kLoader)) map_loader(*l, file, v);
+  if (const Node* t = group_of(root, AuditComponent::kCounters)) map_train(root, *t, file, v);
 }
 
 class OursReader : public FormatReader {
@@ -303,30 +331,15 @@ class OursReader : public FormatReader {
     view.format = "ckpt-h5";
     std::string step_dir = path;
     int64_t rank = 0;
+    bool run_dir = false;
     if (!env->is_dir(path)) {  // one rank file: its directory is the checkpoint
       step_dir = path_dirname(path);
       const std::string base = path_basename(path);
       rank = std::atoll(base.substr(5, 5).c_str());
     } else if (!env->exists(path_join(path, "COMMIT.json")) &&
                !env->exists(path_join(path, "rank-00000.manifest.json"))) {
-      auto all = store::list_checkpoints(env, path);
-      if (!all.is_ok()) return all.status();
-      for (const auto& e : *all) {
-        if (!e.committed) {
-          view.findings.push_back(
-              {"warning", "",
-               e.dir + " is not a committed checkpoint (" + e.problem + "); restore skips it",
-               false});
-        }
-      }
-      auto latest = store::find_latest(env, path);
-      if (!latest.is_ok()) {
-        return corrupt(path + ": a ckpt run directory without any committed checkpoint");
-      }
-      if (!latest->note.empty()) view.findings.push_back({"warning", "", latest->note, false});
-      step_dir = latest->dir;
-      view.findings.push_back(
-          {"info", "", "auditing the newest committed checkpoint " + step_dir, false});
+      CKPT_ASSIGN_OR_RETURN(step_dir, latest_of_run(env, path, &view));
+      run_dir = true;
     }
     auto commit = store::read_commit(env, step_dir);
     if (!commit.is_ok()) {
@@ -338,42 +351,132 @@ class OursReader : public FormatReader {
       return commit.status();
     }
     const std::string file = path_join(step_dir, rank_file_name(rank));
+    CKPT_ASSIGN_OR_RETURN(Node root, read_tree(env, step_dir, rank, options.deep, &view));
+    if (options.deep) deep_verify(env, step_dir, &view);
+    check_groups(root, file, commit->components, &view);
+    map_components(root, file, options.deep, &view);
+    if (run_dir) note_history(env, path, rank, &view);
+    if (options.inspect) view.contents = inspect(root, step_dir);
+    return view;
+  }
+
+ private:
+  // A run directory: its newest committed checkpoint (uncommitted ones are findings).
+  static Result<std::string> latest_of_run(Env* env, const std::string& path,
+                                           CheckpointView* view) {
+    auto all = store::list_checkpoints(env, path);
+    if (!all.is_ok()) return all.status();
+    for (const auto& e : *all) {
+      if (!e.committed) {
+        view->findings.push_back(
+            {Severity::kWarning, std::nullopt,
+             e.dir + " is not a committed checkpoint (" + e.problem + "); restore skips it",
+             false});
+      }
+    }
+    auto latest = store::find_latest(env, path);
+    if (!latest.is_ok()) {
+      return corrupt(path + ": a ckpt run directory without any committed checkpoint");
+    }
+    if (!latest->note.empty())
+      view->findings.push_back({Severity::kWarning, std::nullopt, latest->note, false});
+    view->findings.push_back({Severity::kInfo, std::nullopt,
+                              "auditing the newest committed checkpoint " + latest->dir, false});
+    return latest->dir;
+  }
+
+  // The rank file's tree, metadata only unless --deep. When the file no longer matches its
+  // manifest (a group deleted behind the library's back), the mismatch is an error finding and
+  // the tree is read as the file holds it, so every component is still judged.
+  static Result<Node> read_tree(Env* env, const std::string& step_dir, int64_t rank, bool deep,
+                                CheckpointView* view) {
     store::ReadOptions ro;
-    // Metadata-only unless --deep: the tree and attributes, and the manifest checks, but no bytes.
-    if (options.deep)
+    if (deep)
       ro.components = {"optimizer"};
     else
       ro.metadata_only = true;
     auto root = store::read_rank(env, step_dir, rank, ro);
-    if (!root.is_ok()) {
-      if (root.status().code() == Code::kCorrupt && options.deep) {
-        view.findings.push_back({"error", "", root.status().message(), true});
-        ro.metadata_only = true;
-        root = store::read_rank(env, step_dir, rank, ro);
+    if (root.is_ok() || root.status().code() != Code::kCorrupt) return root;
+    view->findings.push_back({Severity::kError, std::nullopt, root.status().message(), false});
+    if (deep) {
+      ro.components.clear();
+      ro.metadata_only = true;
+      auto meta = store::read_rank(env, step_dir, rank, ro);
+      if (meta.is_ok()) return meta;
+    }
+    auto raw = h5::read_structure(path_join(step_dir, rank_file_name(rank)), nullptr);
+    if (!raw.is_ok()) return root.status();
+    return raw;
+  }
+
+  static void deep_verify(Env* env, const std::string& step_dir, CheckpointView* view) {
+    auto rep = store::verify_checkpoint(env, step_dir);
+    for (const auto& p : rep.problems)
+      view->findings.push_back({Severity::kError, std::nullopt, p, false});
+    if (rep.problems.empty()) {
+      view->findings.push_back({Severity::kInfo, std::nullopt,
+                                "verified " + std::to_string(rep.files) + " files, " +
+                                    std::to_string(rep.tensors) + " tensor hashes",
+                                false});
+    }
+    view->bytes_read = rep.bytes;
+  }
+
+  // The audited component a group name stands for (its first, for /rng and /train).
+  static std::optional<AuditComponent> audited(const std::string& group) {
+    for (AuditComponent c : kAuditComponents) {
+      if (group == component_name(stored_in(c))) return c;
+    }
+    return std::nullopt;
+  }
+
+  // The commit record, the root's component list and the groups the file really holds.
+  static void check_groups(const Node& root, const std::string& file,
+                           const std::vector<std::string>& committed, CheckpointView* view) {
+    const auto comps = root.get_strings("components");
+    if (comps != committed) {
+      view->findings.push_back({Severity::kError, std::nullopt,
+                                file + ": components " + join(comps) +
+                                    " differ from the commit record's " + join(committed),
+                                false});
+    }
+    for (const auto& g : committed) {
+      if (root.find_child(g) != nullptr) continue;
+      const std::string why = file + ": the commit record lists " + g + " but the file has no /" +
+                              g + " group (removed after the save)";
+      if (g == "optimizer") view->optimizer.evidence = why;
+      if (g == "scheduler") view->scheduler.evidence = why;
+      view->findings.push_back({Severity::kError, audited(g), why, false});
+    }
+  }
+
+  // A run directory's history: for each component not fine in the newest checkpoint, since which
+  // committed step it has been missing (the groups each committed rank file holds).
+  static void note_history(Env* env, const std::string& run, int64_t rank, CheckpointView* view) {
+    auto all = store::list_checkpoints(env, run);
+    if (!all.is_ok()) return;
+    std::map<std::string, int64_t> since;  // group → first step of its trailing absence
+    std::set<std::string> seen_groups;
+    for (const auto& e : *all) {
+      if (!e.committed) continue;
+      auto tree = h5::read_structure(path_join(e.dir, rank_file_name(rank)), nullptr);
+      if (!tree.is_ok()) continue;
+      for (const auto& [g, child] : tree->children) seen_groups.insert(g);
+      for (const auto& g : seen_groups) {
+        if (tree->find_child(g) == nullptr) {
+          since.emplace(g, e.step);
+        } else {
+          since.erase(g);
+        }
       }
-      if (!root.is_ok()) return root.status();
     }
-    if (options.deep) {
-      auto rep = store::verify_checkpoint(env, step_dir);
-      for (const auto& p : rep.problems) view.findings.push_back({"error", "", p, false});
-      if (rep.problems.empty()) {
-        view.findings.push_back({"info", "",
-                                 "verified " + std::to_string(rep.files) + " files, " +
-                                     std::to_string(rep.tensors) + " tensor hashes",
-                                 false});
-      }
-      view.bytes_read = rep.bytes;
+    for (const auto& [g, step] : since) {
+      view->findings.push_back({Severity::kWarning, audited(g),
+                                "run history: /" + g + " has been missing since step " +
+                                    std::to_string(step) + " (committed checkpoints of " + run +
+                                    ")",
+                                false});
     }
-    const auto comps = root->get_strings("components");
-    if (comps != commit->components) {
-      view.findings.push_back({"error", "",
-                               file + ": components " + join(comps) +
-                                   " differ from the commit record's " + join(commit->components),
-                               false});
-    }
-    map_components(*root, file, options.deep, &view);
-    if (options.inspect) view.contents = inspect(*root, step_dir);
-    return view;
   }
 };
 

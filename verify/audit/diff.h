@@ -1,0 +1,73 @@
+// `ckpt diff A B`: two checkpoints of any format the auditor reads, side by side — component
+// statuses, counters, learning rates, hyperparameters, the model's tensors (names, dtypes,
+// shapes) and the digests a format records (our config/environment digests; HF
+// training_args.bin, Lightning hyper_parameters). Each side is read with the reader registry
+// and judged with apply_rules, so "differs" means the same thing for every format. Pure over the
+// two views; thread-safe.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ckpt/base/status.h"
+#include "verify/audit/rules.h"
+#include "verify/audit/view.h"
+
+namespace ckpt::verify {
+
+// One side's numbers: nullopt where that checkpoint does not record them.
+struct DiffCounters {
+  std::optional<int64_t> global_step;
+  std::optional<double> epoch;
+  std::optional<double> optimizer_step;
+  std::optional<int64_t> scheduler_last_epoch;
+  std::optional<int64_t> samples;
+};
+
+struct DiffTensor {
+  std::string name;
+  std::string a, b;  // "float32 [8,4]"
+};
+
+struct CheckpointDiff {
+  std::string a, b;  // the paths
+  std::string format_a, format_b;
+  struct Status2 {
+    AuditComponent component;
+    ComponentStatus a, b;
+  };
+  std::vector<Status2> components;
+  DiffCounters counters_a, counters_b;
+  std::vector<double> lr_a, lr_b;  // every optimizer's param_groups[i].lr, in order
+  struct Hyper {
+    std::string key, a, b;  // "" where a side lacks the key
+  };
+  std::vector<Hyper> hyperparameters;  // the ones that differ
+  size_t hyperparameters_same = 0;
+  std::vector<std::string> only_a, only_b;  // model tensors on one side only
+  std::vector<DiffTensor> changed;          // same name, other dtype or shape
+  size_t tensors_same = 0;
+  struct Digest {
+    std::optional<std::string> a, b;
+  };
+  Digest config, environment;
+  // The number of differing items: each component status, counter, hyperparameter, tensor and
+  // digest that differs counts one, the LR list one. It is the number of rows `diff_to_text` shows.
+  int differences = 0;
+};
+
+// The two views → their difference. Exposed for tests.
+CheckpointDiff diff_views(const CheckpointView& a, const CheckpointView& b);
+
+// Reads both paths (errors as audit_path: NotFound/IoError, Corrupt/Unsupported, naming the
+// path) and diffs them.
+Result<CheckpointDiff> diff_paths(const std::string& a, const std::string& b);
+
+// The documented --json object (docs/cli.md, "ckpt diff").
+nlohmann::json diff_to_json(const CheckpointDiff& d);
+// A table: what differs first, then what is the same in one line.
+std::string diff_to_text(const CheckpointDiff& d);
+
+}  // namespace ckpt::verify

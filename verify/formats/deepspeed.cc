@@ -1,0 +1,134 @@
+// The FormatReader for DeepSpeed save_checkpoint folders:
+//
+//   SAVE_DIR/latest                          the tag of the newest checkpoint ("global_step3")
+//   SAVE_DIR/global_stepN/mp_rank_00_model_states.pt              ZeRO 0-2: module, lr_scheduler,
+//                                                                  global_steps, ds_config, ...
+//   SAVE_DIR/global_stepN/zero_pp_rank_R_mp_rank_00_model_states.pt   ZeRO 3 (one per rank)
+//   SAVE_DIR/global_stepN/[bf16_]zero_pp_rank_R_mp_rank_00_optim_states.pt  ZeRO 1-3 optimizer
+//
+// A save folder (with `latest`) or one tag folder is read; every torch.save file of the tag is
+// read by the torch.save reader (never executed) and folded into one view, so structural
+// detection finds the optimizer (ZeRO's base_optimizer_state / optimizer_state_dict), the
+// scheduler and the counters (global_steps). ds_config gives the config digest.
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "verify/audit/detect.h"
+#include "verify/formats/builtin_readers.h"
+#include "verify/formats/torch_file.h"
+
+namespace ckpt::verify {
+namespace {
+
+std::vector<std::string> files_of(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return names;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(n);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+bool ends_with(const std::string& s, const std::string& e) {
+  return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
+}
+
+bool is_model_states(const std::string& n) {
+  return n.find("mp_rank_") != std::string::npos && ends_with(n, "_model_states.pt");
+}
+
+bool holds_model_states(const std::string& dir) {
+  for (const auto& n : files_of(dir)) {
+    if (is_model_states(n)) return true;
+  }
+  return false;
+}
+
+// The tag `latest` names, trimmed; empty when there is no usable `latest`.
+std::string latest_tag(const std::string& dir) {
+  auto f = Env::posix()->open_random(dir + "/latest");
+  if (!f.is_ok() || (*f)->size() > 4096) return "";
+  auto text = (*f)->read_string(0, (*f)->size());
+  if (!text.is_ok()) return "";
+  std::string t = *text;
+  while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
+  if (t.empty() || t.find('/') != std::string::npos || t == "..") return "";
+  return t;
+}
+
+class DeepSpeedReader : public FormatReader {
+ public:
+  std::string name() const override { return "deepspeed"; }
+  int probe(const std::string& path) const override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+    const std::string tag = latest_tag(path);
+    if (!tag.empty() && holds_model_states(path + "/" + tag)) return 85;
+    return holds_model_states(path) ? 85 : 0;
+  }
+
+  Result<CheckpointView> read(const std::string& path, const ReadOptions& options) const override {
+    CheckpointView view;
+    view.path = path;
+    view.format = "deepspeed";
+    view.contents.name = path;
+    view.contents.kind = "dir";
+    std::string dir = path;
+    const std::string tag = latest_tag(path);
+    if (!tag.empty() && holds_model_states(path + "/" + tag)) {
+      dir = path + "/" + tag;
+      view.findings.push_back(
+          {Severity::kInfo, std::nullopt, "latest names " + tag + ": auditing " + dir, false});
+    }
+    uint64_t bytes = 0;
+    std::vector<TorchFile> keep;  // the pickles stay alive while the view is built
+    for (const auto& n : files_of(dir)) {
+      if (!ends_with(n, ".pt")) continue;
+      CKPT_ASSIGN_OR_RETURN(auto file, Env::posix()->open_random(dir + "/" + n));
+      const RandomAccessFile* raw = file.get();
+      CKPT_ASSIGN_OR_RETURN(TorchFile tf, open_torch_file(std::move(file)));
+      add_torch_file_to_view(tf, n, &view, options);
+      if (is_model_states(n) && tf.doc->root != nullptr && !view.config_digest) {
+        if (const Value* cfg = tf.doc->root->get("ds_config"))
+          view.config_digest = value_digest(*cfg);
+      }
+      if (options.deep) CKPT_RETURN_IF_ERROR(deep_scan_torch(tf, n, &view, options));
+      bytes += raw->bytes_read();
+      keep.push_back(std::move(tf));
+    }
+    note_zero3_placeholders(dir, &view);
+    view.bytes_read = bytes;
+    return view;
+  }
+
+ private:
+  // ZeRO-3 saves the module as empty placeholders: the weights are the fp32 partitions in the
+  // optimizer files (DeepSpeed's zero_to_fp32.py rebuilds a state_dict from them).
+  static void note_zero3_placeholders(const std::string& dir, CheckpointView* view) {
+    if (!view->model.found || view->model.tensors.empty()) return;
+    for (const auto& t : view->model.tensors) {
+      if (t.nbytes != 0) return;
+    }
+    bool optim = false;
+    for (const auto& n : files_of(dir)) optim = optim || ends_with(n, "_optim_states.pt");
+    if (!optim) return;
+    view->model.evidence +=
+        "; ZeRO-3 placeholders (0 elements): the weights are the fp32 partitions in "
+        "zero_pp_rank_*_optim_states.pt (zero_to_fp32.py rebuilds them)";
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<FormatReader> make_deepspeed_reader() {
+  return std::make_unique<DeepSpeedReader>();
+}
+
+}  // namespace ckpt::verify
