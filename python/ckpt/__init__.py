@@ -1,0 +1,12 @@
+"""ckpt: complete, verified, bit-exact checkpoints for PyTorch training code (docs/python.md).
+
+A thin layer over ckpt's C++ core (the extension ckpt._core, which links no libtorch)."""
+from .checkpointer import Checkpointer, RestoreReport
+from .errors import (CheckpointError, CorruptCheckpointError, InvalidArgumentError, LockedError,
+                     MismatchError, MissingRequiredError, NotFoundError)
+from .loader import ResumableLoader
+
+__version__ = "0.1.0"
+__all__ = ["Checkpointer", "RestoreReport", "ResumableLoader", "CheckpointError",
+           "CorruptCheckpointError", "MismatchError", "MissingRequiredError", "LockedError",
+           "NotFoundError", "InvalidArgumentError"]

@@ -1,0 +1,181 @@
+"""State-dict trees <-> the node dicts ckpt._core writes (docs/python.md, "Storage").
+
+A container becomes a group whose attribute ``ckpt.kind`` is dict / intdict (all keys ints) /
+list / tuple; its entries are named by key or index. Tensors become datasets written straight
+from their memory; bool/int/float/str become typed attributes; homogeneous lists of int, float
+or str become array attributes (``ckpt.tuples`` names those that were tuples); None values are
+named in ``ckpt.none``, bytes are uint8 datasets named in ``ckpt.bytes``. Anything else (a
+callable, an arbitrary object) is named in ``ckpt.skipped`` and kept from the live object on
+restore. No pickle anywhere.
+"""
+import torch
+
+_DTYPES = {
+    torch.bool: "bool", torch.uint8: "uint8", torch.int8: "int8", torch.int16: "int16",
+    torch.int32: "int32", torch.int64: "int64", torch.float16: "float16",
+    torch.bfloat16: "bfloat16", torch.float32: "float32", torch.float64: "float64",
+    torch.complex64: "complex64", torch.complex128: "complex128",
+}
+_TORCH = {v: k for k, v in _DTYPES.items()}
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def tensor_ref(t, keep):
+    """(ptr, nbytes, dtype, shape) of a CPU contiguous copy-free view of t; copies go to keep."""
+    t = t.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    if not t.is_contiguous():
+        t = t.contiguous()
+    if t.dtype not in _DTYPES:
+        raise TypeError(f"dtype {t.dtype} is not storable")
+    keep.append(t)
+    return (t.data_ptr(), t.numel() * t.element_size(), _DTYPES[t.dtype], list(t.shape))
+
+
+def _scalar(v):
+    return isinstance(v, (bool, float, str)) or (isinstance(v, int) and _INT64[0] <= v <= _INT64[1])
+
+
+def _homogeneous(v):
+    if not v or not isinstance(v, (list, tuple)):
+        return False
+    for kind in (float, str):
+        if all(type(x) is kind for x in v):
+            return True
+    return all(type(x) is int and _INT64[0] <= x <= _INT64[1] for x in v)
+
+
+def _new_node(kind):
+    return {"attrs": {"ckpt.kind": kind}, "tensors": {}, "children": {}}
+
+
+def encode(value, path, keep, skipped):
+    """The node dict of container `value`; `skipped` collects key paths not representable."""
+    if isinstance(value, dict):
+        keys = list(value.keys())
+        if all(type(k) is int for k in keys) and keys:
+            node, items = _new_node("intdict"), [(str(k), value[k]) for k in keys]
+        elif all(isinstance(k, str) and "/" not in k and k not in (".", "") for k in keys):
+            node, items = _new_node("dict"), list(value.items())
+        else:
+            skipped.append(path)
+            return None
+    else:
+        node = _new_node("tuple" if isinstance(value, tuple) else "list")
+        node["attrs"]["ckpt.len"] = len(value)
+        items = [(str(i), v) for i, v in enumerate(value)]
+    attrs, lists = node["attrs"], {"ckpt.none": [], "ckpt.bytes": [], "ckpt.tuples": [],
+                                   "ckpt.skipped": []}
+    for name, v in items:
+        sub = f"{path}/{name}"
+        if isinstance(v, torch.Tensor):
+            node["tensors"][name] = tensor_ref(v, keep)
+        elif v is None:
+            lists["ckpt.none"].append(name)
+        elif isinstance(v, (bytes, bytearray)):
+            node["tensors"][name] = tensor_ref(torch.frombuffer(bytearray(v), dtype=torch.uint8)
+                                               if v else torch.empty(0, dtype=torch.uint8), keep)
+            lists["ckpt.bytes"].append(name)
+        elif _scalar(v):
+            attrs[name] = v
+        elif _homogeneous(v):
+            attrs[name] = list(v)
+            if isinstance(v, tuple):
+                lists["ckpt.tuples"].append(name)
+        elif isinstance(v, (dict, list, tuple)):
+            child = encode(v, sub, keep, skipped)
+            if child is None:
+                lists["ckpt.skipped"].append(name)
+            else:
+                node["children"][name] = child
+        else:
+            skipped.append(sub)
+            lists["ckpt.skipped"].append(name)
+    for k, v in lists.items():
+        if v:
+            attrs[k] = v
+    return node
+
+
+def allocate(meta, path, dests, live):
+    """Allocates a tensor for every dataset of `meta` (from ckpt._core.open_rank) and records it
+    in dests; checks it against the live tensor at the same key path (`live`, may be None)."""
+    out = {}
+    for name, (dtype, shape, alias_of) in meta["tensors"].items():
+        sub = f"{path}/{name}"
+        if dtype not in _TORCH:
+            raise TypeError(f"{sub}: dtype {dtype} has no torch equivalent")
+        lv = _get(live, name)
+        if isinstance(lv, torch.Tensor):
+            if _DTYPES.get(lv.dtype) != dtype or list(lv.shape) != list(shape):
+                from .errors import MismatchError
+                raise MismatchError(f"{sub}: the checkpoint has {dtype}{list(shape)}, the live "
+                                    f"object has {_DTYPES.get(lv.dtype, lv.dtype)}{list(lv.shape)}")
+        t = torch.empty(shape, dtype=_TORCH[dtype])
+        if not alias_of:
+            dests[sub] = (t.data_ptr(), t.numel() * t.element_size(), dtype, list(shape))
+        out[name] = t
+    children = {name: allocate(c, f"{path}/{name}", dests, _get(live, name))
+                for name, c in meta["children"].items()}
+    return {"tensors": out, "children": children}
+
+
+def _get(live, name):
+    if isinstance(live, dict):
+        if name in live:
+            return live[name]
+        try:
+            return live.get(int(name))
+        except ValueError:
+            return None
+    if isinstance(live, (list, tuple)):
+        try:
+            i = int(name)
+        except ValueError:
+            return None
+        return live[i] if 0 <= i < len(live) else None
+    return None
+
+
+def decode(meta, tensors, live, path, skipped, root=None):
+    """The container `meta` describes, tensors from `tensors` (allocate()'s result), skipped
+    entries taken from `live`."""
+    root = tensors if root is None else root
+    attrs = meta["attrs"]
+    kind = attrs.get("ckpt.kind", "dict")
+    special = {k: set(attrs.get(k, [])) for k in
+               ("ckpt.none", "ckpt.bytes", "ckpt.tuples", "ckpt.skipped")}
+    entries = {}
+    for name, v in attrs.items():
+        if name.startswith("ckpt."):
+            continue
+        entries[name] = tuple(v) if name in special["ckpt.tuples"] else v
+    for name in special["ckpt.none"]:
+        entries[name] = None
+    for name, t in tensors["tensors"].items():
+        entries[name] = bytes(t.numpy().tobytes()) if name in special["ckpt.bytes"] else t
+    alias = {n: a for n, (_, _, a) in meta["tensors"].items() if a}
+    for name, target in alias.items():
+        entries[name] = _resolve_alias(target, root)
+    for name, c in meta["children"].items():
+        entries[name] = decode(c, tensors["children"][name], _get(live, name), f"{path}/{name}",
+                               skipped, root)
+    for name in special["ckpt.skipped"]:
+        skipped.append(f"{path}/{name}")
+        entries[name] = _get(live, name)
+    if kind in ("list", "tuple"):
+        seq = [entries[str(i)] for i in range(attrs.get("ckpt.len", len(entries)))]
+        return tuple(seq) if kind == "tuple" else seq
+    if kind == "intdict":
+        return {int(k): v for k, v in entries.items()}
+    return entries
+
+
+def _resolve_alias(target, tensors):
+    # target is "/component/a/b": walk from the component's root allocation.
+    parts = target.strip("/").split("/")[1:]
+    node = tensors
+    while len(parts) > 1:
+        node = node["children"][parts.pop(0)]
+    return node["tensors"][parts[0]]

@@ -1,0 +1,267 @@
+"""ckpt.Checkpointer: complete, verified, bit-exact checkpoints of PyTorch training state.
+
+Python walks state_dict() trees and hands tensors to ckpt._core; the file format, hashing, the
+commit protocol, retention and the journal are the C++ core's (docs/python.md)."""
+import json
+import os
+
+import torch
+
+from . import _core, _rng, _tree
+from .errors import CheckpointError, MissingRequiredError
+
+_RESERVED = ("rng", "train")
+
+
+class RestoreReport:
+    """What restore_latest() did: restored (bool), step, components (restored), missing
+    (tracked but not in the checkpoint), skipped (key paths kept from the live objects),
+    checkpoint (its directory) and note (why LATEST was not used, when it was not)."""
+
+    def __init__(self):
+        self.restored, self.step, self.checkpoint, self.note = False, 0, "", ""
+        self.components, self.missing, self.skipped = [], [], []
+
+    def __repr__(self):
+        return (f"RestoreReport(restored={self.restored}, step={self.step}, "
+                f"components={self.components}, missing={self.missing}, skipped={self.skipped})")
+
+
+def _dist():
+    d = torch.distributed
+    if d.is_available() and d.is_initialized():
+        return d.get_rank(), d.get_world_size(), d.barrier
+    return 0, 1, None
+
+
+class Checkpointer:
+    def __init__(self, run_dir, keep_last=3, keep_every=0, omit=(), required=()):
+        self.run_dir = os.fspath(run_dir)
+        self.keep_last, self.keep_every = int(keep_last), int(keep_every)
+        self.omit, self.required = set(omit), set(required)
+        self.rank, self.world_size, self._barrier = _dist()
+        self._objects = {}
+        self._journal = None
+        self._started = False
+        self._error = None
+        os.makedirs(self.run_dir, exist_ok=True)
+        # One process writes a run (C++ store::lock_run_dir: RUN/LOCK, flock); rank 0 takes it.
+        self._lock = _core.RunLock(self.run_dir) if self.rank == 0 else None
+
+    # --- tracking -----------------------------------------------------------------------------
+    def track(self, **objects):
+        """Tracks objects by keyword: anything with state_dict()/load_state_dict(), tensors and
+        Python scalars. The keyword is the component's name in the checkpoint."""
+        for name, obj in objects.items():
+            if name in _RESERVED:
+                raise ValueError(f"track: {name!r} is reserved for ckpt's own component")
+            plain = isinstance(obj, (torch.Tensor, bool, int, float, str))
+            if not plain and not (hasattr(obj, "state_dict") and hasattr(obj, "load_state_dict")):
+                raise TypeError(f"track: {name}={type(obj).__name__} has no "
+                                "state_dict()/load_state_dict() and is not a tensor or scalar")
+            self._objects[name] = obj
+        return self
+
+    def _check_names(self):
+        known = set(self._objects) | {"rng"}
+        for label, names in (("omit", self.omit), ("required", self.required)):
+            unknown = sorted(names - known)
+            if unknown:
+                raise ValueError(f"{label}: unknown component {unknown[0]!r} (tracked: "
+                                 f"{', '.join(sorted(known))})")
+
+    def _names(self):
+        names = [n for n in self._objects if n not in self.omit]
+        if "rng" not in self.omit:
+            names.append("rng")
+        return names
+
+    def _loader(self):
+        from .loader import ResumableLoader
+        for name, obj in self._objects.items():
+            if isinstance(obj, ResumableLoader):  # tracked; its counters count even when omitted
+                return obj
+        return None
+
+    # --- journal --------------------------------------------------------------------------------
+    def _event(self, kind, durable, **fields):
+        if self.rank != 0:
+            return
+        if self._journal is None:
+            self._journal = _core.Journal(self.run_dir)
+        self._journal.append(kind, json.dumps(fields), durable)
+
+    def _start(self, rep):
+        if self._started:
+            return
+        self._started = True
+        info = {"fresh": not rep.restored, "step": rep.step, "omit": sorted(self.omit),
+                "pid": os.getpid(), "producer": "ckpt-python", "grad_accum": 1}
+        loader = self._loader()
+        if loader is not None:
+            info["sampler"] = loader._journal_spec()
+        self._event("start", True, **info)
+
+    def log_progress(self, step, lr=None, loss=None, **more):
+        """A journal progress event (rank 0; flushed, not fsynced)."""
+        ev = {"step": int(step), "lr": lr, "loss": loss}
+        loader = self._loader()
+        if loader is not None and loader.last_batch() is not None:
+            # the cursor this step's batch started at, and its size (as the C++ writer logs it)
+            ev["epoch"], ev["position"], ev["samples"] = loader.last_batch()
+        ev.update({k: float(v) if isinstance(v, torch.Tensor) else v for k, v in more.items()})
+        self._event("progress", False, **ev)
+
+    # --- save -----------------------------------------------------------------------------------
+    def _capture(self, step, keep, skipped):
+        children = {}
+        names = self._names()
+        if "rng" in names:
+            children["rng"] = _tree.encode(_rng.capture(), "/rng", keep, skipped)
+        for name in names:
+            if name == "rng":
+                continue
+            obj = self._objects[name]
+            if isinstance(obj, (torch.Tensor, bool, int, float, str)):
+                node = _tree.encode({"value": obj}, f"/{name}", keep, skipped)
+                node["attrs"]["ckpt.plain"] = True
+            else:
+                node = _tree.encode(obj.state_dict(), f"/{name}", keep, skipped)
+            children[name] = node
+        loader = self._loader()
+        train = {"global_step": int(step), "grad_accum_steps": 1, "grad_accum_pos": 0,
+                 "epoch": 0, "samples_seen": 0, "tokens_seen": 0}
+        if loader is not None:
+            train["epoch"] = loader.cursor()[0]
+            train["samples_seen"] = loader.samples_seen()
+        children["train"] = {"attrs": train, "tensors": {}, "children": {}}
+        names = [n for n in children]
+        root = {"attrs": {"format": "ckpt", "format_version": 1, "producer": "ckpt-python 0.1.0",
+                          "libtorch_version": torch.__version__, "step": int(step),
+                          "rank": self.rank, "world_size": self.world_size,
+                          "components": names},
+                "tensors": {}, "children": children}
+        return root, names
+
+    def save(self, step, blocking=True):
+        """Writes, commits and applies retention; returns when the checkpoint is committed.
+        blocking=False is accepted and currently runs blocking too (docs/python.md)."""
+        self.wait()
+        self._check_names()
+        keep, skipped = [], []
+        root, names = self._capture(step, keep, skipped)
+        stats = _core.save_rank(self.run_dir, int(step), self.rank, self.world_size, root)
+        if self._barrier:
+            self._barrier()
+        if self.rank == 0:
+            _core.commit(self.run_dir, int(step), self.world_size, names)
+        if self._barrier:
+            self._barrier()
+        if self.rank == 0:
+            _core.apply_retention(self.run_dir, self.keep_last, self.keep_every)
+            self._event("save", True, step=int(step), checkpoint=os.path.basename(stats["dir"]),
+                        components=names, bytes=stats["file_bytes"], skipped=skipped)
+        return stats
+
+    def wait(self):
+        """Waits for the in-flight save (none while saves are blocking); raises its error."""
+        if self._error is not None:
+            err, self._error = self._error, None
+            raise err
+
+    # --- restore --------------------------------------------------------------------------------
+    def restore_latest(self):
+        """Restores every tracked object from the newest committed checkpoint; a fresh start
+        when there is none. Nothing live changes unless every tensor was read and verified."""
+        self._check_names()
+        rep = RestoreReport()
+        latest = _core.find_latest(self.run_dir)
+        if not latest:  # a fresh start (required= applies to an existing checkpoint, as in C++)
+            self._start(rep)
+            return rep
+        rep.step, rep.checkpoint, rep.note = latest["step"], latest["dir"], latest["note"]
+        file_rank = min(self.rank, latest["world_size"] - 1)
+        meta = _core.open_rank(latest["dir"], file_rank)
+        have = set(latest["components"]) & set(meta["children"])
+        wanted = self._names()
+        for name in wanted:
+            if name not in have:
+                rep.missing.append(name)
+                if name in self.required:
+                    raise MissingRequiredError(
+                        f"{latest['dir']}: required component \"{name}\" is not in the "
+                        f"checkpoint (it has: {', '.join(latest['components'])})")
+        todo = [n for n in wanted if n in have]
+        live = {n: self._live_state(n) for n in todo}
+        dests, allocs = {}, {}
+        for name in todo:
+            allocs[name] = _tree.allocate(meta["children"][name], f"/{name}", dests, live[name])
+        if dests:
+            _core.read_into(latest["dir"], file_rank, dests)
+        states = {n: _tree.decode(meta["children"][n], allocs[n], live[n], f"/{n}", rep.skipped)
+                  for n in todo}
+        if "rng" in states:  # before anything else can draw
+            _rng.restore(states["rng"])
+        for name in todo:
+            if name != "rng":
+                self._apply(name, states[name])
+        rep.components = todo
+        rep.restored = True
+        restored_objs = [self._objects[n] for n in todo if n != "rng"]
+        self._start(rep)
+        loader = self._loader()
+        self._event("restore", True, step=rep.step, checkpoint=os.path.basename(rep.checkpoint),
+                    restored=rep.components, missing=rep.missing, skipped=rep.skipped,
+                    loader=(dict(zip(("epoch", "position"), loader.cursor()))
+                            if any(o is loader for o in restored_objs) else None),
+                    note=rep.note)
+        return rep
+
+    def _live_state(self, name):
+        if name == "rng":
+            return None
+        obj = self._objects[name]
+        if isinstance(obj, (torch.Tensor, bool, int, float, str)):
+            return {"value": obj}
+        return obj.state_dict()
+
+    def _apply(self, name, state):
+        obj = self._objects[name]
+        if isinstance(obj, torch.Tensor):
+            with torch.no_grad():
+                obj.copy_(state["value"])
+        elif isinstance(obj, (bool, int, float, str)):
+            self._objects[name] = state["value"]  # read it back with ck.value(name)
+        else:
+            obj.load_state_dict(state)
+
+    def value(self, name):
+        """The current value of a tracked Python scalar (restore replaces it)."""
+        return self._objects[name]
+
+    # --- lifetime -------------------------------------------------------------------------------
+    def close(self):
+        """Waits for the in-flight save and releases the run directory."""
+        try:
+            self.wait()
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            if getattr(self, "_lock", None) is not None:
+                self._lock.release()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+__all__ = ["Checkpointer", "RestoreReport", "CheckpointError"]

@@ -1,0 +1,159 @@
+"""ckpt.ResumableLoader: a torch DataLoader over ckpt's resumable sampler (ckpt/loader in C++).
+
+Its state is what the training loop consumed, not what workers prefetched. Each batch's
+augmentation draws from RNGs seeded from (seed, epoch, batch index) (ckpt._core.batch_seed), so
+a batch is the same whichever worker serves it and whatever that worker served before; the
+loader itself never draws from the global RNGs (its DataLoader has a private generator)."""
+import random
+import sys
+
+import torch
+import torch.utils.data as tud
+
+from . import _core
+
+
+def _seed_all(s):
+    torch.manual_seed(s & ((1 << 63) - 1))
+    random.seed(s)
+    np = sys.modules.get("numpy")
+    if np is not None:
+        np.random.seed(s & 0xFFFFFFFF)
+
+
+class _SeededDataset(tud.Dataset):
+    """Items are (sample id, batch seed, position in batch, batch length)."""
+
+    def __init__(self, dataset):
+        self.dataset = dataset
+        self._saved = None
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getitem__(self, key):
+        idx, seed, pos, n = key
+        main = tud.get_worker_info() is None
+        if pos == 0:
+            if main:  # in the training process: leave its RNG streams as they were
+                np = sys.modules.get("numpy")
+                self._saved = (torch.get_rng_state(), random.getstate(),
+                               np.random.get_state() if np is not None else None)
+            _seed_all(seed)
+        try:
+            return self.dataset[idx]
+        finally:
+            if main and pos == n - 1 and self._saved is not None:
+                t, r, nps = self._saved
+                self._saved = None
+                torch.set_rng_state(t)
+                random.setstate(r)
+                if nps is not None:
+                    sys.modules["numpy"].random.set_state(nps)
+
+
+class _BatchSampler:
+    """Batches of one epoch from a copy of the sampler, starting at the loader's cursor; records
+    the cursor after each batch so the loader can advance when the loop receives it."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def __iter__(self):
+        s = self.loader._sampler.copy()
+        if s.at_epoch_end():
+            e, _ = s.cursor()
+            s.set_cursor(e + 1, 0)
+        epoch, _ = s.cursor()
+        index = self.loader._batch_index(s)
+        while True:
+            cur = s.cursor()
+            if cur[0] != epoch or s.at_epoch_end():
+                return
+            ids = s.next_batch()
+            seed = _core.batch_seed(self.loader.seed, epoch, index)
+            after = s.cursor()
+            n = (after[1] if after[0] == cur[0] else self.loader._n) - cur[1]  # global samples
+            self.loader._pending.append((cur, after, n))
+            index += 1
+            yield [(int(i), seed, p, len(ids)) for p, i in enumerate(ids)]
+
+    def __len__(self):
+        s = self.loader._sampler
+        return s.remaining_steps() if not s.at_epoch_end() else s.steps_per_epoch()
+
+
+class ResumableLoader:
+    """Iterates batches like torch.utils.data.DataLoader; one `for` loop = the rest of the
+    current epoch (the next epoch once it is exhausted). Track it with Checkpointer.track."""
+
+    def __init__(self, dataset, batch_size, seed=0, shuffle=True, drop_last=False, num_workers=0,
+                 world_size=None, rank=None, **dataloader_kwargs):
+        for k in ("sampler", "batch_sampler", "shuffle", "generator", "drop_last"):
+            if k in dataloader_kwargs:
+                raise ValueError(f"ResumableLoader: {k}= is ckpt's to set")
+        d = torch.distributed
+        dist = d.is_available() and d.is_initialized()
+        self.world_size = world_size if world_size is not None else (
+            d.get_world_size() if dist else 1)
+        self.rank = rank if rank is not None else (d.get_rank() if dist else 0)
+        self.dataset, self.batch_size, self.seed = dataset, int(batch_size), int(seed)
+        self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
+        self._sampler = _core.Sampler(len(dataset), self.seed, self.shuffle, self.drop_last,
+                                      self.world_size, self.rank, self.batch_size)
+        self._n = len(dataset)
+        self._samples = 0
+        self._last = None  # (epoch, position, global samples) of the batch last consumed
+        self._pending = []
+        # A private generator: DataLoader draws its base seed from it, never from torch's global.
+        self._generator = torch.Generator()
+        self._generator.manual_seed(self.seed)
+        self._loader = tud.DataLoader(_SeededDataset(dataset), batch_sampler=_BatchSampler(self),
+                                      num_workers=num_workers, generator=self._generator,
+                                      **dataloader_kwargs)
+
+    def _batch_index(self, s):
+        # batch index within the epoch = global positions consumed / global batch
+        _, pos = s.cursor()
+        g = self.batch_size * self.world_size
+        return pos // g
+
+    def __iter__(self):
+        self._pending = []
+        for batch in self._loader:
+            start, after, n = self._pending.pop(0)
+            self._sampler.set_cursor(*after)
+            self._samples += n
+            self._last = (start[0], start[1], n)
+            yield batch
+
+    def __len__(self):
+        return len(self._loader.batch_sampler)
+
+    def cursor(self):
+        """(epoch, global position in that epoch) of what the loop has consumed."""
+        return self._sampler.cursor()
+
+    def last_batch(self):
+        """(epoch, position, global samples) of the batch the loop received last: the cursor it
+        started at, as the journal's progress events record it; None before the first."""
+        return self._last
+
+    def samples_seen(self):
+        return self._samples
+
+    def state_dict(self):
+        """The C++ loader node's attributes (ckpt/loader/sampler_node.h), plus samples_seen."""
+        st = self._sampler.state()
+        st["samples_seen"] = self._samples
+        return st
+
+    def load_state_dict(self, state):
+        state = dict(state)
+        self._samples = int(state.pop("samples_seen", 0))
+        self._sampler.load_state(state)
+
+    def _journal_spec(self):
+        return {"dataset_size": len(self.dataset), "seed": self.seed, "shuffle": self.shuffle,
+                "drop_last": self.drop_last, "world_size": self.world_size,
+                "batch_size": self.batch_size, "kind": "ckpt"}

@@ -1,0 +1,312 @@
+// ckpt._core: the Python binding of ckpt's store layer (docs/python.md). Links no libtorch and
+// includes no torch header: tensors cross as (data pointer, byte length, dtype name, shape).
+//
+// Save: Python builds a nested dict {"attrs": {...}, "tensors": {name: (ptr, nbytes, dtype,
+// shape)}, "children": {...}}; save_rank() turns it into a ckpt::Node (borrowing the bytes) and
+// runs write_rank; commit()/apply_retention() are the commit protocol's steps 3-5.
+// Restore: open_rank() returns the checked structure (attrs, and (dtype, shape, alias_of) for
+// every tensor) without reading tensor bytes; read_into() validates every destination against it
+// before any byte is read, then reads with store::read_rank's `place` straight into them.
+// Status errors become ckpt.errors exceptions (see status_to_python).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ckpt/base/hash.h"
+#include "ckpt/format/manifest.h"
+#include "ckpt/format/tree.h"
+#include "ckpt/io/env.h"
+#include "ckpt/store/journal.h"
+#include "ckpt/store/rank_io.h"
+#include "ckpt/store/run_dir.h"
+#include "sampler.h"
+
+namespace py = pybind11;
+
+namespace ckpt::python {
+
+[[noreturn]] void raise_status(const Status& s) {
+  const char* cls = "CheckpointError";
+  switch (s.code()) {
+    case Code::kCorrupt:
+      cls = "CorruptCheckpointError";
+      break;
+    case Code::kMismatch:
+      cls = "MismatchError";
+      break;
+    case Code::kNotFound:
+      cls = "NotFoundError";
+      break;
+    case Code::kIoError:
+      // store::lock_run_dir's refusal: "RUN/LOCK: locked by pid P host H"
+      if (s.message().find("locked by") != std::string::npos) cls = "LockedError";
+      break;
+    case Code::kInvalidArgument:
+      cls = "InvalidArgumentError";
+      break;
+    default:
+      break;
+  }
+  py::object type = py::module_::import("ckpt.errors").attr(cls);
+  PyErr_SetString(type.ptr(), s.message().c_str());
+  throw py::error_already_set();
+}
+
+void check(const Status& s) {
+  if (!s.is_ok()) raise_status(s);
+}
+
+namespace {
+
+AttrValue to_attr(const std::string& path, const py::handle& v) {
+  if (py::isinstance<py::bool_>(v)) return v.cast<bool>();
+  if (py::isinstance<py::int_>(v)) return v.cast<int64_t>();
+  if (py::isinstance<py::float_>(v)) return v.cast<double>();
+  if (py::isinstance<py::str>(v)) return v.cast<std::string>();
+  if (py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v)) {
+    py::sequence seq = py::reinterpret_borrow<py::sequence>(v);
+    if (seq.size() > 0 && py::isinstance<py::float_>(seq[0])) return v.cast<std::vector<double>>();
+    if (seq.size() > 0 && py::isinstance<py::str>(seq[0]))
+      return v.cast<std::vector<std::string>>();
+    return v.cast<std::vector<int64_t>>();
+  }
+  raise_status(invalid_argument(path + ": cannot store a " +
+                                py::str(v.get_type().attr("__name__")).cast<std::string>() +
+                                " as an attribute"));
+}
+
+py::object from_attr(const AttrValue& a) {
+  return std::visit([](const auto& x) -> py::object { return py::cast(x); }, a);
+}
+
+void to_node(const std::string& path, const py::dict& d, Node* node) {
+  if (d.contains("attrs")) {
+    for (auto [k, v] : d["attrs"].cast<py::dict>()) {
+      const std::string name = k.cast<std::string>();
+      node->attrs[name] = to_attr(path + "/" + name, v);
+    }
+  }
+  if (d.contains("tensors")) {
+    for (auto [k, v] : d["tensors"].cast<py::dict>()) {
+      const std::string name = k.cast<std::string>();
+      auto [ptr, nbytes, dtype, shape] =
+          v.cast<std::tuple<uintptr_t, size_t, std::string, std::vector<int64_t>>>();
+      auto dt = dtype_from_name(dtype);
+      if (!dt) raise_status(invalid_argument(path + "/" + name + ": unknown dtype " + dtype));
+      node->tensors[name] = Tensor::borrow(*dt, shape, reinterpret_cast<const void*>(ptr), nbytes);
+    }
+  }
+  if (d.contains("children")) {
+    for (auto [k, v] : d["children"].cast<py::dict>()) {
+      const std::string name = k.cast<std::string>();
+      to_node(path + "/" + name, v.cast<py::dict>(), &node->child(name));
+    }
+  }
+}
+
+py::dict from_node(const Node& node) {
+  py::dict attrs, tensors, children;
+  for (const auto& [k, v] : node.attrs) attrs[py::str(k)] = from_attr(v);
+  for (const auto& [k, t] : node.tensors)
+    tensors[py::str(k)] = py::make_tuple(dtype_name(t.dtype), t.shape, t.alias_of);
+  for (const auto& [k, c] : node.children) children[py::str(k)] = from_node(c);
+  py::dict d;
+  d["attrs"] = attrs;
+  d["tensors"] = tensors;
+  d["children"] = children;
+  return d;
+}
+
+std::string step_dir(const std::string& run_dir, int64_t step) {
+  return path_join(run_dir, step_dir_name(step));
+}
+
+py::dict save_rank(const std::string& run_dir, int64_t step, int64_t rank, int64_t world_size,
+                   const py::dict& tree) {
+  Node root;
+  to_node("", tree, &root);
+  const std::string dir = step_dir(run_dir, step);
+  Env* env = Env::posix();
+  store::RankWriteStats stats;
+  {
+    py::gil_scoped_release nogil;
+    Status s = env->make_dirs(dir);
+    if (s.is_ok()) s = store::write_rank(env, dir, rank, step, world_size, &root, &stats).status();
+    if (!s.is_ok()) {
+      py::gil_scoped_acquire gil;
+      raise_status(s);
+    }
+  }
+  py::dict out;
+  out["dir"] = dir;
+  out["file_bytes"] = stats.file_bytes;
+  out["tensor_bytes"] = stats.tensor_bytes;
+  out["tensors"] = stats.tensors;
+  return out;
+}
+
+py::dict open_rank(const std::string& dir, int64_t rank) {
+  Env* env = Env::posix();
+  auto st = store::open_rank_structure(env, dir, rank);
+  if (!st.is_ok()) raise_status(st.status());
+  return from_node(st->root);
+}
+
+// dests: "/component/a/b" -> (ptr, nbytes, dtype, shape). Every destination is checked against
+// the file before any byte is read; then every tensor is read (and its hash checked) into them.
+void read_into(const std::string& dir, int64_t rank, const py::dict& dests) {
+  struct Dest {
+    void* ptr;
+    size_t nbytes;
+    std::string dtype;
+    std::vector<int64_t> shape;
+  };
+  std::map<std::string, Dest> want;
+  std::set<std::string> components;
+  for (auto [k, v] : dests) {
+    auto [ptr, nbytes, dtype, shape] =
+        v.cast<std::tuple<uintptr_t, size_t, std::string, std::vector<int64_t>>>();
+    const std::string path = k.cast<std::string>();
+    want[path] = Dest{reinterpret_cast<void*>(ptr), nbytes, dtype, shape};
+    components.insert(store::top_component(path));
+  }
+  Env* env = Env::posix();
+  auto st = store::open_rank_structure(env, dir, rank);
+  if (!st.is_ok()) raise_status(st.status());
+  const std::string file = st->file;
+  for (auto& [path, d] : want) {
+    const Tensor* t = store::find_tensor(&st->root, path);
+    if (t == nullptr) raise_status(not_found(file + ": no tensor " + path));
+    if (dtype_name(t->dtype) != d.dtype || t->shape != d.shape || t->nbytes != d.nbytes) {
+      raise_status(mismatch(file + ": tensor " + path + " is " + dtype_name(t->dtype) + " of " +
+                            std::to_string(t->shape.size()) + " dims; the destination is " +
+                            d.dtype + " of " + std::to_string(d.shape.size()) +
+                            " dims or another size"));
+    }
+  }
+  store::ReadOptions opts;
+  opts.components = components;
+  opts.place = [&](const std::string& path, const Tensor& meta) -> Result<void*> {
+    auto it = want.find(path);
+    if (it == want.end()) return static_cast<void*>(nullptr);  // not asked for: reader owns it
+    return it->second.ptr;
+  };
+  Status s;
+  {
+    py::gil_scoped_release nogil;
+    s = store::read_rank(env, dir, rank, opts).status();
+  }
+  check(s);
+}
+
+py::dict find_latest(const std::string& run_dir) {
+  Env* env = Env::posix();
+  auto latest = store::find_latest(env, run_dir);
+  py::dict out;
+  if (!latest.is_ok()) {
+    if (latest.status().code() == Code::kNotFound) return out;
+    raise_status(latest.status());
+  }
+  auto commit = store::read_commit(env, latest->dir);
+  if (!commit.is_ok()) raise_status(commit.status());
+  out["step"] = latest->step;
+  out["dir"] = latest->dir;
+  out["note"] = latest->note;
+  out["world_size"] = commit->world_size;
+  out["components"] = commit->components;
+  return out;
+}
+
+// RUN/LOCK held by this process (store::lock_run_dir) until release() or destruction.
+class PyLock {
+ public:
+  explicit PyLock(const std::string& run_dir) {
+    auto l = store::lock_run_dir(Env::posix(), run_dir);
+    if (!l.is_ok()) raise_status(l.status());
+    lock_ = std::move(*l);
+  }
+  void release() { lock_.reset(); }
+
+ private:
+  std::unique_ptr<FileLock> lock_;
+};
+
+class PyJournal {
+ public:
+  explicit PyJournal(const std::string& run_dir) {
+    auto j = store::Journal::open(Env::posix(), run_dir);
+    if (!j.is_ok()) raise_status(j.status());
+    journal_ = std::move(*j);
+  }
+  void append(const std::string& type, const std::string& json, bool durable) {
+    auto t = store::journal_event_from_name(type);
+    if (!t) raise_status(invalid_argument("journal: unknown event type " + type));
+    nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+      raise_status(invalid_argument("journal: event is not a JSON object"));
+    check(journal_->append(*t, std::move(j), durable));
+  }
+
+ private:
+  std::unique_ptr<store::Journal> journal_;
+};
+
+std::vector<std::string> read_journal(const std::string& run_dir) {
+  auto lines = store::read_journal(Env::posix(), run_dir);
+  if (!lines.is_ok()) raise_status(lines.status());
+  std::vector<std::string> out;
+  for (const auto& j : *lines) out.push_back(j.dump());
+  return out;
+}
+
+}  // namespace
+}  // namespace ckpt::python
+
+PYBIND11_MODULE(_core, m) {
+  using namespace ckpt;
+  using namespace ckpt::python;
+  m.doc() = "ckpt's C++ core: rank files, commit protocol, journal, resumable sampler";
+  m.def("save_rank", &save_rank, py::arg("run_dir"), py::arg("step"), py::arg("rank"),
+        py::arg("world_size"), py::arg("tree"));
+  m.def(
+      "commit",
+      [](const std::string& run_dir, int64_t step, int64_t world_size,
+         const std::vector<std::string>& components) {
+        check(store::commit(Env::posix(), run_dir, step, world_size, components));
+      },
+      py::arg("run_dir"), py::arg("step"), py::arg("world_size"), py::arg("components"));
+  m.def(
+      "apply_retention",
+      [](const std::string& run_dir, int keep_last, int64_t keep_every) {
+        check(store::apply_retention(Env::posix(), run_dir, keep_last, keep_every));
+      },
+      py::arg("run_dir"), py::arg("keep_last"), py::arg("keep_every"));
+  m.def("find_latest", &find_latest, py::arg("run_dir"));
+  m.def("open_rank", &open_rank, py::arg("step_dir"), py::arg("rank"));
+  m.def("read_into", &read_into, py::arg("step_dir"), py::arg("rank"), py::arg("dests"));
+  m.def(
+      "verify",
+      [](const std::string& step_dir) {
+        return store::verify_checkpoint(Env::posix(), step_dir).problems;
+      },
+      py::arg("step_dir"));
+  m.def(
+      "xxh3_hex",
+      [](const py::bytes& b) {
+        std::string s = b;
+        return hex64(xxh3_64(s.data(), s.size()));
+      },
+      py::arg("data"));
+  m.def("read_journal", &read_journal, py::arg("run_dir"));
+  py::class_<PyLock>(m, "RunLock")
+      .def(py::init<const std::string&>(), py::arg("run_dir"))
+      .def("release", &PyLock::release);
+  py::class_<PyJournal>(m, "Journal")
+      .def(py::init<const std::string&>(), py::arg("run_dir"))
+      .def("append", &PyJournal::append, py::arg("type"), py::arg("json"), py::arg("durable"));
+  bind_sampler(m);
+}

@@ -1,0 +1,55 @@
+"""One rank of a small DistributedDataParallel run (gloo on 127.0.0.1), for test_distributed.py.
+Usage: dist_train.py RUN_DIR STEPS STOP_AFTER PARAMS_OUT (env: RANK, WORLD_SIZE, MASTER_*)."""
+import sys
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+import ckpt
+
+
+class Data(torch.utils.data.Dataset):
+    def __init__(self):
+        g = torch.Generator().manual_seed(3)
+        self.x, self.y = torch.randn(100, 8, generator=g), torch.randn(100, 1, generator=g)
+
+    def __len__(self):
+        return 100
+
+    def __getitem__(self, i):
+        return self.x[i] + 0.05 * torch.randn(8), self.y[i]
+
+
+def main(run_dir, steps, stop_after, params_out):
+    dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    model = nn.parallel.DistributedDataParallel(
+        nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Dropout(0.1), nn.Linear(32, 1)))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    loader = ckpt.ResumableLoader(Data(), batch_size=8, seed=1)  # rank, world from dist
+    with ckpt.Checkpointer(run_dir) as ck:
+        ck.track(model=model.module, optimizer=opt, loader=loader)
+        step = ck.restore_latest().step
+        while step < steps:
+            for x, y in loader:
+                step += 1
+                loss = nn.functional.mse_loss(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                ck.log_progress(step, loss=loss.item())
+                if step % 5 == 0:
+                    ck.save(step)
+                if step in (stop_after, steps):
+                    break
+            if step == stop_after:
+                break
+    if step == steps and dist.get_rank() == 0:
+        flat = torch.cat([t.flatten() for t in model.module.state_dict().values()])
+        open(params_out, "wb").write(flat.detach().numpy().tobytes())
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
