@@ -33,11 +33,8 @@ struct AnalyzeOptions {
 
 struct Verdict {
   VerdictId kind = VerdictId::kHung;
-  std::string id;  // verdict_name(kind), for output; set both through set()
-  void set(VerdictId k) {
-    kind = k;
-    id = verdict_name(k);
-  }
+  std::string id() const { return verdict_name(kind); }  // the output name ("input_bound")
+  void set(VerdictId k) { kind = k; }
   double confidence = 0;
   double impact = 0;  // share of step time explained; orders the verdicts
   nlohmann::json evidence = nlohmann::json::object();

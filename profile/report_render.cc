@@ -84,7 +84,7 @@ nlohmann::json report_json(const Report& r) {
   j["breakdown"] = b;
   nlohmann::json vs = nlohmann::json::array();
   for (const auto& v : r.verdicts) {
-    nlohmann::json x = {{"id", v.id}, {"confidence", v.confidence}, {"evidence", v.evidence}};
+    nlohmann::json x = {{"id", v.id()}, {"confidence", v.confidence}, {"evidence", v.evidence}};
     if (v.kind == VerdictId::kStraggler && v.rank) x["rank"] = *v.rank;
     if (v.period_steps) x["period_steps"] = *v.period_steps;
     vs.push_back(x);
@@ -204,7 +204,7 @@ std::string report_text(const Report& r) {
   for (const auto& v : r.verdicts) {
     char head[64];
     std::snprintf(head, sizeof head, " (confidence %.2f)", v.confidence);
-    o << " * " << v.id << head << ": " << v.summary << "\n";
+    o << " * " << v.id() << head << ": " << v.summary << "\n";
     o << "   evidence: " << v.evidence.dump() << "\n";
     if (const VerdictText* t = verdict_text(v.kind)) {
       o << "   next measurement: " << t->next_measurement << "\n";

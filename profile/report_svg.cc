@@ -133,7 +133,7 @@ std::string report_svg(const Report& r) {
     << r.steps << " steps</text>\n";
   double y = kTop;
   for (const auto& v : r.verdicts) {
-    o << "<text x='" << kLeft << "' y='" << y << "' font-size='11'>" << escape(v.id) << ": "
+    o << "<text x='" << kLeft << "' y='" << y << "' font-size='11'>" << escape(v.id()) << ": "
       << escape(v.summary) << "</text>\n";
     y += 16;
   }

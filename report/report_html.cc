@@ -158,7 +158,7 @@ std::string profile_section(const std::string& run_dir) {
   if (!report.is_ok()) return s + note(report.status().message()) + "</section>\n";
   s += "<p>" + std::to_string(files.size()) + " file(s) of the latest process analysed.</p><ol>\n";
   for (const auto& v : report->verdicts) {
-    s += "<li><b>" + xml_escape(v.id) + "</b> (confidence " + short_number(v.confidence) +
+    s += "<li><b>" + xml_escape(v.id()) + "</b> (confidence " + short_number(v.confidence) +
          "): " + xml_escape(v.summary) + "</li>\n";
   }
   s += "</ol>\n<figure>" + profile::report_svg(*report) + "</figure>\n";

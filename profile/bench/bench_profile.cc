@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
   }
   std::printf("analyze: %zu step records in %.3f s wall, %.3f s CPU (goal <= 2 s); verdicts:",
               steps, analyze_s, analyze_cpu_s);
-  for (const auto& v : rep->verdicts) std::printf(" %s", v.id.c_str());
+  for (const auto& v : rep->verdicts) std::printf(" %s", v.id().c_str());
   std::printf("\n");
 
   std::string text = encode_header(0, 1, 1, 0);

@@ -35,7 +35,7 @@ RankTrace make_rank(int rank, size_t n, double base, double noise, uint32_t seed
 
 std::set<std::string> ids(const Report& r) {
   std::set<std::string> out;
-  for (const auto& v : r.verdicts) out.insert(v.id);
+  for (const auto& v : r.verdicts) out.insert(v.id());
   return out;
 }
 
@@ -63,7 +63,7 @@ TEST_CASE("noise without a period gives no periodic_stall, a period with eval do
   auto quiet = analyze({t});
   REQUIRE(quiet.is_ok());
   REQUIRE(ids(*quiet).count("periodic_stall") == 0);
-  REQUIRE(quiet->verdicts.front().id == "compute_bound");
+  REQUIRE(quiet->verdicts.front().id() == "compute_bound");
   for (size_t i = 10; i < t.steps.size(); i += 25) {
     t.steps[i].phase_s[index(Phase::kEval)] = 0.3;
     t.steps[i].duration_s += 0.3;
@@ -71,7 +71,7 @@ TEST_CASE("noise without a period gives no periodic_stall, a period with eval do
   auto stalled = analyze({t});
   REQUIRE(stalled.is_ok());
   const Verdict& v = stalled->verdicts.front();
-  REQUIRE(v.id == "periodic_stall");
+  REQUIRE(v.id() == "periodic_stall");
   REQUIRE(v.period_steps == 25);
   REQUIRE(v.evidence["cause"] == "eval");
   // Start times were generated before the stalls were added: 25 steps of ~0.1 s apart.
@@ -96,7 +96,7 @@ TEST_CASE("equal ranks give no straggler, a slow rank is named", "[profile]") {
   }
   auto slow = analyze(ranks);
   REQUIRE(slow.is_ok());
-  REQUIRE(slow->verdicts.front().id == "straggler");
+  REQUIRE(slow->verdicts.front().id() == "straggler");
   REQUIRE(slow->verdicts.front().rank == 2);
   REQUIRE(report_json(*slow)["verdicts"][0]["rank"] == 2);
 }
@@ -110,7 +110,7 @@ TEST_CASE("a hung tail gives hung, first, with the phase it is stuck in", "[prof
   t.end_s = last_end + 3.0;
   auto rep = analyze({t});
   REQUIRE(rep.is_ok());
-  REQUIRE(rep->verdicts.front().id == "hung");
+  REQUIRE(rep->verdicts.front().id() == "hung");
   REQUIRE(rep->verdicts.front().evidence["ranks"][0]["stuck_in_phase"] == "collective");
   t.clean_end = true;  // the same tail after a clean close is the process exiting, not a hang
   REQUIRE(ids(*analyze({t})).count("hung") == 0);
@@ -129,9 +129,9 @@ TEST_CASE("input-bound with host CPU: saturated means CPU-bound, idle means I/O-
   for (int i = 0; i < 50; ++i) t.cpu.push_back({0.1 * i, 0.95, 0.0, 0.2, i, 0});
   auto cpu = analyze({t});
   REQUIRE(cpu.is_ok());
-  REQUIRE(cpu->verdicts[0].id == "input_bound");
+  REQUIRE(cpu->verdicts[0].id() == "input_bound");
   REQUIRE(cpu->verdicts[0].evidence["level"] == "high");
-  REQUIRE(cpu->verdicts[1].id == "cpu_bound_loader");
+  REQUIRE(cpu->verdicts[1].id() == "cpu_bound_loader");
   REQUIRE(cpu->measured_budget.has_value());
   REQUIRE(cpu->measured_budget->predicted_utilisation == Approx(0.7).epsilon(0.02));
   for (auto& c : t.cpu) {
@@ -139,7 +139,7 @@ TEST_CASE("input-bound with host CPU: saturated means CPU-bound, idle means I/O-
     c.host_iowait = 0.5;
   }
   auto io = analyze({t});
-  REQUIRE(io->verdicts[1].id == "io_bound_loader");
+  REQUIRE(io->verdicts[1].id() == "io_bound_loader");
   for (auto& s : t.steps) s.phase_s[index(Phase::kDataWait)] = 0.01;  // 10%: moderate
   auto moderate = analyze({t});
   REQUIRE(moderate->verdicts[0].evidence["level"] == "moderate");

@@ -27,13 +27,13 @@ Report analyze_dir(const std::string& dir) {
 
 std::set<std::string> ids(const Report& r) {
   std::set<std::string> out;
-  for (const auto& v : r.verdicts) out.insert(v.id);
+  for (const auto& v : r.verdicts) out.insert(v.id());
   return out;
 }
 
 const Verdict* find(const Report& r, const std::string& id) {
   for (const auto& v : r.verdicts) {
-    if (v.id == id) return &v;
+    if (v.id() == id) return &v;
   }
   return nullptr;
 }
@@ -77,7 +77,7 @@ TEST_CASE("DDP consistent straggler: rank 2, from arrival order", "[profile]") {
   REQUIRE(v != nullptr);
   REQUIRE(v->rank == 2);
   REQUIRE(v->evidence["kind"] == "consistent");
-  REQUIRE(r.verdicts.front().id == "straggler");
+  REQUIRE(r.verdicts.front().id() == "straggler");
   require_absent(r, {"input_bound", "periodic_stall", "hung"});
   // The per-rank table points at the culprit: its own time is the longest, its wait the shortest.
   const RankStats& s2 = r.per_rank.at(2);

@@ -173,7 +173,7 @@ std::vector<RankTrace> synchronous(const std::vector<std::vector<double>>& own,
 
 const Verdict* find(const Report& r, const std::string& id) {
   for (const auto& v : r.verdicts) {
-    if (v.id == id) return &v;
+    if (v.id() == id) return &v;
   }
   return nullptr;
 }

@@ -26,7 +26,7 @@ Report analyze_files(const std::vector<std::string>& names) {
 
 std::set<std::string> ids(const Report& r) {
   std::set<std::string> out;
-  for (const auto& v : r.verdicts) out.insert(v.id);
+  for (const auto& v : r.verdicts) out.insert(v.id());
   return out;
 }
 
@@ -34,7 +34,7 @@ TEST_CASE("starved data loader: input_bound, highly", "[profile]") {
   Report r = analyze_files({"starved_loader.json"});
   REQUIRE(r.ranks == 1);
   REQUIRE(r.steps == 12);
-  REQUIRE(r.verdicts.front().id == "input_bound");
+  REQUIRE(r.verdicts.front().id() == "input_bound");
   REQUIRE(r.verdicts.front().evidence["level"] == "high");
   REQUIRE(r.breakdown[index(Phase::kDataWait)] > 0.8);
   auto got = ids(r);
@@ -46,7 +46,7 @@ TEST_CASE("starved data loader: input_bound, highly", "[profile]") {
 
 TEST_CASE("compute-bound loop: compute_bound only", "[profile]") {
   Report r = analyze_files({"compute_bound.json"});
-  REQUIRE(r.verdicts.front().id == "compute_bound");
+  REQUIRE(r.verdicts.front().id() == "compute_bound");
   auto got = ids(r);
   for (const char* wrong : {"input_bound", "straggler", "periodic_stall", "hung"}) {
     INFO(wrong);
@@ -58,7 +58,7 @@ TEST_CASE("compute-bound loop: compute_bound only", "[profile]") {
 TEST_CASE("periodic checkpoint: periodic_stall every 4 steps, caused by checkpoint", "[profile]") {
   Report r = analyze_files({"periodic_ckpt.json"});
   const Verdict& v = r.verdicts.front();
-  REQUIRE(v.id == "periodic_stall");
+  REQUIRE(v.id() == "periodic_stall");
   REQUIRE(v.period_steps == 4);
   REQUIRE(v.evidence["cause"] == "checkpoint");
   auto got = ids(r);
@@ -76,7 +76,7 @@ TEST_CASE("2-process gloo run: rank 1 is the straggler", "[profile]") {
   REQUIRE(r.ranks == 2);
   REQUIRE(r.per_rank[0].rank == 0);
   const Verdict& v = r.verdicts.front();
-  REQUIRE(v.id == "straggler");
+  REQUIRE(v.id() == "straggler");
   REQUIRE(v.rank == 1);
   REQUIRE(v.evidence["consistency"].get<double>() >= 0.75);
   auto got = ids(r);
