@@ -22,6 +22,11 @@ int run_inspect(const InspectCliOptions& o) {
     std::cerr << "ckpt inspect: " << v.status().to_string() << "\n";
     return exit_code_for(v.status());
   }
+  for (const auto& f : v->findings) {  // e.g. a damaged checkpoint newer than the one shown
+    if (f.severity == verify::Severity::kError) {
+      std::cerr << "ckpt inspect: warning: " << f.message << "\n";
+    }
+  }
   if (o.json) {
     nlohmann::json j = {{"path", v->path},
                         {"format", v->format},

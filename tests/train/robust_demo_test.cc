@@ -122,6 +122,12 @@ TEST_CASE("a damaged commit record is refused, or skipped and journaled with --o
   REQUIRE(ckpt_cli("verify '" + run.path + "'", &out) == 2);
   REQUIRE(out.find("DAMAGED") != std::string::npos);
   REQUIRE(out.find("step-000000000060") != std::string::npos);
+  // audit shows the intact checkpoint it can read and says the newer one is damaged (exit 2);
+  // inspect shows the same tree and warns.
+  REQUIRE(ckpt_cli("audit '" + run.path + "' 2>&1", &out) == 2);
+  REQUIRE(out.find("step-000000000060 is damaged") != std::string::npos);
+  REQUIRE(ckpt_cli("inspect '" + run.path + "' 2>&1", &out) == 0);
+  REQUIRE(out.find("step-000000000060 is damaged") != std::string::npos);
 
   DemoResult refused = run_demo(run.path, run80);
   INFO(refused.output);

@@ -11,11 +11,15 @@ BUILD=${2:-$ROOT/build-fuzz}
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" \
   -DCKPT_FUZZ=ON -DCKPT_WITH_TORCH=OFF -DCKPT_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$BUILD" --target fuzz_pickle fuzz_zip fuzz_safetensors fuzz_scan -j2
+cmake --build "$BUILD" --target fuzz_pickle fuzz_zip fuzz_safetensors fuzz_scan fuzz_records -j2
 status=0
-for t in pickle zip safetensors scan; do
+for t in pickle zip safetensors scan records; do
   corpus="$BUILD/corpus_$t"
   mkdir -p "$corpus"
+  if [ "$t" = records ]; then  # the first byte picks the decoder (even: manifest, odd: commit)
+    { printf '\000'; cat "$ROOT/fixtures/fuzz_seeds/records/manifest.json"; } > "$corpus/seed-manifest"
+    { printf '\001'; cat "$ROOT/fixtures/fuzz_seeds/records/commit.json"; } > "$corpus/seed-commit"
+  fi
   for f in "$ROOT"/fixtures/fuzz/* "$ROOT"/fixtures/malicious/* "$ROOT"/fixtures/foreign/torch/*.pt \
            "$ROOT"/fixtures/scan/exploits/*; do
     [ -f "$f" ] && cp -f "$f" "$corpus/" 2>/dev/null || true

@@ -380,6 +380,14 @@ class OursReader : public FormatReader {
     }
     if (!latest->note.empty())
       view->findings.push_back({Severity::kWarning, std::nullopt, latest->note, false});
+    for (const auto& d : latest->damaged_newer) {
+      view->findings.push_back(
+          {Severity::kError, std::nullopt,
+           d.dir + " is damaged (" + d.problem +
+               "): a restore refuses the run until it is repaired or removed, or falls back "
+               "past it when allowed",
+           false});
+    }
     view->findings.push_back({Severity::kInfo, std::nullopt,
                               "auditing the newest committed checkpoint " + latest->dir, false});
     return latest->dir;
