@@ -87,6 +87,10 @@ def test_cli_verify_and_audit_read_it(straight):
     assert "/loader epoch 9, position 48 of 200" in a.stdout
     assert "/train global_step 120" in a.stdout
     assert "/rng/cpu/state uint8" in a.stdout
+    # torch's own optimizer/scheduler layout is judged like a torch.save file: complete, exit 0.
+    assert a.returncode == 0 and "COMPLETE" in a.stdout, a.stdout + a.stderr
+    assert "optimizer: Adam/AdamW state for 4 of 4 params, 1 param group(s)" in a.stdout
+    assert "scheduler: LambdaLR last_epoch 120" in a.stdout
     lr = subprocess.run([str(BUILD / "cli" / "ckpt"), "lr", str(straight["run"])],
                         capture_output=True, text=True)
     assert lr.returncode == 0 and "120 points, steps 1..120" in lr.stdout, lr.stdout + lr.stderr

@@ -19,6 +19,7 @@
 #include "ckpt/loader/sampler_node.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
+#include "verify/ours/torch_layout.h"
 
 namespace ckpt::verify {
 namespace {
@@ -292,8 +293,15 @@ void map_train(const Node& root, const Node& t, const std::string& file, Checkpo
 // One rank file's groups onto the view, one step per group.
 void map_components(const Node& root, const std::string& file, bool deep, CheckpointView* v) {
   if (const Node* m = group_of(root, AuditComponent::kModel)) map_model(*m, file, v);
-  if (const Node* o = group_of(root, AuditComponent::kOptimizer)) map_optimizer(*o, file, deep, v);
-  if (const Node* s = group_of(root, AuditComponent::kScheduler)) map_scheduler(*s, file, v);
+  // The C++ adapter's layout, or torch's own state_dict layout (the Python package).
+  if (const Node* o = group_of(root, AuditComponent::kOptimizer)) {
+    is_torch_layout(*o) ? detect_torch_layout(*o, "optimizer", file, v)
+                        : map_optimizer(*o, file, deep, v);
+  }
+  if (const Node* s = group_of(root, AuditComponent::kScheduler)) {
+    is_torch_layout(*s) ? detect_torch_layout(*s, "scheduler", file, v)
+                        : map_scheduler(*s, file, v);
+  }
   if (const Node* r = group_of(root, AuditComponent::kRngCpu)) map_rng(*r, file, v);
   if (const Node* l = group_of(root, AuditComponent::kLoader)) map_loader(*l, file, v);
   if (const Node* t = group_of(root, AuditComponent::kCounters)) map_train(root, *t, file, v);
