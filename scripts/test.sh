@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --test
+# ccache keys on paths relative to the checkout (here and in the fuzz builds), so a fresh clone
+# (CI) reuses earlier objects.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 scripts/build.sh
 build="${CKPT_BUILD_DIR:-build}"
 (cd "$build" && ctest --output-on-failure -j2 --timeout 1200)
