@@ -19,11 +19,6 @@ bool exists(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0;
 }
 
-std::vector<std::string> entries(const std::string& dir) {
-  auto names = Env::posix()->list_dir(dir);  // sorted, without "." and ".."
-  return names.is_ok() ? std::move(names).value() : std::vector<std::string>{};
-}
-
 // N of "checkpoint-N", or -1.
 int64_t checkpoint_step(const std::string& name) {
   const std::string prefix = "checkpoint-";
@@ -39,7 +34,7 @@ int64_t checkpoint_step(const std::string& name) {
 
 uint32_t world_size_of(const std::string& checkpoint) {
   uint32_t ranks = 0;
-  for (const auto& n : entries(checkpoint)) {
+  for (const auto& n : Env::posix()->list_dir_or_empty(checkpoint)) {
     if (n.compare(0, 10, "rng_state_") == 0 && n.size() > 14 &&
         n.compare(n.size() - 4, 4, ".pth") == 0) {
       ++ranks;
@@ -70,7 +65,7 @@ std::vector<HfLaunchSteps> launches_of(const ScalarLog& log) {
 }  // namespace
 
 bool is_hf_output_dir(const std::string& dir) {
-  for (const auto& n : entries(dir)) {
+  for (const auto& n : Env::posix()->list_dir_or_empty(dir)) {
     if (checkpoint_step(n) >= 0 && exists(dir + "/" + n + "/trainer_state.json")) return true;
   }
   return false;
@@ -79,7 +74,7 @@ bool is_hf_output_dir(const std::string& dir) {
 Result<HfRunFacts> scan_hf_output_dir(const std::string& dir) {
   HfRunFacts f;
   f.dir = dir;
-  for (const auto& n : entries(dir)) {
+  for (const auto& n : Env::posix()->list_dir_or_empty(dir)) {
     const int64_t step = checkpoint_step(n);
     if (step >= 0 && exists(dir + "/" + n + "/trainer_state.json"))
       f.checkpoint_steps.push_back(step);

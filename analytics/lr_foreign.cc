@@ -24,11 +24,6 @@ bool is_regular(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-std::vector<std::string> sorted_entries(const std::string& dir) {
-  auto names = Env::posix()->list_dir(dir);  // sorted, without "." and ".."
-  return names.is_ok() ? std::move(names).value() : std::vector<std::string>{};
-}
-
 // Whether the regular file at `path` starts with a TFRecord header (reads 12 bytes).
 bool file_is_event_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -53,7 +48,7 @@ void walk(const std::string& dir, int depth, TreeWalk* w) {
     w->too_deep = true;
     return;
   }
-  for (const auto& name : sorted_entries(dir)) {
+  for (const auto& name : Env::posix()->list_dir_or_empty(dir)) {
     if (++w->visited > kMaxLogTreeFiles) {
       w->too_many = true;
       return;
@@ -73,7 +68,7 @@ void walk(const std::string& dir, int depth, TreeWalk* w) {
 Status add_mlflow_metrics(const std::string& dir, const std::string& prefix,
                           const std::string& want, int depth, ScalarLog* log, size_t* files) {
   if (depth > kMaxLogTreeDepth) return corrupt(dir + ": folders nested too deep");
-  for (const auto& name : sorted_entries(dir)) {
+  for (const auto& name : Env::posix()->list_dir_or_empty(dir)) {
     const std::string p = dir + "/" + name;
     const std::string tag = prefix.empty() ? name : prefix + "/" + name;
     if (++*files > kMaxLogTreeFiles) {
@@ -358,11 +353,11 @@ Result<ScalarLog> scalar_log_from_csv_text(const std::string& text, const std::s
 
 Result<ScalarLog> scalar_log_from_csv_versions(const std::string& dir) {
   std::vector<std::string> files;
-  for (const auto& a : sorted_entries(dir)) {
+  for (const auto& a : Env::posix()->list_dir_or_empty(dir)) {
     const std::string pa = dir + "/" + a;
     if (!is_dir(pa)) continue;
     if (is_regular(pa + "/metrics.csv")) files.push_back(pa + "/metrics.csv");
-    for (const auto& b : sorted_entries(pa)) {
+    for (const auto& b : Env::posix()->list_dir_or_empty(pa)) {
       if (is_regular(pa + "/" + b + "/metrics.csv")) files.push_back(pa + "/" + b + "/metrics.csv");
       if (files.size() > kMaxLogTreeFiles) return corrupt(dir + ": too many metrics.csv files");
     }

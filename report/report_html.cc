@@ -42,11 +42,6 @@ using analytics::xml_escape;
 
 bool is_dir(const std::string& p) { return Env::posix()->is_dir(p); }
 
-std::vector<std::string> list_dir(const std::string& dir) {
-  auto names = Env::posix()->list_dir(dir);  // sorted, without "." and ".."
-  return names.is_ok() ? std::move(names).value() : std::vector<std::string>{};
-}
-
 std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
   return s;
@@ -60,7 +55,7 @@ std::string latest_checkpoint(const std::string& run_dir) {
     return run_dir + "/" + trim(name);
   }
   std::string best;
-  for (const auto& n : list_dir(run_dir)) {
+  for (const auto& n : Env::posix()->list_dir_or_empty(run_dir)) {
     if (n.rfind("step-", 0) == 0 && is_dir(run_dir + "/" + n)) best = n;
   }
   return best.empty() ? std::string() : run_dir + "/" + best;
@@ -134,10 +129,11 @@ std::string coverage_section(const std::string& run_dir) {
 
 std::string profile_section(const std::string& run_dir) {
   std::vector<std::string> found;
-  for (const auto& n : list_dir(run_dir)) {
+  for (const auto& n : Env::posix()->list_dir_or_empty(run_dir)) {
     if (n.rfind("profile-rank", 0) == 0) found.push_back(run_dir + "/" + n);
   }
-  for (const auto& n : list_dir(run_dir + "/profile")) found.push_back(run_dir + "/profile/" + n);
+  for (const auto& n : Env::posix()->list_dir_or_empty(run_dir + "/profile"))
+    found.push_back(run_dir + "/profile/" + n);
   if (found.empty()) return std::string();  // no profiler files: no section
   // Every process of a restarted run writes its own file per rank (names sort by start step):
   // analyse the latest process, one file per rank.

@@ -41,6 +41,11 @@ Result<std::string> RandomAccessFile::read_string(uint64_t offset, size_t len) c
   return s;
 }
 
+std::vector<std::string> Env::list_dir_or_empty(const std::string& dir) {
+  auto names = list_dir(dir);
+  return names.is_ok() ? std::move(names).value() : std::vector<std::string>{};
+}
+
 Result<std::string> Env::read_all(const std::string& path, uint64_t max_bytes) {
   CKPT_ASSIGN_OR_RETURN(auto file, open_random(path));
   if (file->size() > max_bytes) {

@@ -100,6 +100,8 @@ class Env {
   virtual Result<uint64_t> file_size(const std::string& path) = 0;
   // Entry names (not paths), sorted; "." and ".." excluded.
   virtual Result<std::vector<std::string>> list_dir(const std::string& dir) = 0;
+  // list_dir for walkers that treat an unreadable directory as an empty one.
+  std::vector<std::string> list_dir_or_empty(const std::string& dir);
 
   // Whole-file helpers built on the primitives above.
   Result<std::string> read_all(const std::string& path, uint64_t max_bytes = 256u << 20);

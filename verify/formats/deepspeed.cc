@@ -16,25 +16,13 @@
 #include <algorithm>
 #include <vector>
 
+#include "ckpt/io/env.h"
 #include "verify/audit/detect.h"
 #include "verify/formats/builtin_readers.h"
 #include "verify/formats/torch_file.h"
 
 namespace ckpt::verify {
 namespace {
-
-std::vector<std::string> files_of(const std::string& dir) {
-  std::vector<std::string> names;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return names;
-  while (dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(n);
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
-  return names;
-}
 
 bool ends_with(const std::string& s, const std::string& e) {
   return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
@@ -45,7 +33,7 @@ bool is_model_states(const std::string& n) {
 }
 
 bool holds_model_states(const std::string& dir) {
-  for (const auto& n : files_of(dir)) {
+  for (const auto& n : Env::posix()->list_dir_or_empty(dir)) {
     if (is_model_states(n)) return true;
   }
   return false;
@@ -89,7 +77,7 @@ class DeepSpeedReader : public FormatReader {
     }
     uint64_t bytes = 0;
     std::vector<TorchFile> keep;  // the pickles stay alive while the view is built
-    for (const auto& n : files_of(dir)) {
+    for (const auto& n : Env::posix()->list_dir_or_empty(dir)) {
       if (!ends_with(n, ".pt")) continue;
       CKPT_ASSIGN_OR_RETURN(auto file, Env::posix()->open_random(dir + "/" + n));
       const RandomAccessFile* raw = file.get();
@@ -117,7 +105,8 @@ class DeepSpeedReader : public FormatReader {
       if (t.nbytes != 0) return;
     }
     bool optim = false;
-    for (const auto& n : files_of(dir)) optim = optim || ends_with(n, "_optim_states.pt");
+    for (const auto& n : Env::posix()->list_dir_or_empty(dir))
+      optim = optim || ends_with(n, "_optim_states.pt");
     if (!optim) return;
     view->model.evidence +=
         "; ZeRO-3 placeholders (0 elements): the weights are the fp32 partitions in "

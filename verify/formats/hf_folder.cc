@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "ckpt/io/env.h"
 #include "verify/audit/detect.h"
 #include "verify/formats/builtin_readers.h"
 #include "verify/formats/safetensors.h"
@@ -23,19 +24,6 @@ namespace {
 
 constexpr uint64_t kMaxJsonBytes = 64ull << 20;
 constexpr const char* kShardIndex = "model.safetensors.index.json";
-
-std::vector<std::string> list_dir(const std::string& dir) {
-  std::vector<std::string> names;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return names;
-  while (dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(n);
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
-  return names;
-}
 
 bool is_dir(const std::string& p) {
   struct stat st;
@@ -61,7 +49,7 @@ class HfFolderReader : public FormatReader {
 
   int probe(const std::string& path) const override {
     if (!is_dir(path)) return 0;
-    auto names = list_dir(path);
+    auto names = Env::posix()->list_dir_or_empty(path);
     auto has = [&](const std::string& n) {
       return std::find(names.begin(), names.end(), n) != names.end();
     };
@@ -81,7 +69,7 @@ class HfFolderReader : public FormatReader {
     view.path = path;
     view.contents.name = path;
     view.contents.kind = "dir";
-    auto names = list_dir(path);
+    auto names = Env::posix()->list_dir_or_empty(path);
     auto has = [&](const std::string& n) {
       return std::find(names.begin(), names.end(), n) != names.end();
     };
