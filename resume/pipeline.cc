@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -13,11 +15,62 @@
 namespace ckpt::resume {
 namespace {
 
+// The whole file's XXH3, fed with chunks finished in any order and consumed in file order (step 4
+// of the protocol in pipeline.h). The thread whose chunk is next holds the turn: it hashes that
+// chunk outside the lock, then every following chunk already left behind, then hands the turn
+// on. Only the turn holder touches the hasher.
+class FileHash {
+ public:
+  explicit FileHash(const ReadPlan& plan) : plan_(plan), left_(plan.chunks.size(), nullptr) {}
+
+  // False when the run stopped while this chunk waited for its turn.
+  bool feed(size_t index, const unsigned char* bytes, bool stays) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (index != next_) {
+      if (stays) {
+        left_[index] = bytes;
+        return true;
+      }
+      turn_.wait(lock, [&] { return next_ == index || stopped_; });
+      if (stopped_) return false;
+    }
+    for (size_t at = index;;) {
+      lock.unlock();
+      hasher_.update(bytes, plan_.chunks[at].nbytes);
+      lock.lock();
+      next_ = ++at;
+      if (at == left_.size() || left_[at] == nullptr) break;
+      bytes = left_[at];
+    }
+    turn_.notify_all();
+    return true;
+  }
+
+  void stop() {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = true;
+    turn_.notify_all();
+  }
+
+  // After every worker stopped: whether every chunk was hashed, and the digest.
+  bool complete() const { return next_ == plan_.chunks.size(); }
+  uint64_t digest() const { return hasher_.digest(); }
+
+ private:
+  const ReadPlan& plan_;
+  std::mutex mu_;
+  std::condition_variable turn_;
+  std::vector<const unsigned char*> left_;  // chunks whose bytes stay, waiting for the turn
+  size_t next_ = 0;
+  bool stopped_ = false;
+  Hasher hasher_;
+};
+
 class Run {
  public:
   Run(const RandomAccessFile& file, const ReadPlan& plan, ChunkSink* sink,
-      const PipelineOptions& options)
-      : file_(file), plan_(plan), sink_(sink), options_(options) {}
+      const PipelineOptions& options, FileHash* file_hash)
+      : file_(file), plan_(plan), sink_(sink), options_(options), file_hash_(file_hash) {}
 
   void worker(unsigned id) {
     Hasher hasher;
@@ -28,7 +81,7 @@ class Run {
         const PlanUnit& unit = plan_.units[u];
         for (uint32_t c = 0; c < unit.chunk_count; ++c) {
           if (stop_.load(std::memory_order_relaxed)) return;
-          Status s = chunk(id, plan_.chunks[unit.first_chunk + c], &hasher);
+          Status s = chunk(id, unit.first_chunk + c, &hasher);
           if (!s.is_ok()) {
             fail(std::move(s));
             return;
@@ -49,17 +102,22 @@ class Run {
     std::lock_guard<std::mutex> lock(mu_);
     if (error_.is_ok()) error_ = std::move(s);
     stop_.store(true, std::memory_order_relaxed);
+    if (file_hash_ != nullptr) file_hash_->stop();
   }
 
   std::atomic<uint64_t> read_bytes{0};
   std::atomic<uint64_t> chunks{0};
 
  private:
-  Status chunk(unsigned id, const PlanChunk& c, Hasher* hasher) {
+  Status chunk(unsigned id, size_t index, Hasher* hasher) {
+    const PlanChunk& c = plan_.chunks[index];
     CKPT_ASSIGN_OR_RETURN(unsigned char* buf, sink_->acquire(id, c));
     Status s = file_.read_at(c.offset, buf, c.nbytes);
     if (s.is_ok()) s = sink_->deliver(id, c, buf);
     if (s.is_ok() && options_.verify_hashes) s = hash_pieces(c, buf, hasher);
+    if (s.is_ok() && file_hash_ != nullptr && !file_hash_->feed(index, buf, sink_->bytes_stay(c))) {
+      s = internal_error(file_.path() + ": restore stopped by an earlier error");
+    }
     Status r = sink_->release(id, c, buf);
     CKPT_RETURN_IF_ERROR(s);
     CKPT_RETURN_IF_ERROR(r);
@@ -93,6 +151,7 @@ class Run {
   const ReadPlan& plan_;
   ChunkSink* sink_;
   PipelineOptions options_;
+  FileHash* file_hash_;
   std::atomic<size_t> next_unit_{0};
   std::atomic<bool> stop_{false};
   std::mutex mu_;
@@ -127,7 +186,13 @@ Status run_pipeline(const RandomAccessFile& file, const ReadPlan& plan, ChunkSin
   }
   const unsigned threads = static_cast<unsigned>(
       std::min<size_t>(std::max(1u, options.io_threads), std::max<size_t>(1, plan.units.size())));
-  Run run(file, plan, sink, options);
+  const bool check_file = options.verify_hashes && options.check_file_hash;
+  if (check_file && plan.file_bytes == 0 && !plan.chunks.empty()) {
+    return invalid_argument(file.path() + ": a file hash needs a plan that covers the file");
+  }
+  std::unique_ptr<FileHash> file_hash;
+  if (check_file) file_hash = std::make_unique<FileHash>(plan);
+  Run run(file, plan, sink, options, file_hash.get());
   std::vector<std::thread> pool;
   try {
     pool.reserve(threads - 1);
@@ -145,7 +210,17 @@ Status run_pipeline(const RandomAccessFile& file, const ReadPlan& plan, ChunkSin
     stats->threads = static_cast<unsigned>(pool.size() + 1);
   }
   CKPT_RETURN_IF_ERROR(s);
-  return finished;
+  CKPT_RETURN_IF_ERROR(finished);
+  if (check_file) {
+    if (!file_hash->complete()) return internal_error(file.path() + ": file hash incomplete");
+    if (file_hash->digest() != options.file_xxh3) {
+      return corrupt(file.path() + ": whole-file xxh3 mismatch (commit record: expected " +
+                     hex64(options.file_xxh3) + ", got " + hex64(file_hash->digest()) + ")" +
+                     " although every tensor read matches its own hash: bytes outside them " +
+                     "(HDF5 metadata, padding or tensors not restored) differ from the commit");
+    }
+  }
+  return Status::ok();
 }
 
 }  // namespace ckpt::resume

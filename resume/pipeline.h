@@ -10,6 +10,12 @@
 //      their destinations; the worker then feeds each piece to its tensor's streaming XXH3 (the
 //      chunk is still in cache); sink.release() hands the memory back;
 //   3. when a tensor's last piece has been hashed, its digest is compared with the manifest's.
+//   4. with a file hash to check (the plan covers the whole file, read_plan.h cover_file()), the
+//      worker then hands the chunk to the file hash, which consumes chunks strictly in file
+//      order: a chunk whose bytes stay put until the run ends (ChunkSink::bytes_stay) is left
+//      for whoever reaches it; any other chunk's worker waits for its turn and hashes it before
+//      release(). Units go out in offset order, so the wait is for at most the chunks the other
+//      workers hold.
 // A unit never shares a tensor with another unit, so each tensor is hashed by one thread, in
 // order, with no locks. The first error stops every worker after its current chunk; that error is
 // returned. ChunkSink methods are called concurrently from different workers (never for the same
@@ -37,11 +43,18 @@ class ChunkSink {
   virtual Status release(unsigned worker, const PlanChunk& chunk, unsigned char* bytes) = 0;
   // After every worker has stopped: wait for outstanding asynchronous work. Called once.
   virtual Status finish() { return Status::ok(); }
+  // True when `bytes` (from acquire) keep the chunk's bytes unchanged until run_pipeline returns
+  // (read straight into their destination), so the file hash may read them later.
+  virtual bool bytes_stay(const PlanChunk&) const { return false; }
 };
 
 struct PipelineOptions {
   unsigned io_threads = 4;    // workers; capped by the number of units
   bool verify_hashes = true;  // compare each tensor's XXH3 with the plan's
+  // With verify_hashes and a plan that covers the whole file: compare the XXH3-64 of the whole
+  // file (streamed from the chunks as they are read) with this value, the commit record's.
+  bool check_file_hash = false;
+  uint64_t file_xxh3 = 0;
 };
 
 struct PipelineStats {
@@ -53,6 +66,8 @@ struct PipelineStats {
 // Runs `plan` against `file`. On success every tensor of the plan has been delivered to the sink
 // and (with verify_hashes) matched its hash. On failure the first error: a hash mismatch is
 //   corrupt: tensor "/model/x" in FILE: xxh3 mismatch at offset 0x2000 (expected …, got …)
+// a whole-file mismatch (every tensor matched its own hash) is
+//   corrupt: FILE: whole-file xxh3 mismatch (commit record: expected …, got …) …
 // and read errors name the file (a short file is kCorrupt "truncated"). Never throws.
 Status run_pipeline(const RandomAccessFile& file, const ReadPlan& plan, ChunkSink* sink,
                     const PipelineOptions& options, PipelineStats* stats = nullptr);

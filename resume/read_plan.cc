@@ -121,6 +121,42 @@ Result<ReadPlan> make_read_plan(const Manifest& manifest, const std::vector<size
   return plan;
 }
 
+Status cover_file(ReadPlan* plan, uint64_t file_bytes, const std::string& file) {
+  if (!plan->chunks.empty()) {
+    const PlanChunk& last = plan->chunks.back();
+    if (last.offset + last.nbytes > file_bytes) {
+      return corrupt(file + ": tensors end at byte " + std::to_string(last.offset + last.nbytes) +
+                     ", past the " + std::to_string(file_bytes) + " bytes the commit record lists");
+    }
+  }
+  std::vector<PlanChunk> chunks;
+  std::vector<PlanUnit> units;
+  uint64_t at = 0;
+  auto fill_to = [&](uint64_t end) {
+    for (; at < end; at += std::min(plan->chunk_bytes, end - at)) {
+      PlanChunk c;
+      c.offset = at;
+      c.nbytes = std::min(plan->chunk_bytes, end - at);
+      c.first_piece = static_cast<uint32_t>(plan->pieces.size());
+      units.push_back({static_cast<uint32_t>(chunks.size()), 1});
+      chunks.push_back(c);
+    }
+  };
+  for (const PlanUnit& u : plan->units) {  // holes lie only between units (see PlanBuilder)
+    fill_to(plan->chunks[u.first_chunk].offset);
+    units.push_back({static_cast<uint32_t>(chunks.size()), u.chunk_count});
+    for (uint32_t k = 0; k < u.chunk_count; ++k) chunks.push_back(plan->chunks[u.first_chunk + k]);
+    const PlanChunk& last = chunks.back();
+    at = last.offset + last.nbytes;
+  }
+  fill_to(file_bytes);
+  plan->chunks = std::move(chunks);
+  plan->units = std::move(units);
+  plan->read_bytes = file_bytes;
+  plan->file_bytes = file_bytes;
+  return Status::ok();
+}
+
 Result<ReadPlan> make_read_plan(const std::vector<ManifestEntry>& entries,
                                 const PlanOptions& options) {
   Manifest m;

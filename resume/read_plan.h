@@ -9,6 +9,9 @@
 // Chunks are grouped into units: a unit never shares a tensor with another unit, so the one worker
 // that owns a unit sees every piece of its tensors in order and can stream each tensor's XXH3
 // without locks. Zero-byte tensors have no chunk; their hash is checked without I/O.
+// cover_file() adds filler chunks (no pieces) over every byte no chunk reads — HDF5 metadata,
+// padding, tensors left out — so the chunks tile the whole file and the pipeline can stream the
+// file's XXH3 from the same reads.
 // A plan is an immutable value after make_read_plan; any number of threads may read it.
 #pragma once
 
@@ -60,6 +63,7 @@ struct ReadPlan {
   uint64_t tensor_bytes = 0;        // sum of tensor sizes
   uint64_t read_bytes = 0;          // sum of chunk sizes (tensor bytes + coalesced padding)
   uint64_t chunk_bytes = 0;         // the largest chunk size the plan may contain
+  uint64_t file_bytes = 0;          // set by cover_file(): the chunks tile [0, file_bytes)
 
   // True when the chunk is exactly one whole-chunk piece, so it can be read straight into the
   // tensor's destination with no staging copy.
@@ -72,6 +76,11 @@ struct ReadPlan {
 // On failure (chunk_bytes == 0, or more than 2^32 pieces) an kInvalidArgument Status.
 Result<ReadPlan> make_read_plan(const std::vector<ManifestEntry>& entries,
                                 const PlanOptions& options = {});
+
+// Adds filler chunks (each its own unit, at most chunk_bytes) over the holes of `plan`, so its
+// chunks tile [0, file_bytes) in offset order. On failure (a chunk ends past file_bytes) a
+// kCorrupt Status naming `file`; the plan is then unchanged.
+Status cover_file(ReadPlan* plan, uint64_t file_bytes, const std::string& file);
 
 // Overload that keeps manifest indices: entries[i] is manifest.tensors[indices[i]].
 Result<ReadPlan> make_read_plan(const Manifest& manifest, const std::vector<size_t>& indices,

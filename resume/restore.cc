@@ -24,13 +24,21 @@ double since(Clock::time_point t0) {
 // Reads chunks straight into the destination when a chunk is one whole piece of one tensor;
 // otherwise into the worker's staging buffer, then copies each piece out (the coalesced small
 // tensors: one syscall instead of many, one memcpy each while the chunk is in cache).
+// With an Undo, `saved[t]` is where tensor t's old bytes go (null: memory the tree owns), and each
+// piece's old bytes are copied there just before the piece is overwritten.
 class HostSink final : public ChunkSink {
  public:
-  HostSink(const ReadPlan& plan, const std::vector<unsigned char*>& dst, unsigned workers)
-      : plan_(plan), dst_(dst), staging_(workers) {}
+  HostSink(const ReadPlan& plan, const std::vector<unsigned char*>& dst,
+           const std::vector<unsigned char*>& saved, unsigned workers)
+      : plan_(plan),
+        dst_(dst),
+        saved_(saved),
+        taken_(saved.empty() ? 0 : plan.pieces.size(), 0),
+        staging_(workers) {}
 
   Result<unsigned char*> acquire(unsigned worker, const PlanChunk& c) override {
     if (plan_.is_direct(c)) {
+      save_old(c.first_piece);
       const PlanPiece& p = plan_.pieces[c.first_piece];
       return dst_[p.tensor] + p.tensor_offset;
     }
@@ -46,6 +54,7 @@ class HostSink final : public ChunkSink {
   Status deliver(unsigned, const PlanChunk& c, unsigned char* bytes) override {
     if (plan_.is_direct(c)) return Status::ok();
     for (uint32_t k = 0; k < c.piece_count; ++k) {
+      save_old(c.first_piece + k);
       const PlanPiece& p = plan_.pieces[c.first_piece + k];
       std::memcpy(dst_[p.tensor] + p.tensor_offset, bytes + p.chunk_offset, p.nbytes);
     }
@@ -53,10 +62,34 @@ class HostSink final : public ChunkSink {
   }
 
   Status release(unsigned, const PlanChunk&, unsigned char*) override { return Status::ok(); }
+  bool bytes_stay(const PlanChunk& c) const override { return plan_.is_direct(c); }
+
+  // After the run: the ranges whose old bytes were saved.
+  std::vector<Undo::Range> taken_ranges() const {
+    std::vector<Undo::Range> out;
+    for (size_t i = 0; i < taken_.size(); ++i) {
+      if (!taken_[i]) continue;
+      const PlanPiece& p = plan_.pieces[i];
+      out.push_back({dst_[p.tensor] + p.tensor_offset, saved_[p.tensor] + p.tensor_offset,
+                     static_cast<size_t>(p.nbytes)});
+    }
+    return out;
+  }
 
  private:
+  // Each piece belongs to one chunk, read by one worker: distinct workers write distinct flags.
+  void save_old(uint32_t piece) {
+    if (taken_.empty()) return;
+    const PlanPiece& p = plan_.pieces[piece];
+    if (saved_[p.tensor] == nullptr) return;
+    std::memcpy(saved_[p.tensor] + p.tensor_offset, dst_[p.tensor] + p.tensor_offset, p.nbytes);
+    taken_[piece] = 1;
+  }
+
   const ReadPlan& plan_;
   const std::vector<unsigned char*>& dst_;
+  const std::vector<unsigned char*>& saved_;
+  std::vector<char> taken_;
   struct Staging {
     std::unique_ptr<unsigned char[]> bytes;
     uint64_t size = 0;
@@ -90,10 +123,8 @@ Status check_destinations(const Manifest& m, const RestoreOptions& options,
   return Status::ok();
 }
 
-Result<Node> restore_impl(Env* env, const std::string& step_dir, int64_t rank,
-                          const RestoreOptions& options, RestoreStats* stats) {
-  const auto t0 = Clock::now();
-  CKPT_ASSIGN_OR_RETURN(store::RankStructure rs, store::open_rank_structure(env, step_dir, rank));
+Result<Node> restore_impl(Env* env, store::RankStructure rs, const RestoreOptions& options,
+                          RestoreStats* stats, Clock::time_point t0) {
   const Manifest& m = rs.manifest;
   const std::string& fpath = rs.file;
   Node& root = rs.root;
@@ -110,6 +141,14 @@ Result<Node> restore_impl(Env* env, const std::string& step_dir, int64_t rank,
   popts.chunk_bytes = options.chunk_bytes;
   popts.max_gap = options.max_gap;
   CKPT_ASSIGN_OR_RETURN(ReadPlan plan, make_read_plan(m, selected, popts));
+  const bool check_file = options.check_file_hash && options.verify_hashes;
+  if (check_file) {
+    if (options.file_bytes != m.file_bytes) {
+      return corrupt(fpath + ": " + std::to_string(m.file_bytes) +
+                     " bytes, the commit record lists " + std::to_string(options.file_bytes));
+    }
+    CKPT_RETURN_IF_ERROR(cover_file(&plan, options.file_bytes, fpath));
+  }
 
   // Destinations: the caller's span, or memory the tree will own.
   RestoreStats local;
@@ -133,6 +172,24 @@ Result<Node> restore_impl(Env* env, const std::string& step_dir, int64_t rank,
     }
     t->nbytes = pt.nbytes;
   }
+  // Old bytes of caller memory, laid out tensor after tensor in one buffer.
+  std::vector<unsigned char*> saved;
+  std::unique_ptr<unsigned char[]> saved_bytes;
+  if (options.undo != nullptr) {
+    options.undo->clear();
+    uint64_t total = 0;
+    for (size_t i = 0; i < plan.tensors.size(); ++i) {
+      if (options.destinations.count(plan.tensors[i].path)) total += plan.tensors[i].nbytes;
+    }
+    saved_bytes.reset(new unsigned char[total == 0 ? 1 : total]);
+    saved.assign(plan.tensors.size(), nullptr);
+    uint64_t at = 0;
+    for (size_t i = 0; i < plan.tensors.size(); ++i) {
+      if (!options.destinations.count(plan.tensors[i].path)) continue;
+      saved[i] = saved_bytes.get() + at;
+      at += plan.tensors[i].nbytes;
+    }
+  }
   CKPT_ASSIGN_OR_RETURN(auto file, env->open_random(fpath));
   local.metadata_seconds = since(t0);
 
@@ -140,9 +197,16 @@ Result<Node> restore_impl(Env* env, const std::string& step_dir, int64_t rank,
   PipelineOptions pipe;
   pipe.io_threads = options.io_threads == 0 ? default_io_threads() : options.io_threads;
   pipe.verify_hashes = options.verify_hashes;
-  HostSink sink(plan, dst, pipe.io_threads);
+  pipe.check_file_hash = check_file;
+  pipe.file_xxh3 = options.file_xxh3;
+  HostSink sink(plan, dst, saved, pipe.io_threads);
   PipelineStats ps;
-  CKPT_RETURN_IF_ERROR(run_pipeline(*file, plan, &sink, pipe, &ps));
+  Status ran = run_pipeline(*file, plan, &sink, pipe, &ps);
+  if (options.undo != nullptr) {
+    options.undo->hold(std::move(saved_bytes), sink.taken_ranges());
+    if (!ran.is_ok()) options.undo->apply();
+  }
+  CKPT_RETURN_IF_ERROR(ran);
   local.data_seconds = since(t1);
 
   CKPT_RETURN_IF_ERROR(store::link_aliases(rs.datasets, &root, fpath));
@@ -157,12 +221,45 @@ Result<Node> restore_impl(Env* env, const std::string& step_dir, int64_t rank,
 
 }  // namespace
 
+void Undo::hold(std::unique_ptr<unsigned char[]> saved, std::vector<Range> ranges) {
+  saved_ = std::move(saved);
+  ranges_ = std::move(ranges);
+}
+
+void Undo::apply() {
+  for (const Range& r : ranges_) std::memcpy(r.dst, r.saved, r.nbytes);
+  clear();
+}
+
+void Undo::clear() {
+  ranges_.clear();
+  saved_.reset();
+}
+
+uint64_t Undo::bytes() const {
+  uint64_t n = 0;
+  for (const Range& r : ranges_) n += r.nbytes;
+  return n;
+}
+
 Result<Node> restore_rank(Env* env, const std::string& step_dir, int64_t rank,
                           const RestoreOptions& options, RestoreStats* stats) {
+  const auto t0 = Clock::now();
+  CKPT_ASSIGN_OR_RETURN(store::RankStructure rs, store::open_rank_structure(env, step_dir, rank));
   try {
-    return restore_impl(env, step_dir, rank, options, stats);
+    return restore_impl(env, std::move(rs), options, stats, t0);
   } catch (const std::exception& e) {  // allocation failure for a large tensor
     return internal_error(path_join(step_dir, rank_file_name(rank)) + ": restore: " + e.what());
+  }
+}
+
+Result<Node> restore_rank(Env* env, store::RankStructure structure, const RestoreOptions& options,
+                          RestoreStats* stats) {
+  const std::string fpath = structure.file;
+  try {
+    return restore_impl(env, std::move(structure), options, stats, Clock::now());
+  } catch (const std::exception& e) {
+    return internal_error(fpath + ": restore: " + e.what());
   }
 }
 

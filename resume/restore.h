@@ -8,17 +8,26 @@
 // memory the returned tree owns (Tensor::keepalive). The caller owns destination memory and must
 // keep it alive and untouched until the call returns. One call uses its own threads; concurrent
 // calls on different files are safe (HDF5 access is serialised inside ckpt/h5).
+//
+// All or nothing: with RestoreOptions::undo the old bytes of every destination are saved just
+// before the pipeline overwrites them (snapshot and roll back; memory the tree owns is staging
+// and needs none). A failed restore_rank puts them back itself, so caller memory is bitwise as it
+// was; after a successful one the caller may still apply() the Undo when a later step of its own
+// restore fails (the Checkpointer does), or drop it.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "ckpt/base/status.h"
 #include "ckpt/format/tree.h"
 #include "ckpt/io/env.h"
+#include "ckpt/store/rank_io.h"
 
 namespace ckpt::resume {
 
@@ -26,6 +35,26 @@ namespace ckpt::resume {
 struct HostSpan {
   void* data = nullptr;
   size_t nbytes = 0;
+};
+
+// The bytes a restore overwrote in caller memory, as they were before. Not thread-safe.
+class Undo {
+ public:
+  struct Range {
+    void* dst = nullptr;                   // caller memory that was overwritten
+    const unsigned char* saved = nullptr;  // its old bytes, inside the Undo's own buffer
+    size_t nbytes = 0;
+  };
+  // Takes the saved bytes (replacing what was held).
+  void hold(std::unique_ptr<unsigned char[]> saved, std::vector<Range> ranges);
+  // Writes every saved range back, then holds nothing.
+  void apply();
+  void clear();
+  uint64_t bytes() const;
+
+ private:
+  std::unique_ptr<unsigned char[]> saved_;
+  std::vector<Range> ranges_;
 };
 
 struct RestoreOptions {
@@ -39,6 +68,14 @@ struct RestoreOptions {
   uint64_t chunk_bytes = 1u << 20;  // largest single read; L2-sized so the hash reads cache
   uint64_t max_gap = 64u << 10;     // padding read to coalesce neighbouring tensors
   bool verify_hashes = true;
+  // Also check the XXH3-64 of the whole file against the commit record's (CommitFile bytes and
+  // xxh3), streamed from the same reads: every byte of the file is read once, those of tensors
+  // outside `components` and of the HDF5 metadata included. Needs verify_hashes.
+  bool check_file_hash = false;
+  uint64_t file_bytes = 0;
+  uint64_t file_xxh3 = 0;
+  // Where to save the old bytes of the destinations (see the note at the top); null = none saved.
+  Undo* undo = nullptr;
 };
 
 struct RestoreStats {
@@ -59,5 +96,10 @@ struct RestoreStats {
 // Never throws.
 Result<Node> restore_rank(Env* env, const std::string& step_dir, int64_t rank,
                           const RestoreOptions& options = {}, RestoreStats* stats = nullptr);
+
+// The same, from a structure the caller opened (store::open_rank_structure) to plan its
+// destinations from dtypes and shapes before any byte is read.
+Result<Node> restore_rank(Env* env, store::RankStructure structure, const RestoreOptions& options,
+                          RestoreStats* stats = nullptr);
 
 }  // namespace ckpt::resume

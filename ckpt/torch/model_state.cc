@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/torch/in_place.h"
 #include "ckpt/torch/tensor_convert.h"
 
 namespace ckpt::torch_adapter {
@@ -103,7 +104,7 @@ Status capture_model(const torch::nn::Module& m, Node* out) {
   return Status::ok();
 }
 
-Status restore_model(const Node& in, torch::nn::Module& m) {
+Result<std::vector<TensorTarget>> model_targets(const Node& in, torch::nn::Module& m) {
   CKPT_ASSIGN_OR_RETURN(std::vector<Entry> entries, collect(m));
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < entries.size(); ++i) index[entries[i].name] = i;
@@ -119,6 +120,7 @@ Status restore_model(const Node& in, torch::nn::Module& m) {
   const std::set<std::string> ckpt_buffer_set(ckpt_buffers.begin(), ckpt_buffers.end());
 
   // Validate everything first so a failed restore leaves the module untouched.
+  std::vector<TensorTarget> targets;
   for (const Entry& e : entries) {
     const Tensor* src = in.find_tensor(e.name);
     if (src == nullptr) {
@@ -152,12 +154,22 @@ Status restore_model(const Node& in, torch::nn::Module& m) {
                       in_quotes(entries[e.alias_of].name) +
                       " in the module but saved as a separate tensor in the checkpoint");
     }
-    CKPT_RETURN_IF_ERROR(check_compatible(*src, e.tensor, e.name));
+    CKPT_RETURN_IF_ERROR(check_dtype_shape(*src, e.tensor, e.name));
+    targets.push_back({"/model/" + e.name, e.tensor, false});
   }
-  for (Entry& e : entries) {
-    const Tensor& src = in.tensors.at(e.name);
-    if (!src.alias_of.empty()) continue;
-    CKPT_RETURN_IF_ERROR(copy_into(src, e.tensor, e.name));
+  return targets;
+}
+
+Status restore_model(const Node& in, torch::nn::Module& m) {
+  CKPT_ASSIGN_OR_RETURN(std::vector<TensorTarget> targets, model_targets(in, m));
+  const size_t skip = std::string("/model/").size();
+  for (const TensorTarget& t : targets) {
+    const std::string name = t.path.substr(skip);
+    CKPT_RETURN_IF_ERROR(check_compatible(in.tensors.at(name), t.tensor, name));
+  }
+  for (TensorTarget& t : targets) {
+    const std::string name = t.path.substr(skip);
+    CKPT_RETURN_IF_ERROR(copy_into(in.tensors.at(name), t.tensor, name));
   }
   return Status::ok();
 }

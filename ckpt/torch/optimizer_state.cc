@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ckpt/torch/compat.h"
+#include "ckpt/torch/in_place.h"
 #include "ckpt/torch/tensor_convert.h"
 
 namespace ckpt::torch_adapter {
@@ -400,7 +401,55 @@ Status capture_optimizer(const optim::Optimizer& opt, const torch::nn::Module& m
   return Status::ok();
 }
 
-Status restore_optimizer(const Node& in, optim::Optimizer& opt, const torch::nn::Module& m) {
+struct PreparedOptimizer::Impl {
+  std::vector<TensorTarget> targets;
+  std::vector<std::unique_ptr<optim::OptimizerOptions>> options;  // per group
+  std::map<std::string, at::Tensor> params;                       // by name
+  std::map<std::string, std::unique_ptr<optim::OptimizerParamState>> state;
+};
+
+PreparedOptimizer::PreparedOptimizer() : impl_(std::make_unique<Impl>()) {}
+PreparedOptimizer::~PreparedOptimizer() = default;
+PreparedOptimizer::PreparedOptimizer(PreparedOptimizer&&) noexcept = default;
+PreparedOptimizer& PreparedOptimizer::operator=(PreparedOptimizer&&) noexcept = default;
+const std::vector<TensorTarget>& PreparedOptimizer::targets() const { return impl_->targets; }
+
+// 3. Commit: nothing before this touched the optimizer.
+void PreparedOptimizer::commit(optim::Optimizer& opt) {
+  for (size_t g = 0; g < impl_->options.size(); ++g) {
+    opt.param_groups()[g].set_options(std::move(impl_->options[g]));
+  }
+  auto& state_map = opt.state();
+  for (const auto& [name, p] : impl_->params) state_map.erase(compat::state_key(p));
+  for (auto& [name, s] : impl_->state) {
+    state_map[compat::state_key(impl_->params[name])] = std::move(s);
+  }
+  impl_->options.clear();
+  impl_->state.clear();
+}
+
+namespace {
+
+// The optimizer's current state tensor `tname` of `param` when the restore can fill it in place.
+at::Tensor reusable(Kind k, const optim::Optimizer& opt, const at::Tensor& param,
+                    const std::string& tname) {
+  auto it = opt.state().find(compat::state_key(param));
+  if (it == opt.state().end()) return {};
+  Result<StateParts> parts = split_state(k, *it->second);
+  if (!parts.is_ok()) return {};
+  auto t = parts->tensors.find(tname);
+  if (t == parts->tensors.end()) return {};
+  const at::Tensor& x = t->second;
+  const bool fits = x.defined() && x.scalar_type() == param.scalar_type() &&
+                    x.sizes() == param.sizes() && x.device() == param.device() &&
+                    x.is_contiguous() && x.storage_offset() == 0 && !x.is_alias_of(param);
+  return fits ? x : at::Tensor();
+}
+
+}  // namespace
+
+Result<PreparedOptimizer> prepare_optimizer(const Node& in, optim::Optimizer& opt,
+                                            const torch::nn::Module& m) {
   CKPT_ASSIGN_OR_RETURN(Kind k, detect(opt));
   const std::string saved_type = in.get_string("type");
   if (saved_type != kind_name(k)) {
@@ -408,6 +457,8 @@ Status restore_optimizer(const Node& in, optim::Optimizer& opt, const torch::nn:
                     in_quotes(saved_type) + ")");
   }
   CKPT_ASSIGN_OR_RETURN(auto group_names, name_params(opt, m));
+  PreparedOptimizer prepared;
+  PreparedOptimizer::Impl& out = *prepared.impl_;
 
   // 1. Structure: the same parameters, in the same groups, in the same order.
   const Node* groups = in.find_child("groups");
@@ -416,9 +467,7 @@ Status restore_optimizer(const Node& in, optim::Optimizer& opt, const torch::nn:
     return mismatch("optimizer has " + std::to_string(group_names.size()) +
                     " param groups, checkpoint has " + std::to_string(groups->children.size()));
   }
-  std::map<std::string, at::Tensor> param_by_name;
   std::map<std::string, size_t> group_of;
-  std::vector<std::unique_ptr<optim::OptimizerOptions>> new_options;
   for (size_t g = 0; g < group_names.size(); ++g) {
     const std::string where = "optimizer group " + std::to_string(g);
     const Node* gn = groups->find_child(std::to_string(g));
@@ -432,39 +481,40 @@ Status restore_optimizer(const Node& in, optim::Optimizer& opt, const torch::nn:
         return mismatch(where + ", parameter #" + std::to_string(i) + ": expected " + a + ", got " +
                         b);
       }
-      param_by_name[here[i]] = opt.param_groups()[g].params()[i];
+      out.params[here[i]] = opt.param_groups()[g].params()[i];
       group_of[here[i]] = g;
     }
     CKPT_ASSIGN_OR_RETURN(auto options, read_hparams(k, *gn, where));
-    new_options.push_back(std::move(options));
+    out.options.push_back(std::move(options));
   }
 
   // 2. State: each saved entry belongs to a parameter and has exactly the tensors its group's
-  // options need, each shaped and typed like the parameter.
-  std::map<std::string, std::unique_ptr<optim::OptimizerParamState>> new_state;
+  // options need, each shaped and typed like the parameter; each gets a target to be filled.
   if (const Node* states = in.find_child("state")) {
     for (const auto& [name, sn] : states->children) {
-      auto p = param_by_name.find(name);
-      if (p == param_by_name.end()) {
+      auto p = out.params.find(name);
+      if (p == out.params.end()) {
         return mismatch("optimizer state for " + in_quotes(name) +
                         " in the checkpoint, but the optimizer has no such parameter");
       }
-      const optim::OptimizerOptions& opts = *new_options[group_of[name]];
+      const optim::OptimizerOptions& opts = *out.options[group_of[name]];
       std::vector<std::string> need = required_tensors(k, opts);
       std::map<std::string, at::Tensor> tensors;
       for (const std::string& tname : need) {
         const std::string path = "optimizer/state/" + name + "/" + tname;
         const Tensor* t = sn.find_tensor(tname);
         if (t == nullptr) return not_found("tensor " + in_quotes(path) + " is missing");
-        CKPT_RETURN_IF_ERROR(check_compatible(*t, p->second, path));
-        CKPT_ASSIGN_OR_RETURN(at::Tensor fresh, to_torch(*t));
+        CKPT_RETURN_IF_ERROR(check_dtype_shape(*t, p->second, path));
+        at::Tensor target = reusable(k, opt, p->second, tname);
+        const bool fresh = !target.defined();
         try {
-          tensors[tname] = fresh.to(p->second.device());
+          if (fresh) target = at::empty(p->second.sizes(), p->second.options());
         } catch (const c10::Error& e) {
-          return internal_error("tensor " + in_quotes(path) + ": copy to " +
-                                p->second.device().str() +
-                                " failed: " + e.what_without_backtrace());
+          return internal_error("tensor " + in_quotes(path) + ": cannot allocate on " +
+                                p->second.device().str() + ": " + e.what_without_backtrace());
         }
+        tensors[tname] = target;
+        out.targets.push_back({"/" + path, target, fresh});
       }
       for (const auto& [tname, t] : sn.tensors) {
         if (std::find(need.begin(), need.end(), tname) == need.end()) {
@@ -476,19 +526,32 @@ Status restore_optimizer(const Node& in, optim::Optimizer& opt, const torch::nn:
       if (has_step(k)) {
         CKPT_ASSIGN_OR_RETURN(step, need_int(sn, "step", "optimizer state of " + in_quotes(name)));
       }
-      new_state[name] = build_state(k, std::move(tensors), step);
+      out.state[name] = build_state(k, std::move(tensors), step);
     }
   }
+  return prepared;
+}
 
-  // 3. Commit: nothing above touched the optimizer.
-  for (size_t g = 0; g < group_names.size(); ++g) {
-    opt.param_groups()[g].set_options(std::move(new_options[g]));
+Status restore_optimizer(const Node& in, optim::Optimizer& opt, const torch::nn::Module& m) {
+  CKPT_ASSIGN_OR_RETURN(PreparedOptimizer prepared, prepare_optimizer(in, opt, m));
+  // Targets that are the optimizer's live tensors are written only once every source checks out.
+  std::vector<std::pair<const Tensor*, const TensorTarget*>> copies;
+  for (const TensorTarget& t : prepared.targets()) {
+    const std::string path = t.path.substr(1);
+    const Node* sn = in.find_child("state");
+    const std::string rest = path.substr(std::string("optimizer/state/").size());
+    const size_t slash = rest.rfind('/');
+    const Node* pn = sn == nullptr ? nullptr : sn->find_child(rest.substr(0, slash));
+    const Tensor* src = pn == nullptr ? nullptr : pn->find_tensor(rest.substr(slash + 1));
+    if (src == nullptr) return internal_error("tensor " + in_quotes(path) + " vanished");
+    CKPT_RETURN_IF_ERROR(check_compatible(*src, t.tensor, path));
+    copies.emplace_back(src, &t);
   }
-  auto& state_map = opt.state();
-  for (const auto& [name, p] : param_by_name) state_map.erase(compat::state_key(p));
-  for (auto& [name, s] : new_state) {
-    state_map[compat::state_key(param_by_name[name])] = std::move(s);
+  for (auto& [src, t] : copies) {
+    at::Tensor dst = t->tensor;
+    CKPT_RETURN_IF_ERROR(copy_into(*src, dst, t->path.substr(1)));
   }
+  prepared.commit(opt);
   return Status::ok();
 }
 

@@ -162,7 +162,7 @@ Result<torch::Tensor> to_torch(const Tensor& t) {
   }
 }
 
-Status check_compatible(const Tensor& src, const torch::Tensor& dst, const std::string& name) {
+Status check_dtype_shape(const Tensor& src, const torch::Tensor& dst, const std::string& name) {
   const std::string what = "tensor \"" + name + "\"";
   if (!dst.defined()) return invalid_argument(what + ": destination is undefined");
   Result<DType> dst_dtype = to_ckpt_dtype(dst.scalar_type());
@@ -176,6 +176,12 @@ Status check_compatible(const Tensor& src, const torch::Tensor& dst, const std::
     return mismatch(what + ": shape mismatch (expected " + shape_string(dst_shape) + ", got " +
                     shape_string(src.shape) + ")");
   }
+  return Status::ok();
+}
+
+Status check_compatible(const Tensor& src, const torch::Tensor& dst, const std::string& name) {
+  CKPT_RETURN_IF_ERROR(check_dtype_shape(src, dst, name));
+  const std::string what = "tensor \"" + name + "\"";
   std::optional<size_t> expected = dense_nbytes(src.dtype, src.shape);
   if (!expected || src.nbytes != *expected || (src.nbytes != 0 && src.data == nullptr)) {
     return corrupt(what + ": holds " + std::to_string(src.nbytes) +

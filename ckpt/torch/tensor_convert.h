@@ -49,6 +49,9 @@ Result<Tensor> to_ckpt_tensor(const torch::Tensor& t);
 // libtorch, or when nbytes does not match the shape (names the expected and actual sizes).
 Result<torch::Tensor> to_torch(const Tensor& t);
 
+// The dtype and shape checks of check_compatible(), for a tensor whose bytes are not read yet.
+Status check_dtype_shape(const Tensor& src, const torch::Tensor& dst, const std::string& name);
+
 // The checks copy_into() makes, without copying: `dst` is defined, has `src`'s dtype and shape,
 // and `src` holds exactly the bytes that dtype and shape need. Errors name `name`, expected
 // (dst) vs actual (src).

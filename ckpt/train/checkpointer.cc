@@ -17,13 +17,6 @@
 #include "ckpt/torch/adapter.h"
 
 namespace ckpt {
-namespace {
-
-bool contains(const std::vector<std::string>& v, const std::string& s) {
-  return std::find(v.begin(), v.end(), s) != v.end();
-}
-
-}  // namespace
 
 std::string environment_digest(std::string* env_json) {
   char host[256] = {0};
@@ -237,111 +230,7 @@ Status Checkpointer::check_damaged(RestoreReport* rep) {
   return Status::ok();
 }
 
-Result<RestoreReport> Checkpointer::restore_latest() {
-  RestoreReport rep;
-  CKPT_RETURN_IF_ERROR(acquire_lock());
-  CKPT_RETURN_IF_ERROR(check_damaged(&rep));
-  auto latest = store::find_latest(env_, options_.run_dir);
-  if (!latest.is_ok()) {
-    if (latest.status().code() == Code::kNotFound) {  // a fresh start
-      if (!rep.skipped.empty()) rep.note = "no intact checkpoint: a fresh start";
-      return rep;
-    }
-    return latest.status();
-  }
-  rep.step = latest->step;
-  rep.checkpoint = path_basename(latest->dir);
-  rep.note = latest->note;
-  CKPT_ASSIGN_OR_RETURN(CommitRecord commit, store::read_commit(env_, latest->dir));
-  const int64_t file_rank = std::min<int64_t>(options_.rank, commit.world_size - 1);
-  rep.saved_world_size = commit.world_size;
-  CKPT_ASSIGN_OR_RETURN(Node root, store::read_rank(env_, latest->dir, file_rank));
-  CKPT_RETURN_IF_ERROR(store::check_rank_against_commit(
-      commit, root, latest->dir, path_join(latest->dir, rank_file_name(file_rank))));
-  const std::vector<std::string>& have = commit.components;
-
-  // What is tracked here but absent there; refuse before touching anything if it was required.
-  const std::pair<Component, bool> tracked[] = {
-      {Component::kModel, tracked_.model != nullptr},
-      {Component::kOptimizer, tracked_.optimizer != nullptr},
-      {Component::kScheduler, tracked_.scheduler != nullptr},
-      {Component::kRng, true},
-      {Component::kLoader, tracked_.sampler != nullptr},
-      {Component::kTrain, tracked_.counters != nullptr},
-      {Component::kExtra, !extra_.values().empty()}};
-  for (const auto& [component, is_tracked] : tracked) {
-    if (!is_tracked) continue;
-    const std::string name = component_name(component);
-    if (contains(have, name) && root.find_child(name) != nullptr) {
-      rep.components.push_back(name);
-    } else {
-      rep.missing.push_back(name);
-      if (options_.required.count(component) != 0) {
-        std::string has;
-        for (const auto& h : have) has += (has.empty() ? "" : ", ") + h;
-        return not_found(latest->dir + ": required component \"" + name +
-                         "\" is not in the checkpoint (it has: " + has + ")");
-      }
-    }
-  }
-  torch::nn::Module* const model = tracked_.model;
-  torch::optim::Optimizer* optimizer = tracked_.optimizer;
-  sched::Scheduler* scheduler = tracked_.scheduler;
-  loader::ResumableSampler* sampler = tracked_.sampler;
-  TrainCounters* counters = tracked_.counters;
-  // A loader spec that does not describe this run's data is an error, not a cursor to apply.
-  std::optional<loader::LoaderCursor> cursor;
-  if (contains(rep.components, "loader")) {
-    CKPT_ASSIGN_OR_RETURN(auto spec_cursor, loader::sampler_from_node(*root.find_child("loader")));
-    const loader::SamplerSpec& saved = spec_cursor.first;
-    const loader::SamplerSpec& here = sampler->spec();
-    if (saved.dataset_size != here.dataset_size || saved.seed != here.seed ||
-        saved.shuffle != here.shuffle || saved.drop_last != here.drop_last ||
-        saved.dataset_fingerprint != here.dataset_fingerprint) {
-      return mismatch(latest->dir +
-                      ": the loader component describes another dataset or order "
-                      "(dataset_size " +
-                      std::to_string(saved.dataset_size) + " vs " +
-                      std::to_string(here.dataset_size) + ", seed " + std::to_string(saved.seed) +
-                      " vs " + std::to_string(here.seed) + ")");
-    }
-    cursor = spec_cursor.second;
-  }
-  const std::string where = path_join(latest->dir, rank_file_name(file_rank));
-  auto ctx = [&](Status s) { return s.with_context(where); };
-  if (contains(rep.components, "model")) {
-    CKPT_RETURN_IF_ERROR(ctx(torch_adapter::restore_model(*root.find_child("model"), *model)));
-  }
-  if (contains(rep.components, "optimizer")) {
-    CKPT_RETURN_IF_ERROR(
-        ctx(torch_adapter::restore_optimizer(*root.find_child("optimizer"), *optimizer, *model)));
-  }
-  if (contains(rep.components, "scheduler")) {
-    CKPT_ASSIGN_OR_RETURN(sched::Scheduler s,
-                          sched::Scheduler::from_node(*root.find_child("scheduler")));
-    *scheduler = s;
-  }
-  if (contains(rep.components, "rng")) {
-    CKPT_RETURN_IF_ERROR(ctx(torch_adapter::restore_rng(*root.find_child("rng"), generators_)));
-  }
-  if (cursor) sampler->set_cursor(*cursor);
-  if (contains(rep.components, "train")) {
-    const Node& t = *root.find_child("train");
-    counters->global_step = t.get_int("global_step");
-    counters->epoch = t.get_int("epoch");
-    counters->samples_seen = t.get_int("samples_seen");
-    counters->tokens_seen = t.get_int("tokens_seen");
-    counters->grad_accum_steps = t.get_int("grad_accum_steps", 1);
-    counters->grad_accum_pos = t.get_int("grad_accum_pos");
-    counters->amp_loss_scale = t.get_double("amp_loss_scale", 0);
-  }
-  if (contains(rep.components, "extra")) {
-    CKPT_RETURN_IF_ERROR(ctx(torch_adapter::restore_extra(*root.find_child("extra"), extra_)));
-  }
-  rep.restored = true;
-  CKPT_RETURN_IF_ERROR(journal_restore(rep, cursor ? &*cursor : nullptr));
-  return rep;
-}
+// restore_latest() is in checkpointer_restore.cc.
 
 Status Checkpointer::journal_restore(const RestoreReport& rep, const loader::LoaderCursor* cursor) {
   CKPT_RETURN_IF_ERROR(open_journal());

@@ -1,0 +1,192 @@
+// restore_bench: the library's restore (resume::restore_rank called as Checkpointer::restore_latest
+// calls it: in place into pre-touched destination memory, tensor hashes and the commit record's
+// whole-file hash verified, old bytes saved for the undo) against raw pread of the same tensors
+// with 1 and N threads, warm (page cache) and cold (page cache dropped before every run).
+// bench/restore_bench.py runs it and adds torch.load + copy_ and safetensors peers.
+//
+// Usage: restore_bench [--mb 512] [--tensor-mb 8] [--small 256] [--reps 5] [--cold-reps 3]
+//                      [--threads N] [--dir DIR]
+// Every result is one line "RESULT <warm|cold> <name> <seconds> <MB/s>" (medians), so a driver
+// can parse it; the prose around it is for people.
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/bench_state.h"
+#include "ckpt/store/rank_io.h"
+#include "ckpt/store/run_dir.h"
+#include "resume/pipeline.h"
+#include "resume/restore.h"
+
+namespace ckpt::bench {
+namespace {
+
+struct Args {
+  uint64_t mb = 512, tensor_mb = 8, small = 256, reps = 5, cold_reps = 3;
+  unsigned threads = 0;
+  std::string dir;
+};
+
+bool parse(int argc, char** argv, Args* a) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    if (i + 1 >= argc) return false;
+    const char* v = argv[++i];
+    if (k == "--mb")
+      a->mb = std::strtoull(v, nullptr, 10);
+    else if (k == "--tensor-mb")
+      a->tensor_mb = std::strtoull(v, nullptr, 10);
+    else if (k == "--small")
+      a->small = std::strtoull(v, nullptr, 10);
+    else if (k == "--reps")
+      a->reps = std::strtoull(v, nullptr, 10);
+    else if (k == "--cold-reps")
+      a->cold_reps = std::strtoull(v, nullptr, 10);
+    else if (k == "--threads")
+      a->threads = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
+    else if (k == "--dir")
+      a->dir = v;
+    else
+      return false;
+  }
+  return a->mb > 0 && a->tensor_mb > 0 && a->reps > 0;
+}
+
+struct Method {
+  std::string name;
+  std::function<bool()> fn;
+  std::vector<double> warm, cold;
+};
+
+void report(const char* kind, const std::vector<Method>& methods, uint64_t bytes,
+            std::vector<double> Method::*runs) {
+  for (const Method& mt : methods) {
+    const double s = median(mt.*runs);
+    std::printf("RESULT %s %-48s %8.4f s %9.0f MB/s\n", kind, mt.name.c_str(), s,
+                mb_per_s(bytes, s));
+  }
+}
+
+int run(const Args& a) {
+  Env* env = Env::posix();
+  std::string base = a.dir;
+  if (base.empty()) {
+    char tmpl[] = "/tmp/ckpt-restore-bench-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) return 1;
+    base = tmpl;
+  }
+  const unsigned threads = a.threads ? a.threads : resume::default_io_threads();
+  State s;
+  build_state(a.mb, a.tensor_mb, a.small, &s);
+  const std::string run_dir = path_join(base, "run");
+  const std::string step_dir = path_join(run_dir, step_dir_name(1));
+  auto fail = [](const Status& st) {
+    std::fprintf(stderr, "%s\n", st.to_string().c_str());
+    return 1;
+  };
+  if (Status st = env->make_dirs(step_dir); !st.is_ok()) return fail(st);
+  if (auto m = store::write_rank(env, step_dir, 0, 1, 1, &s.root); !m.is_ok()) {
+    return fail(m.status());
+  }
+  if (Status st = store::commit(env, run_dir, 1, 1, {"model", "optimizer", "train"}); !st.is_ok()) {
+    return fail(st);
+  }
+  auto m = store::read_manifest(env, step_dir, 0);
+  auto rec = store::read_commit(env, step_dir);
+  if (!m.is_ok() || !rec.is_ok()) return fail(m.is_ok() ? rec.status() : m.status());
+  const std::string file = path_join(step_dir, m->file);
+  const CommitFile* listed = nullptr;
+  for (const auto& f : rec->files) {
+    if (f.name == m->file) listed = &f;
+  }
+  if (listed == nullptr) return 1;
+  std::printf(
+      "restore_bench: %zu tensors, %.1f MB of tensor bytes in a %.1f MB file, %u I/O threads, "
+      "%llu reps (median), load average %s (%u cores)\n",
+      m->tensors.size(), s.bytes / 1e6, m->file_bytes / 1e6, threads,
+      static_cast<unsigned long long>(a.reps), load_average().c_str(),
+      std::thread::hardware_concurrency());
+
+  // Pre-touched destinations, as a live model's and optimizer's tensors are.
+  std::vector<std::unique_ptr<unsigned char[]>> mem;
+  std::vector<unsigned char*> dst;
+  resume::RestoreOptions lib;
+  lib.io_threads = threads;
+  for (const auto& e : m->tensors) {
+    mem.emplace_back(new unsigned char[e.nbytes ? e.nbytes : 1]);
+    std::memset(mem.back().get(), 0, e.nbytes);
+    dst.push_back(mem.back().get());
+    lib.destinations[e.path] = {dst.back(), e.nbytes};
+  }
+  lib.check_file_hash = true;
+  lib.file_bytes = listed->bytes;
+  lib.file_xxh3 = listed->xxh3;
+  resume::Undo undo;
+  lib.undo = &undo;
+  resume::RestoreOptions no_undo = lib;
+  no_undo.undo = nullptr;
+  resume::RestoreOptions unverified = no_undo;
+  unverified.verify_hashes = false;
+  auto restore = [&](const resume::RestoreOptions& o) {
+    auto r = resume::restore_rank(env, step_dir, 0, o);
+    if (!r.is_ok()) std::fprintf(stderr, "%s\n", r.status().to_string().c_str());
+    return r.is_ok();
+  };
+  std::vector<Method> methods = {
+      {"raw pread, 1 thread", [&] { return raw_read(file, *m, dst, 1) >= 0; }, {}, {}},
+      {"raw pread, N threads", [&] { return raw_read(file, *m, dst, threads) >= 0; }, {}, {}},
+      {"library restore, verified (as restore_latest)", [&] { return restore(lib); }, {}, {}},
+      {"library restore, verified, no undo snapshot", [&] { return restore(no_undo); }, {}, {}},
+      {"library restore, unverified", [&] { return restore(unverified); }, {}, {}},
+  };
+  auto timed = [](std::vector<double>* out, const std::function<bool()>& fn) {
+    const auto t0 = Clock::now();
+    const bool ok = fn();
+    out->push_back(seconds_since(t0));
+    return ok;
+  };
+  make_warm({file});
+  for (uint64_t r = 0; r < a.reps; ++r) {
+    for (size_t k = 0; k < methods.size(); ++k) {
+      Method& mt = methods[(k + r) % methods.size()];  // rotate the order between repetitions
+      if (!timed(&mt.warm, mt.fn)) return 1;
+    }
+  }
+  report("warm", methods, s.bytes, &Method::warm);
+  std::string how;
+  double resident_max = 0;
+  for (uint64_t r = 0; r < a.cold_reps; ++r) {
+    for (size_t k = 0; k < methods.size(); ++k) {
+      Method& mt = methods[(k + r) % methods.size()];
+      how = make_cold({file, path_join(step_dir, rank_manifest_name(0))});
+      resident_max = std::max(resident_max, resident_fraction(file));
+      if (!timed(&mt.cold, mt.fn)) return 1;
+    }
+  }
+  if (a.cold_reps > 0) {
+    std::printf("cold: page cache dropped with %s before every run (at most %.1f%% resident)\n",
+                how.c_str(), 100 * resident_max);
+    report("cold", methods, s.bytes, &Method::cold);
+  }
+  std::printf("load average at end: %s\n", load_average().c_str());
+  if (a.dir.empty()) (void)env->remove_tree(base);
+  return 0;
+}
+
+}  // namespace
+}  // namespace ckpt::bench
+
+int main(int argc, char** argv) {
+  ckpt::bench::Args a;
+  if (!ckpt::bench::parse(argc, argv, &a)) {
+    std::fprintf(stderr,
+                 "usage: restore_bench [--mb 512] [--tensor-mb 8] [--small 256] [--reps 5] "
+                 "[--cold-reps 3] [--threads N] [--dir DIR]\n");
+    return 64;
+  }
+  return ckpt::bench::run(a);
+}

@@ -1,0 +1,248 @@
+// Checkpointer::restore_latest: the newest committed checkpoint back into the tracked objects,
+// through the fast pipeline (resume::restore_rank), all or nothing.
+//
+//   1. Find the checkpoint, read its commit record and this rank's file structure (dtypes,
+//      shapes, attributes; no tensor bytes).
+//   2. Validate every component from the structure alone: required components, the loader's
+//      dataset, the scheduler, the model's names/dtypes/shapes/ties, the optimizer's groups and
+//      state. Each model parameter and optimizer state tensor gets its target: the live tensor
+//      (in place) or, for optimizer state the optimizer does not hold yet, a fresh one.
+//   3. Read: host targets are the pipeline's destinations, filled in place with each tensor's
+//      hash and the file's whole-file hash (the commit record's) checked on the fly. The old
+//      bytes of every live target are saved just before they are overwritten (resume::Undo);
+//      a failed read puts them back.
+//   4. Steps that need the bytes and can still fail: device (or non-contiguous) targets copied
+//      from the restored tree (their old values cloned first), the RNG, the extra values. A
+//      failure undoes 3 and what of 4 ran, so every tracked object is bitwise as before.
+//   5. Commit what cannot fail: optimizer hyperparameters and state, scheduler, sampler cursor,
+//      counters; journal the restore.
+#include <torch/torch.h>
+
+#include <optional>
+
+#include "ckpt/format/manifest.h"
+#include "ckpt/loader/resumable_sampler.h"
+#include "ckpt/loader/sampler_node.h"
+#include "ckpt/sched/scheduler.h"
+#include "ckpt/store/rank_io.h"
+#include "ckpt/store/run_dir.h"
+#include "ckpt/torch/adapter.h"
+#include "ckpt/torch/in_place.h"
+#include "ckpt/train/checkpointer.h"
+#include "resume/restore.h"
+
+namespace ckpt {
+namespace {
+
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+// Everything step 2 decided, applied by steps 3–5.
+struct RestorePlan {
+  std::vector<torch_adapter::TensorTarget> targets;  // model, then optimizer state
+  std::optional<torch_adapter::PreparedOptimizer> optimizer;
+  std::optional<sched::Scheduler> scheduler;
+  std::optional<loader::LoaderCursor> cursor;
+};
+
+// Tracked components present in the checkpoint go to rep->components, the others to
+// rep->missing; a missing required one is refused.
+Status sort_components(const Tracked& tracked, bool has_extra, const CommitRecord& commit,
+                       const Node& root, const std::set<Component>& required,
+                       const std::string& dir, RestoreReport* rep) {
+  const std::pair<Component, bool> wanted[] = {
+      {Component::kModel, tracked.model != nullptr},
+      {Component::kOptimizer, tracked.optimizer != nullptr},
+      {Component::kScheduler, tracked.scheduler != nullptr},
+      {Component::kRng, true},
+      {Component::kLoader, tracked.sampler != nullptr},
+      {Component::kTrain, tracked.counters != nullptr},
+      {Component::kExtra, has_extra}};
+  for (const auto& [component, is_tracked] : wanted) {
+    if (!is_tracked) continue;
+    const std::string name = component_name(component);
+    if (contains(commit.components, name) && root.find_child(name) != nullptr) {
+      rep->components.push_back(name);
+      continue;
+    }
+    rep->missing.push_back(name);
+    if (required.count(component) != 0) {
+      std::string has;
+      for (const auto& h : commit.components) has += (has.empty() ? "" : ", ") + h;
+      return not_found(dir + ": required component \"" + name +
+                       "\" is not in the checkpoint (it has: " + has + ")");
+    }
+  }
+  return Status::ok();
+}
+
+// Step 2 for the components whose checks need no tensor bytes.
+Result<RestorePlan> plan_restore(const Tracked& tracked, const Node& root, const RestoreReport& rep,
+                                 const std::string& dir) {
+  RestorePlan plan;
+  if (contains(rep.components, "loader")) {
+    CKPT_ASSIGN_OR_RETURN(auto spec_cursor, loader::sampler_from_node(*root.find_child("loader")));
+    const loader::SamplerSpec& saved = spec_cursor.first;
+    const loader::SamplerSpec& here = tracked.sampler->spec();
+    if (saved.dataset_size != here.dataset_size || saved.seed != here.seed ||
+        saved.shuffle != here.shuffle || saved.drop_last != here.drop_last ||
+        saved.dataset_fingerprint != here.dataset_fingerprint) {
+      return mismatch(dir +
+                      ": the loader component describes another dataset or order "
+                      "(dataset_size " +
+                      std::to_string(saved.dataset_size) + " vs " +
+                      std::to_string(here.dataset_size) + ", seed " + std::to_string(saved.seed) +
+                      " vs " + std::to_string(here.seed) + ")");
+    }
+    plan.cursor = spec_cursor.second;
+  }
+  if (contains(rep.components, "scheduler")) {
+    CKPT_ASSIGN_OR_RETURN(plan.scheduler,
+                          sched::Scheduler::from_node(*root.find_child("scheduler")));
+  }
+  if (contains(rep.components, "model")) {
+    CKPT_ASSIGN_OR_RETURN(plan.targets,
+                          torch_adapter::model_targets(*root.find_child("model"), *tracked.model));
+  }
+  if (contains(rep.components, "optimizer")) {
+    CKPT_ASSIGN_OR_RETURN(plan.optimizer,
+                          torch_adapter::prepare_optimizer(*root.find_child("optimizer"),
+                                                           *tracked.optimizer, *tracked.model));
+    for (const auto& t : plan.optimizer->targets()) plan.targets.push_back(t);
+  }
+  return plan;
+}
+
+bool reads_in_place(const at::Tensor& t) { return t.device().is_cpu() && t.is_contiguous(); }
+
+// Step 4's undo for the targets the pipeline could not fill: their old values.
+struct DeviceUndo {
+  std::vector<std::pair<at::Tensor, at::Tensor>> saved;  // live tensor, clone
+  void apply() {
+    at::NoGradGuard no_grad;
+    for (auto& [live, old] : saved) live.copy_(old);
+    saved.clear();
+  }
+};
+
+// Step 4 for the targets outside host memory: copied from the restored tree.
+Status copy_device_targets(const RestorePlan& plan, Node* tree, DeviceUndo* undo) {
+  for (const auto& t : plan.targets) {
+    if (reads_in_place(t.tensor)) continue;
+    const Tensor* src = store::find_tensor(tree, t.path);
+    if (src == nullptr) return internal_error("tensor \"" + t.path + "\" vanished from the tree");
+    at::Tensor dst = t.tensor;
+    try {
+      if (!t.fresh) undo->saved.emplace_back(dst, dst.clone());
+    } catch (const c10::Error& e) {
+      return internal_error("tensor \"" + t.path +
+                            "\": cannot save its old value: " + e.what_without_backtrace());
+    }
+    CKPT_RETURN_IF_ERROR(torch_adapter::copy_into(*src, dst, t.path));
+  }
+  return Status::ok();
+}
+
+void apply_counters(const Node& t, TrainCounters* counters) {
+  counters->global_step = t.get_int("global_step");
+  counters->epoch = t.get_int("epoch");
+  counters->samples_seen = t.get_int("samples_seen");
+  counters->tokens_seen = t.get_int("tokens_seen");
+  counters->grad_accum_steps = t.get_int("grad_accum_steps", 1);
+  counters->grad_accum_pos = t.get_int("grad_accum_pos");
+  counters->amp_loss_scale = t.get_double("amp_loss_scale", 0);
+}
+
+}  // namespace
+
+Result<RestoreReport> Checkpointer::restore_latest() {
+  RestoreReport rep;
+  CKPT_RETURN_IF_ERROR(acquire_lock());
+  CKPT_RETURN_IF_ERROR(check_damaged(&rep));
+  auto latest = store::find_latest(env_, options_.run_dir);
+  if (!latest.is_ok()) {
+    if (latest.status().code() == Code::kNotFound) {  // a fresh start
+      if (!rep.skipped.empty()) rep.note = "no intact checkpoint: a fresh start";
+      return rep;
+    }
+    return latest.status();
+  }
+  rep.step = latest->step;
+  rep.checkpoint = path_basename(latest->dir);
+  rep.note = latest->note;
+  // 1. The commit record and this rank's structure.
+  CKPT_ASSIGN_OR_RETURN(CommitRecord commit, store::read_commit(env_, latest->dir));
+  const int64_t file_rank = std::min<int64_t>(options_.rank, commit.world_size - 1);
+  rep.saved_world_size = commit.world_size;
+  const std::string where = path_join(latest->dir, rank_file_name(file_rank));
+  const CommitFile* listed = nullptr;
+  for (const auto& f : commit.files) {
+    if (f.name == rank_file_name(file_rank)) listed = &f;
+  }
+  if (listed == nullptr) return corrupt(where + ": not listed in COMMIT.json");
+  CKPT_ASSIGN_OR_RETURN(store::RankStructure rs,
+                        store::open_rank_structure(env_, latest->dir, file_rank));
+  CKPT_RETURN_IF_ERROR(store::check_rank_against_commit(commit, rs.root, latest->dir, where));
+
+  // 2. Validate everything from the structure.
+  CKPT_RETURN_IF_ERROR(sort_components(tracked_, !extra_.values().empty(), commit, rs.root,
+                                       options_.required, latest->dir, &rep));
+  auto ctx = [&](Status s) { return s.with_context(where); };
+  Result<RestorePlan> planned = plan_restore(tracked_, rs.root, rep, latest->dir);
+  if (!planned.is_ok()) return ctx(planned.status());
+  RestorePlan& plan = *planned;
+
+  // 3. Read in place, hashes and the whole-file hash verified; undone on failure.
+  resume::RestoreOptions ro;
+  ro.components = std::set<std::string>(rep.components.begin(), rep.components.end());
+  for (const auto& t : plan.targets) {
+    if (!reads_in_place(t.tensor)) continue;
+    ro.destinations[t.path] = {t.tensor.data_ptr(), t.tensor.nbytes()};
+  }
+  ro.check_file_hash = true;
+  ro.file_bytes = listed->bytes;
+  ro.file_xxh3 = listed->xxh3;
+  resume::Undo undo;
+  ro.undo = &undo;
+  Result<Node> read = resume::restore_rank(env_, std::move(rs), ro);
+  if (!read.is_ok()) return read.status();
+  Node& tree = *read;
+
+  // 4. What can still fail, undone with everything before it.
+  DeviceUndo device_undo;
+  auto undo_all = [&](Status s) {
+    device_undo.apply();
+    undo.apply();
+    return ctx(std::move(s));
+  };
+  Status s = copy_device_targets(plan, &tree, &device_undo);
+  if (!s.is_ok()) return undo_all(std::move(s));
+  Node rng_before;
+  const bool rng = contains(rep.components, "rng");
+  if (rng) {
+    s = torch_adapter::capture_rng(generators_, &rng_before);
+    if (s.is_ok()) s = torch_adapter::restore_rng(*tree.find_child("rng"), generators_);
+    if (!s.is_ok()) return undo_all(std::move(s));
+  }
+  if (contains(rep.components, "extra")) {
+    s = torch_adapter::restore_extra(*tree.find_child("extra"), extra_);
+    if (!s.is_ok()) {
+      if (rng) (void)torch_adapter::restore_rng(rng_before, generators_);  // it was valid
+      return undo_all(std::move(s));
+    }
+  }
+  undo.clear();
+
+  // 5. Commit.
+  if (plan.optimizer) plan.optimizer->commit(*tracked_.optimizer);
+  if (plan.scheduler) *tracked_.scheduler = *plan.scheduler;
+  if (plan.cursor) tracked_.sampler->set_cursor(*plan.cursor);
+  if (contains(rep.components, "train"))
+    apply_counters(*tree.find_child("train"), tracked_.counters);
+  rep.restored = true;
+  CKPT_RETURN_IF_ERROR(journal_restore(rep, plan.cursor ? &*plan.cursor : nullptr));
+  return rep;
+}
+
+}  // namespace ckpt

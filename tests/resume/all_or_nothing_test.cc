@@ -1,0 +1,210 @@
+// The restore pipeline's whole-file hash (read_plan.h cover_file, pipeline.h step 4) and its
+// undo of caller memory (restore.h): a file whose only damage is outside every tensor is refused,
+// and a failed restore leaves destinations bitwise as they were.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstring>
+
+#include "ckpt/base/hash.h"
+#include "ckpt/store/rank_io.h"
+#include "ckpt/store/run_dir.h"
+#include "resume/read_plan.h"
+#include "resume/restore.h"
+#include "resume_test_util.h"
+
+namespace ckpt::resume {
+namespace {
+
+struct Saved {
+  resume_test::TempDir dir;
+  std::vector<std::vector<unsigned char>> storage;
+  Node tree;
+  Manifest manifest;
+  std::string file;
+  uint64_t file_xxh3 = 0;
+};
+
+void save(Saved* s) {
+  s->tree = resume_test::varied_tree(&s->storage);
+  auto m = store::write_rank(Env::posix(), s->dir.path(), 0, 42, 1, &s->tree);
+  REQUIRE(m.is_ok());
+  s->manifest = *m;
+  s->file = path_join(s->dir.path(), rank_file_name(0));
+  auto h = store::hash_file(Env::posix(), s->file);
+  REQUIRE(h.is_ok());
+  s->file_xxh3 = *h;
+}
+
+RestoreOptions with_file_hash(const Saved& s) {
+  RestoreOptions o;
+  o.check_file_hash = true;
+  o.file_bytes = s.manifest.file_bytes;
+  o.file_xxh3 = s.file_xxh3;
+  return o;
+}
+
+// The first padding byte after a tensor that is followed by a gap before the next one.
+uint64_t padding_offset(const Manifest& m) {
+  std::vector<ManifestEntry> t = m.tensors;
+  std::sort(t.begin(), t.end(), [](auto& a, auto& b) { return a.offset < b.offset; });
+  for (size_t i = 1; i < t.size(); ++i) {
+    const uint64_t end = t[i - 1].offset + t[i - 1].nbytes;
+    if (t[i - 1].nbytes > 0 && t[i].offset > end) return end;
+  }
+  FAIL("no padding between tensors");
+  return 0;
+}
+
+TEST_CASE("cover_file tiles the whole file with the plan's chunks in order", "[resume]") {
+  Saved s;
+  save(&s);
+  for (uint64_t chunk : {4096ull, 65536ull, 1ull << 20}) {
+    std::vector<size_t> model_only;
+    for (size_t i = 0; i < s.manifest.tensors.size(); ++i) {
+      if (s.manifest.tensors[i].path.rfind("/model/", 0) == 0) model_only.push_back(i);
+    }
+    PlanOptions po;
+    po.chunk_bytes = chunk;
+    auto plan = make_read_plan(s.manifest, model_only, po);
+    REQUIRE(plan.is_ok());
+    const size_t pieces = plan->pieces.size();
+    REQUIRE(cover_file(&*plan, s.manifest.file_bytes, s.file).is_ok());
+    uint64_t at = 0;
+    for (const PlanChunk& c : plan->chunks) {
+      REQUIRE(c.offset == at);
+      REQUIRE(c.nbytes <= chunk);
+      at += c.nbytes;
+    }
+    REQUIRE(at == s.manifest.file_bytes);
+    REQUIRE(plan->pieces.size() == pieces);
+    uint32_t next = 0;  // units still list consecutive chunks
+    for (const PlanUnit& u : plan->units) {
+      REQUIRE(u.first_chunk == next);
+      next += u.chunk_count;
+    }
+    REQUIRE(next == plan->chunks.size());
+    REQUIRE_FALSE(cover_file(&*plan, s.manifest.file_bytes - 1, s.file).is_ok());
+  }
+}
+
+TEST_CASE("the whole-file hash streamed from the reads equals the commit's", "[resume]") {
+  Saved s;
+  save(&s);
+  auto ref = store::read_rank(Env::posix(), s.dir.path(), 0);
+  REQUIRE(ref.is_ok());
+  for (unsigned threads : {1u, 2u, 3u, 8u}) {
+    for (uint64_t chunk : {4096ull, 65536ull, 1ull << 20}) {
+      RestoreOptions o = with_file_hash(s);
+      o.io_threads = threads;
+      o.chunk_bytes = chunk;
+      RestoreStats stats;
+      auto got = restore_rank(Env::posix(), s.dir.path(), 0, o, &stats);
+      INFO("threads " << threads << " chunk " << chunk << ": " << got.status().to_string());
+      REQUIRE(got.is_ok());
+      REQUIRE(resume_test::compare_trees(*ref, *got).empty());
+      REQUIRE(stats.read_bytes == s.manifest.file_bytes);  // every byte once
+      o.components = {"optimizer"};  // the model's bytes are read for the hash, not kept
+      REQUIRE(restore_rank(Env::posix(), s.dir.path(), 0, o).is_ok());
+      o.file_xxh3 ^= 1;
+      auto wrong = restore_rank(Env::posix(), s.dir.path(), 0, o);
+      REQUIRE(wrong.status().code() == Code::kCorrupt);
+    }
+  }
+}
+
+TEST_CASE("a flipped byte in HDF5 padding fails the whole-file hash, naming the file", "[resume]") {
+  Saved s;
+  save(&s);
+  resume_test::flip_bit(s.file, padding_offset(s.manifest));
+  REQUIRE(restore_rank(Env::posix(), s.dir.path(), 0).is_ok());  // every tensor is intact
+  for (unsigned threads : {1u, 4u}) {
+    RestoreOptions o = with_file_hash(s);
+    o.io_threads = threads;
+    auto got = restore_rank(Env::posix(), s.dir.path(), 0, o);
+    INFO(got.status().to_string());
+    REQUIRE(got.status().code() == Code::kCorrupt);
+    REQUIRE(got.status().message().find(s.file +
+                                        ": whole-file xxh3 mismatch (commit record: "
+                                        "expected " +
+                                        hex64(s.file_xxh3)) == 0);
+  }
+  RestoreOptions off = with_file_hash(s);
+  off.verify_hashes = false;  // unverified means no hash at all
+  REQUIRE(restore_rank(Env::posix(), s.dir.path(), 0, off).is_ok());
+  RestoreOptions size = with_file_hash(s);
+  size.file_bytes += 1;
+  REQUIRE(restore_rank(Env::posix(), s.dir.path(), 0, size).status().code() == Code::kCorrupt);
+}
+
+// Caller memory for every model tensor, filled with a pattern.
+struct Destinations {
+  std::map<std::string, std::vector<unsigned char>> bytes;
+  Destinations(const Manifest& m, RestoreOptions* o) {
+    for (const auto& e : m.tensors) {
+      if (e.path.rfind("/model/", 0) != 0 && e.path.rfind("/optimizer/", 0) != 0) continue;
+      auto& b = bytes[e.path];
+      b.resize(e.nbytes);
+      for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<unsigned char>(i * 7 + 3);
+      o->destinations[e.path] = {b.data(), b.size()};
+    }
+  }
+  bool untouched() const {
+    for (const auto& [path, b] : bytes) {
+      for (size_t i = 0; i < b.size(); ++i) {
+        if (b[i] != static_cast<unsigned char>(i * 7 + 3)) return false;
+      }
+    }
+    return true;
+  }
+};
+
+TEST_CASE("a failed restore leaves every destination bitwise as it was", "[resume]") {
+  // The last tensor in the file fails after every other destination was filled.
+  for (bool padding : {false, true}) {
+    for (unsigned threads : {1u, 3u}) {
+      Saved s;
+      save(&s);
+      const ManifestEntry* last = &s.manifest.tensors.front();
+      for (const auto& e : s.manifest.tensors) {
+        if (e.nbytes > 0 && e.offset > last->offset) last = &e;
+      }
+      resume_test::flip_bit(s.file,
+                            padding ? padding_offset(s.manifest) : last->offset + last->nbytes - 1);
+      RestoreOptions o = with_file_hash(s);
+      o.io_threads = threads;
+      o.chunk_bytes = 65536;
+      Destinations d(s.manifest, &o);
+      Undo undo;
+      o.undo = &undo;
+      auto got = restore_rank(Env::posix(), s.dir.path(), 0, o);
+      INFO(got.status().to_string());
+      REQUIRE(got.status().code() == Code::kCorrupt);
+      REQUIRE(d.untouched());
+      REQUIRE(undo.bytes() == 0);
+    }
+  }
+}
+
+TEST_CASE("after a successful restore the Undo puts the old bytes back", "[resume]") {
+  Saved s;
+  save(&s);
+  RestoreOptions o;
+  o.chunk_bytes = 65536;
+  Destinations d(s.manifest, &o);
+  Undo undo;
+  o.undo = &undo;
+  RestoreStats stats;
+  auto got = restore_rank(Env::posix(), s.dir.path(), 0, o, &stats);
+  REQUIRE(got.is_ok());
+  REQUIRE_FALSE(d.untouched());
+  REQUIRE(undo.bytes() == [&] {
+    uint64_t n = 0;
+    for (const auto& [p, b] : d.bytes) n += b.size();
+    return n;
+  }());
+  undo.apply();
+  REQUIRE(d.untouched());
+}
+
+}  // namespace
+}  // namespace ckpt::resume
