@@ -1,5 +1,8 @@
 #include "resume/restore.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <exception>
@@ -97,6 +100,20 @@ class HostSink final : public ChunkSink {
   std::vector<Staging> staging_;  // one per worker; each worker touches only its own
 };
 
+// Memory for the undo snapshot: anonymous pages populated by the kernel in one call (the snapshot
+// is first-touch memory as large as the destinations; a fault per 4 KiB page from the workers
+// costs more than the copy). Transparent huge pages are not asked for: their compaction stalls.
+Result<std::shared_ptr<void>> snapshot_buffer(uint64_t bytes, const std::string& fpath) {
+  const size_t len = static_cast<size_t>(std::max<uint64_t>(bytes, 1));
+  void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+                   -1, 0);
+  if (p == MAP_FAILED) {
+    return io_error(fpath + ": cannot map " + std::to_string(len) +
+                    " bytes for the restore's undo snapshot");
+  }
+  return std::shared_ptr<void>(p, [len](void* q) { ::munmap(q, len); });
+}
+
 Status check_destinations(const Manifest& m, const RestoreOptions& options,
                           const std::string& fpath) {
   std::map<std::string, const ManifestEntry*> by_path;
@@ -174,19 +191,19 @@ Result<Node> restore_impl(Env* env, store::RankStructure rs, const RestoreOption
   }
   // Old bytes of caller memory, laid out tensor after tensor in one buffer.
   std::vector<unsigned char*> saved;
-  std::unique_ptr<unsigned char[]> saved_bytes;
+  std::shared_ptr<void> saved_bytes;
   if (options.undo != nullptr) {
     options.undo->clear();
     uint64_t total = 0;
     for (size_t i = 0; i < plan.tensors.size(); ++i) {
       if (options.destinations.count(plan.tensors[i].path)) total += plan.tensors[i].nbytes;
     }
-    saved_bytes.reset(new unsigned char[total == 0 ? 1 : total]);
+    CKPT_ASSIGN_OR_RETURN(saved_bytes, snapshot_buffer(total, fpath));
     saved.assign(plan.tensors.size(), nullptr);
     uint64_t at = 0;
     for (size_t i = 0; i < plan.tensors.size(); ++i) {
       if (!options.destinations.count(plan.tensors[i].path)) continue;
-      saved[i] = saved_bytes.get() + at;
+      saved[i] = static_cast<unsigned char*>(saved_bytes.get()) + at;
       at += plan.tensors[i].nbytes;
     }
   }
@@ -221,7 +238,7 @@ Result<Node> restore_impl(Env* env, store::RankStructure rs, const RestoreOption
 
 }  // namespace
 
-void Undo::hold(std::unique_ptr<unsigned char[]> saved, std::vector<Range> ranges) {
+void Undo::hold(std::shared_ptr<void> saved, std::vector<Range> ranges) {
   saved_ = std::move(saved);
   ranges_ = std::move(ranges);
 }

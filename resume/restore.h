@@ -45,15 +45,15 @@ class Undo {
     const unsigned char* saved = nullptr;  // its old bytes, inside the Undo's own buffer
     size_t nbytes = 0;
   };
-  // Takes the saved bytes (replacing what was held).
-  void hold(std::unique_ptr<unsigned char[]> saved, std::vector<Range> ranges);
+  // Takes the saved bytes (replacing what was held); `saved` owns the memory the ranges point to.
+  void hold(std::shared_ptr<void> saved, std::vector<Range> ranges);
   // Writes every saved range back, then holds nothing.
   void apply();
   void clear();
   uint64_t bytes() const;
 
  private:
-  std::unique_ptr<unsigned char[]> saved_;
+  std::shared_ptr<void> saved_;
   std::vector<Range> ranges_;
 };
 

@@ -23,6 +23,7 @@
 #include "ckpt/store/journal.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
+#include "resume/restore.h"
 #include "sampler.h"
 
 namespace py = pybind11;
@@ -188,17 +189,26 @@ void read_into(const std::string& dir, int64_t rank, const py::dict& dests) {
                             " dims or another size"));
     }
   }
-  store::ReadOptions opts;
+  // The fast pipeline, with the commit record's whole-file hash checked from the same reads.
+  resume::RestoreOptions opts;
   opts.components = components;
-  opts.place = [&](const std::string& path, const Tensor& meta) -> Result<void*> {
-    auto it = want.find(path);
-    if (it == want.end()) return static_cast<void*>(nullptr);  // not asked for: reader owns it
-    return it->second.ptr;
-  };
+  for (auto& [path, d] : want) opts.destinations[path] = {d.ptr, d.nbytes};
+  auto commit = store::read_commit(env, dir);
+  if (!commit.is_ok() && commit.status().code() != Code::kNotFound) raise_status(commit.status());
+  if (commit.is_ok()) {  // an uncommitted step directory has no whole-file hash to check
+    const CommitFile* listed = nullptr;
+    for (const auto& f : commit->files) {
+      if (f.name == rank_file_name(rank)) listed = &f;
+    }
+    if (listed == nullptr) raise_status(corrupt(file + ": not listed in COMMIT.json"));
+    opts.check_file_hash = true;
+    opts.file_bytes = listed->bytes;
+    opts.file_xxh3 = listed->xxh3;
+  }
   Status s;
   {
     py::gil_scoped_release nogil;
-    s = store::read_rank(env, dir, rank, opts).status();
+    s = resume::restore_rank(env, std::move(*st), opts).status();
   }
   check(s);
 }

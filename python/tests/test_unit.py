@@ -119,6 +119,23 @@ def test_flipped_byte_is_refused_naming_the_tensor(tmp_path):
     assert core.verify(str(step))  # the C++ verifier sees it too
 
 
+def test_flipped_padding_byte_fails_the_whole_file_hash_naming_the_file(tmp_path):
+    with ckpt.Checkpointer(tmp_path) as ck:
+        ck.track(model=nn.Linear(64, 64))
+        ck.save(1)
+    step = pathlib.Path(tmp_path) / "step-000000000001"
+    man = json.loads((step / "rank-00000.manifest.json").read_text())
+    ext = sorted((t["offset"], t["offset"] + t["nbytes"]) for t in man["tensors"] if t["nbytes"])
+    pad = next(end for (_, end), (nxt, _) in zip(ext, ext[1:]) if nxt > end)
+    data = bytearray((step / "rank-00000.h5").read_bytes())
+    data[pad] ^= 0x01  # alignment padding: no tensor's own hash covers it
+    (step / "rank-00000.h5").write_bytes(bytes(data))
+    with ckpt.Checkpointer(tmp_path) as ck:
+        ck.track(model=nn.Linear(64, 64))
+        with pytest.raises(ckpt.CorruptCheckpointError, match="rank-00000.h5: whole-file xxh3"):
+            ck.restore_latest()
+
+
 def test_names_and_required_and_lock(tmp_path):
     with ckpt.Checkpointer(tmp_path / "fresh", required=("model",)) as ck:
         ck.track(model=nn.Linear(2, 2))
