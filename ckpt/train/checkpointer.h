@@ -11,14 +11,15 @@
 // the protocol of docs/format.md §2 — and journals it. restore_latest() restores every component
 // the checkpoint has into the tracked objects and reports which were missing; it refuses with a
 // clear error a hash mismatch, a tensor that does not fit the model, or a missing component the
-// caller declared required. It reads through the fast pipeline (resume::restore_rank) straight
-// into the model's parameters and the optimizer's state tensors, checks every tensor's hash and
-// the commit record's whole-file hash on the fly, and is all or nothing: after a failure every
-// tracked object is bitwise as before (docs/resume.md, "All or nothing"). The tracked objects are borrowed: they must outlive the Checkpointer.
+// caller declared required. The tracked objects are borrowed: they must outlive the Checkpointer.
 // Rank 0 is the run directory's one writer: its first call takes RUN/LOCK (store::lock_run_dir)
 // and holds it until the Checkpointer is destroyed or the process dies; while another process
 // holds it every call fails with "locked by pid P host H".
 // Not thread-safe: call from the training thread.
+// restore_latest() reads through the fast pipeline (resume::restore_rank) straight into the model's
+// parameters and the optimizer's state tensors, checks every tensor's hash and the commit record's
+// whole-file hash on the fly, and is all or nothing: after a failure every tracked object is
+// bitwise as before (docs/resume.md, "All or nothing").
 #pragma once
 
 #include <cstdint>
