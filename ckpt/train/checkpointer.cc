@@ -15,6 +15,7 @@
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
 #include "ckpt/torch/adapter.h"
+#include "ckpt/torch/torch_layout.h"
 
 namespace ckpt {
 namespace {
@@ -313,8 +314,15 @@ Result<RestoreReport> Checkpointer::restore_latest() {
     CKPT_RETURN_IF_ERROR(ctx(torch_adapter::restore_model(*root.find_child("model"), *model)));
   }
   if (contains(rep.components, "optimizer")) {
-    CKPT_RETURN_IF_ERROR(
-        ctx(torch_adapter::restore_optimizer(*root.find_child("optimizer"), *optimizer, *model)));
+    const Node* opt_node = root.find_child("optimizer");
+    Node converted;  // a Python-written checkpoint holds torch's own state_dict layout
+    if (torch_adapter::is_torch_optimizer_layout(*opt_node)) {
+      auto c = torch_adapter::optimizer_from_torch_layout(*opt_node, *optimizer, *model);
+      if (!c.is_ok()) return ctx(c.status());
+      converted = std::move(c).value();
+      opt_node = &converted;
+    }
+    CKPT_RETURN_IF_ERROR(ctx(torch_adapter::restore_optimizer(*opt_node, *optimizer, *model)));
   }
   if (contains(rep.components, "scheduler")) {
     CKPT_ASSIGN_OR_RETURN(sched::Scheduler s,

@@ -7,7 +7,7 @@ import os
 
 import torch
 
-from . import _core, _env, _rng, _tree
+from . import _core, _cxx, _env, _rng, _tree
 from .errors import CheckpointError, MissingRequiredError
 
 _RESERVED = ("rng", "train")
@@ -205,6 +205,9 @@ class Checkpointer:
             _core.read_into(latest["dir"], file_rank, dests)
         states = {n: _tree.decode(meta["children"][n], allocs[n], live[n], f"/{n}", rep.skipped)
                   for n in todo}
+        for n in todo:  # written by the C++ Checkpointer: its layouts, as state_dicts
+            if n != "rng" and _cxx.is_cxx(meta["children"][n]):
+                states[n] = _cxx.convert(states[n], self._objects[n])
         if "rng" in states:  # before anything else can draw
             _rng.restore(states["rng"])
         for name in todo:
