@@ -98,3 +98,28 @@ def test_python_reads_a_cpp_checkpoint(tmp_path):
     model(x).pow(2).mean().backward()
     opt.step()
     assert int(opt.state_dict()["state"][0]["step"]) == 4
+
+
+class Tied(nn.Module):
+    """The Python twin of ckpt_cross's tied model: proj_weight is emb.weight."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(10, 4)
+        self.proj_weight = self.emb.weight
+
+
+def test_tied_weights_across_cpp_and_python(tmp_path):
+    out = tmp_path / "tied.json"
+    p = subprocess.run([str(CROSS), "tied", str(tmp_path / "run"), str(out)],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    got = json.loads(out.read_text())
+    assert got["equal"] and got["still_tied"], got
+    torch.manual_seed(8)
+    m = Tied()
+    with ckpt.Checkpointer(tmp_path / "run") as ck:
+        ck.track(model=m)
+        rep = ck.restore_latest()
+    assert rep.restored and m.proj_weight is m.emb.weight
+    assert m.emb.weight.detach().numpy().tobytes().hex() == got["model"]["emb.weight"]

@@ -4,6 +4,7 @@
 //   ckpt_cross write RUN_DIR DUMP.json   trains 3 steps, saves step 3, dumps what it saved
 //   ckpt_cross read  RUN_DIR DUMP.json   restores the latest checkpoint into fresh objects, dumps
 //                                        what it restored
+//   ckpt_cross tied  RUN_DIR DUMP.json   saves a model with a tied weight, restores it in C++
 // The model is torch::nn::Sequential(Linear(4, 8), ReLU, Linear(8, 2)) with AdamW(lr 1e-2), the
 // loader ckpt's sampler over 40 samples, batch 4, seed 7 — the same as the Python side's. The dump
 // is JSON: tensor bytes as hex, optimizer step counts, the CPU generator state, cursor, counters.
@@ -78,6 +79,41 @@ nlohmann::json dump(Run& r, const at::Tensor& rng_state) {
   return j;
 }
 
+// A tied embedding / output weight: "proj_weight" is "emb.weight" (one tensor, two names).
+struct TiedImpl : torch::nn::Module {
+  TiedImpl() : emb(register_module("emb", torch::nn::Embedding(10, 4))) {
+    proj_weight = register_parameter("proj_weight", emb->weight);
+  }
+  torch::nn::Embedding emb;
+  torch::Tensor proj_weight;
+};
+TORCH_MODULE(Tied);
+
+// Saves a tied model at step 1 and restores it into a fresh one through a second Checkpointer.
+nlohmann::json tied(const ckpt::CheckpointerOptions& o) {
+  torch::manual_seed(5);
+  Tied a;
+  {
+    ckpt::Checkpointer ck(o);
+    ckpt::Tracked t;
+    t.model = a.ptr().get();
+    ck.track(t);
+    ckpt::Status s = ck.save(1);
+    if (!s.is_ok()) throw std::runtime_error("save: " + s.message());
+  }
+  torch::manual_seed(6);
+  Tied b;
+  ckpt::Checkpointer ck(o);
+  ckpt::Tracked t;
+  t.model = b.ptr().get();
+  ck.track(t);
+  auto rep = ck.restore_latest();
+  if (!rep.is_ok()) throw std::runtime_error("restore: " + rep.status().message());
+  return {{"equal", torch::equal(a->emb->weight, b->emb->weight)},
+          {"still_tied", b->proj_weight.data_ptr() == b->emb->weight.data_ptr()},
+          {"model", {{"emb.weight", hex_of(a->emb->weight)}}}};
+}
+
 int fail(const std::string& what) {
   std::fprintf(stderr, "ckpt_cross: %s\n", what.c_str());
   return 1;
@@ -120,6 +156,8 @@ int main(int argc, char** argv) {
       out = dump(r, at::detail::getDefaultCPUGenerator().get_state());
       out["components"] = rep->components;
       out["missing"] = rep->missing;
+    } else if (mode == "tied") {
+      out = tied(o);
     } else {
       return fail("unknown mode " + mode);
     }
