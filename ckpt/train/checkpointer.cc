@@ -112,7 +112,12 @@ Status Checkpointer::capture(Node* root, std::vector<std::string>* components) {
   loader::ResumableSampler* sampler = tracked_.sampler;
   TrainCounters* counters = tracked_.counters;
   if (model != nullptr) {
-    CKPT_RETURN_IF_ERROR(torch_adapter::capture_model(*model, &root->child("model")));
+    Node& model_node = root->child("model");
+    CKPT_RETURN_IF_ERROR(torch_adapter::capture_model(*model, &model_node));
+    // model_state names a tied tensor's target within /model; the file records its full path.
+    for (auto& [name, t] : model_node.tensors) {
+      if (!t.alias_of.empty()) t.alias_of = "/model/" + t.alias_of;
+    }
     components->push_back("model");
   }
   if (optimizer != nullptr && model != nullptr && want(Component::kOptimizer)) {

@@ -28,6 +28,7 @@
 #include "ckpt/store/run_dir.h"
 #include "ckpt/torch/adapter.h"
 #include "ckpt/torch/in_place.h"
+#include "ckpt/torch/torch_layout.h"
 #include "ckpt/train/checkpointer.h"
 #include "resume/restore.h"
 
@@ -44,6 +45,9 @@ struct RestorePlan {
   std::optional<torch_adapter::PreparedOptimizer> optimizer;
   std::optional<sched::Scheduler> scheduler;
   std::optional<loader::LoaderCursor> cursor;
+  // A Python-written optimizer (torch's state_dict layout) is converted, validated and prepared
+  // from the read tree in step 4: its file paths are not the adapter's.
+  bool optimizer_torch_layout = false;
 };
 
 // Tracked components present in the checkpoint go to rep->components, the others to
@@ -102,14 +106,21 @@ Result<RestorePlan> plan_restore(const Tracked& tracked, const Node& root, const
                           sched::Scheduler::from_node(*root.find_child("scheduler")));
   }
   if (contains(rep.components, "model")) {
-    CKPT_ASSIGN_OR_RETURN(plan.targets,
-                          torch_adapter::model_targets(*root.find_child("model"), *tracked.model));
+    Node model_node = *root.find_child("model");  // metadata only: no bytes are copied
+    for (auto& [name, t] : model_node.tensors) {  // the file names a tie's target by full path
+      if (t.alias_of.rfind("/model/", 0) == 0) t.alias_of = t.alias_of.substr(7);
+    }
+    CKPT_ASSIGN_OR_RETURN(plan.targets, torch_adapter::model_targets(model_node, *tracked.model));
   }
   if (contains(rep.components, "optimizer")) {
-    CKPT_ASSIGN_OR_RETURN(plan.optimizer,
-                          torch_adapter::prepare_optimizer(*root.find_child("optimizer"),
-                                                           *tracked.optimizer, *tracked.model));
-    for (const auto& t : plan.optimizer->targets()) plan.targets.push_back(t);
+    const Node& opt_node = *root.find_child("optimizer");
+    if (torch_adapter::is_torch_optimizer_layout(opt_node)) {
+      plan.optimizer_torch_layout = true;
+    } else {
+      CKPT_ASSIGN_OR_RETURN(plan.optimizer, torch_adapter::prepare_optimizer(
+                                                opt_node, *tracked.optimizer, *tracked.model));
+      for (const auto& t : plan.optimizer->targets()) plan.targets.push_back(t);
+    }
   }
   return plan;
 }
@@ -126,12 +137,15 @@ struct DeviceUndo {
   }
 };
 
-// Step 4 for the targets outside host memory: copied from the restored tree.
-Status copy_device_targets(const RestorePlan& plan, Node* tree, DeviceUndo* undo) {
-  for (const auto& t : plan.targets) {
-    if (reads_in_place(t.tensor)) continue;
+// Step 4 for the targets the pipeline did not fill (all of them with `all`): copied from the
+// restored tree, live ones' old values cloned first.
+Status copy_from_tree(const std::vector<torch_adapter::TensorTarget>& targets, bool all, Node* tree,
+                      DeviceUndo* undo) {
+  for (const auto& t : targets) {
+    if (!all && reads_in_place(t.tensor)) continue;
     const Tensor* src = store::find_tensor(tree, t.path);
     if (src == nullptr) return internal_error("tensor \"" + t.path + "\" vanished from the tree");
+    CKPT_RETURN_IF_ERROR(torch_adapter::check_compatible(*src, t.tensor, t.path));
     at::Tensor dst = t.tensor;
     try {
       if (!t.fresh) undo->saved.emplace_back(dst, dst.clone());
@@ -142,6 +156,20 @@ Status copy_device_targets(const RestorePlan& plan, Node* tree, DeviceUndo* undo
     CKPT_RETURN_IF_ERROR(torch_adapter::copy_into(*src, dst, t.path));
   }
   return Status::ok();
+}
+
+// Step 4 for a Python-written optimizer: converted from the read tree, validated and its targets
+// filled (the live optimizer itself changes only at plan->optimizer->commit()).
+Status prepare_torch_layout_optimizer(const Tracked& tracked, Node* tree, RestorePlan* plan,
+                                      DeviceUndo* undo) {
+  CKPT_ASSIGN_OR_RETURN(Node converted,
+                        torch_adapter::optimizer_from_torch_layout(
+                            *tree->find_child("optimizer"), *tracked.optimizer, *tracked.model));
+  CKPT_ASSIGN_OR_RETURN(plan->optimizer, torch_adapter::prepare_optimizer(
+                                             converted, *tracked.optimizer, *tracked.model));
+  Node wrapper;  // so that the targets' "/optimizer/..." paths resolve
+  wrapper.children["optimizer"] = std::move(converted);
+  return copy_from_tree(plan->optimizer->targets(), /*all=*/true, &wrapper, undo);
 }
 
 void apply_counters(const Node& t, TrainCounters* counters) {
@@ -216,7 +244,10 @@ Result<RestoreReport> Checkpointer::restore_latest() {
     undo.apply();
     return ctx(std::move(s));
   };
-  Status s = copy_device_targets(plan, &tree, &device_undo);
+  Status s = copy_from_tree(plan.targets, /*all=*/false, &tree, &device_undo);
+  if (s.is_ok() && plan.optimizer_torch_layout) {
+    s = prepare_torch_layout_optimizer(tracked_, &tree, &plan, &device_undo);
+  }
   if (!s.is_ok()) return undo_all(std::move(s));
   Node rng_before;
   const bool rng = contains(rep.components, "rng");
