@@ -25,7 +25,8 @@ if(TARGET ckpt_train)
   target_link_libraries(ckpt_pkg_torch INTERFACE ckpt_train ckpt_torch)
   set_target_properties(ckpt_pkg_torch PROPERTIES EXPORT_NAME torch)
   add_library(ckpt::torch ALIAS ckpt_pkg_torch)
-  install(TARGETS ckpt_torch ckpt_train ckpt_pkg_torch EXPORT ckptTorchTargets
+  # ckpt_resume: the Checkpointer restores through the pipeline (its headers stay internal).
+  install(TARGETS ckpt_torch ckpt_resume ckpt_train ckpt_pkg_torch EXPORT ckptTorchTargets
           ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
   install(EXPORT ckptTorchTargets NAMESPACE ckpt:: DESTINATION ${CKPT_CMAKE_DIR})
 else()
