@@ -130,6 +130,7 @@ int run(const Args& a) {
   const std::string run_dir = path_join(base, "run");
   const std::string raw_file = path_join(base, "raw.bin");
   std::vector<double> t_raw, t_write, t_commit;
+  std::map<std::string, std::vector<double>> phases;  // write_rank's own split, per repetition
   int64_t step = 0;
   for (uint64_t r = 0; r < a.reps; ++r) {
     auto ckpt_save = [&]() -> bool {
@@ -138,18 +139,26 @@ int run(const Args& a) {
       const std::string sd = path_join(run_dir, step_dir_name(step));
       const auto t0 = Clock::now();
       if (!env->make_dirs(sd).is_ok()) return false;
-      auto m = store::write_rank(env, sd, 0, step, 1, &s.root);
+      store::RankWriteStats ws;
+      auto m = store::write_rank(env, sd, 0, step, 1, &s.root, &ws);
       if (!m.is_ok()) {
         std::fprintf(stderr, "%s\n", m.status().to_string().c_str());
         return false;
       }
       t_write.push_back(seconds_since(t0));
+      phases["1 tensor hashes"].push_back(ws.hash_seconds);
+      phases["2 HDF5 structure"].push_back(ws.structure_seconds);
+      phases["3 pwrite + whole-file hash"].push_back(ws.write_seconds);
+      phases["4 fdatasync"].push_back(ws.sync_seconds);
+      phases["5 rename + manifest"].push_back(ws.manifest_seconds);
+      const auto t1 = Clock::now();
       Status c = store::commit(env, run_dir, step, 1, {"model", "optimizer", "train"});
       if (!c.is_ok()) {
         std::fprintf(stderr, "%s\n", c.to_string().c_str());
         return false;
       }
       t_commit.push_back(seconds_since(t0));
+      phases["6 commit (COMMIT.json, LATEST)"].push_back(seconds_since(t1));
       return true;
     };
     if (r % 2 == 0) t_raw.push_back(raw_save(raw_file, s));
@@ -162,6 +171,10 @@ int run(const Args& a) {
   line("raw pwrite + fdatasync", s.bytes, t_raw, 0);
   line("store::write_rank (hash, HDF5, pwrite, fsync)", s.bytes, t_write, raw_save_mbs);
   line("write_rank + commit (whole-file hash, LATEST)", s.bytes, t_commit, raw_save_mbs);
+  std::printf("  where write_rank + commit spend it (medians):");
+  for (const auto& [name, v] : phases)
+    std::printf("  %s %.1f ms;", name.c_str() + 2, 1e3 * median(v));
+  std::printf("\n");
 
   // (b)/(c) restore into the same pre-touched destination memory
   const std::string step_dir = path_join(run_dir, step_dir_name(step));
