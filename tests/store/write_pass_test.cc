@@ -64,10 +64,16 @@ struct Run {
   std::string dir(int64_t step) const { return path_join(tmp.path(), step_dir_name(step)); }
 };
 
-// Writes rank `rank` of `world` for `step` through the real Env; returns its stats.
-store::RankWriteStats write(Run* run, int64_t step, int64_t rank, int64_t world) {
+// Writes rank `rank` of `world` for `step` through the real Env; returns its stats. `extra`
+// more small tensors make HDF5 put structure between and after the extents too.
+store::RankWriteStats write(Run* run, int64_t step, int64_t rank, int64_t world, int extra = 0) {
   Node root = testing::sample_tree(&run->storage);
   root.attrs["step"] = step;
+  for (int i = 0; i < extra; ++i) {
+    run->storage.emplace_back(static_cast<size_t>(4 * (i + 1)), static_cast<unsigned char>(i));
+    root.child("model").tensors["extra" + std::to_string(i)] =
+        Tensor::borrow(DType::kFloat32, {i + 1}, run->storage.back().data(), 4 * (i + 1));
+  }
   REQUIRE(Env::posix()->make_dirs(run->dir(step)).is_ok());
   store::RankWriteStats stats;
   auto m = store::write_rank(Env::posix(), run->dir(step), rank, step, world, &root, &stats);
@@ -85,7 +91,8 @@ uint64_t real_hash(const std::string& path) {
 
 TEST_CASE("the write pass's whole-file hashes are the files' real hashes", "[store]") {
   Run run;
-  const store::RankWriteStats st = write(&run, 3, 0, 1);
+  const int extra = GENERATE(0, 300);
+  const store::RankWriteStats st = write(&run, 3, 0, 1, extra);
   const std::string file = path_join(run.dir(3), rank_file_name(0));
   const std::string manifest = path_join(run.dir(3), rank_manifest_name(0));
   REQUIRE(st.file_xxh3 == real_hash(file));
