@@ -80,6 +80,14 @@ class Env {
   // Opens an existing file for writing in place (offsets), without truncating it.
   virtual Result<std::unique_ptr<WritableFile>> open_for_update(const std::string& path) = 0;
   virtual Result<std::unique_ptr<WritableFile>> open_append(const std::string& path) = 0;
+  // Like open_for_update, but the writes bypass the page cache (O_DIRECT): every write_at's
+  // offset, length and source address must be multiples of kDirectIoAlignment, and nothing is
+  // durable before sync() of some handle of the file. kUnsupported where this Env or the
+  // filesystem cannot (the default): callers then write through open_for_update.
+  static constexpr size_t kDirectIoAlignment = 4096;
+  virtual Result<std::unique_ptr<WritableFile>> open_for_direct_update(const std::string& path) {
+    return unsupported(path + ": direct I/O is not available through this Env");
+  }
   virtual Result<std::unique_ptr<RandomAccessFile>> open_random(const std::string& path) = 0;
   virtual Status rename(const std::string& from, const std::string& to) = 0;
   virtual Status sync_dir(const std::string& dir) = 0;

@@ -118,6 +118,12 @@ class PosixEnv final : public Env {
   Result<std::unique_ptr<WritableFile>> open_append(const std::string& path) override {
     return open_w(path, O_WRONLY | O_CREAT, true);
   }
+  Result<std::unique_ptr<WritableFile>> open_for_direct_update(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+    if (fd < 0 && errno == EINVAL) return unsupported(path + ": the filesystem refuses O_DIRECT");
+    if (fd < 0) return errno_status("open for direct writing", path);
+    return std::unique_ptr<WritableFile>(new PosixWritable(fd, path, 0));
+  }
   Result<std::unique_ptr<RandomAccessFile>> open_random(const std::string& path) override {
     // O_NONBLOCK so that a FIFO (or a device) named like a checkpoint file cannot hang the
     // open; it has no effect on reads of regular files, the only kind accepted.

@@ -6,9 +6,12 @@
 //   2. HDF5 writes the structure only — groups, attributes, datasets allocated at creation,
 //      4 KiB aligned, never filled — and reports each dataset's offset;
 //   3. the write pass walks the file in offset order: the structural bytes between extents are
-//      read back (they are small and in the page cache), each tensor is written by pwrite in
-//      chunks at its planned offset, and every byte goes through one streaming XXH3 as it is
-//      written, in file order — the whole-file hash of the commit record, with no read-back;
+//      read back (they are small and in the page cache), each tensor is written in chunks at its
+//      planned offset — its 4 KiB-aligned body with direct I/O through a ring of bounce buffers
+//      (DirectWriter: no copy into the page cache, the disk busy while the next chunk is copied)
+//      where the filesystem allows, by pwrite otherwise — and every byte goes through one
+//      streaming XXH3 as it is written, in file order: the whole-file hash of the commit record,
+//      with no read-back;
 //   4. one fdatasync, rename; the manifest (which carries that whole-file hash as `file_xxh3`)
 //      is written atomically.
 #include <algorithm>
@@ -21,6 +24,7 @@
 #include "ckpt/base/hash.h"
 #include "ckpt/format/attrs_digest.h"
 #include "ckpt/h5/rank_file.h"
+#include "ckpt/store/direct_writer.h"
 #include "ckpt/store/rank_io.h"
 
 namespace ckpt::store {
@@ -102,12 +106,66 @@ struct Filled {
   uint64_t file_xxh3 = 0;
 };
 
+// Where pass 3 puts a tensor's bytes: the block-aligned body through direct I/O when the Env
+// and filesystem allow it (no copy into the page cache; the rest is written buffered after the
+// direct writes are done, so no page is written both ways at once), else all of it buffered.
+class ExtentSink {
+ public:
+  ExtentSink(Env* env, const std::string& path, std::unique_ptr<WritableFile> buffered)
+      : buffered_(std::move(buffered)) {
+    auto direct = env->open_for_direct_update(path);
+    if (direct.is_ok()) direct_ = std::make_unique<DirectWriter>(std::move(*direct));
+  }
+  bool direct() const { return direct_ != nullptr; }
+
+  // Writes [p, p + n) at `offset` (a tensor extent, 4 KiB aligned), feeding `whole` in order.
+  Status write(uint64_t offset, const unsigned char* p, uint64_t n, Hasher* whole) {
+    const uint64_t body = direct_ ? n / Env::kDirectIoAlignment * Env::kDirectIoAlignment : 0;
+    for (uint64_t done = 0; done < body;) {
+      const size_t k = static_cast<size_t>(std::min<uint64_t>(DirectWriter::kChunk, body - done));
+      CKPT_ASSIGN_OR_RETURN(const unsigned char* copy, direct_->put(offset + done, p + done, k));
+      whole->update(copy, k);  // the bounce buffer, hot in cache
+      done += k;
+    }
+    for (uint64_t done = body; done < n;) {
+      const size_t k = static_cast<size_t>(std::min<uint64_t>(kWriteChunk, n - done));
+      whole->update(p + done, k);
+      if (direct_) {
+        tails_.push_back({offset + done, p + done, k});
+      } else {
+        CKPT_RETURN_IF_ERROR(buffered_->write_at(offset + done, p + done, k));
+      }
+      done += k;
+    }
+    return Status::ok();
+  }
+
+  // Every byte on its way to the disk; then fdatasync.
+  Status finish_and_sync() {
+    if (direct_) CKPT_RETURN_IF_ERROR(direct_->finish());
+    for (const Tail& t : tails_) CKPT_RETURN_IF_ERROR(buffered_->write_at(t.offset, t.p, t.n));
+    return buffered_->sync();
+  }
+  Status close() { return buffered_->close(); }
+
+ private:
+  struct Tail {
+    uint64_t offset;
+    const unsigned char* p;
+    size_t n;
+  };
+  std::unique_ptr<WritableFile> buffered_;
+  std::unique_ptr<DirectWriter> direct_;
+  std::vector<Tail> tails_;
+};
+
 // Pass 3 (see the top): `extents` are sorted by offset, as write_structure returns them.
 Result<Filled> fill_and_hash(Env* env, const std::string& tmp_path,
                              const std::vector<h5::DatasetExtent>& extents, RankWriteStats* stats) {
   CKPT_ASSIGN_OR_RETURN(auto structure, env->open_random(tmp_path));
   const uint64_t size = structure->size();
-  CKPT_ASSIGN_OR_RETURN(auto out, env->open_for_update(tmp_path));
+  CKPT_ASSIGN_OR_RETURN(auto buffered, env->open_for_update(tmp_path));
+  ExtentSink sink(env, tmp_path, std::move(buffered));
   std::unique_ptr<char[]> buf(new char[kWriteChunk]);
   Hasher whole;
   uint64_t pos = 0;
@@ -122,20 +180,16 @@ Result<Filled> fill_and_hash(Env* env, const std::string& tmp_path,
                             " bytes or over the previous extent");
     }
     CKPT_RETURN_IF_ERROR(hash_structure(*structure, pos, e.offset, &buf, &whole));
-    const auto* p = static_cast<const unsigned char*>(t.data);
-    for (uint64_t done = 0; done < t.nbytes;) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(kWriteChunk, t.nbytes - done));
-      whole.update(p + done, n);
-      CKPT_RETURN_IF_ERROR(out->write_at(e.offset + done, p + done, n));
-      done += n;
-    }
+    CKPT_RETURN_IF_ERROR(
+        sink.write(e.offset, static_cast<const unsigned char*>(t.data), t.nbytes, &whole));
     pos = e.offset + t.nbytes;
   }
   CKPT_RETURN_IF_ERROR(hash_structure(*structure, pos, size, &buf, &whole));
   const auto t1 = Clock::now();
-  CKPT_RETURN_IF_ERROR(out->sync());
-  CKPT_RETURN_IF_ERROR(out->close());
+  CKPT_RETURN_IF_ERROR(sink.finish_and_sync());
+  CKPT_RETURN_IF_ERROR(sink.close());
   if (stats != nullptr) {
+    stats->direct_io = sink.direct();
     stats->write_seconds = std::chrono::duration<double>(t1 - t0).count();
     stats->sync_seconds = seconds_since(t1);
   }
