@@ -24,6 +24,7 @@
 #include "bench/bench_util.h"
 #include "bench/peer_process.h"
 #include "ckpt/base/hash.h"
+#include "ckpt/io/fault_injection_env.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
 #include "resume/pipeline.h"
@@ -171,16 +172,21 @@ bool save_section(const Args& a, Env* env, State& s, const std::string& base, in
     }
     torch_version = ready.substr(ready.find(' ', 6) + 1);
   }
-  std::vector<double> t_raw, t_write, t_commit, t_torch;
-  std::map<std::string, std::vector<double>> phases;  // write_rank's own split, per repetition
+  std::vector<double> t_raw, t_write, t_commit, t_torch, t_bwrite, t_bcommit;
+  std::map<std::string, std::vector<double>> phases, bphases;  // write_rank's own split
+  FaultInjectionEnv buffered(env);  // forwards everything but direct I/O: the pwrite path
   for (uint64_t r = 0; r < a.reps; ++r) {
-    for (uint64_t k = 0; k < 3; ++k) {
-      switch ((k + r) % 3) {
+    for (uint64_t k = 0; k < 4; ++k) {
+      switch ((k + r) % 4) {
         case 0:
           t_raw.push_back(raw_save(raw_file, s));
           break;
         case 1:
           if (!ckpt_save(env, s, run_dir, step, &t_write, &t_commit, &phases)) return false;
+          break;
+        case 2:
+          if (!ckpt_save(&buffered, s, run_dir, step, &t_bwrite, &t_bcommit, &bphases))
+            return false;
           break;
         default:
           if (torch_version.empty()) break;
@@ -198,6 +204,11 @@ bool save_section(const Args& a, Env* env, State& s, const std::string& base, in
   line("blocking save: write_rank + commit", s.bytes, t_commit, raw_mbs);
   std::printf("  where write_rank + commit spend it (medians):");
   for (const auto& [name, v] : phases)
+    std::printf("  %s %.1f ms;", name.c_str() + 2, 1e3 * median(v));
+  std::printf("\n");
+  line("the same without direct I/O (pwrite path)", s.bytes, t_bcommit, raw_mbs);
+  std::printf("  where it spends it (medians):");
+  for (const auto& [name, v] : bphases)
     std::printf("  %s %.1f ms;", name.c_str() + 2, 1e3 * median(v));
   std::printf("\n");
   const double save_s = median(t_commit), raw_s = median(t_raw);

@@ -13,7 +13,7 @@ DirectWriter::DirectWriter(std::unique_ptr<WritableFile> file)
     s.buf = static_cast<unsigned char*>(p);
     if (s.buf == nullptr) error_ = io_error("direct write: cannot allocate a bounce buffer");
   }
-  writer_ = std::thread([this] { writer_loop(); });
+  for (size_t j = 0; j < kWriters; ++j) writers_.emplace_back([this, j] { writer_loop(j); });
 }
 
 DirectWriter::~DirectWriter() {
@@ -43,8 +43,8 @@ Result<const unsigned char*> DirectWriter::put(uint64_t offset, const void* src,
   return const_cast<const unsigned char*>(s.buf);
 }
 
-void DirectWriter::writer_loop() {
-  for (size_t k = 0;; ++k) {
+void DirectWriter::writer_loop(size_t first) {
+  for (size_t k = first;; k += kWriters) {
     Slot& s = slots_[k % kSlots];
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -67,7 +67,9 @@ Status DirectWriter::finish() {
     done_ = true;
   }
   cv_.notify_all();
-  if (writer_.joinable()) writer_.join();
+  for (auto& w : writers_) {
+    if (w.joinable()) w.join();
+  }
   Status close = file_ ? file_->close() : Status::ok();
   file_.reset();
   std::lock_guard<std::mutex> lock(mu_);

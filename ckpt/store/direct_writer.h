@@ -2,12 +2,12 @@
 // cache) through a small ring of aligned bounce buffers, so the disk works while the caller
 // copies the next piece. Used by write_rank for the tensor extents.
 //
-// Protocol (one caller thread, one writer thread owned by the object):
+// Protocol (one caller thread; kWriters writer threads owned by the object):
 //   1. put(offset, src, n) — offset and n multiples of Env::kDirectIoAlignment, n ≤ kChunk —
 //      waits for a free slot, copies src into it and hands it to the writer thread; it returns
 //      the copy, valid until the next put, so the caller can hash bytes that are hot in cache.
-//   2. The writer thread writes full slots in the order they were put and frees them; the first
-//      error stops it, and every later put and finish() return that error.
+//   2. Writer j writes the pieces put j, j + kWriters, ... (slot = piece % kSlots) and frees their
+//      slots; the first error stops every writer, and every later put and finish() return it.
 //   3. finish() waits until every slot is written, joins the thread and returns the first error.
 //      Nothing is durable until the caller syncs the file.
 #pragma once
@@ -26,8 +26,9 @@ namespace ckpt::store {
 
 class DirectWriter {
  public:
-  static constexpr size_t kChunk = 2u << 20;
-  static constexpr size_t kSlots = 4;
+  static constexpr size_t kChunk = 4u << 20;
+  static constexpr size_t kWriters = 2;  // requests in flight: one disk queue slot is not enough
+  static constexpr size_t kSlots = 2 * kWriters;
 
   explicit DirectWriter(std::unique_ptr<WritableFile> file);
   ~DirectWriter();  // finishes (errors then are the caller's to have asked for)
@@ -44,7 +45,7 @@ class DirectWriter {
     size_t n = 0;
     bool full = false;
   };
-  void writer_loop();
+  void writer_loop(size_t first);
 
   std::unique_ptr<WritableFile> file_;
   std::vector<Slot> slots_;
@@ -53,7 +54,7 @@ class DirectWriter {
   size_t next_put_ = 0;  // caller's side of the ring
   bool done_ = false;    // no more puts
   Status error_;         // the writer's first error
-  std::thread writer_;
+  std::vector<std::thread> writers_;
 };
 
 }  // namespace ckpt::store
