@@ -5,8 +5,9 @@
 
 namespace ckpt::store {
 
-DirectWriter::DirectWriter(std::unique_ptr<WritableFile> file)
-    : file_(std::move(file)), slots_(kSlots) {
+DirectWriter::DirectWriter(std::vector<std::unique_ptr<WritableFile>> files)
+    : files_(std::move(files)), slots_(kSlots) {
+  if (files_.size() != kWriters) error_ = internal_error("direct write: one handle per writer");
   for (Slot& s : slots_) {
     void* p = nullptr;
     if (::posix_memalign(&p, Env::kDirectIoAlignment, kChunk) != 0) p = nullptr;
@@ -51,7 +52,7 @@ void DirectWriter::writer_loop(size_t first) {
       cv_.wait(lock, [&] { return s.full || (done_ && k >= next_put_) || !error_.is_ok(); });
       if (!error_.is_ok() || !s.full) return;
     }
-    Status st = file_->write_at(s.offset, s.buf, s.n);
+    Status st = files_[first]->write_at(s.offset, s.buf, s.n);
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!st.is_ok()) error_ = st;
@@ -70,8 +71,12 @@ Status DirectWriter::finish() {
   for (auto& w : writers_) {
     if (w.joinable()) w.join();
   }
-  Status close = file_ ? file_->close() : Status::ok();
-  file_.reset();
+  Status close;
+  for (auto& f : files_) {
+    Status c = f ? f->close() : Status::ok();
+    if (close.is_ok()) close = c;
+    f.reset();
+  }
   std::lock_guard<std::mutex> lock(mu_);
   return error_.is_ok() ? close : error_;
 }

@@ -30,7 +30,9 @@ class DirectWriter {
   static constexpr size_t kWriters = 2;  // requests in flight: one disk queue slot is not enough
   static constexpr size_t kSlots = 2 * kWriters;
 
-  explicit DirectWriter(std::unique_ptr<WritableFile> file);
+  // One handle per writer thread (a WritableFile is used by one thread at a time): kWriters of
+  // them, all opened on the same file.
+  explicit DirectWriter(std::vector<std::unique_ptr<WritableFile>> files);
   ~DirectWriter();  // finishes (errors then are the caller's to have asked for)
   DirectWriter(const DirectWriter&) = delete;
   DirectWriter& operator=(const DirectWriter&) = delete;
@@ -47,7 +49,7 @@ class DirectWriter {
   };
   void writer_loop(size_t first);
 
-  std::unique_ptr<WritableFile> file_;
+  std::vector<std::unique_ptr<WritableFile>> files_;
   std::vector<Slot> slots_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -113,8 +113,13 @@ class ExtentSink {
  public:
   ExtentSink(Env* env, const std::string& path, std::unique_ptr<WritableFile> buffered)
       : buffered_(std::move(buffered)) {
-    auto direct = env->open_for_direct_update(path);
-    if (direct.is_ok()) direct_ = std::make_unique<DirectWriter>(std::move(*direct));
+    std::vector<std::unique_ptr<WritableFile>> files;
+    while (files.size() < DirectWriter::kWriters) {
+      auto direct = env->open_for_direct_update(path);
+      if (!direct.is_ok()) return;  // no direct I/O here: everything through `buffered`
+      files.push_back(std::move(*direct));
+    }
+    direct_ = std::make_unique<DirectWriter>(std::move(files));
   }
   bool direct() const { return direct_ != nullptr; }
 

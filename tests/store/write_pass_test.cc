@@ -3,10 +3,12 @@
 // checkpoints whose manifests predate `file_xxh3` still commit, verify and restore.
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "ckpt/base/hash.h"
 #include "ckpt/io/fault_injection_env.h"
+#include "ckpt/store/direct_writer.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
 #include "tests/common/test_util.h"
@@ -250,6 +252,85 @@ TEST_CASE("direct-I/O bodies and buffered tails land bit-exactly, as with pwrite
       REQUIRE(std::memcmp(got->data, t.data, t.nbytes) == 0);
     }
   }
+}
+
+// Handles on one file in memory that fail its `fail_at`-th write (1-based, over all handles;
+// 0 = never).
+class RecordingFile final : public WritableFile {
+ public:
+  RecordingFile(std::string* bytes, std::mutex* mu, int* writes, int fail_at)
+      : bytes_(bytes), mu_(mu), writes_(writes), fail_at_(fail_at) {}
+  Status append(const void*, size_t) override { return internal_error("not used"); }
+  Status write_at(uint64_t offset, const void* data, size_t n) override {
+    std::lock_guard<std::mutex> lock(*mu_);
+    if (++*writes_ == fail_at_) return io_error("disk on fire");
+    if (bytes_->size() < offset + n) bytes_->resize(offset + n);
+    std::memcpy(&(*bytes_)[offset], data, n);
+    return Status::ok();
+  }
+  Status sync() override { return Status::ok(); }
+  Status close() override { return Status::ok(); }
+
+ private:
+  std::string* bytes_;
+  std::mutex* mu_;
+  int* writes_;
+  int fail_at_;
+};
+
+struct MemFile {
+  std::string bytes;
+  std::mutex mu;
+  int writes = 0;
+};
+
+std::vector<std::unique_ptr<WritableFile>> files(MemFile* f, int fail_at) {
+  std::vector<std::unique_ptr<WritableFile>> out;
+  for (size_t k = 0; k < store::DirectWriter::kWriters; ++k)
+    out.push_back(std::make_unique<RecordingFile>(&f->bytes, &f->mu, &f->writes, fail_at));
+  return out;
+}
+
+TEST_CASE("DirectWriter writes every piece where it was put and never loses an error", "[store]") {
+  const size_t block = Env::kDirectIoAlignment;
+  std::vector<unsigned char> src(store::DirectWriter::kChunk + 3 * block);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 7 + i / 4096);
+  const int pieces = 12;  // more than the ring holds, in two sizes
+  auto piece = [&](int k) { return k % 2 ? store::DirectWriter::kChunk : 3 * block; };
+  auto from = [&](int k) { return src.data() + (k % 3) * block; };  // source of piece k
+  for (int fail_at : {0, 1, 5, pieces}) {
+    MemFile mem;
+    const std::string& bytes = mem.bytes;
+    store::DirectWriter w(files(&mem, fail_at));
+    Status first;
+    uint64_t off = 0;
+    for (int k = 0; k < pieces; ++k) {
+      auto copy = w.put(off, from(k), piece(k));
+      if (!copy.is_ok() && first.is_ok()) first = copy.status();
+      if (copy.is_ok()) {
+        REQUIRE(std::memcmp(*copy, from(k), piece(k)) == 0);
+      }
+      off += piece(k);
+    }
+    Status done = w.finish();
+    INFO("fail_at " << fail_at);
+    if (fail_at == 0) {
+      REQUIRE(done.is_ok());
+      REQUIRE(bytes.size() == off);
+      uint64_t at = 0;
+      for (int k = 0; k < pieces; ++k) {
+        REQUIRE(std::memcmp(&bytes[at], from(k), piece(k)) == 0);
+        at += piece(k);
+      }
+    } else {
+      REQUIRE(done.code() == Code::kIoError);
+      REQUIRE(done.message() == "disk on fire");
+      REQUIRE((first.is_ok() || first.message() == "disk on fire"));
+    }
+  }
+  MemFile unused;
+  store::DirectWriter w(files(&unused, 0));
+  REQUIRE(w.put(100, src.data(), block).status().code() == Code::kInternal);  // unaligned
 }
 
 }  // namespace
