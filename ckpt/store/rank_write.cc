@@ -111,8 +111,10 @@ struct Filled {
 // direct writes are done, so no page is written both ways at once), else all of it buffered.
 class ExtentSink {
  public:
-  ExtentSink(Env* env, const std::string& path, std::unique_ptr<WritableFile> buffered)
+  ExtentSink(Env* env, const std::string& path, std::unique_ptr<WritableFile> buffered,
+             bool try_direct)
       : buffered_(std::move(buffered)) {
+    if (!try_direct) return;
     std::vector<std::unique_ptr<WritableFile>> files;
     while (files.size() < DirectWriter::kWriters) {
       auto direct = env->open_for_direct_update(path);
@@ -165,12 +167,14 @@ class ExtentSink {
 };
 
 // Pass 3 (see the top): `extents` are sorted by offset, as write_structure returns them.
-Result<Filled> fill_and_hash(Env* env, const std::string& tmp_path,
-                             const std::vector<h5::DatasetExtent>& extents, RankWriteStats* stats) {
+Result<Filled> fill_and_hash_once(Env* env, const std::string& tmp_path,
+                                  const std::vector<h5::DatasetExtent>& extents,
+                                  RankWriteStats* stats, bool try_direct) {
   CKPT_ASSIGN_OR_RETURN(auto structure, env->open_random(tmp_path));
   const uint64_t size = structure->size();
   CKPT_ASSIGN_OR_RETURN(auto buffered, env->open_for_update(tmp_path));
-  ExtentSink sink(env, tmp_path, std::move(buffered));
+  ExtentSink sink(env, tmp_path, std::move(buffered), try_direct);
+  if (stats != nullptr) stats->direct_io = sink.direct();
   std::unique_ptr<char[]> buf(new char[kWriteChunk]);
   Hasher whole;
   uint64_t pos = 0;
@@ -194,11 +198,20 @@ Result<Filled> fill_and_hash(Env* env, const std::string& tmp_path,
   CKPT_RETURN_IF_ERROR(sink.finish_and_sync());
   CKPT_RETURN_IF_ERROR(sink.close());
   if (stats != nullptr) {
-    stats->direct_io = sink.direct();
     stats->write_seconds = std::chrono::duration<double>(t1 - t0).count();
     stats->sync_seconds = seconds_since(t1);
   }
   return Filled{size, whole.digest()};
+}
+
+// Direct I/O is only a faster way to the same bytes: a filesystem that opens with O_DIRECT but
+// refuses the writes (EINVAL on some) gets the whole pass again through pwrite. A real I/O error
+// fails the second attempt too, and is what the caller sees.
+Result<Filled> fill_and_hash(Env* env, const std::string& tmp_path,
+                             const std::vector<h5::DatasetExtent>& extents, RankWriteStats* stats) {
+  auto filled = fill_and_hash_once(env, tmp_path, extents, stats, true);
+  if (filled.is_ok() || (stats != nullptr && !stats->direct_io)) return filled;
+  return fill_and_hash_once(env, tmp_path, extents, stats, false);
 }
 
 }  // namespace

@@ -55,7 +55,21 @@ class NoRankReadsEnv final : public Env {
   Result<std::vector<std::string>> list_dir(const std::string& d) override {
     return base_->list_dir(d);
   }
+  // Direct handles that open but whose writes fail, as on filesystems that take O_DIRECT at
+  // open and refuse it at the first write.
+  Result<std::unique_ptr<WritableFile>> open_for_direct_update(const std::string& p) override {
+    if (!break_direct_writes) return base_->open_for_direct_update(p);
+    class Refusing final : public WritableFile {
+     public:
+      Status append(const void*, size_t) override { return io_error("EINVAL"); }
+      Status write_at(uint64_t, const void*, size_t) override { return io_error("EINVAL"); }
+      Status sync() override { return Status::ok(); }
+      Status close() override { return Status::ok(); }
+    };
+    return std::unique_ptr<WritableFile>(new Refusing);
+  }
   int refused = 0;
+  bool break_direct_writes = false;
 
  private:
   Env* base_ = Env::posix();
@@ -232,13 +246,17 @@ TEST_CASE("direct-I/O bodies and buffered tails land bit-exactly, as with pwrite
   }
   root.attrs["step"] = int64_t{8};
   FaultInjectionEnv buffered_only(Env::posix());  // has no direct I/O: the pwrite path
-  for (Env* env : {Env::posix(), static_cast<Env*>(&buffered_only)}) {
+  NoRankReadsEnv broken_direct;
+  broken_direct.break_direct_writes = true;
+  for (Env* env :
+       {Env::posix(), static_cast<Env*>(&buffered_only), static_cast<Env*>(&broken_direct)}) {
     TempDir tmp;
     const std::string dir = path_join(tmp.path(), step_dir_name(8));
     REQUIRE(env->make_dirs(dir).is_ok());
     store::RankWriteStats st;
     REQUIRE(store::write_rank(env, dir, 0, 8, 1, &root, &st).is_ok());
     if (env == &buffered_only) REQUIRE_FALSE(st.direct_io);
+    if (env == &broken_direct) REQUIRE_FALSE(st.direct_io);  // the retry went through pwrite
     if (env == Env::posix() && !st.direct_io) WARN("no direct I/O on " << tmp.path());
     REQUIRE(st.file_xxh3 == real_hash(path_join(dir, rank_file_name(0))));
     REQUIRE(store::commit(env, tmp.path(), 8, 1, {"model"}).is_ok());
