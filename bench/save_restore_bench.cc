@@ -24,7 +24,6 @@
 #include "bench/bench_util.h"
 #include "bench/peer_process.h"
 #include "ckpt/base/hash.h"
-#include "ckpt/io/fault_injection_env.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
 #include "resume/pipeline.h"
@@ -153,7 +152,8 @@ bool ckpt_save(Env* env, State& s, const std::string& run_dir, int64_t* step,
   return true;
 }
 
-// (a) save: raw pwrite + fdatasync, the library's blocking save and (with --torch-peer)
+// (a) save: raw pwrite + fdatasync, the library's blocking save (through Env::posix(), and
+// through Env::posix_direct_io()) and (with --torch-peer)
 // torch.save + fsync in the peer process, in a rotating order within each repetition so that
 // all three see the same load. Leaves the last checkpoint as run/step-<*step>.
 bool save_section(const Args& a, Env* env, State& s, const std::string& base, int64_t* step) {
@@ -174,7 +174,6 @@ bool save_section(const Args& a, Env* env, State& s, const std::string& base, in
   }
   std::vector<double> t_raw, t_write, t_commit, t_torch, t_bwrite, t_bcommit;
   std::map<std::string, std::vector<double>> phases, bphases;  // write_rank's own split
-  FaultInjectionEnv buffered(env);  // forwards everything but direct I/O: the pwrite path
   for (uint64_t r = 0; r < a.reps; ++r) {
     for (uint64_t k = 0; k < 4; ++k) {
       switch ((k + r) % 4) {
@@ -185,7 +184,7 @@ bool save_section(const Args& a, Env* env, State& s, const std::string& base, in
           if (!ckpt_save(env, s, run_dir, step, &t_write, &t_commit, &phases)) return false;
           break;
         case 2:
-          if (!ckpt_save(&buffered, s, run_dir, step, &t_bwrite, &t_bcommit, &bphases))
+          if (!ckpt_save(Env::posix_direct_io(), s, run_dir, step, &t_bwrite, &t_bcommit, &bphases))
             return false;
           break;
         default:
@@ -206,7 +205,7 @@ bool save_section(const Args& a, Env* env, State& s, const std::string& base, in
   for (const auto& [name, v] : phases)
     std::printf("  %s %.1f ms;", name.c_str() + 2, 1e3 * median(v));
   std::printf("\n");
-  line("the same without direct I/O (pwrite path)", s.bytes, t_bcommit, raw_mbs);
+  line("the same with direct I/O (posix_direct_io)", s.bytes, t_bcommit, raw_mbs);
   std::printf("  where it spends it (medians):");
   for (const auto& [name, v] : bphases)
     std::printf("  %s %.1f ms;", name.c_str() + 2, 1e3 * median(v));

@@ -9,7 +9,8 @@
 //      read back (they are small and in the page cache), each tensor is written in chunks at its
 //      planned offset — its 4 KiB-aligned body with direct I/O through a ring of bounce buffers
 //      (DirectWriter: no copy into the page cache, the disk busy while the next chunk is copied)
-//      where the filesystem allows, by pwrite otherwise — and every byte goes through one
+//      when the Env offers it (Env::posix_direct_io()), by pwrite otherwise (Env::posix(), the
+//      default) — and every byte goes through one
 //      streaming XXH3 as it is written, in file order: the whole-file hash of the commit record,
 //      with no read-back;
 //   4. one fdatasync, rename; the manifest (which carries that whole-file hash as `file_xxh3`)
@@ -107,8 +108,9 @@ struct Filled {
 };
 
 // Where pass 3 puts a tensor's bytes: the block-aligned body through direct I/O when the Env
-// and filesystem allow it (no copy into the page cache; the rest is written buffered after the
-// direct writes are done, so no page is written both ways at once), else all of it buffered.
+// offers it and the filesystem allows it (no copy into the page cache; the rest is written buffered
+// after the direct writes are done, so no page is written both ways at once), else all of it
+// buffered.
 class ExtentSink {
  public:
   ExtentSink(Env* env, const std::string& path, std::unique_ptr<WritableFile> buffered,

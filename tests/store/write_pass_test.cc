@@ -58,7 +58,7 @@ class NoRankReadsEnv final : public Env {
   // Direct handles that open but whose writes fail, as on filesystems that take O_DIRECT at
   // open and refuse it at the first write.
   Result<std::unique_ptr<WritableFile>> open_for_direct_update(const std::string& p) override {
-    if (!break_direct_writes) return base_->open_for_direct_update(p);
+    if (!break_direct_writes) return Env::posix_direct_io()->open_for_direct_update(p);
     class Refusing final : public WritableFile {
      public:
       Status append(const void*, size_t) override { return io_error("EINVAL"); }
@@ -83,7 +83,8 @@ struct Run {
 
 // Writes rank `rank` of `world` for `step` through the real Env; returns its stats. `extra`
 // more small tensors make HDF5 put structure between and after the extents too.
-store::RankWriteStats write(Run* run, int64_t step, int64_t rank, int64_t world, int extra = 0) {
+store::RankWriteStats write(Run* run, int64_t step, int64_t rank, int64_t world, int extra = 0,
+                            Env* env = Env::posix()) {
   Node root = testing::sample_tree(&run->storage);
   root.attrs["step"] = step;
   for (int i = 0; i < extra; ++i) {
@@ -93,7 +94,7 @@ store::RankWriteStats write(Run* run, int64_t step, int64_t rank, int64_t world,
   }
   REQUIRE(Env::posix()->make_dirs(run->dir(step)).is_ok());
   store::RankWriteStats stats;
-  auto m = store::write_rank(Env::posix(), run->dir(step), rank, step, world, &root, &stats);
+  auto m = store::write_rank(env, run->dir(step), rank, step, world, &root, &stats);
   REQUIRE(m.is_ok());
   REQUIRE(m->file_xxh3.has_value());
   REQUIRE(*m->file_xxh3 == stats.file_xxh3);
@@ -109,7 +110,8 @@ uint64_t real_hash(const std::string& path) {
 TEST_CASE("the write pass's whole-file hashes are the files' real hashes", "[store]") {
   Run run;
   const int extra = GENERATE(0, 300);
-  const store::RankWriteStats st = write(&run, 3, 0, 1, extra);
+  Env* env = GENERATE(Env::posix(), Env::posix_direct_io());
+  const store::RankWriteStats st = write(&run, 3, 0, 1, extra, env);
   const std::string file = path_join(run.dir(3), rank_file_name(0));
   const std::string manifest = path_join(run.dir(3), rank_manifest_name(0));
   REQUIRE(st.file_xxh3 == real_hash(file));
@@ -245,19 +247,19 @@ TEST_CASE("direct-I/O bodies and buffered tails land bit-exactly, as with pwrite
         Tensor::borrow(DType::kUInt8, {static_cast<int64_t>(n)}, run.storage.back().data(), n);
   }
   root.attrs["step"] = int64_t{8};
-  FaultInjectionEnv buffered_only(Env::posix());  // has no direct I/O: the pwrite path
+  FaultInjectionEnv buffered_only(Env::posix_direct_io());  // has no direct I/O: pwrite
   NoRankReadsEnv broken_direct;
   broken_direct.break_direct_writes = true;
-  for (Env* env :
-       {Env::posix(), static_cast<Env*>(&buffered_only), static_cast<Env*>(&broken_direct)}) {
+  for (Env* env : {Env::posix_direct_io(), Env::posix(), static_cast<Env*>(&buffered_only),
+                   static_cast<Env*>(&broken_direct)}) {
     TempDir tmp;
     const std::string dir = path_join(tmp.path(), step_dir_name(8));
     REQUIRE(env->make_dirs(dir).is_ok());
     store::RankWriteStats st;
     REQUIRE(store::write_rank(env, dir, 0, 8, 1, &root, &st).is_ok());
-    if (env == &buffered_only) REQUIRE_FALSE(st.direct_io);
+    if (env == &buffered_only || env == Env::posix()) REQUIRE_FALSE(st.direct_io);
     if (env == &broken_direct) REQUIRE_FALSE(st.direct_io);  // the retry went through pwrite
-    if (env == Env::posix() && !st.direct_io) WARN("no direct I/O on " << tmp.path());
+    if (env == Env::posix_direct_io() && !st.direct_io) WARN("no direct I/O on " << tmp.path());
     REQUIRE(st.file_xxh3 == real_hash(path_join(dir, rank_file_name(0))));
     REQUIRE(store::commit(env, tmp.path(), 8, 1, {"model"}).is_ok());
     REQUIRE(store::verify_checkpoint(Env::posix(), dir).problems.empty());
