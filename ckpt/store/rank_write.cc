@@ -10,9 +10,8 @@
 //      planned offset — its 4 KiB-aligned body with direct I/O through a ring of bounce buffers
 //      (DirectWriter: no copy into the page cache, the disk busy while the next chunk is copied)
 //      when the Env offers it (Env::posix_direct_io()), by pwrite otherwise (Env::posix(), the
-//      default) — and every byte goes through one
-//      streaming XXH3 as it is written, in file order: the whole-file hash of the commit record,
-//      with no read-back;
+//      default) — and every byte goes through one streaming XXH3 as it is written, in file
+//      order: the whole-file hash of the commit record, with no read-back;
 //   4. one fdatasync, rename; the manifest (which carries that whole-file hash as `file_xxh3`)
 //      is written atomically.
 #include <algorithm>
