@@ -101,7 +101,9 @@ void print_coverage_text(const CoverageReport& r, const CoverageInput& in, const
   const SamplerConfig& c = in.sampler;
   out << "ckpt coverage: " << src << "\n";
   out << "dataset: " << grouped(r.dataset_size) << " samples; sampler " << r.sampler
-      << (c.shuffle ? " (shuffled, seed " + std::to_string(c.seed) + ")" : " (in order)")
+      << (!c.shuffle        ? " (in order)"
+          : in.orders_given ? " (shuffled; orders from the saved generator states, where saved)"
+                            : " (shuffled, seed " + std::to_string(c.seed) + ")")
       << (c.drop_last ? ", drop_last" : "") << "; " << grouped(c.step_positions())
       << " samples per step; " << grouped(r.epoch_length) << " positions and "
       << grouped(r.steps_per_epoch) << " steps per epoch\n";

@@ -24,9 +24,9 @@ std::vector<std::string> split_cells(const std::string& line) {
   return cells;
 }
 
-// The 0-based steps one Lightning metrics.csv logged (its `step` column).
-Result<LaunchSteps> csv_launch(const std::string& path) {
-  CKPT_ASSIGN_OR_RETURN(std::string text, read_text_file(path, kMaxLogFileBytes));
+}  // namespace
+
+Result<LaunchSteps> launch_from_csv_text(const std::string& text, const std::string& path) {
   LaunchSteps l{path, -1, -1};
   int col = -1;
   size_t at = 0;
@@ -55,6 +55,8 @@ Result<LaunchSteps> csv_launch(const std::string& path) {
   }
   return l;
 }
+
+namespace {
 
 // The cursor of a replay: the epoch, steps taken in it, and how many of those steps a fresh
 // loader did not read (Lightning restarting an epoch without loader state counts the batches
@@ -174,6 +176,184 @@ void add_known_orders(const std::map<uint64_t, std::map<uint64_t, std::string>>&
   }
 }
 
+// Step 2: the launches one at a time, each from its checkpoint's cursor, into out->input.
+class LaunchReplay {
+ public:
+  LaunchReplay(const std::vector<LoaderCheckpoint>& cks, const Geometry& g, bool sequential,
+               DerivedLoaderRun* out)
+      : cks_(cks), g_(g), sequential_(sequential), out_(out) {
+    for (const auto& c : cks) any_loader_ = any_loader_ || c.loader.has_value();
+  }
+
+  Status run(const LaunchSteps& l) {
+    Cursor c;
+    int64_t start = 0;
+    const int64_t end = l.last_step + 1;
+    if (segments_.empty()) {
+      c.chain = next_chain_++;
+    } else {
+      CKPT_ASSIGN_OR_RETURN(c, resume(l, &start));
+    }
+    if (end < start) {
+      return corrupt(l.source + ": logged steps " + std::to_string(l.first_step) + ".." +
+                     std::to_string(l.last_step) +
+                     " end before the checkpoint it resumed from (step " + std::to_string(start) +
+                     ")");
+    }
+    segments_.push_back({start, end});
+    chains_.push_back(c.chain);
+    collect_states(c.chain, start, end);
+    walk(c, static_cast<uint64_t>(end - start));
+    return Status::ok();
+  }
+
+  // chain -> epoch -> the generator state saved at that epoch's start.
+  const std::map<uint64_t, std::map<uint64_t, std::string>>& states() const { return states_; }
+
+ private:
+  uint64_t length() const { return out_->input.sampler.epoch_length(); }
+
+  // Where a later launch started: the newest checkpoint at or before its first logged step.
+  Result<Cursor> resume(const LaunchSteps& l, int64_t* start) {
+    const LoaderCheckpoint* from = nullptr;
+    for (const auto& ck : cks_) {
+      if (ck.step <= l.first_step) from = &ck;
+    }
+    if (from == nullptr) {
+      return corrupt(l.source + ": its first logged step is " + std::to_string(l.first_step) +
+                     ", but no checkpoint is that early");
+    }
+    *start = from->step;
+    Cursor c = cursor_of(*from, g_);
+    RestartEvidence ev{from->step, from->source, from->loader.has_value(), c.epoch, 0, ""};
+    if (from->loader) {
+      // The loader continues the generator of the launch that wrote the checkpoint: the latest
+      // one whose steps reach it.
+      size_t writer = 0;
+      for (size_t j = 0; j < segments_.size(); ++j) {
+        if (segments_[j].first < *start && *start <= segments_[j].second) writer = j;
+      }
+      c.chain = chains_[writer];
+      ev.position = std::min(length(), c.step_in_epoch * g_.b);
+      ev.evidence = resumed_evidence(*from->loader, c.epoch, ev.position);
+    } else {
+      c.chain = next_chain_++;
+      c.shift = c.step_in_epoch;
+      ev.evidence =
+          std::string("no loader state (") +
+          (from->lightning ? "loops.fit_loop.state_dict has no combined_loader" : "none saved") +
+          "): the epoch restarted from its first batch with a fresh shuffle; " +
+          std::to_string(g_.spe - c.step_in_epoch) + " batches left in epoch " +
+          std::to_string(c.epoch) + " read positions [0, " +
+          std::to_string(std::min(length(), (g_.spe - c.step_in_epoch) * g_.b)) +
+          ") of an order that was not saved";
+    }
+    out_->restarts.push_back(ev);
+    out_->input.restarts.push_back({*start, c.epoch, ev.position});
+    return c;
+  }
+
+  static std::string resumed_evidence(const LoaderState& s, uint64_t epoch, uint64_t position) {
+    return "StatefulDataLoader state at " + s.where + ": " + std::to_string(s.batches) +
+           " batches of the epoch yielded" + (s.finished ? " and the epoch finished" : "") +
+           "; the loader resumed at epoch " + std::to_string(epoch) + " position " +
+           std::to_string(position) +
+           (s.generator_state.empty()
+                ? ""
+                : "; RandomSampler generator state saved: the order is reproduced");
+  }
+
+  // The generator states the checkpoints this launch wrote saved, by the epoch they start.
+  void collect_states(uint64_t chain, int64_t start, int64_t end) {
+    for (const auto& ck : cks_) {
+      if (ck.step <= start || ck.step > end || !ck.loader || ck.loader->generator_state.empty()) {
+        continue;
+      }
+      const Cursor at = cursor_of(ck, g_);
+      // A state taken at an epoch's end still belongs to that epoch.
+      const uint64_t e = at.step_in_epoch == 0 && ck.loader->batches > 0 ? at.epoch - 1 : at.epoch;
+      states_[chain].emplace(e, ck.loader->generator_state);
+    }
+  }
+
+  void walk(Cursor c, uint64_t steps) {
+    while (steps > 0) {
+      const uint64_t take = std::min(steps, g_.spe - c.step_in_epoch);
+      Visit v;
+      v.epoch = c.epoch;
+      v.order_key = sequential_ ? 0 : order_key(c.chain, c.epoch);
+      v.begin = std::min(length(), (c.step_in_epoch - c.shift) * g_.b);
+      v.end = std::min(length(), (c.step_in_epoch - c.shift + take) * g_.b);
+      out_->input.visits.push_back(v);
+      steps -= take;
+      c.step_in_epoch += take;
+      if (c.step_in_epoch == g_.spe) {
+        ++c.epoch;
+        c.step_in_epoch = 0;
+        c.shift = 0;
+        if (!any_loader_) c.chain = next_chain_++;  // a plain loader reshuffles, unseeded
+      }
+    }
+  }
+
+  const std::vector<LoaderCheckpoint>& cks_;
+  const Geometry g_;
+  const bool sequential_;
+  bool any_loader_ = false;
+  DerivedLoaderRun* out_;
+  std::vector<std::pair<int64_t, int64_t>> segments_;  // [start, end) per launch
+  std::vector<uint64_t> chains_;                       // per launch
+  std::map<uint64_t, std::map<uint64_t, std::string>> states_;
+  uint64_t next_chain_ = 0;
+};
+
+// Step 4: the sampler geometry (batch size found or asked, steps per epoch checked).
+Result<Geometry> configure(const std::vector<LoaderCheckpoint>& cks, uint64_t n, uint32_t flag,
+                           bool sequential, DerivedLoaderRun* out) {
+  CKPT_ASSIGN_OR_RETURN(uint32_t b, batch_size_of(cks, n, flag, &out->assumptions));
+  SamplerConfig& cfg = out->input.sampler;
+  cfg.dataset_size = n;
+  cfg.batch_size = b;
+  cfg.world_size = 1;
+  cfg.grad_accum = 1;
+  cfg.drop_last = false;
+  cfg.kind = sequential ? SamplerKind::kSequential : SamplerKind::kTorchRandom;
+  cfg.shuffle = !sequential;
+  out->input.orders_given = !sequential;
+  CKPT_RETURN_IF_ERROR(validate_sampler(cfg));
+  const Geometry g{n, b, cfg.steps_per_epoch()};
+  CKPT_RETURN_IF_ERROR(check_steps_per_epoch(cks, g));
+  out->assumptions.push_back("one process, drop_last false: " + std::to_string(g.spe) +
+                             " steps an epoch of " + std::to_string(n) +
+                             " samples (a step is one batch; gradient accumulation is not in "
+                             "these checkpoints)");
+  return g;
+}
+
+// Step 3: the orders rebuilt from the saved generator states, and what is left unknown.
+void finish_orders(const std::vector<LoaderCheckpoint>& cks, const LaunchReplay& replay,
+                   DerivedLoaderRun* out) {
+  int workers = 0;
+  for (const auto& c : cks) workers = std::max(workers, c.loader ? c.loader->workers : 0);
+  add_known_orders(replay.states(), out->input.visits, out->input.sampler.dataset_size,
+                   workers > 0 ? 2 : 1, &out->input, &out->assumptions);
+  size_t unknown = 0;
+  for (const auto& v : out->input.visits) unknown += out->input.orders.count(v.order_key) ? 0 : 1;
+  out->assumptions.push_back(
+      unknown == 0
+          ? "sampler: torchdata's RandomSampler; every epoch's order is torch.randperm from the "
+            "generator state the loader saved (later epochs drawn on from it)"
+          : "sampler: shuffled (RandomSampler assumed) with an unseeded generator the "
+            "checkpoints do not hold: " +
+                std::to_string(unknown) +
+                " pieces of epochs have unknown orders; epochs that mix them are bounded");
+  if (out->certainty.empty()) {
+    out->certainty = unknown == 0 ? "exact: orders reproduced, launches from the logs"
+                                  : "bounded: positions exact, sample ids unknown where the "
+                                    "shuffle was not saved";
+  }
+}
+
 }  // namespace
 
 Result<std::vector<LaunchSteps>> launches_from_logs(const std::string& dir) {
@@ -205,7 +385,8 @@ Result<std::vector<LaunchSteps>> launches_from_logs(const std::string& dir) {
   }
   std::sort(files.begin(), files.end(), lr_tag_order);
   for (const auto& f : files) {
-    CKPT_ASSIGN_OR_RETURN(LaunchSteps l, csv_launch(f));
+    CKPT_ASSIGN_OR_RETURN(std::string text, read_text_file(f, kMaxLogFileBytes));
+    CKPT_ASSIGN_OR_RETURN(LaunchSteps l, launch_from_csv_text(text, f));
     if (l.first_step >= 0) out.push_back(l);
   }
   return out;
@@ -218,9 +399,8 @@ Result<DerivedLoaderRun> derive_loader_run(std::vector<LoaderCheckpoint> cks,
   std::stable_sort(
       cks.begin(), cks.end(),
       [](const LoaderCheckpoint& a, const LoaderCheckpoint& b) { return a.step < b.step; });
-  const std::string& dir_hint = cks.front().source;
   if (dataset_size == 0) {
-    return invalid_argument(dir_hint +
+    return invalid_argument(cks.front().source +
                             ": the dataset size is not in the checkpoints: give --dataset-size N "
                             "(the number of training samples)");
   }
@@ -231,149 +411,24 @@ Result<DerivedLoaderRun> derive_loader_run(std::vector<LoaderCheckpoint> cks,
     any_loader = any_loader || c.loader.has_value();
     any_generator = any_generator || (c.loader && !c.loader->generator_state.empty());
   }
-  CKPT_ASSIGN_OR_RETURN(uint32_t b,
-                        batch_size_of(cks, dataset_size, batch_size_flag, &out.assumptions));
-  SamplerConfig& cfg = out.input.sampler;
-  cfg.dataset_size = dataset_size;
-  cfg.batch_size = b;
-  cfg.world_size = 1;
-  cfg.grad_accum = 1;
-  cfg.drop_last = false;
   const bool sequential = any_loader && !any_generator;
-  cfg.kind = sequential ? SamplerKind::kSequential : SamplerKind::kTorchRandom;
-  cfg.shuffle = !sequential;
-  out.input.orders_given = !sequential;
-  CKPT_RETURN_IF_ERROR(validate_sampler(cfg));
-  const Geometry g{dataset_size, b, cfg.steps_per_epoch()};
-  CKPT_RETURN_IF_ERROR(check_steps_per_epoch(cks, g));
-  out.assumptions.push_back("one process, drop_last false: " + std::to_string(g.spe) +
-                            " steps an epoch of " + std::to_string(dataset_size) +
-                            " samples (a step is one batch; gradient accumulation is "
-                            "not in these checkpoints)");
+  CKPT_ASSIGN_OR_RETURN(Geometry g,
+                        configure(cks, dataset_size, batch_size_flag, sequential, &out));
 
   // 1. Launches: from the logs, else one through the last checkpoint.
-  std::vector<LaunchSteps> ls = launches;
-  if (ls.empty()) {
-    ls.push_back({"(no logs)", 0, cks.back().step - 1});
+  out.launches = launches;
+  if (out.launches.empty()) {
+    out.launches.push_back({"(no logs)", 0, cks.back().step - 1});
     out.assumptions.push_back("no TensorBoard or CSV logs: restarts unknown, one launch of " +
                               std::to_string(cks.back().step) + " steps (to the last checkpoint)");
     out.certainty = "uncertain: without the launches' logs, restarts and lost steps are unknown";
   }
-  out.launches = ls;
-
-  // 2. Replay each launch from its checkpoint's cursor.
-  const uint64_t length = cfg.epoch_length();
-  std::vector<std::pair<int64_t, int64_t>> segments;  // [start, end) per launch
-  std::vector<uint64_t> chain_of_launch;
-  std::map<uint64_t, std::map<uint64_t, std::string>> states;  // chain -> epoch -> generator
-  uint64_t next_chain = 0;
-  for (size_t k = 0; k < ls.size(); ++k) {
-    Cursor c;
-    int64_t start = 0;
-    const int64_t end = ls[k].last_step + 1;
-    if (k == 0) {
-      c.chain = next_chain++;
-    } else {
-      const LoaderCheckpoint* from = nullptr;
-      for (const auto& ck : cks) {
-        if (ck.step <= ls[k].first_step) from = &ck;
-      }
-      if (from == nullptr) {
-        return corrupt(ls[k].source + ": its first logged step is " +
-                       std::to_string(ls[k].first_step) + ", but no checkpoint is that early");
-      }
-      start = from->step;
-      c = cursor_of(*from, g);
-      // The launch that wrote the checkpoint: the latest one whose steps reach it.
-      size_t writer = 0;
-      for (size_t j = 0; j < k; ++j) {
-        if (segments[j].first < start && start <= segments[j].second) writer = j;
-      }
-      RestartEvidence ev{from->step, from->source, from->loader.has_value(), c.epoch, 0, ""};
-      if (from->loader) {
-        c.chain = chain_of_launch[writer];
-        ev.position = std::min(length, c.step_in_epoch * b);
-        ev.evidence = "StatefulDataLoader state at " + from->loader->where + ": " +
-                      std::to_string(from->loader->batches) + " batches of the epoch yielded" +
-                      (from->loader->finished ? " and the epoch finished" : "") +
-                      "; the loader resumed at epoch " + std::to_string(c.epoch) + " position " +
-                      std::to_string(ev.position) +
-                      (from->loader->generator_state.empty()
-                           ? ""
-                           : "; RandomSampler generator state saved: the order is reproduced");
-      } else {
-        c.chain = next_chain++;
-        c.shift = c.step_in_epoch;
-        ev.evidence =
-            std::string("no loader state (") +
-            (from->lightning ? "loops.fit_loop.state_dict has no combined_loader" : "none saved") +
-            "): the epoch restarted from its first batch with a fresh shuffle; " +
-            std::to_string(g.spe - c.step_in_epoch) + " batches left in epoch " +
-            std::to_string(c.epoch) + " read positions [0, " +
-            std::to_string(std::min(length, (g.spe - c.step_in_epoch) * b)) +
-            ") of an order that was not saved";
-      }
-      out.restarts.push_back(ev);
-      out.input.restarts.push_back({start, c.epoch, ev.position});
-    }
-    if (end < start) {
-      return corrupt(ls[k].source + ": logged steps " + std::to_string(ls[k].first_step) + ".." +
-                     std::to_string(ls[k].last_step) +
-                     " end before the checkpoint it resumed from (step " + std::to_string(start) +
-                     ")");
-    }
-    segments.push_back({start, end});
-    chain_of_launch.push_back(c.chain);
-    for (const auto& ck : cks) {  // the generator states this launch's checkpoints saved
-      if (ck.step > start && ck.step <= end && ck.loader && !ck.loader->generator_state.empty()) {
-        const Cursor at = cursor_of(ck, g);
-        const uint64_t e =
-            at.step_in_epoch == 0 && ck.loader->batches > 0 ? at.epoch - 1 : at.epoch;
-        states[c.chain].emplace(e, ck.loader->generator_state);
-      }
-    }
-    for (uint64_t left = static_cast<uint64_t>(end - start); left > 0;) {
-      const uint64_t take = std::min(left, g.spe - c.step_in_epoch);
-      Visit v;
-      v.epoch = c.epoch;
-      v.order_key = sequential ? 0 : order_key(c.chain, c.epoch);
-      v.begin = std::min(length, (c.step_in_epoch - c.shift) * b);
-      v.end = std::min(length, (c.step_in_epoch - c.shift + take) * b);
-      out.input.visits.push_back(v);
-      left -= take;
-      c.step_in_epoch += take;
-      if (c.step_in_epoch == g.spe) {
-        ++c.epoch;
-        c.step_in_epoch = 0;
-        c.shift = 0;
-        if (!any_loader) c.chain = next_chain++;  // a plain loader reshuffles unseeded each epoch
-      }
-    }
-  }
-
+  // 2. Replay.
+  LaunchReplay replay(cks, g, sequential, &out);
+  for (const auto& l : out.launches) CKPT_RETURN_IF_ERROR(replay.run(l));
   // 3. Orders.
   if (!sequential) {
-    std::vector<std::string> notes;
-    int workers = 0;
-    for (const auto& c : cks) workers = std::max(workers, c.loader ? c.loader->workers : 0);
-    add_known_orders(states, out.input.visits, dataset_size, workers > 0 ? 2 : 1, &out.input,
-                     &notes);
-    size_t unknown = 0;
-    for (const auto& v : out.input.visits) unknown += out.input.orders.count(v.order_key) ? 0 : 1;
-    out.assumptions.insert(out.assumptions.end(), notes.begin(), notes.end());
-    out.assumptions.push_back(
-        unknown == 0
-            ? "sampler: torchdata's RandomSampler; every epoch's order is torch.randperm from the "
-              "generator state the loader saved (later epochs drawn on from it)"
-            : "sampler: shuffled (RandomSampler assumed) with an unseeded generator the "
-              "checkpoints do not hold: " +
-                  std::to_string(unknown) +
-                  " pieces of epochs have unknown orders; epochs that mix them are bounded");
-    if (out.certainty.empty()) {
-      out.certainty = unknown == 0 ? "exact: orders reproduced, launches from the logs"
-                                   : "bounded: positions exact, sample ids unknown where the "
-                                     "shuffle was not saved";
-    }
+    finish_orders(cks, replay, &out);
   } else {
     out.assumptions.push_back("sampler: in order (the loader state holds no generator)");
     if (out.certainty.empty()) out.certainty = "exact: sequential order, launches from the logs";

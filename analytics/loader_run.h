@@ -89,6 +89,9 @@ struct DerivedLoaderRun {
 // The launches logged under `dir`: TensorBoard event files, else Lightning CSVLogger
 // version_N/metrics.csv (the `step` column). Empty when there are none; corrupt for a damaged log.
 Result<std::vector<LaunchSteps>> launches_from_logs(const std::string& dir);
+// One metrics.csv's text; first_step -1 when it logged no step. Corrupt for a header without
+// `step` or a step cell that is not a non-negative integer.
+Result<LaunchSteps> launch_from_csv_text(const std::string& text, const std::string& path);
 
 // On failure invalid_argument naming what is missing (--dataset-size, --batch-size) or
 // inconsistent (the steps per epoch a checkpoint shows), corrupt for checkpoints that contradict
