@@ -133,7 +133,7 @@ Status check_steps_per_epoch(const std::vector<LoaderCheckpoint>& cks, const Geo
       return invalid_argument(
           c.source + ": its epoch ended after " + std::to_string(*c.batches_in_epoch) +
           " batches, but " + std::to_string(g.n) + " samples in batches of " + std::to_string(g.b) +
-          " make " + std::to_string(g.spe) + "; is --dataset-size right?");
+          " make " + std::to_string(g.spe) + "; are --dataset-size and the batch size right?");
     }
   }
   return Status::ok();
