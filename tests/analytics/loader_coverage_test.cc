@@ -55,6 +55,10 @@ Result<DerivedLoaderRun> derive(const std::string& dir, uint64_t n = 37) {
 EpochVisits replayed(const CoverageInput& in) {
   EpochVisits out;
   for (const auto& v : in.visits) {
+    if (!in.orders_given) {  // in order
+      for (uint64_t p = v.begin; p < v.end; ++p) ++out[v.epoch][p];
+      continue;
+    }
     auto it = in.orders.find(v.order_key);
     REQUIRE(it != in.orders.end());
     REQUIRE(it->second != nullptr);
@@ -105,7 +109,7 @@ void check_against_expected(const std::string& dir, bool all_exact) {
 
 TEST_CASE("StatefulDataLoader runs: the rebuilt orders replay the samples each step trained on",
           "[analytics]") {
-  for (const char* name : {"lightning_stateful", "sdl"}) {
+  for (const char* name : {"lightning_stateful", "sdl", "sdl_sequential"}) {
     INFO(name);
     const std::string dir = run_dir(name);
     auto d = derive(dir);
@@ -176,6 +180,20 @@ TEST_CASE("Lightning without loader state: restarts replay the epoch head with u
     CHECK(per_epoch[epoch] == n);
   }
   check_against_expected(dir, false);
+}
+
+TEST_CASE("Loader runs without logs: one launch to the last checkpoint, said to be uncertain",
+          "[analytics]") {
+  testing::ScratchDir tmp;
+  fs::copy(run_dir("lightning_stateful") + "/checkpoints", tmp.path());
+  auto d = derive(tmp.path());
+  REQUIRE(d.is_ok());
+  CHECK(d->certainty.rfind("uncertain", 0) == 0);
+  CHECK(d->restarts.empty());
+  REQUIRE(d->launches.size() == 1);
+  uint64_t visits = 0;
+  for (const auto& v : d->input.visits) visits += v.end - v.begin;
+  CHECK(visits == 3 * 37 + 6 * 4);  // 36 steps: three epochs and six batches, none redone
 }
 
 TEST_CASE("Loader runs: what the checkpoints cannot tell is asked for, and checked",
