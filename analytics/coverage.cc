@@ -162,7 +162,7 @@ uint64_t ranges_size(const std::vector<PositionRange>& merged) {
 // one only contributes how many positions it covered. Bounds and the mean over independent
 // uniform shuffles (a sample escapes an unknown piece of u positions with probability 1 - u/N).
 Status bound_mixed_epoch(const CoverageInput& in, const std::vector<const Visit*>& visits,
-                         EpochCoverage* ec) {
+                         bool keep_strip, EpochCoverage* ec) {
   const uint64_t n = in.sampler.dataset_size;
   std::map<uint64_t, std::vector<PositionRange>> by_key;
   for (const Visit* v : visits) fold_into(v->begin, v->end, n, &by_key[v->order_key]);
@@ -194,7 +194,7 @@ Status bound_mixed_epoch(const CoverageInput& in, const std::vector<const Visit*
   ec->unique_expected = double((long double)n - (long double)(n - k) * escape);
   ec->never_visited_count = n - lower;
   // The strip shows the expected visited fraction: with unknown ids it is the same everywhere.
-  ec->strip.assign(1, ec->unique_expected / double(n));
+  if (keep_strip) ec->strip.assign(1, ec->unique_expected / double(n));
   return Status::ok();
 }
 
@@ -296,7 +296,7 @@ Result<CoverageReport> compute_coverage(const CoverageInput& input,
       if (keep_strip) ec.strip = strip_from_ranges(st.visited, n, options.strip_bins);
     } else if (!all_orders_known(input, visits)) {
       ec.single_order = false;
-      CKPT_RETURN_IF_ERROR(bound_mixed_epoch(input, visits, &ec));
+      CKPT_RETURN_IF_ERROR(bound_mixed_epoch(input, visits, keep_strip, &ec));
     } else {
       // Several orders in one epoch (a reseeded torch_random generator): positions no longer
       // name the same samples, so count ids.
