@@ -430,7 +430,10 @@ Result<DerivedLoaderRun> derive_loader_run(std::vector<LoaderCheckpoint> cks,
   if (!sequential) {
     finish_orders(cks, replay, &out);
   } else {
-    out.assumptions.push_back("sampler: in order (the loader state holds no generator)");
+    out.assumptions.push_back(
+        "sampler: in order assumed (SequentialSampler): the loader states hold no generator; a "
+        "torch RandomSampler passed in as sampler= saves none either, and its orders would be "
+        "unknown");
     if (out.certainty.empty()) out.certainty = "exact: sequential order, launches from the logs";
   }
   return out;
