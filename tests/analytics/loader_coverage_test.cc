@@ -210,6 +210,44 @@ TEST_CASE("Loader runs: what the checkpoints cannot tell is asked for, and check
   CHECK(err.find("ended after 10 batches") != std::string::npos);
 }
 
+TEST_CASE("coverage with unknown orders: positions counted, mixed epochs bounded", "[analytics]") {
+  CoverageInput in;
+  in.sampler.kind = SamplerKind::kTorchRandom;
+  in.sampler.dataset_size = 37;
+  in.sampler.batch_size = 4;
+  in.orders_given = true;
+  std::vector<int64_t> reversed(37);
+  for (int i = 0; i < 37; ++i) reversed[i] = 36 - i;
+  in.orders[7] = make_table_order(reversed);  // key 7 known; keys 1, 2, 3 unknown
+  in.visits = {{0, 1, 0, 20},                 // epoch 0: one unknown order, counted exactly
+               {1, 2, 0, 16},                 // epoch 1: two unknown pieces of 16 and 32
+               {1, 3, 0, 32},
+               {2, 7, 0, 10},  // epoch 2: ids 36..27 known, plus 30 unknown positions
+               {2, 3, 0, 30}};
+  auto r = compute_coverage(in, {});
+  REQUIRE(r.is_ok());
+  REQUIRE(r->epochs.size() == 3);
+  const auto& e0 = r->epochs[0];
+  CHECK(e0.exact);
+  CHECK_FALSE(e0.ids_known);
+  CHECK(e0.unique == 20);
+  CHECK(e0.never_visited_ids.empty());
+  const auto& e1 = r->epochs[1];
+  CHECK_FALSE(e1.exact);
+  CHECK(e1.unique == 32);
+  CHECK(e1.unique_max == 37);
+  CHECK(e1.unique_expected == Approx(37.0 - 37.0 * (21.0 / 37) * (5.0 / 37)));
+  CHECK(e1.never_visited_count == 5);
+  const auto& e2 = r->epochs[2];
+  CHECK(e2.unique == 30);
+  CHECK(e2.unique_max == 37);
+  CHECK(e2.unique_expected == Approx(37.0 - 27.0 * (7.0 / 37)));
+  CHECK_FALSE(r->overall_exact);
+  CHECK(r->overall_unique == 32);
+  CHECK(r->overall_unique_max == 37);
+  CHECK(r->total_visits == 20 + 48 + 40);
+}
+
 TEST_CASE("torch generator states: from_state continues the twister where get_state left it",
           "[analytics]") {
   TorchCpuGenerator seeded(123456789);
