@@ -208,6 +208,16 @@ TEST_CASE("Loader runs: what the checkpoints cannot tell is asked for, and check
   coverage_json(run_dir("lightning_plain"), 33, &rc, &err);
   CHECK(rc == 64);
   CHECK(err.find("ended after 10 batches") != std::string::npos);
+  // A torn .ckpt (a killed save) is named, exit 65.
+  testing::ScratchDir tmp;
+  const std::string ckpt = run_dir("lightning_plain") + "/checkpoints/step=4.ckpt";
+  fs::copy(ckpt, tmp.path() + "/step=4.ckpt");
+  auto whole = read_text_file(ckpt);
+  REQUIRE(whole.is_ok());
+  tmp.file("step=8.ckpt", whole->substr(0, whole->size() / 2));
+  coverage_json(tmp.path(), 37, &rc, &err);
+  CHECK(rc == 65);
+  CHECK(err.find("step=8.ckpt") != std::string::npos);
 }
 
 TEST_CASE("coverage with unknown orders: positions counted, mixed epochs bounded", "[analytics]") {
