@@ -378,3 +378,23 @@ TEST_CASE("an OUT_DIR that is not empty is refused and left alone", "[verify][co
   fs::create_directory(tmp.path() + "/empty");
   CHECK(convert::convert_checkpoint(Env::posix(), in.string(), tmp.path() + "/empty").is_ok());
 }
+
+TEST_CASE("Accelerate folders, sharded and single safetensors convert bit for bit",
+          "[verify][convert]") {
+  const std::vector<std::pair<fs::path, std::string>> cases = {
+      {kFixtures / "foreign" / "accelerate" / "plain", "accelerate"},
+      {kFixtures / "foreign" / "accelerate" / "with_cursor", "accelerate"},
+      {kFixtures / "foreign" / "real" / "sharded", "hf-model"},
+      {kFixtures / "foreign" / "safetensors" / "mlp.safetensors", "safetensors"}};
+  for (const auto& [in, format] : cases) {
+    TempDir tmp;
+    Converted c = convert_ok(in, tmp.path() + "/run");
+    INFO(in.string());
+    CHECK(c.report.format == format);
+    CHECK(c.report.unmapped.empty());
+    check_bit_exact(in, c);
+    REQUIRE(c.root.find_child("model") != nullptr);
+    CHECK_FALSE(c.root.find_child("model")->tensors.empty());
+    if (format == "accelerate") CHECK(group_at(c.root, "/optimizer/state") != nullptr);
+  }
+}

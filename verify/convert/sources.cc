@@ -190,6 +190,19 @@ Status add_hf_folder(Source* s, const std::string& dir) {
   return Status::ok();
 }
 
+// As the audit names them: a Trainer checkpoint (trainer_state.json), an Accelerate folder
+// (training state without it), or save_pretrained weights (no training state at all).
+std::string hf_kind(const std::string& dir) {
+  const auto names = Env::posix()->list_dir_or_empty(dir);
+  bool training = false;
+  for (const auto& n : names) {
+    if (n == "trainer_state.json") return "hf-trainer";
+    training = training || starts_with(n, "optimizer") || starts_with(n, "scheduler") ||
+               starts_with(n, "random_states_") || starts_with(n, "rng_state");
+  }
+  return training ? "accelerate" : "hf-model";
+}
+
 bool is_lightning(const Value* root) {
   return root != nullptr && root->kind == Kind::kDict &&
          (root->get("pytorch-lightning_version") != nullptr ||
@@ -219,8 +232,8 @@ Result<Source> open_source(const std::string& path) {
   } else if (s.format == "safetensors") {
     CKPT_RETURN_IF_ERROR(add_safetensors(&s, {path}, ""));
   } else if (s.format == "hf-trainer") {
-    s.format = env->exists(path_join(path, "trainer_state.json")) ? "hf-trainer" : "accelerate";
     CKPT_RETURN_IF_ERROR(add_hf_folder(&s, path));
+    s.format = hf_kind(path);
   } else if (s.format == "dcp") {
     CKPT_RETURN_IF_ERROR(add_dcp(&s, path));
   } else if (s.format.empty()) {
