@@ -105,8 +105,8 @@ class Assembler {
       rng.child("cuda").tensors[std::to_string(devices++)] = std::move(t);
       mapped(f, to, "CUDA generator state");
     }
-    rng.attrs["cuda_available"] = devices > 0;
-    rng.attrs["cuda_device_count"] = devices;
+    rng.attrs["cuda_available"] = devices > 0 || r_.cuda_devices > 0;
+    rng.attrs["cuda_device_count"] = std::max(devices, r_.cuda_devices);
     root->children["rng"] = std::move(rng);
     return Status::ok();
   }

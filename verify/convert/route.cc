@@ -1,6 +1,8 @@
 #include "verify/convert/route.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <deque>
 #include <unordered_set>
 
@@ -74,6 +76,27 @@ class Router {
           take_cuda(tree, v, it.path);
         }
       }
+    }
+  }
+
+  // Every tensor location, including inside components (the BFS stops at them).
+  void devices(const Value& root) {
+    std::vector<const Value*> stack{&root};
+    std::unordered_set<const Value*> seen;
+    size_t visits = 0;
+    while (!stack.empty() && visits++ < kMaxVisits) {
+      const Value* v = stack.back();
+      stack.pop_back();
+      if (v == nullptr || !seen.insert(v).second) continue;
+      if (v->kind == Kind::kTensor && v->tensor->location.rfind("cuda", 0) == 0) {
+        const std::string& loc = v->tensor->location;
+        const size_t colon = loc.find(':');
+        int64_t index = 0;
+        if (colon != std::string::npos) index = std::atoll(loc.c_str() + colon + 1);
+        r_.cuda_devices = std::max<int64_t>(r_.cuda_devices, std::min<int64_t>(index, 1023) + 1);
+      }
+      for (const Value* x : v->items) stack.push_back(x);
+      for (const auto& [k, x] : v->entries) stack.push_back(x);
     }
   }
 
@@ -195,7 +218,9 @@ Routing route(const std::vector<SourceTree>& trees, const ScalarRead& scalar) {
   Routing r;
   Router router(scalar, &r);
   for (size_t i = 0; i < trees.size(); ++i) {
-    if (trees[i].root != nullptr) router.walk(i, *trees[i].root);
+    if (trees[i].root == nullptr) continue;
+    router.walk(i, *trees[i].root);
+    router.devices(*trees[i].root);
   }
   router.finish();
   return r;

@@ -43,6 +43,9 @@ struct Routing {
   std::optional<int64_t> global_step;
   std::optional<double> epoch;
   std::string counters_path;
+  // CUDA devices the input's tensors were saved from (highest "cuda:N" + 1; 0 when all on CPU):
+  // a run on CUDA whose checkpoint holds no CUDA generator state must not look CPU-only.
+  int64_t cuda_devices = 0;
   // Values written outside /extra, with the group that holds them (for the placeholders).
   std::map<const Value*, std::string> moved;
 };
