@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "tests/common/test_util.h"
 
@@ -113,4 +114,38 @@ TEST_CASE("ckpt convert exit codes", "[cli][convert]") {
   CHECK(ckpt_cmd("convert --help 2>&1", &out) == 0);
   CHECK(out.find("Exit codes") != std::string::npos);
   CHECK(out.find("/optimizer") != std::string::npos);
+}
+
+TEST_CASE("hostile inputs never crash ckpt convert and never run", "[cli][convert]") {
+  // The scan exploit corpus, the malicious pickles and zips (bombs, cycles, absurd sizes, tensors
+  // past their storage) and the fuzz seeds: each is refused with one line (65) or converted with
+  // its payload listed as unmapped (2). Nothing they would run may have run.
+  const std::vector<std::string> markers = {"/tmp/ckpt-scan-marker-must-not-exist",
+                                            "/tmp/ckpt_verify_malicious_marker",
+                                            "/tmp/ckpt_audit_malicious_marker"};
+  for (const auto& m : markers) ::unlink(m.c_str());
+  size_t files = 0, converted = 0;
+  for (const char* dir : {"scan/exploits", "malicious", "fuzz_seeds"}) {
+    for (const auto& e : fs::recursive_directory_iterator(kFixtures / dir)) {
+      const std::string ext = e.path().extension().string();
+      if (!e.is_regular_file() || ext == ".py" || ext == ".md") continue;
+      TempDir tmp;
+      std::string err;
+      const int rc = ckpt_cmd(
+          "convert " + q(e.path()) + " " + q(tmp.path() + "/run") + " 2>&1 >/dev/null", &err);
+      INFO(e.path().string() << ": exit " << rc << ": " << err);
+      CHECK((rc == 65 || rc == 2));
+      if (rc == 65) {
+        CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+        CHECK_FALSE(fs::exists(tmp.path() + "/run"));
+      } else {
+        ++converted;
+        CHECK(ckpt_cmd("verify " + q(tmp.path() + "/run") + " >/dev/null 2>&1", &err) == 0);
+      }
+      ++files;
+    }
+  }
+  CHECK(files >= 50);
+  CHECK(converted >= 1);
+  for (const auto& m : markers) CHECK_FALSE(fs::exists(m));
 }
