@@ -119,7 +119,8 @@ class Assembler {
       if (*r_.epoch != std::floor(*r_.epoch)) t.attrs["epoch_float"] = *r_.epoch;
     }
     if (r_.global_step || r_.epoch) {
-      rep_.mapped.push_back({r_.counters_path.empty() ? "epoch" : r_.counters_path, "/train",
+      const std::string at = r_.counters_path.empty() ? "epoch" : r_.counters_path;
+      rep_.mapped.push_back({source_path(s_.trees[r_.counters_tree].label, at), "/train",
                              "counters (global_step, epoch)"});
     }
     if (r_.grad_scaler) {

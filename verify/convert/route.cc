@@ -176,7 +176,10 @@ class Router {
       } else if (v->kind == Kind::kTensor && v->tensor->numel() == 1 && scalar_) {
         if (auto x = scalar_(tree, *v->tensor)) r_.global_step = std::llround(*x);
       }
-      if (r_.global_step) r_.counters_path = path.empty() ? k : path + "." + k;
+      if (r_.global_step) {
+        r_.counters_path = path.empty() ? k : path + "." + k;
+        r_.counters_tree = tree;
+      }
     }
     for (const char* k : {"epoch", "current_epoch"}) {
       const Value* v = d.get(k);

@@ -42,7 +42,8 @@ struct Routing {
   std::vector<std::string> more_as;  // what each of `more` is
   std::optional<int64_t> global_step;
   std::optional<double> epoch;
-  std::string counters_path;
+  std::string counters_path;  // where global_step was found
+  size_t counters_tree = 0;
   // CUDA devices the input's tensors were saved from (highest "cuda:N" + 1; 0 when all on CPU):
   // a run on CUDA whose checkpoint holds no CUDA generator state must not look CPU-only.
   int64_t cuda_devices = 0;
