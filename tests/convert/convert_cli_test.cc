@@ -149,3 +149,27 @@ TEST_CASE("hostile inputs never crash ckpt convert and never run", "[cli][conver
   CHECK(converted >= 1);
   for (const auto& m : markers) CHECK_FALSE(fs::exists(m));
 }
+
+TEST_CASE("h5py reads what torch.load reads from the source", "[cli][convert]") {
+  // Two independent readers on the two ends: Debian's torch.load of our own fixture, h5py of the
+  // converted rank file (tests/convert/compare_with_torch.py).
+  TempDir tmp;
+  const fs::path in = kFixtures / "convert" / "values.pt";
+  std::string out;
+  REQUIRE(ckpt_cmd("convert " + q(in) + " " + q(tmp.path() + "/run") + " >/dev/null 2>&1", &out) ==
+          0);
+  const fs::path script = fs::path(CKPT_SOURCE_DIR) / "tests" / "convert" / "compare_with_torch.py";
+  const std::string cmd = "/usr/bin/python3 " + q(script) + " " + q(in) + " " +
+                          q(tmp.path() + "/run/step-000000000003/rank-00000.h5") + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  size_t n;
+  out.clear();
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = ::pclose(p);
+  INFO(out);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(out.rfind("ok ", 0) == 0);
+}
