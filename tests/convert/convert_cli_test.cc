@@ -70,6 +70,12 @@ TEST_CASE("ckpt convert --json prints the documented object", "[cli][convert]") 
   CHECK(audit["components"]["optimizer"]["status"] == "present");
   CHECK(audit["components"]["scheduler"]["status"] == "present");
   CHECK(audit["components"]["rng_cpu"]["status"] == "present");
+  // The fast restore pipeline loads every tensor, hashes verified.
+  REQUIRE(ckpt_cmd("load-bench --json " + q(out_dir) + " 2>/dev/null", &out) == 0);
+  auto bench = nlohmann::json::parse(out, nullptr, false);
+  REQUIRE_FALSE(bench.is_discarded());
+  CHECK(bench["bytes"] == j["bytes"]);
+  CHECK(bench["verified"] == true);
 }
 
 TEST_CASE("ckpt convert exit codes", "[cli][convert]") {
