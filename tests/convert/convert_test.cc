@@ -78,8 +78,10 @@ void output_tensors(const Node& n, const std::string& prefix, bool labelled_root
   const bool list = kind == "list" || kind == "tuple";
   const auto bytes_names = n.get_strings("ckpt.bytes");
   const std::set<std::string> raw(bytes_names.begin(), bytes_names.end());
+  const bool plain = n.get_bool("ckpt.plain");  // {"value": v} stands for v itself
   for (const auto& [k, t] : n.tensors) {
-    if (raw.count(k) == 0) (*out)[child_path(prefix, labelled_root, k, list)] = bytes_of(t);
+    if (raw.count(k) != 0) continue;
+    (*out)[plain ? prefix : child_path(prefix, labelled_root, k, list)] = bytes_of(t);
   }
   for (const auto& [k, c] : n.children)
     output_tensors(c, child_path(prefix, labelled_root, k, list), false, out);
@@ -180,9 +182,9 @@ TEST_CASE("every torch.save fixture converts and reads back bit for bit", "[veri
     const std::string out = tmp.path() + "/run";
     auto r = convert::convert_checkpoint(Env::posix(), p.string(), out);
     if (!r.is_ok()) {
-      // Refused, never half-done: TorchScript archives, and files that are not valid.
+      // Refused, never half-done: TorchScript archives are programs, not state.
       INFO(p.string() << ": " << r.status().to_string());
-      CHECK((p.filename() == "torchscript.pt" || p.filename() == "bad_utf8.pt"));
+      CHECK(p.filename() == "torchscript.pt");
       CHECK(!fs::exists(out));
       continue;
     }
@@ -332,6 +334,23 @@ TEST_CASE("what cannot be represented is listed, and the rest is written", "[ver
   const auto skipped = extra->get_strings("ckpt.skipped");
   CHECK(std::set<std::string>(skipped.begin(), skipped.end()) ==
         std::set<std::string>{"user_object", "tags", "huge", "meta"});
+}
+
+TEST_CASE("a file holding one tensor converts as a plain value", "[verify][convert]") {
+  TempDir tmp;
+  const fs::path in = kFixtures / "convert" / "plain_tensor.pt";
+  Converted c = convert_ok(in, tmp.path() + "/run");
+  CHECK(c.report.unmapped.empty());
+  check_bit_exact(in, c);
+  const Node* extra = c.root.find_child("extra");
+  REQUIRE(extra != nullptr);
+  CHECK(extra->get_bool("ckpt.plain"));
+  const Tensor* t = extra->find_tensor("value");
+  REQUIRE(t != nullptr);
+  CHECK(t->shape == std::vector<int64_t>{3, 3});
+  // arange(12).reshape(3, 4)[:, 1:]: a strided view, gathered in C order.
+  const float* f = static_cast<const float*>(t->data);
+  CHECK(std::vector<float>(f, f + 9) == std::vector<float>{1, 2, 3, 5, 6, 7, 9, 10, 11});
 }
 
 TEST_CASE("damaged and foreign input is refused with one message", "[verify][convert]") {

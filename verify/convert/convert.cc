@@ -147,8 +147,13 @@ class Assembler {
       TreeEncoder enc = encoder(i);
       Node n;
       const std::string& l = s_.trees[i].label;
-      CKPT_ASSIGN_OR_RETURN(bool ok, enc.container(*v, l.empty() ? "" : l + ":", &n));
+      const bool plain = is_plain(*v);
+      // A file that holds one tensor or scalar: {"value": it} with ckpt.plain, as the Python
+      // package stores a plain tracked value.
+      CKPT_ASSIGN_OR_RETURN(bool ok,
+                            enc.container(plain ? wrap(*v) : *v, l.empty() ? "" : l + ":", &n));
       if (!ok) continue;
+      if (plain) n.attrs["ckpt.plain"] = true;
       if (holds_nothing(n)) continue;
       rep_.mapped.push_back({label, single ? "/extra" : "/extra/" + label,
                              "the rest of the state, in its place (torch state_dict layout)"});
@@ -163,10 +168,23 @@ class Assembler {
     return Status::ok();
   }
 
+  static bool is_plain(const Value& v) {
+    return v.kind == Kind::kTensor || v.kind == Kind::kBool || v.kind == Kind::kInt ||
+           v.kind == Kind::kFloat || v.kind == Kind::kStr || v.kind == Kind::kBytes;
+  }
+  const Value& wrap(const Value& v) {
+    Value* d = wrappers_.make(Kind::kDict);
+    Value* key = wrappers_.make(Kind::kStr);
+    key->s = "value";
+    d->entries.emplace_back(key, &v);
+    return *d;
+  }
+
   const Source& s_;
   const Routing& r_;
   EncodeTally& tally_;
   ConvertReport& rep_;
+  PickleDoc wrappers_;  // owns the {"value": v} dicts of plain files
 };
 
 // The value of a one-element step tensor.
