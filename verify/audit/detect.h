@@ -54,6 +54,8 @@ bool is_scheduler_state(const Value& dict);
 bool is_grad_scaler_state(const Value& dict);
 bool is_cpu_rng_state(const Value* v);
 bool is_cuda_rng_state(const Value* v);
+bool is_python_rng_state(const Value* v);  // random.getstate(): (3, (625 ints), gauss)
+bool is_numpy_rng_state(const Value* v);   // ('MT19937', uint32[624], pos, has_gauss, cached)
 
 // TensorInfo of a tensor record found at `name` in `file`.
 TensorInfo tensor_info(const TensorRecord& t, const std::string& name, const std::string& file);

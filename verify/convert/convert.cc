@@ -4,6 +4,7 @@
 #include "verify/convert/convert.h"
 
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 #include "ckpt/format/component.h"
@@ -96,6 +97,8 @@ class Assembler {
         mapped(*r_.rng_cpu, "/rng/cpu/state", "CPU generator state (5056-byte mt19937)");
       }
     }
+    CKPT_RETURN_IF_ERROR(python_rng(&rng));
+    CKPT_RETURN_IF_ERROR(numpy_rng(&rng));
     int64_t devices = 0;
     for (const Found& f : r_.rng_cuda) {
       Tensor t;
@@ -108,6 +111,67 @@ class Assembler {
     rng.attrs["cuda_available"] = devices > 0 || r_.cuda_devices > 0;
     rng.attrs["cuda_device_count"] = std::max(devices, r_.cuda_devices);
     root->children["rng"] = std::move(rng);
+    return Status::ok();
+  }
+
+  // Python's random state in the Python package's layout (python/ckpt/_rng.py): version,
+  // state (625 ints), gauss.
+  Status python_rng(Node* rng) {
+    if (!r_.rng_python) return Status::ok();
+    const Value& t = *r_.rng_python->v;
+    Node py;
+    py.attrs["version"] = t.items[0]->i;
+    std::vector<int64_t> state;
+    for (const Value* x : t.items[1]->items) {
+      if (x->kind != Kind::kInt) {
+        tally_.unmapped.push_back({where(*r_.rng_python), "Python random state with a non-int"});
+        return Status::ok();
+      }
+      state.push_back(x->i);
+    }
+    py.attrs["state"] = state;
+    if (t.items[2]->kind == Kind::kFloat) {
+      py.attrs["gauss"] = t.items[2]->f;
+    } else {
+      py.attrs["ckpt.none"] = std::vector<std::string>{"gauss"};
+    }
+    rng->children["python"] = std::move(py);
+    mapped(*r_.rng_python, "/rng/python", "Python random state (random.getstate())");
+    return Status::ok();
+  }
+
+  // numpy's global RandomState in the Python package's layout: kind, keys (uint32[624] widened
+  // to int64, as the package stores them: torch has no uint32), pos, has_gauss, cached.
+  Status numpy_rng(Node* rng) {
+    if (!r_.rng_numpy) return Status::ok();
+    const Value& t = *r_.rng_numpy->v;
+    const auto pos = t.items[2]->as_int(), has_gauss = t.items[3]->as_int();
+    const auto cached = t.items[4]->as_number();
+    Tensor keys;
+    CKPT_ASSIGN_OR_RETURN(
+        bool ok,
+        encoder(r_.rng_numpy->tree).tensor(*t.items[1], where(*r_.rng_numpy) + "[1]", &keys));
+    if (!ok) return Status::ok();
+    if (keys.dtype != DType::kUInt32 || !pos || !has_gauss || !cached) {
+      tally_.unmapped.push_back({where(*r_.rng_numpy), "numpy RNG state of an unexpected shape"});
+      return Status::ok();
+    }
+    std::vector<int64_t> wide(keys.nbytes / 4);
+    for (size_t i = 0; i < wide.size(); ++i) {
+      uint32_t k;
+      std::memcpy(&k, static_cast<const char*>(keys.data) + 4 * i, 4);
+      wide[i] = k;
+    }
+    tally_.bytes += wide.size() * 8 - keys.nbytes;  // what is written
+    Node np;
+    np.attrs["kind"] = t.items[0]->s;
+    np.tensors["keys"] = Tensor::copy_of(DType::kInt64, {static_cast<int64_t>(wide.size())},
+                                         wide.data(), wide.size() * 8);
+    np.attrs["pos"] = *pos;
+    np.attrs["has_gauss"] = *has_gauss;
+    np.attrs["cached"] = *cached;
+    rng->children["numpy"] = std::move(np);
+    mapped(*r_.rng_numpy, "/rng/numpy", "numpy global RNG state (np.random.get_state())");
     return Status::ok();
   }
 

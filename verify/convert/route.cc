@@ -58,6 +58,11 @@ class Router {
               {x, it.path.empty() ? key : it.path + "." + key, it.depth + 1, with(it.keys, key)});
         }
       } else if (v->kind == Kind::kList || v->kind == Kind::kTuple) {
+        if (is_python_rng_state(v) || is_numpy_rng_state(v)) {
+          auto& slot = is_python_rng_state(v) ? r_.rng_python : r_.rng_numpy;
+          if (!slot) slot = Found{v, tree, it.path, *keys_};
+          continue;
+        }
         bool all_cuda = !v->items.empty();
         for (const Value* x : v->items) all_cuda = all_cuda && is_cuda_rng_state(x);
         const bool cuda_key = it.path.find("cuda") != std::string::npos;
@@ -109,6 +114,13 @@ class Router {
     move(r_.optimizer, "/optimizer");
     move(r_.scheduler, "/scheduler");
     move(r_.rng_cpu, "/rng/cpu/state");
+    if (r_.rng_cpu) {  // only beside a torch generator: /rng is the torch RNG component
+      move(r_.rng_python, "/rng/python");
+      move(r_.rng_numpy, "/rng/numpy");
+    } else {
+      r_.rng_python.reset();
+      r_.rng_numpy.reset();
+    }
     for (size_t i = 0; i < r_.rng_cuda.size(); ++i)
       r_.moved[r_.rng_cuda[i].v] = "/rng/cuda/" + std::to_string(i);
   }

@@ -37,6 +37,7 @@ struct Found {
 
 struct Routing {
   std::optional<Found> model, optimizer, scheduler, grad_scaler, rng_cpu;
+  std::optional<Found> rng_python, rng_numpy;  // random.getstate(), np.random.get_state()
   std::vector<Found> rng_cuda;
   std::vector<Found> more;           // optimizers, schedulers and loader states that stay in /extra
   std::vector<std::string> more_as;  // what each of `more` is
