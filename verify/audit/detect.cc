@@ -375,6 +375,7 @@ class Detector {
     for (const auto& [k, x] : d.entries) {
       if (x->kind != Kind::kTensor) continue;
       m.tensors.push_back(tensor_info(*x->tensor, key_text(k), ctx_.source));
+      if (ctx_.values) m.tensors.back().values = ctx_.values(*x->tensor);
       if (shown++ < 4)
         o << (shown == 1 ? " (" : ", ") << key_text(k) << " " << shape_str(x->tensor->shape);
     }

@@ -32,6 +32,7 @@ void add_builtins_once() {
     builtins.push_back(make_hf_folder_reader());
     builtins.push_back(make_dcp_reader());
     builtins.push_back(make_deepspeed_reader());
+    builtins.push_back(make_megatron_reader());
     std::lock_guard<std::mutex> lock(table_mutex());
     auto& t = table();
     t.insert(t.begin(), std::make_move_iterator(builtins.begin()),

@@ -194,6 +194,34 @@ std::optional<double> TorchFile::read_scalar(const TensorRecord& t) const {
   return std::nullopt;
 }
 
+std::shared_ptr<const std::string> TorchFile::read_elements(const TensorRecord& t,
+                                                            uint64_t cap) const {
+  const uint64_t n = t.nbytes();
+  if (t.element_size == 0 || t.storage_key.empty() || (n == 0 && t.numel() != 0) || n > cap)
+    return nullptr;
+  int64_t expect = 1;  // row-major strides
+  for (size_t d = t.shape.size(); d-- > 0;) {
+    if (t.shape[d] != 1 && (d >= t.stride.size() || t.stride[d] != expect)) return nullptr;
+    expect *= t.shape[d];
+  }
+  const uint64_t byte = static_cast<uint64_t>(t.storage_offset) * t.element_size;
+  uint64_t off = 0;
+  if (zip == nullptr) {
+    auto it = legacy_records.find(t.storage_key);
+    if (it == legacy_records.end() || !range_inside(byte, n, it->second.second)) return nullptr;
+    off = it->second.first;
+  } else {
+    const ZipEntry* rec = zip->find(prefix + "/data/" + t.storage_key);
+    if (rec == nullptr || rec->method != 0 || !range_inside(byte, n, rec->size)) return nullptr;
+    auto o = zip->data_offset(*rec);
+    if (!o.is_ok()) return nullptr;
+    off = *o;
+  }
+  auto bytes = file->read_string(off + byte, n);
+  if (!bytes.is_ok()) return nullptr;
+  return std::make_shared<const std::string>(std::move(*bytes));
+}
+
 void add_global_findings(const PickleDoc& doc, const std::string& label, CheckpointView* view) {
   std::set<std::string> said;
   for (const GlobalUse& u : doc.uses) {
@@ -218,7 +246,10 @@ void add_global_findings(const PickleDoc& doc, const std::string& label, Checkpo
 
 void add_torch_file_to_view(const TorchFile& tf, const std::string& label, CheckpointView* view,
                             const ReadOptions& options) {
-  DetectContext ctx{label, [&tf](const TensorRecord& t) { return tf.read_scalar(t); }};
+  DetectContext ctx{label, [&tf](const TensorRecord& t) { return tf.read_scalar(t); }, nullptr};
+  if (options.tensor_values) {
+    ctx.values = [&tf](const TensorRecord& t) { return tf.read_elements(t, uint64_t{1} << 32); };
+  }
   detect_components(*tf.doc->root, ctx, view);
   add_global_findings(*tf.doc, label, view);
   if (options.inspect) {

@@ -35,6 +35,9 @@ struct TorchFile {
   std::map<std::string, std::pair<uint64_t, uint64_t>> legacy_records;
 
   std::optional<double> read_scalar(const TensorRecord& t) const;
+  // The elements of a row-major contiguous tensor of at most `cap` bytes (zip records stored
+  // uncompressed, or legacy streams); null for views with other strides, or on any error.
+  std::shared_ptr<const std::string> read_elements(const TensorRecord& t, uint64_t cap) const;
 };
 
 // Magic-byte classification of a file's first bytes: "zip", "legacy", "legacy-tar", "".
