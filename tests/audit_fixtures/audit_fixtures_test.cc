@@ -283,9 +283,10 @@ TEST_CASE("invalid UTF-8 in pickle keys and file names never breaks --json", "[v
   fs::remove_all(dir, ec);
 }
 
-json diff_json(const fs::path& a, const fs::path& b, int* exit_code) {
-  const RunResult r =
-      run_ckpt("diff --json " + shell_quote(a.string()) + " " + shell_quote(b.string()));
+json diff_json(const fs::path& a, const fs::path& b, int* exit_code,
+               const std::string& flags = "") {
+  const RunResult r = run_ckpt("diff --json " + flags + " " + shell_quote(a.string()) + " " +
+                               shell_quote(b.string()));
   *exit_code = r.exit_code;
   INFO("stdout: " << r.out);
   json j = json::parse(r.out, nullptr, false);
@@ -365,6 +366,43 @@ TEST_CASE("ckpt diff compares two checkpoints of any format", "[verify]") {
     CHECK(table < same);
     CHECK(r.out.find("optimizer             present            inconsistent") != std::string::npos);
     CHECK(r.out.find("4 model tensors", same) != std::string::npos);
+  }
+}
+
+TEST_CASE("ckpt diff --deep compares the model tensors' values", "[verify]") {
+  int rc = -1;
+  SECTION("two saves of different runs: each changed tensor with its max abs difference") {
+    const fs::path a = kFixtures / "torch" / "complete.pt";
+    const fs::path b = kFixtures / "torch" / "inconsistent_optimizer.pt";
+    json shallow = diff_json(a, b, &rc);
+    CHECK(shallow["tensors"]["changed"].empty());  // same names, dtypes and shapes
+    json j = diff_json(a, b, &rc, "--deep");
+    CHECK(rc == 2);
+    REQUIRE(j["tensors"]["changed"].size() == 4);
+    for (const auto& t : j["tensors"]["changed"]) {
+      INFO(t.dump());
+      CHECK(t["a"] == t["b"]);
+      REQUIRE(t["max_abs_diff"].is_number());
+      CHECK(t["max_abs_diff"].get<double>() > 0);
+    }
+    CHECK(j["differences"].get<int>() == shallow["differences"].get<int>() + 4);
+  }
+  SECTION("a checkpoint against itself: every tensor equal by value") {
+    const fs::path a = kFixtures / "megatron" / "legacy_tp2";
+    json j = diff_json(a, a, &rc, "--deep");
+    CHECK(rc == 0);
+    CHECK(j["differences"] == 0);
+    const RunResult r =
+        run_ckpt("diff --deep " + shell_quote(a.string()) + " " + shell_quote(a.string()));
+    CHECK(r.out.find("17 model tensors (17 equal by value)") != std::string::npos);
+  }
+  SECTION("Megatron runs with the same seed and data: equal weights, other pieces saved") {
+    json j = diff_json(kFixtures / "megatron" / "legacy_noopt",
+                       kFixtures / "megatron" / "legacy_norng", &rc, "--deep");
+    CHECK(rc == 2);
+    CHECK(j["tensors"]["changed"].empty());
+    CHECK(j["components"]["optimizer"]["a"] == "missing");
+    CHECK(j["components"]["rng_cpu"]["b"] == "missing");
   }
 }
 

@@ -36,7 +36,7 @@ using ValuesReader = std::function<std::shared_ptr<const std::string>(const Tens
 struct DetectContext {
   std::string source;  // the file the tree came from ("optimizer.pt"), used in evidence
   ScalarResolver resolve;
-  ValuesReader values;
+  ValuesReader values = nullptr;  // a default: older aggregate initialisers stay valid
 };
 
 // Fills every part of `view` that is not found yet with what `root` holds; records tensor

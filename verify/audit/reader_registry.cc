@@ -75,9 +75,10 @@ Result<CheckpointView> read_checkpoint(const std::string& path, const ReadOption
     }
   }
   if (best == nullptr) {
-    return corrupt(path +
-                   ": not a checkpoint: no reader recognises it (expected a torch.save file, "
-                   "safetensors, an HF/Accelerate folder, a DCP folder or a ckpt run)");
+    return corrupt(
+        path +
+        ": not a checkpoint: no reader recognises it (expected a torch.save file, "
+        "safetensors, an HF/Accelerate folder, a DCP, DeepSpeed or Megatron folder or a ckpt run)");
   }
   return best->read(path, options);
 }

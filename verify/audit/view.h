@@ -32,7 +32,7 @@ struct TensorInfo {
   uint64_t nbytes = 0;
   // The elements in row-major order, when asked for (ReadOptions::tensor_values) and the format
   // lets the reader take them without copying views apart; null otherwise.
-  std::shared_ptr<const std::string> values;
+  std::shared_ptr<const std::string> values = nullptr;
 };
 
 // One node of `ckpt inspect`: a key, its kind and a one-line summary; tensors add dtype/shape.

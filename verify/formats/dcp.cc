@@ -212,7 +212,7 @@ class DcpFolder {
     unflatten_optimizer();
     lists_from_int_keys(mine_, root_, "", 0);
     decode_pickled_bytes(root_, 0);
-    DetectContext ctx{"dcp", [this](const TensorRecord& t) { return read_scalar(t); }, nullptr};
+    DetectContext ctx{"dcp", [this](const TensorRecord& t) { return read_scalar(t); }};
     detect_components(*root_, ctx, &view_);
     if (layout_.after_detect) layout_.after_detect(*root_, &view_);
     view_.devices_known = false;  // DCP records no devices

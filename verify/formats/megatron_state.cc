@@ -333,6 +333,10 @@ void add_megatron_state(const Value& root, const std::string& label, CheckpointV
 
 namespace {
 
+std::string int_text(const Value& v) {
+  return v.as_int() ? std::to_string(*v.as_int()) : summarize(v);
+}
+
 // Each rank's own generator states: the CPU state is 5056 bytes, a CUDA state 16.
 void check_rank_rng(const MegatronRankFile& f, CheckpointView* view) {
   const Value* rs = f.root->get("rng_state");
@@ -397,10 +401,10 @@ void check_megatron_ranks(const std::vector<MegatronRankFile>& ranks, Checkpoint
     const Value* a = first->root->get("iteration");
     const Value* b = f.root->get("iteration");
     if (a != nullptr && b != nullptr && a->as_int() != b->as_int()) {
-      view->findings.push_back({Severity::kError, C::kCounters,
-                                f.label + ": iteration " + summarize(*b) + " != " + summarize(*a) +
-                                    " in " + first->label,
-                                true});
+      view->findings.push_back(
+          {Severity::kError, C::kCounters,
+           f.label + ": iteration " + int_text(*b) + " != " + int_text(*a) + " in " + first->label,
+           true});
     }
   }
   if (ranks.size() > 1 && with_rng > 0) {

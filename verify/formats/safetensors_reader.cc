@@ -103,7 +103,7 @@ Result<uint64_t> add_safetensors_to_view(const std::string& path, const std::str
   ProgressBar bar(options.deep && options.progress, total, "ckpt audit --deep " + label);
   std::string buf;
   for (const auto& t : h.tensors) {
-    TensorInfo ti{t.name, t.dtype, t.shape, "", label, "", t.end - t.begin, nullptr};
+    TensorInfo ti{t.name, t.dtype, t.shape, "", label, "", t.end - t.begin};
     if (options.tensor_values && t.end - t.begin <= (uint64_t{1} << 32)) {
       CKPT_ASSIGN_OR_RETURN(std::string bytes,
                             file->read_string(h.data_start + t.begin, t.end - t.begin));

@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto doc = read_pickle(bytes, "fuzz.pkl", limits);
   if (!doc.is_ok()) return 0;
   CheckpointView view;
-  detect_components(*(*doc)->root, DetectContext{"fuzz.pkl", nullptr, nullptr}, &view);
+  detect_components(*(*doc)->root, DetectContext{"fuzz.pkl", nullptr}, &view);
   AuditReport r = apply_rules(view, {});
   size_t budget = 5000;
   InspectNode n = inspect_value(*(*doc)->root, "root", &budget);
