@@ -345,7 +345,10 @@ class Detector {
     view_.rng_cpu.numpy = true;
     extra_rng_note(" (+ numpy MT19937 state at " + path + ")");
   }
-  void extra_rng_note(const std::string& s) { view_.rng_cpu.evidence += s; }
+  // Once per checkpoint: every rank file of a multi-process save holds the same kinds.
+  void extra_rng_note(const std::string& s) {
+    if (view_.rng_cpu.evidence.find(s) == std::string::npos) view_.rng_cpu.evidence += s;
+  }
   void note_cuda_rng(const Value& list, const std::string& path) {
     RngCudaPart& r = view_.rng_cuda;
     if (r.found) return;
