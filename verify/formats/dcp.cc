@@ -148,6 +148,7 @@ class DcpFolder {
       }
       volume += cv;
       check_chunk_bytes(fqn, off);
+      record_chunk(fqn, off, sz);
     }
     if (volume != t.numel())
       error(".metadata: the chunks of \"" + fqn + "\" do not tile its shape");
@@ -370,6 +371,19 @@ class DcpFolder {
     return std::nullopt;
   }
 
+ public:
+  // The rebuilt nested state dict and where each tensor chunk lives (open_dcp_tree).
+  const Value* root() const { return root_; }
+  std::map<std::string, std::vector<DcpChunk>> take_chunks() { return std::move(chunks_); }
+
+ private:
+  void record_chunk(const std::string& fqn, const std::vector<int64_t>& off,
+                    const std::vector<int64_t>& sz) {
+    auto loc = where_.find({fqn, off});
+    if (loc == where_.end()) return;
+    chunks_[fqn].push_back({off, sz, loc->second.file, loc->second.offset, loc->second.length});
+  }
+
   void error(const std::string& message) {
     view_.findings.push_back({Severity::kError, std::nullopt, message, false});
   }
@@ -431,7 +445,7 @@ class DcpFolder {
   }
 
   const std::string path_, mpath_;
-  const DcpLayout& layout_;
+  const DcpLayout layout_;  // a copy: open_dcp_tree keeps the folder past the caller's layout
   CheckpointView& view_;
   std::unique_ptr<PickleDoc> doc_;
   StorageIndex where_;
@@ -442,8 +456,20 @@ class DcpFolder {
   std::set<const Value*> mine_;
   std::vector<std::unique_ptr<TorchFile>> blobs_;
   std::vector<std::unique_ptr<PickleDoc>> inner_;  // pickles found inside bytes values
+  std::map<std::string, std::vector<DcpChunk>> chunks_;
   uint64_t bytes_read_ = 0;
 };
+
+// Every state_dict entry of the folder into `folder` (read_dcp_folder and open_dcp_tree).
+Status read_entries(const Value* sdm, DcpFolder* folder) {
+  for (const auto& [k, v] : sdm->entries) {
+    if (k->kind != Kind::kStr) continue;
+    const bool tensor = v->qualname().find("TensorStorageMetadata") != std::string::npos;
+    Value* leaf = tensor ? folder->tensor_leaf(k->s, v) : folder->blob_leaf(k->s);
+    CKPT_RETURN_IF_ERROR(folder->place(k->s, leaf));
+  }
+  return Status::ok();
+}
 
 class DcpReader : public FormatReader {
  public:
@@ -471,16 +497,33 @@ Status read_dcp_folder(const std::string& path, const ReadOptions& options, cons
                        CheckpointView* view) {
   DcpFolder folder(path, layout, view);
   CKPT_ASSIGN_OR_RETURN(const Value* sdm, folder.load_metadata());
-  for (const auto& [k, v] : sdm->entries) {
-    if (k->kind != Kind::kStr) continue;
-    const bool tensor = v->qualname().find("TensorStorageMetadata") != std::string::npos;
-    Value* leaf = tensor ? folder.tensor_leaf(k->s, v) : folder.blob_leaf(k->s);
-    CKPT_RETURN_IF_ERROR(folder.place(k->s, leaf));
-  }
+  CKPT_RETURN_IF_ERROR(read_entries(sdm, &folder));
   folder.finish(options);
   return Status::ok();
 }
 
 std::unique_ptr<FormatReader> make_dcp_reader() { return std::make_unique<DcpReader>(); }
+
+Result<DcpTree> open_dcp_tree(const std::string& path) {
+  struct Owner {
+    CheckpointView view;
+    std::unique_ptr<DcpFolder> folder;
+  };
+  auto owner = std::make_shared<Owner>();
+  owner->folder = std::make_unique<DcpFolder>(path, DcpLayout{}, &owner->view);
+  CKPT_ASSIGN_OR_RETURN(const Value* sdm, owner->folder->load_metadata());
+  CKPT_RETURN_IF_ERROR(read_entries(sdm, owner->folder.get()));
+  ReadOptions quiet;
+  quiet.inspect = false;
+  owner->folder->finish(quiet);
+  DcpTree tree;
+  tree.root = owner->folder->root();
+  tree.chunks = owner->folder->take_chunks();
+  for (const ReaderFinding& f : owner->view.findings) {
+    if (f.severity == Severity::kError) tree.errors.push_back(f.message);
+  }
+  tree.owner = owner;
+  return tree;
+}
 
 }  // namespace ckpt::verify

@@ -35,8 +35,11 @@ struct TorchFile {
   std::map<std::string, std::pair<uint64_t, uint64_t>> legacy_records;
 
   std::optional<double> read_scalar(const TensorRecord& t) const;
-  // The elements of a row-major contiguous tensor of at most `cap` bytes (zip records stored
-  // uncompressed, or legacy streams); null for views with other strides, or on any error.
+  // The bytes of a contiguous tensor (numel × element size from its storage offset) of at most
+  // `max_bytes`: a generator state, a small buffer. nullopt when the record is absent,
+  // compressed, too large or out of range.
+  std::optional<std::string> read_bytes(const TensorRecord& t, uint64_t max_bytes) const;
+  // read_bytes for a tensor whose strides are row-major (diff --deep): null for other views.
   std::shared_ptr<const std::string> read_elements(const TensorRecord& t, uint64_t cap) const;
 };
 
