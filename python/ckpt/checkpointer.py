@@ -207,18 +207,17 @@ class Checkpointer:
             return None
         step, names = self._pending
         self._pending = None
-        done = self._bg.wait()
-        if self.world_size > 1:  # collectives stay on this thread (docs/distributed.md)
-            try:
-                self._commit(step, names)
-            except Exception as e:
-                self._event("save", True, step=step, blocking=False, committed=False,
-                            error=str(e))
-                raise
-            if self.rank == 0:
-                self._event("save", True, step=step, blocking=False, committed=True,
-                            bytes=done["file_bytes"], stall_seconds=done["stall_seconds"],
-                            seconds=done["seconds"])
+        if self.world_size == 1:
+            return self._bg.wait()  # the C++ job committed and journaled (or raises)
+        try:  # world_size > 1: collectives stay on this thread (docs/distributed.md)
+            done = self._bg.wait()
+            self._commit(step, names)
+        except Exception as e:
+            self._event("save", True, step=step, blocking=False, committed=False, error=str(e))
+            raise
+        self._event("save", True, step=step, blocking=False, committed=True,
+                    bytes=done["file_bytes"], stall_seconds=done["stall_seconds"],
+                    seconds=done["seconds"])
         return done
 
     def background_stats(self):
