@@ -21,7 +21,8 @@
 // is never lost (the next save()/wait() returns it, the journal records it, the destructor waits
 // and reports it on stderr). With world_size > 1 the background thread only writes this rank's
 // file; the barriers and the commit run on the training thread at the next save(), wait() or
-// the destructor (docs/distributed.md, "Non-blocking saves").
+// the destructor (docs/distributed.md, "Non-blocking saves with several ranks"). restore_latest()
+// waits for a save in flight first.
 // Not thread-safe: call from the training thread.
 #pragma once
 
