@@ -10,7 +10,9 @@ endfunction()
 function(ckpt_library name)
   cmake_parse_arguments(A "" "" "SOURCES;DEPS" ${ARGN})
   add_library(${name} STATIC ${A_SOURCES})
-  target_include_directories(${name} PUBLIC ${CMAKE_SOURCE_DIR})
+  # Installed headers keep their paths under include/ (cmake/CkptInstall.cmake).
+  target_include_directories(${name} PUBLIC $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}>
+                                            $<INSTALL_INTERFACE:include>)
   target_link_libraries(${name} PUBLIC ${A_DEPS})
   ckpt_warnings(${name})
 endfunction()

@@ -15,7 +15,10 @@ ROOT = HERE.parent
 
 class CMakeBuild(build_ext):
     def build_extension(self, ext):
-        build = pathlib.Path(self.build_temp).resolve() / "cmake"
+        # CKPT_PIP_CMAKE_DIR: where the CMake tree goes (default: setuptools' build_temp); a
+        # fixed folder lets a rebuild reuse its configuration and ccache its objects.
+        build = pathlib.Path(os.environ.get("CKPT_PIP_CMAKE_DIR") or
+                             pathlib.Path(self.build_temp) / "cmake").resolve()
         subprocess.check_call(["cmake", "-S", str(ROOT), "-B", str(build),
                                "-DCMAKE_BUILD_TYPE=Release", "-DCKPT_WITH_TORCH=OFF",
                                "-DCKPT_BUILD_TESTS=OFF", "-DCKPT_WITH_PYTHON=ON",

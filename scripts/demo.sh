@@ -5,12 +5,14 @@
 #   2. trains a careless run (scheduler and loader left out of its checkpoints), restarted three
 #      times, and lets ckpt say what went wrong: audit, LR across restarts, dataset coverage;
 #   3. trains with a starved input pipeline and lets the step profiler name the cause;
-#   4. writes one HTML report per run.
+#   4. writes one HTML report per run;
+#   5. trains examples/python/train.py (the Python package) with a restart, bit-identical, and
+#      audits its checkpoint.
 # Usage: scripts/demo.sh [OUT_DIR]   (default: demo-run/; it is recreated)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh --target ckpt ckpt-train-demo
+scripts/build.sh --target ckpt ckpt-train-demo ckpt_python
 build="${CKPT_BUILD_DIR:-build}"
 CKPT="$build/cli/ckpt"
 DEMO="$build/examples/ckpt-train-demo"
@@ -75,5 +77,19 @@ for run in restarted careless starved; do
   findings "$CKPT" report "$OUT/$run" --html "$OUT/$run.html"
   echo "$OUT/$run.html"
 done
+section "7. The same in Python: examples/python/train.py (import ckpt), stopped at 57 and resumed"
+# Debian's python3 with python3-torch; the package the build put in $build/python.
+PY=(env PYTHONPATH="$build/python" /usr/bin/python3 examples/python/train.py)
+"${PY[@]}" --run-dir "$OUT/python-straight" --params-out "$OUT/python-straight.bin" | tail -n 1
+"${PY[@]}" --run-dir "$OUT/python" --stop-after 57
+"${PY[@]}" --run-dir "$OUT/python" --params-out "$OUT/python.bin"
+if cmp -s "$OUT/python-straight.bin" "$OUT/python.bin"; then
+  echo "final parameters bit-identical to the run that never stopped: yes"
+else
+  echo "final parameters bit-identical to the run that never stopped: NO" >&2
+  exit 1
+fi
+section "7a. ckpt audit of its checkpoint"
+"$CKPT" audit "$OUT/python"
 echo
 echo "Charts and pages are in $OUT/ (open $OUT/careless.html in a browser)."

@@ -16,6 +16,7 @@
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
 #include "ckpt/torch/adapter.h"
+#include "ckpt/torch/torch_layout.h"
 
 namespace ckpt {
 namespace {
@@ -133,7 +134,12 @@ Status Checkpointer::capture(Node* root, std::vector<std::string>* components) {
   loader::ResumableSampler* sampler = tracked_.sampler;
   TrainCounters* counters = tracked_.counters;
   if (model != nullptr) {
-    CKPT_RETURN_IF_ERROR(torch_adapter::capture_model(*model, &root->child("model")));
+    Node& model_node = root->child("model");
+    CKPT_RETURN_IF_ERROR(torch_adapter::capture_model(*model, &model_node));
+    // model_state names a tied tensor's target within /model; the file records its full path.
+    for (auto& [name, t] : model_node.tensors) {
+      if (!t.alias_of.empty()) t.alias_of = "/model/" + t.alias_of;
+    }
     components->push_back("model");
   }
   if (optimizer != nullptr && model != nullptr && want(Component::kOptimizer)) {
@@ -420,11 +426,22 @@ Result<RestoreReport> Checkpointer::restore_latest() {
   const std::string where = path_join(latest->dir, rank_file_name(file_rank));
   auto ctx = [&](Status s) { return s.with_context(where); };
   if (contains(rep.components, "model")) {
-    CKPT_RETURN_IF_ERROR(ctx(torch_adapter::restore_model(*root.find_child("model"), *model)));
+    Node& model_node = root.children["model"];
+    for (auto& [name, t] : model_node.tensors) {  // back to names within /model (see capture)
+      if (t.alias_of.rfind("/model/", 0) == 0) t.alias_of = t.alias_of.substr(7);
+    }
+    CKPT_RETURN_IF_ERROR(ctx(torch_adapter::restore_model(model_node, *model)));
   }
   if (contains(rep.components, "optimizer")) {
-    CKPT_RETURN_IF_ERROR(
-        ctx(torch_adapter::restore_optimizer(*root.find_child("optimizer"), *optimizer, *model)));
+    const Node* opt_node = root.find_child("optimizer");
+    Node converted;  // a Python-written checkpoint holds torch's own state_dict layout
+    if (torch_adapter::is_torch_optimizer_layout(*opt_node)) {
+      auto c = torch_adapter::optimizer_from_torch_layout(*opt_node, *optimizer, *model);
+      if (!c.is_ok()) return ctx(c.status());
+      converted = std::move(c).value();
+      opt_node = &converted;
+    }
+    CKPT_RETURN_IF_ERROR(ctx(torch_adapter::restore_optimizer(*opt_node, *optimizer, *model)));
   }
   if (contains(rep.components, "scheduler")) {
     CKPT_ASSIGN_OR_RETURN(sched::Scheduler s,

@@ -50,8 +50,17 @@ def _new_node(kind):
     return {"attrs": {"ckpt.kind": kind}, "tensors": {}, "children": {}}
 
 
-def encode(value, path, keep, skipped):
-    """The node dict of container `value`; `skipped` collects key paths not representable."""
+def _view_key(t):
+    # Two entries are one tensor (tied weights) when they are the same view of the same memory.
+    return (t.device, t.data_ptr(), t.dtype, tuple(t.shape), tuple(t.stride()))
+
+
+def encode(value, path, keep, skipped, seen=None):
+    """The node dict of container `value`; `skipped` collects key paths not representable.
+    A tensor that is the same view of the same memory as one encoded before (a tied embedding
+    and output layer) is stored once: the later name gets alias_of = the first one's path, with
+    its dtype and shape and no bytes, as the C++ adapter does (docs/format.md)."""
+    seen = {} if seen is None else seen
     if isinstance(value, dict):
         keys = list(value.keys())
         if all(type(k) is int for k in keys) and keys:
@@ -70,7 +79,13 @@ def encode(value, path, keep, skipped):
     for name, v in items:
         sub = f"{path}/{name}"
         if isinstance(v, torch.Tensor):
-            node["tensors"][name] = tensor_ref(v, keep)
+            key = _view_key(v) if v.numel() > 0 else None
+            if key is not None and key in seen:
+                node["tensors"][name] = (0, 0, _DTYPES[v.dtype], list(v.shape), seen[key])
+            else:
+                node["tensors"][name] = tensor_ref(v, keep)
+                if key is not None:
+                    seen[key] = sub
         elif v is None:
             lists["ckpt.none"].append(name)
         elif isinstance(v, (bytes, bytearray)):
@@ -84,7 +99,7 @@ def encode(value, path, keep, skipped):
             if isinstance(v, tuple):
                 lists["ckpt.tuples"].append(name)
         elif isinstance(v, (dict, list, tuple)):
-            child = encode(v, sub, keep, skipped)
+            child = encode(v, sub, keep, skipped, seen)
             if child is None:
                 lists["ckpt.skipped"].append(name)
             else:
@@ -106,6 +121,8 @@ def allocate(meta, path, dests, live):
         sub = f"{path}/{name}"
         if dtype not in _TORCH:
             raise TypeError(f"{sub}: dtype {dtype} has no torch equivalent")
+        if alias_of:  # no bytes of its own (the file records no shape): decode() ties it
+            continue
         lv = _get(live, name)
         if isinstance(lv, torch.Tensor):
             if _DTYPES.get(lv.dtype) != dtype or list(lv.shape) != list(shape):
@@ -113,8 +130,7 @@ def allocate(meta, path, dests, live):
                 raise MismatchError(f"{sub}: the checkpoint has {dtype}{list(shape)}, the live "
                                     f"object has {_DTYPES.get(lv.dtype, lv.dtype)}{list(lv.shape)}")
         t = torch.empty(shape, dtype=_TORCH[dtype])
-        if not alias_of:
-            dests[sub] = (t.data_ptr(), t.numel() * t.element_size(), dtype, list(shape))
+        dests[sub] = (t.data_ptr(), t.numel() * t.element_size(), dtype, list(shape))
         out[name] = t
     children = {name: allocate(c, f"{path}/{name}", dests, _get(live, name))
                 for name, c in meta["children"].items()}

@@ -8,7 +8,7 @@ import time
 
 import torch
 
-from . import _core, _rng, _tree
+from . import _core, _cxx, _env, _rng, _tree
 from .errors import CheckpointError, MissingRequiredError
 
 _RESERVED = ("rng", "train")
@@ -36,6 +36,10 @@ def _dist():
 
 
 class Checkpointer:
+    # The run's configuration (a str, or anything JSON can write, e.g. vars(args)): its digest is
+    # saved in every checkpoint's train component (config_digest), as TrainCounters::config in C++.
+    config = ""
+
     def __init__(self, run_dir, keep_last=3, keep_every=0, omit=(), required=()):
         self.run_dir = os.fspath(run_dir)
         self.keep_last, self.keep_every = int(keep_last), int(keep_every)
@@ -136,6 +140,7 @@ class Checkpointer:
         if loader is not None:
             train["epoch"] = loader.cursor()[0]
             train["samples_seen"] = loader.samples_seen()
+        train.update(_env.train_attrs(self.config))
         children["train"] = {"attrs": train, "tensors": {}, "children": {}}
         names = [n for n in children]
         root = {"attrs": {"format": "ckpt", "format_version": 1, "producer": "ckpt-python 0.1.0",
@@ -257,6 +262,9 @@ class Checkpointer:
             _core.read_into(latest["dir"], file_rank, dests)
         states = {n: _tree.decode(meta["children"][n], allocs[n], live[n], f"/{n}", rep.skipped)
                   for n in todo}
+        for n in todo:  # written by the C++ Checkpointer: its layouts, as state_dicts
+            if n != "rng" and _cxx.is_cxx(meta["children"][n]):
+                states[n] = _cxx.convert(states[n], self._objects[n])
         if "rng" in states:  # before anything else can draw
             _rng.restore(states["rng"])
         for name in todo:

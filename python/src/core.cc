@@ -101,11 +101,23 @@ void to_node(const std::string& path, const py::dict& d, Node* node) {
   if (d.contains("tensors")) {
     for (auto [k, v] : d["tensors"].cast<py::dict>()) {
       const std::string name = k.cast<std::string>();
-      auto [ptr, nbytes, dtype, shape] =
-          v.cast<std::tuple<uintptr_t, size_t, std::string, std::vector<int64_t>>>();
+      // (ptr, nbytes, dtype, shape), or (0, 0, dtype, shape, alias_of) for a tied tensor
+      py::tuple tup = v.cast<py::tuple>();
+      const std::string dtype = tup[2].cast<std::string>();
       auto dt = dtype_from_name(dtype);
       if (!dt) raise_status(invalid_argument(path + "/" + name + ": unknown dtype " + dtype));
-      node->tensors[name] = Tensor::borrow(*dt, shape, reinterpret_cast<const void*>(ptr), nbytes);
+      const auto shape = tup[3].cast<std::vector<int64_t>>();
+      if (tup.size() == 5) {
+        Tensor t;
+        t.dtype = *dt;
+        t.shape = shape;
+        t.alias_of = tup[4].cast<std::string>();
+        node->tensors[name] = std::move(t);
+        continue;
+      }
+      node->tensors[name] =
+          Tensor::borrow(*dt, shape, reinterpret_cast<const void*>(tup[0].cast<uintptr_t>()),
+                         tup[1].cast<size_t>());
     }
   }
   if (d.contains("children")) {
