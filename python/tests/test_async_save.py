@@ -114,3 +114,32 @@ def test_the_next_save_raises_the_failure_and_close_waits(tmp_path):
     with ckpt.Checkpointer(tmp_path) as again:
         again.track(model=model)
         assert again.restore_latest().step == 4
+
+
+def test_tied_weights_saved_in_the_background_restore_tied(tmp_path):
+    from test_digests_tied import TiedLM
+    torch.manual_seed(0)
+    src = TiedLM()
+    opt = torch.optim.AdamW(src.parameters(), lr=1e-2)
+    x = torch.randint(0, 50, (4, 5))
+
+    def step():
+        opt.zero_grad()
+        src(x).logsumexp(-1).mean().backward()
+        opt.step()
+
+    step()
+    want = {k: v.clone() for k, v in src.state_dict().items()}
+    with ckpt.Checkpointer(tmp_path) as ck:
+        ck.track(model=src, optimizer=opt)
+        ck.save(1, blocking=False)
+        step()  # changes the tied weight in place while it is written
+    assert not core.verify(str(tmp_path / "step-000000000001"))
+    torch.manual_seed(1)
+    dst = TiedLM()
+    with ckpt.Checkpointer(tmp_path) as ck:
+        ck.track(model=dst)
+        assert ck.restore_latest().step == 1
+    assert dst.head.weight is dst.emb.weight
+    for k, v in dst.state_dict().items():
+        assert torch.equal(v, want[k]), k
