@@ -145,6 +145,87 @@ class EpochMembership {
   std::shared_ptr<const SampleOrder> order_;
 };
 
+// The order of `key`: the input's own (nullptr when unknown) or the sampler's.
+Result<std::shared_ptr<const SampleOrder>> order_of(const CoverageInput& in, uint64_t key) {
+  if (!in.orders_given) return make_order(in.sampler, key);
+  auto it = in.orders.find(key);
+  return it == in.orders.end() ? nullptr : it->second;
+}
+
+uint64_t ranges_size(const std::vector<PositionRange>& merged) {
+  uint64_t n = 0;
+  for (const auto& r : merged) n += r.end - r.begin;
+  return n;
+}
+
+// An epoch that mixes orders, some unknown: the ids of the known ones are counted, each unknown
+// one only contributes how many positions it covered. Bounds and the mean over independent
+// uniform shuffles (a sample escapes an unknown piece of u positions with probability 1 - u/N).
+Status bound_mixed_epoch(const CoverageInput& in, const std::vector<const Visit*>& visits,
+                         bool keep_strip, EpochCoverage* ec) {
+  const uint64_t n = in.sampler.dataset_size;
+  std::map<uint64_t, std::vector<PositionRange>> by_key;
+  for (const Visit* v : visits) fold_into(v->begin, v->end, n, &by_key[v->order_key]);
+  Roaring64Map known;
+  std::vector<uint64_t> unknown;
+  for (auto& [key, ranges] : by_key) {
+    const std::vector<PositionRange> merged = merge_ranges(std::move(ranges));
+    CKPT_ASSIGN_OR_RETURN(auto order, order_of(in, key));
+    if (order == nullptr) {
+      unknown.push_back(ranges_size(merged));
+      continue;
+    }
+    for (const auto& r : merged) {
+      for (uint64_t p = r.begin; p < r.end; ++p) known.add(order->id_at(p));
+    }
+  }
+  const uint64_t k = known.cardinality();
+  uint64_t lower = k, upper = k;
+  long double escape = 1;
+  for (uint64_t u : unknown) {
+    lower = std::max(lower, u);
+    upper += u;
+    escape *= 1.0L - (long double)u / (long double)n;
+  }
+  ec->ids_known = false;
+  ec->exact = false;
+  ec->unique = lower;
+  ec->unique_max = std::min(n, upper);
+  ec->unique_expected = double((long double)n - (long double)(n - k) * escape);
+  ec->never_visited_count = n - lower;
+  // The strip shows the expected visited fraction: with unknown ids it is the same everywhere.
+  if (keep_strip) ec->strip.assign(1, ec->unique_expected / double(n));
+  return Status::ok();
+}
+
+bool all_orders_known(const CoverageInput& in, const std::vector<const Visit*>& visits) {
+  if (!in.orders_given) return true;
+  for (const Visit* v : visits) {
+    auto it = in.orders.find(v->order_key);
+    if (it == in.orders.end() || it->second == nullptr) return false;
+  }
+  return true;
+}
+
+// Overall coverage when some epoch's ids are unknown: each epoch is taken as an independent
+// uniform draw of its unique count (the epochs of an unseeded shuffle are), so the lower bound is
+// the best single epoch, the upper bound the sum, and the mean 1 - prod(1 - u_e / N).
+void bound_overall(CoverageReport* r) {
+  const uint64_t n = r->dataset_size;
+  uint64_t lower = 0, upper = 0;
+  long double escape = 1;
+  for (const auto& e : r->epochs) {
+    lower = std::max(lower, e.unique);
+    upper += e.unique_max;
+    escape *= 1.0L - (long double)e.unique_expected / (long double)n;
+  }
+  r->overall_unique = lower;
+  r->overall_unique_max = std::min(n, upper);
+  r->overall_expected = double((long double)n * (1.0L - escape));
+  r->overall_exact = lower == r->overall_unique_max;
+  if (r->overall_exact) r->overall_expected = double(lower);
+}
+
 }  // namespace
 
 std::vector<PositionRange> runs_of(const std::vector<uint64_t>& ascending) {
@@ -204,11 +285,18 @@ Result<CoverageReport> compute_coverage(const CoverageInput& input,
       for (const auto& r : st.visited) ec.unique += r.end - r.begin;
       st.never = complement(st.visited, n);
       ec.never_visited_count = n - ec.unique;
-      CKPT_ASSIGN_OR_RETURN(auto order, make_order(cfg, st.order_key));
-      ec.never_visited_ids =
-          list_never_ids(*order, st.never, ec.never_visited_count, options.max_ids);
+      CKPT_ASSIGN_OR_RETURN(auto order, order_of(input, st.order_key));
+      if (order != nullptr) {
+        ec.never_visited_ids =
+            list_never_ids(*order, st.never, ec.never_visited_count, options.max_ids);
+      } else {
+        ec.ids_known = false;
+      }
       ec.never_visited_positions = st.never;
       if (keep_strip) ec.strip = strip_from_ranges(st.visited, n, options.strip_bins);
+    } else if (!all_orders_known(input, visits)) {
+      ec.single_order = false;
+      CKPT_RETURN_IF_ERROR(bound_mixed_epoch(input, visits, keep_strip, &ec));
     } else {
       // Several orders in one epoch (a reseeded torch_random generator): positions no longer
       // name the same samples, so count ids.
@@ -218,7 +306,7 @@ Result<CoverageReport> compute_coverage(const CoverageInput& input,
       for (const Visit* v : visits) {
         auto& order = orders[v->order_key];
         if (!order) {
-          CKPT_ASSIGN_OR_RETURN(order, make_order(cfg, v->order_key));
+          CKPT_ASSIGN_OR_RETURN(order, order_of(input, v->order_key));
         }
         for (uint64_t p = v->begin; p < v->end; ++p) st.ids->add(order->id_at(p % n));
       }
@@ -241,6 +329,10 @@ Result<CoverageReport> compute_coverage(const CoverageInput& input,
         if (!st.ids->contains(id)) ec.never_visited_ids.push_back(id);
       }
     }
+    if (ec.exact) {
+      ec.unique_max = ec.unique;
+      ec.unique_expected = double(ec.unique);
+    }
     ec.repeats = ec.visits - ec.unique;
     ec.fraction = double(ec.unique) / double(n);
     for (const auto& m : input.restarts) {
@@ -253,8 +345,12 @@ Result<CoverageReport> compute_coverage(const CoverageInput& input,
 
   // Overall: a sample counts once if any epoch visited it. Finished epochs usually cover all of
   // [0, N); otherwise intersect the never-visited sets, starting from the smallest one.
+  bool ids_everywhere = true;
+  for (const auto& e : report.epochs) ids_everywhere = ids_everywhere && e.ids_known;
   if (report.epochs.empty()) {
     report.overall_unique = 0;
+  } else if (!ids_everywhere) {
+    bound_overall(&report);
   } else {
     size_t smallest = 0;
     for (size_t i = 0; i < report.epochs.size(); ++i) {
@@ -270,13 +366,13 @@ Result<CoverageReport> compute_coverage(const CoverageInput& input,
         if (i == smallest) continue;
         std::shared_ptr<const SampleOrder> order;
         if (states[i].single_order) {
-          CKPT_ASSIGN_OR_RETURN(order, make_order(cfg, states[i].order_key));
+          CKPT_ASSIGN_OR_RETURN(order, order_of(input, states[i].order_key));
         }
         others.emplace_back(states[i], std::move(order));
       }
       std::shared_ptr<const SampleOrder> base_order;
       if (base.single_order) {
-        CKPT_ASSIGN_OR_RETURN(base_order, make_order(cfg, base.order_key));
+        CKPT_ASSIGN_OR_RETURN(base_order, order_of(input, base.order_key));
       }
       never_anywhere = 0;
       std::vector<uint64_t> chunk;
@@ -312,6 +408,10 @@ Result<CoverageReport> compute_coverage(const CoverageInput& input,
     report.overall_unique = n - never_anywhere;
   }
   report.overall_fraction = double(report.overall_unique) / double(n);
+  if (report.overall_exact) {
+    report.overall_unique_max = report.overall_unique;
+    report.overall_expected = double(report.overall_unique);
+  }
   return report;
 }
 

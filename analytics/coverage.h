@@ -16,6 +16,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -49,6 +51,12 @@ struct CoverageInput {
   SamplerConfig sampler;
   std::vector<Visit> visits;
   std::vector<RestartMark> restarts;
+  // A foreign run's orders, when they are not the sampler's own (make_order): permutations
+  // rebuilt from saved generator states. With `orders_given`, a visit's order is
+  // orders[order_key]; a key mapped to nullptr (or absent) has an unknown order (an unseeded
+  // shuffle): its positions are known, its sample ids are not.
+  bool orders_given = false;
+  std::map<uint64_t, std::shared_ptr<const SampleOrder>> orders;
 };
 
 struct CoverageOptions {
@@ -68,6 +76,14 @@ struct EpochCoverage {
   uint64_t never_visited_count = 0;
   std::vector<uint64_t> never_visited_ids;  // ascending, at most max_ids
   bool single_order = true;
+  // Unknown orders. ids_known false: no id is listed (never_visited_ids empty). exact false
+  // (several orders, one unknown): `unique` is a lower bound, `unique_max` the upper bound and
+  // `unique_expected` the mean when each unknown order is an independent uniform shuffle;
+  // never_visited_count is then N - unique, an upper bound. When exact, unique_max = unique.
+  bool ids_known = true;
+  bool exact = true;
+  uint64_t unique_max = 0;
+  double unique_expected = 0;
   // Single order: never-visited position ranges (complete). Mixed orders: empty.
   std::vector<PositionRange> never_visited_positions;
   // Visited fraction per bin of [0, N): positions (single order) or sample ids (mixed); empty
@@ -84,6 +100,11 @@ struct CoverageReport {
   std::vector<EpochCoverage> epochs;  // ascending epoch, only epochs with visits
   uint64_t overall_unique = 0;        // samples visited in at least one epoch
   double overall_fraction = 0;
+  // False when an epoch's ids are unknown: overall_unique is then a lower bound, with the upper
+  // bound and the mean over independent uniform shuffles.
+  bool overall_exact = true;
+  uint64_t overall_unique_max = 0;
+  double overall_expected = 0;
   uint64_t total_visits = 0;
 };
 

@@ -132,6 +132,10 @@ Status validate_sampler(const SamplerConfig& c) {
   return Status::ok();
 }
 
+std::shared_ptr<const SampleOrder> make_table_order(const std::vector<int64_t>& perm) {
+  return std::make_shared<TableOrder>(perm);
+}
+
 uint64_t default_order_key(const SamplerConfig& c, uint64_t epoch) {
   return c.kind == SamplerKind::kSequential ? 0 : epoch;
 }

@@ -77,6 +77,9 @@ class SampleOrder {
 // permutation is drawn as torch.randperm draws it (8·N bytes, plus 8·N for the
 // inverse).
 Result<std::shared_ptr<const SampleOrder>> make_order(const SamplerConfig& c, uint64_t order_key);
+// The order `perm` names (position p holds sample perm[p]); perm must be a permutation of
+// [0, perm.size()), as torch.randperm returns.
+std::shared_ptr<const SampleOrder> make_table_order(const std::vector<int64_t>& perm);
 // The order key of epoch `epoch` for kinds whose key does not depend on restarts (all but
 // torch_random, whose key the replay tracks).
 uint64_t default_order_key(const SamplerConfig& c, uint64_t epoch);

@@ -6,6 +6,67 @@
 #include <numeric>
 
 namespace ckpt::analytics {
+namespace {
+
+constexpr int kN = 624;
+constexpr int kM = 397;
+
+uint32_t twist(uint32_t u, uint32_t v) {
+  const uint32_t mixed = (u & 0x80000000u) | (v & 0x7fffffffu);
+  return (mixed >> 1) ^ ((v & 1u) ? 0x9908b0dfu : 0u);
+}
+
+uint64_t le64(std::string_view b, size_t at) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(b[at + i]);
+  return v;
+}
+
+}  // namespace
+
+TorchCpuGenerator::TorchCpuGenerator(uint64_t seed) {
+  state_[0] = static_cast<uint32_t>(seed);
+  for (int j = 1; j < kN; ++j) {
+    state_[j] = 1812433253u * (state_[j - 1] ^ (state_[j - 1] >> 30)) + static_cast<uint32_t>(j);
+  }
+  left_ = 1;
+  next_ = 0;
+}
+
+std::optional<TorchCpuGenerator> TorchCpuGenerator::from_state(std::string_view bytes) {
+  if (bytes.size() != kStateBytes) return std::nullopt;
+  TorchCpuGenerator g;
+  const uint64_t left_and_seeded = le64(bytes, 8);
+  const uint32_t left = static_cast<uint32_t>(left_and_seeded & 0xffffffffu);
+  const uint64_t next = le64(bytes, 16);
+  // `left` counts down to 1 before each twist; the left - 1 outputs before it read words
+  // next .. next + left - 2, which must lie inside the state (torch's own states have
+  // next + left == kN + 1, or left 1 and next 0 just after seeding).
+  if (left < 1 || left > kN || next + left > kN + 1) return std::nullopt;
+  for (int j = 0; j < kN; ++j) g.state_[j] = static_cast<uint32_t>(le64(bytes, 24 + 8 * j));
+  g.left_ = left;
+  g.next_ = static_cast<uint32_t>(next);
+  return g;
+}
+
+void TorchCpuGenerator::next_state() {
+  uint32_t* p = state_.data();
+  left_ = kN;
+  next_ = 0;
+  for (int j = kN - kM + 1; --j; ++p) *p = p[kM] ^ twist(p[0], p[1]);
+  for (int j = kM; --j; ++p) *p = p[kM - kN] ^ twist(p[0], p[1]);
+  *p = p[kM - kN] ^ twist(p[0], state_[0]);
+}
+
+uint32_t TorchCpuGenerator::random() {
+  if (--left_ == 0) next_state();
+  uint32_t y = state_[next_++];
+  y ^= (y >> 11);
+  y ^= (y << 7) & 0x9d2c5680u;
+  y ^= (y << 15) & 0xefc60000u;
+  y ^= (y >> 18);
+  return y;
+}
 
 std::vector<int64_t> torch_randperm(uint64_t n, TorchCpuGenerator& gen) {
   std::vector<int64_t> r(n);

@@ -1,13 +1,16 @@
 // Save/restore benchmark: ckpt against the raw peer that bounds it, measured in the same process
 // on the same bytes. Prints MB/s (tensor bytes / second, median of the repetitions) and ratios;
 // no assertions.
-//   (a) save: store::write_rank + store::commit vs pwrite of the same bytes into one file + fsync;
+//   (a) save: store::write_rank + store::commit vs pwrite of the same bytes into one file + fsync,
+//       and (--torch-peer "/usr/bin/python3 bench/torch_save_peer.py") vs torch.save + fsync of
+//       the same state, timed inside Python, interleaved with ours; --save-only stops after it;
 //   (b) restore from the page cache (WARM): resume::restore_rank and store::read_rank, both in
 //       place into the same pre-touched memory, vs pread of every tensor into that memory;
 //   (c) the same restore COLD: the page cache is dropped before every run, residency is printed;
 //   (d) hash verification: XXH3 over the state in memory vs the raw warm read.
 // Usage: save_restore_bench [--mb 512] [--tensor-mb 8] [--small 256] [--reps 5] [--cold-reps 3]
 //                           [--threads N] [--chunk-kb 1024] [--dir /tmp/...]
+//                           [--torch-peer CMD] [--save-only]
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -19,6 +22,7 @@
 
 #include "bench/bench_state.h"
 #include "bench/bench_util.h"
+#include "bench/peer_process.h"
 #include "ckpt/base/hash.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
@@ -32,11 +36,17 @@ struct Args {
   uint64_t mb = 512, tensor_mb = 8, small = 256, reps = 5, cold_reps = 3, chunk_kb = 1024;
   unsigned threads = 0;
   std::string dir;
+  std::string torch_peer;  // command of the torch.save peer (bench/torch_save_peer.py)
+  bool save_only = false;
 };
 
 bool parse(int argc, char** argv, Args* a) {
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
+    if (k == "--save-only") {
+      a->save_only = true;
+      continue;
+    }
     if (i + 1 >= argc) return false;
     const char* v = argv[++i];
     if (k == "--mb")
@@ -55,6 +65,8 @@ bool parse(int argc, char** argv, Args* a) {
       a->threads = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
     else if (k == "--dir")
       a->dir = v;
+    else if (k == "--torch-peer")
+      a->torch_peer = v;
     else
       return false;
   }
@@ -107,6 +119,110 @@ void line(const char* name, uint64_t bytes, const std::vector<double>& secs, dou
   std::printf("\n");
 }
 
+// One blocking save through the library (write_rank + commit) of step *step + 1, replacing the
+// previous one; its times go to `t_write`, `t_commit` and `phases`.
+bool ckpt_save(Env* env, State& s, const std::string& run_dir, int64_t* step,
+               std::vector<double>* t_write, std::vector<double>* t_commit,
+               std::map<std::string, std::vector<double>>* phases) {
+  if (*step > 0) (void)env->remove_tree(path_join(run_dir, step_dir_name(*step)));
+  ++*step;
+  const std::string sd = path_join(run_dir, step_dir_name(*step));
+  const auto t0 = Clock::now();
+  if (!env->make_dirs(sd).is_ok()) return false;
+  store::RankWriteStats ws;
+  auto m = store::write_rank(env, sd, 0, *step, 1, &s.root, &ws);
+  if (!m.is_ok()) {
+    std::fprintf(stderr, "%s\n", m.status().to_string().c_str());
+    return false;
+  }
+  t_write->push_back(seconds_since(t0));
+  (*phases)["1 tensor hashes"].push_back(ws.hash_seconds);
+  (*phases)["2 HDF5 structure"].push_back(ws.structure_seconds);
+  (*phases)["3 pwrite + whole-file hash"].push_back(ws.write_seconds);
+  (*phases)["4 fdatasync"].push_back(ws.sync_seconds);
+  (*phases)["5 rename + manifest"].push_back(ws.manifest_seconds);
+  const auto t1 = Clock::now();
+  Status c = store::commit(env, run_dir, *step, 1, {"model", "optimizer", "train"});
+  if (!c.is_ok()) {
+    std::fprintf(stderr, "%s\n", c.to_string().c_str());
+    return false;
+  }
+  t_commit->push_back(seconds_since(t0));
+  (*phases)["6 commit (COMMIT.json, LATEST)"].push_back(seconds_since(t1));
+  return true;
+}
+
+// (a) save: raw pwrite + fdatasync, the library's blocking save (through Env::posix(), and
+// through Env::posix_direct_io()) and (with --torch-peer)
+// torch.save + fsync in the peer process, in a rotating order within each repetition so that
+// all three see the same load. Leaves the last checkpoint as run/step-<*step>.
+bool save_section(const Args& a, Env* env, State& s, const std::string& base, int64_t* step) {
+  const std::string run_dir = path_join(base, "run");
+  const std::string raw_file = path_join(base, "raw.bin");
+  PeerProcess torch;
+  std::string torch_version;
+  if (!a.torch_peer.empty()) {
+    std::string ready;
+    const std::string cmd = a.torch_peer + " --mb " + std::to_string(a.mb) + " --tensor-mb " +
+                            std::to_string(a.tensor_mb) + " --small " + std::to_string(a.small);
+    if (!torch.start(cmd) || !torch.read_line(&ready) || ready.rfind("ready ", 0) != 0) {
+      std::fprintf(stderr, "--torch-peer: \"%s\" did not start (said \"%s\")\n", cmd.c_str(),
+                   ready.c_str());
+      return false;
+    }
+    torch_version = ready.substr(ready.find(' ', 6) + 1);
+  }
+  std::vector<double> t_raw, t_write, t_commit, t_torch, t_bwrite, t_bcommit;
+  std::map<std::string, std::vector<double>> phases, bphases;  // write_rank's own split
+  for (uint64_t r = 0; r < a.reps; ++r) {
+    for (uint64_t k = 0; k < 4; ++k) {
+      switch ((k + r) % 4) {
+        case 0:
+          t_raw.push_back(raw_save(raw_file, s));
+          break;
+        case 1:
+          if (!ckpt_save(env, s, run_dir, step, &t_write, &t_commit, &phases)) return false;
+          break;
+        case 2:
+          if (!ckpt_save(Env::posix_direct_io(), s, run_dir, step, &t_bwrite, &t_bcommit, &bphases))
+            return false;
+          break;
+        default:
+          if (torch_version.empty()) break;
+          std::string reply;
+          if (!torch.request("save " + path_join(base, "torch.pt"), &reply)) return false;
+          t_torch.push_back(std::strtod(reply.c_str(), nullptr));
+      }
+    }
+  }
+  ::unlink(raw_file.c_str());
+  std::printf("\n(a) save, %0.f MB (page cache + fsync to the disk)\n", s.bytes / 1e6);
+  const double raw_mbs = mb_per_s(s.bytes, median(t_raw));
+  line("raw pwrite + fdatasync", s.bytes, t_raw, 0);
+  line("store::write_rank (hash, HDF5, pwrite, fsync)", s.bytes, t_write, raw_mbs);
+  line("blocking save: write_rank + commit", s.bytes, t_commit, raw_mbs);
+  std::printf("  where write_rank + commit spend it (medians):");
+  for (const auto& [name, v] : phases)
+    std::printf("  %s %.1f ms;", name.c_str() + 2, 1e3 * median(v));
+  std::printf("\n");
+  line("the same with direct I/O (posix_direct_io)", s.bytes, t_bcommit, raw_mbs);
+  std::printf("  where it spends it (medians):");
+  for (const auto& [name, v] : bphases)
+    std::printf("  %s %.1f ms;", name.c_str() + 2, 1e3 * median(v));
+  std::printf("\n");
+  const double save_s = median(t_commit), raw_s = median(t_raw);
+  std::printf("  goal blocking save >= 0.80x raw pwrite+fdatasync: %.2fx (%s)\n", raw_s / save_s,
+              raw_s / save_s >= 0.8 ? "met" : "missed");
+  if (!t_torch.empty()) {
+    line(("torch.save + fsync (torch " + torch_version + ", in Python)").c_str(), s.bytes, t_torch,
+         raw_mbs);
+    const double torch_s = median(t_torch);
+    std::printf("  goal blocking save faster than torch.save+fsync: %.2fx torch's speed (%s)\n",
+                torch_s / save_s, save_s < torch_s ? "met" : "missed");
+  }
+  return true;
+}
+
 int run(const Args& a) {
   Env* env = Env::posix();
   std::string base = a.dir;
@@ -128,40 +244,12 @@ int run(const Args& a) {
 
   // (a) save
   const std::string run_dir = path_join(base, "run");
-  const std::string raw_file = path_join(base, "raw.bin");
-  std::vector<double> t_raw, t_write, t_commit;
   int64_t step = 0;
-  for (uint64_t r = 0; r < a.reps; ++r) {
-    auto ckpt_save = [&]() -> bool {
-      if (step > 0) (void)env->remove_tree(path_join(run_dir, step_dir_name(step)));
-      ++step;
-      const std::string sd = path_join(run_dir, step_dir_name(step));
-      const auto t0 = Clock::now();
-      if (!env->make_dirs(sd).is_ok()) return false;
-      auto m = store::write_rank(env, sd, 0, step, 1, &s.root);
-      if (!m.is_ok()) {
-        std::fprintf(stderr, "%s\n", m.status().to_string().c_str());
-        return false;
-      }
-      t_write.push_back(seconds_since(t0));
-      Status c = store::commit(env, run_dir, step, 1, {"model", "optimizer", "train"});
-      if (!c.is_ok()) {
-        std::fprintf(stderr, "%s\n", c.to_string().c_str());
-        return false;
-      }
-      t_commit.push_back(seconds_since(t0));
-      return true;
-    };
-    if (r % 2 == 0) t_raw.push_back(raw_save(raw_file, s));
-    if (!ckpt_save()) return 1;
-    if (r % 2 == 1) t_raw.push_back(raw_save(raw_file, s));
+  if (!save_section(a, env, s, base, &step)) return 1;
+  if (a.save_only) {
+    if (a.dir.empty()) (void)env->remove_tree(base);
+    return 0;
   }
-  ::unlink(raw_file.c_str());
-  std::printf("\n(a) save, %0.f MB (page cache + fsync to the disk)\n", s.bytes / 1e6);
-  const double raw_save_mbs = mb_per_s(s.bytes, median(t_raw));
-  line("raw pwrite + fdatasync", s.bytes, t_raw, 0);
-  line("store::write_rank (hash, HDF5, pwrite, fsync)", s.bytes, t_write, raw_save_mbs);
-  line("write_rank + commit (whole-file hash, LATEST)", s.bytes, t_commit, raw_save_mbs);
 
   // (b)/(c) restore into the same pre-touched destination memory
   const std::string step_dir = path_join(run_dir, step_dir_name(step));
@@ -284,7 +372,8 @@ int main(int argc, char** argv) {
   if (!ckpt::bench::parse(argc, argv, &a)) {
     std::fprintf(stderr,
                  "usage: save_restore_bench [--mb 512] [--tensor-mb 8] [--small 256] [--reps 5] "
-                 "[--cold-reps 3] [--threads N] [--chunk-kb 1024] [--dir DIR]\n");
+                 "[--cold-reps 3] [--threads N] [--chunk-kb 1024] [--dir DIR] [--torch-peer CMD] "
+                 "[--save-only]\n");
     return 64;
   }
   return ckpt::bench::run(a);

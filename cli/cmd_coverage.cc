@@ -15,10 +15,15 @@ Runner setup_coverage(CLI::App& root, CLI::App*& sub) {
                             "Dataset coverage across restarts: per-epoch unique fraction, "
                             "repeats and never-visited samples");
   sub->add_option("run_dir", o->run_dir,
-                  "Our run directory (journal.jsonl), or a Hugging Face Trainer output folder "
-                  "(checkpoint-N/, training_args.bin, TensorBoard logs)");
+                  "Our run directory (journal.jsonl), a Hugging Face Trainer output folder "
+                  "(checkpoint-N/, training_args.bin, TensorBoard logs), or a folder of Lightning "
+                  ".ckpt files or torch.save files holding StatefulDataLoader states");
   sub->add_option("--dataset-size", o->dataset_size,
-                  "Hugging Face folders: the number of training samples (not in the folder)");
+                  "Hugging Face, Lightning and StatefulDataLoader runs: the number of training "
+                  "samples (not in the folder)");
+  sub->add_option("--batch-size", o->batch_size,
+                  "Lightning / StatefulDataLoader runs: the batch size, when the checkpoints do "
+                  "not hold it");
   sub->add_flag("--print-spec", o->print_spec,
                 "Hugging Face folders: print the derived run spec (JSON for --run-spec) and stop");
   sub->add_option("--run-spec", o->run_spec,

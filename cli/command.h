@@ -22,6 +22,7 @@ using Setup = std::function<Runner(CLI::App& root, CLI::App*& sub)>;
 
 // One per cli/cmd_<name>.cc.
 Runner setup_audit(CLI::App& root, CLI::App*& sub);
+Runner setup_convert(CLI::App& root, CLI::App*& sub);
 Runner setup_coverage(CLI::App& root, CLI::App*& sub);
 Runner setup_diff(CLI::App& root, CLI::App*& sub);
 Runner setup_inspect(CLI::App& root, CLI::App*& sub);

@@ -36,6 +36,7 @@ struct CoverageCommandOptions {
   std::string run_dir;        // our run (journal) or a Hugging Face Trainer output folder, or
   std::string run_spec;       // a foreign run described in JSON
   uint64_t dataset_size = 0;  // Hugging Face folders: the one fact they do not hold
+  uint32_t batch_size = 0;    // Lightning / StatefulDataLoader runs: when not in the checkpoints
   bool print_spec = false;    // Hugging Face folders: print the derived run spec and stop
   uint64_t max_ids = 100000;
   bool json = false;

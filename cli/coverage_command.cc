@@ -2,6 +2,7 @@
 // optionally write the strip chart.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -15,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/hf_training_args.h"
+#include "cli/loader_checkpoint.h"
 
 namespace ckpt::cli {
 namespace {
@@ -30,6 +32,65 @@ Result<analytics::DerivedRunSpec> derive_from_hf(const CoverageCommandOptions& o
   CKPT_ASSIGN_OR_RETURN(analytics::HfTrainingArgs args,
                         read_hf_training_args(facts.newest_checkpoint + "/training_args.bin"));
   return analytics::derive_hf_run_spec(facts, args, o.dataset_size);
+}
+
+// A run whose checkpoints hold loader states (Lightning .ckpt, StatefulDataLoader): what was
+// derived from them, for the JSON.
+nlohmann::json loader_run_json(const analytics::DerivedLoaderRun& d,
+                               const std::vector<analytics::LoaderCheckpoint>& cks) {
+  nlohmann::json j;
+  j["kind"] = d.kind;
+  j["batch_size"] = d.input.sampler.batch_size;
+  j["steps_per_epoch"] = d.input.sampler.steps_per_epoch();
+  auto& cs = j["checkpoints"] = nlohmann::json::array();
+  for (const auto& c : cks) {
+    nlohmann::json e = {{"source", c.source},
+                        {"step", c.step},
+                        {"epoch", c.epoch ? nlohmann::json(*c.epoch) : nlohmann::json()},
+                        {"loader_state", c.loader.has_value()},
+                        {"generator_state", c.loader && !c.loader->generator_state.empty()}};
+    if (c.batches_in_epoch) e["batches_in_epoch"] = *c.batches_in_epoch;
+    if (c.loader) {
+      e["loader_batches"] = c.loader->batches;
+      e["loader_where"] = c.loader->where;
+      e["workers"] = c.loader->workers;
+    }
+    cs.push_back(std::move(e));
+  }
+  auto& ls = j["launches"] = nlohmann::json::array();
+  for (const auto& l : d.launches) {
+    ls.push_back({{"source", l.source}, {"first_step", l.first_step}, {"last_step", l.last_step}});
+  }
+  return j;
+}
+
+nlohmann::json restart_evidence_json(const analytics::DerivedLoaderRun& d) {
+  auto out = nlohmann::json::array();
+  for (const auto& r : d.restarts) {
+    out.push_back({{"step", r.step},
+                   {"checkpoint", r.checkpoint},
+                   {"loader_resumed", r.loader_resumed},
+                   {"epoch", r.epoch},
+                   {"position", r.position},
+                   {"evidence", r.evidence}});
+  }
+  return out;
+}
+
+struct LoaderRun {
+  std::vector<analytics::LoaderCheckpoint> checkpoints;
+  analytics::DerivedLoaderRun derived;
+};
+
+// Lightning .ckpt series or StatefulDataLoader states under the folder; nullopt when none.
+Result<std::optional<LoaderRun>> derive_from_loader_states(const CoverageCommandOptions& o) {
+  CKPT_ASSIGN_OR_RETURN(auto cks, read_loader_checkpoints(o.run_dir));
+  if (cks.empty()) return std::optional<LoaderRun>();
+  CKPT_ASSIGN_OR_RETURN(auto launches, analytics::launches_from_logs(o.run_dir));
+  CKPT_ASSIGN_OR_RETURN(auto d,
+                        analytics::derive_loader_run(cks, launches, o.dataset_size, o.batch_size));
+  std::sort(cks.begin(), cks.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
+  return std::optional<LoaderRun>(LoaderRun{std::move(cks), std::move(d)});
 }
 
 }  // namespace
@@ -55,10 +116,22 @@ int run_coverage_command(const CoverageCommandOptions& o, std::ostream& out, std
       return kExitOk;
     }
   } else if (o.print_spec) {
-    err << "ckpt coverage: --print-spec needs a Hugging Face output folder (checkpoint-N/)\n";
+    err << "ckpt coverage: --print-spec needs a Hugging Face output folder (checkpoint-N/); a "
+           "run spec cannot express the orders of Lightning or StatefulDataLoader runs (--json "
+           "shows what was derived)\n";
     return kExitUsage;
   }
+  std::optional<LoaderRun> loader_run;
+  if (!derived && !o.run_dir.empty() && !has_journal(o.run_dir)) {
+    auto l = derive_from_loader_states(o);
+    if (!l.is_ok()) {
+      err << "ckpt coverage: " << l.status().message() << "\n";
+      return exit_code_for(l.status());
+    }
+    loader_run = std::move(l).value();
+  }
   Result<CoverageInput> input = [&]() -> Result<CoverageInput> {
+    if (loader_run) return loader_run->derived.input;
     if (derived) {
       auto replayed = replay_run(derived->spec);
       if (!replayed.is_ok()) return corrupt(o.run_dir + ": " + replayed.status().message());
@@ -108,6 +181,12 @@ int run_coverage_command(const CoverageCommandOptions& o, std::ostream& out, std
       j["assumptions"] = derived->assumptions;
       j["certainty"] = derived->certainty;
     }
+    if (loader_run) {
+      j["derived"] = loader_run_json(loader_run->derived, loader_run->checkpoints);
+      j["restart_evidence"] = restart_evidence_json(loader_run->derived);
+      j["assumptions"] = loader_run->derived.assumptions;
+      j["certainty"] = loader_run->derived.certainty;
+    }
     out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     print_coverage_text(*report, *input, src, checkpoints, out);
@@ -115,6 +194,18 @@ int run_coverage_command(const CoverageCommandOptions& o, std::ostream& out, std
       out << "\nrun spec derived from the Hugging Face folder (--print-spec shows it):\n";
       for (const auto& a : derived->assumptions) out << "  assumed: " << a << "\n";
       out << "  certainty: " << derived->certainty << "\n";
+    }
+    if (loader_run) {
+      const auto& d = loader_run->derived;
+      out << "\nderived from " << loader_run->checkpoints.size() << " checkpoints ("
+          << (d.kind == "lightning" ? "Lightning .ckpt" : "StatefulDataLoader states") << ") and "
+          << d.launches.size() << " launches:\n";
+      for (const auto& r : d.restarts) {
+        out << "  restart at step " << r.step << " from " << r.checkpoint << ": " << r.evidence
+            << "\n";
+      }
+      for (const auto& a : d.assumptions) out << "  assumed: " << a << "\n";
+      out << "  certainty: " << d.certainty << "\n";
     }
   }
   return kExitOk;

@@ -13,9 +13,9 @@ namespace ckpt::cli {
 namespace {
 
 // The subcommands, in the order `ckpt --help` lists them.
-const Setup kCommands[] = {setup_audit,      setup_coverage, setup_diff,    setup_inspect,
-                           setup_load_bench, setup_lr,       setup_profile, setup_report,
-                           setup_scan,       setup_verify};
+const Setup kCommands[] = {setup_audit,   setup_convert,    setup_coverage, setup_diff,
+                           setup_inspect, setup_load_bench, setup_lr,       setup_profile,
+                           setup_report,  setup_scan,       setup_verify};
 
 }  // namespace
 }  // namespace ckpt::cli

@@ -12,7 +12,7 @@ BUILD=${2:-$ROOT/build-fuzz}
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" \
   -DCKPT_FUZZ=ON -DCKPT_WITH_TORCH=OFF -DCKPT_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$BUILD" --target fuzz_tfevents fuzz_lr_text fuzz_journal fuzz_run_spec -j2
+cmake --build "$BUILD" --target fuzz_tfevents fuzz_lr_text fuzz_journal fuzz_run_spec fuzz_loader_state -j2
 seed() {  # seed CORPUS FILE...: copies the seed files (the first byte picks lr_text's reader)
   corpus=$1
   shift
@@ -22,7 +22,7 @@ seed() {  # seed CORPUS FILE...: copies the seed files (the first byte picks lr_
 }
 status=0
 FIX="$ROOT/fixtures/analytics"
-for t in tfevents lr_text journal run_spec; do
+for t in tfevents lr_text journal run_spec loader_state; do
   corpus="$BUILD/corpus_analytics_$t"
   mkdir -p "$corpus"
   seed "$corpus" "$ROOT"/fixtures/fuzz/*
@@ -37,6 +37,7 @@ for t in tfevents lr_text journal run_spec; do
       done ;;
     journal) seed "$corpus" $(find "$ROOT/fixtures" -name 'journal*.jsonl') ;;
     run_spec) seed "$corpus" "$FIX"/cov_*.json ;;
+    loader_state) seed "$corpus" $(find "$ROOT/fixtures/lightning_coverage" -name metrics.csv) ;;
   esac
   echo "== fuzz_$t for ${SECONDS_EACH}s"
   (cd "$corpus" && "$BUILD/analytics/fuzz/fuzz_$t" -max_total_time="$SECONDS_EACH" -max_len=65536 \

@@ -79,6 +79,7 @@ std::string encode_manifest(const Manifest& m) {
             {"world_size", m.world_size},
             {"attrs_xxh3", hex64(m.attrs_xxh3)},
             {"tensors", t}};
+  if (m.file_xxh3) j["file_xxh3"] = hex64(*m.file_xxh3);
   return j.dump(1) + "\n";
 }
 
@@ -100,6 +101,13 @@ Result<Manifest> decode_manifest(const std::string& text, const std::string& whe
     return field_error(where,
                        "missing or ill-typed header field (file, file_bytes, step, rank, "
                        "world_size, attrs_xxh3)");
+  }
+  if (j.contains("file_xxh3")) {  // optional: older manifests do not have it
+    uint64_t h = 0;
+    if (!get_hash(j, "file_xxh3", &h)) {
+      return field_error(where, "\"file_xxh3\" is not 16 lowercase hex digits");
+    }
+    m.file_xxh3 = h;
   }
   auto tensors = j.find("tensors");
   if (tensors == j.end() || !tensors->is_array()) return field_error(where, "no \"tensors\" array");

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,9 @@ struct Manifest {
   int64_t rank = 0;
   int64_t world_size = 1;
   uint64_t attrs_xxh3 = 0;
+  // Whole-file XXH3-64 of `file`, computed while it was written; absent in manifests written
+  // before it existed (commit() then hashes the file itself).
+  std::optional<uint64_t> file_xxh3;
   std::vector<ManifestEntry> tensors;
 };
 

@@ -109,6 +109,7 @@ class PosixLock final : public FileLock {
 
 class PosixEnv final : public Env {
  public:
+  explicit PosixEnv(bool direct_io) : direct_io_(direct_io) {}
   Result<std::unique_ptr<WritableFile>> new_writable(const std::string& path) override {
     return open_w(path, O_WRONLY | O_CREAT | O_TRUNC, false);
   }
@@ -117,6 +118,13 @@ class PosixEnv final : public Env {
   }
   Result<std::unique_ptr<WritableFile>> open_append(const std::string& path) override {
     return open_w(path, O_WRONLY | O_CREAT, true);
+  }
+  Result<std::unique_ptr<WritableFile>> open_for_direct_update(const std::string& path) override {
+    if (!direct_io_) return unsupported(path + ": direct I/O is off in Env::posix()");
+    int fd = ::open(path.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+    if (fd < 0 && errno == EINVAL) return unsupported(path + ": the filesystem refuses O_DIRECT");
+    if (fd < 0) return errno_status("open for direct writing", path);
+    return std::unique_ptr<WritableFile>(new PosixWritable(fd, path, 0));
   }
   Result<std::unique_ptr<RandomAccessFile>> open_random(const std::string& path) override {
     // O_NONBLOCK so that a FIFO (or a device) named like a checkpoint file cannot hang the
@@ -257,12 +265,19 @@ class PosixEnv final : public Env {
     }
     return std::unique_ptr<WritableFile>(new PosixWritable(fd, path, end));
   }
+
+  bool direct_io_;
 };
 
 }  // namespace
 
 Env* Env::posix() {
-  static Env* env = new PosixEnv;
+  static Env* env = new PosixEnv(false);
+  return env;
+}
+
+Env* Env::posix_direct_io() {
+  static Env* env = new PosixEnv(true);
   return env;
 }
 

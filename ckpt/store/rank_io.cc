@@ -1,8 +1,8 @@
 #include "ckpt/store/rank_io.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
-#include <thread>
 #include <vector>
 
 #include "ckpt/base/hash.h"
@@ -10,113 +10,6 @@
 #include "ckpt/h5/rank_file.h"
 
 namespace ckpt::store {
-namespace {
-
-struct TensorRef {
-  std::string path;
-  Tensor* tensor;
-};
-
-void collect(Node& node, const std::string& path, std::vector<TensorRef>* out) {
-  for (auto& [name, t] : node.tensors) out->push_back({path + "/" + name, &t});
-  for (auto& [name, child] : node.children) collect(child, path + "/" + name, out);
-}
-
-// Hashes every tensor; large states use every core (the write that follows is I/O bound).
-void hash_all(const std::vector<TensorRef>& refs) {
-  uint64_t total = 0;
-  for (const auto& r : refs) total += r.tensor->nbytes;
-  const unsigned threads =
-      total > (64u << 20) ? std::max(1u, std::thread::hardware_concurrency()) : 1u;
-  auto work = [&](unsigned k) {
-    for (size_t i = k; i < refs.size(); i += threads) {
-      Tensor* t = refs[i].tensor;
-      if (t->alias_of.empty()) t->xxh3 = xxh3_64(t->data, t->nbytes);
-    }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned k = 1; k < threads; ++k) pool.emplace_back(work, k);
-  work(0);
-  for (auto& th : pool) th.join();
-}
-
-Status check_aliases(const std::vector<TensorRef>& refs, const std::string& where) {
-  std::map<std::string, const Tensor*> by_path;
-  for (const auto& r : refs) by_path[r.path] = r.tensor;
-  for (const auto& r : refs) {
-    const std::string& target = r.tensor->alias_of;
-    if (target.empty()) continue;
-    auto it = by_path.find(target);
-    if (it == by_path.end() || !it->second->alias_of.empty()) {
-      return invalid_argument(where + ": tensor \"" + r.path + "\" is an alias of \"" + target +
-                              "\", which is not a tensor written in this file");
-    }
-  }
-  for (const auto& r : refs) {
-    if (r.tensor->alias_of.empty() && r.tensor->nbytes > 0 && r.tensor->data == nullptr) {
-      return invalid_argument(where + ": tensor \"" + r.path + "\" has " +
-                              std::to_string(r.tensor->nbytes) + " bytes but no data");
-    }
-  }
-  return Status::ok();
-}
-
-// Step 1b: the tensor bytes into the extents HDF5 allocated, then fsync.
-Status fill_extents(Env* env, const std::string& tmp_path,
-                    const std::vector<h5::DatasetExtent>& extents) {
-  CKPT_ASSIGN_OR_RETURN(auto file, env->open_for_update(tmp_path));
-  for (const auto& e : extents) {
-    if (e.tensor->nbytes == 0) continue;
-    CKPT_RETURN_IF_ERROR(file->write_at(e.offset, e.tensor->data, e.tensor->nbytes));
-  }
-  CKPT_RETURN_IF_ERROR(file->sync());
-  return file->close();
-}
-
-}  // namespace
-
-Result<Manifest> write_rank(Env* env, const std::string& step_dir, int64_t rank, int64_t step,
-                            int64_t world_size, Node* root, RankWriteStats* stats) {
-  const std::string name = rank_file_name(rank);
-  const std::string final_path = path_join(step_dir, name);
-  const std::string tmp_path = final_path + ".tmp";
-
-  std::vector<TensorRef> refs;
-  collect(*root, "", &refs);
-  CKPT_RETURN_IF_ERROR(check_aliases(refs, final_path));
-  hash_all(refs);
-
-  auto extents = h5::write_structure(tmp_path, *root);
-  Status filled = extents.is_ok() ? fill_extents(env, tmp_path, *extents) : extents.status();
-  if (!filled.is_ok()) {
-    // A full disk or an I/O error leaves nothing behind (a crash leaves the .tmp, which
-    // retention and the next save of this step clean up).
-    if (env->exists(tmp_path)) (void)env->remove_file(tmp_path);
-    return filled;
-  }
-  CKPT_ASSIGN_OR_RETURN(uint64_t file_bytes, env->file_size(tmp_path));
-
-  Manifest m;
-  m.file = name;
-  m.file_bytes = file_bytes;
-  m.step = step;
-  m.rank = rank;
-  m.world_size = world_size;
-  m.attrs_xxh3 = attrs_digest(*root);
-  for (const auto& e : *extents) {
-    const Tensor& t = *e.tensor;
-    m.tensors.push_back({e.path, t.dtype, t.shape, e.offset, t.nbytes, t.xxh3});
-  }
-  CKPT_RETURN_IF_ERROR(env->rename(tmp_path, final_path));
-  CKPT_RETURN_IF_ERROR(
-      env->write_atomic(path_join(step_dir, rank_manifest_name(rank)), encode_manifest(m)));
-  if (stats != nullptr) {
-    stats->file_bytes = file_bytes;
-    stats->tensors = m.tensors.size();
-    for (const auto& e : m.tensors) stats->tensor_bytes += e.nbytes;
-  }
-  return m;
-}
 
 Result<Manifest> read_manifest(Env* env, const std::string& step_dir, int64_t rank) {
   const std::string mpath = path_join(step_dir, rank_manifest_name(rank));

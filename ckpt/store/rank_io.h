@@ -1,8 +1,10 @@
 // Writing and reading one rank's file of a checkpoint (docs/format.md §3–4): the HDF5 file with
 // its structure and attributes, the tensor bytes filled in by plain writes, and the manifest.
 //
-// write_rank hashes every tensor, writes `rank-R.h5` and `rank-R.manifest.json` under temporary
-// names, fsyncs and renames them (steps 1 of the commit protocol). read_rank checks the file
+// write_rank (rank_write.cc) hashes every tensor, writes `rank-R.h5` and `rank-R.manifest.json`
+// under temporary names, fsyncs and renames them (step 1 of the commit protocol); the whole-file
+// XXH3 of rank-R.h5 is computed while its bytes are written and recorded in the manifest
+// (`file_xxh3`), so commit() never reads the rank file back. read_rank checks the file
 // against its manifest without trusting HDF5 (sizes, extents, offsets, attribute digest), then
 // reads each tensor's bytes with one positioned read — into memory the caller places, or into a
 // buffer it allocates — and checks its hash. Thread-compatible: distinct ranks may be written by
@@ -26,6 +28,16 @@ struct RankWriteStats {
   uint64_t tensor_bytes = 0;
   uint64_t file_bytes = 0;
   size_t tensors = 0;
+  // Whole-file XXH3-64 of rank-R.h5 and of rank-R.manifest.json as written: what the commit
+  // record lists for them.
+  uint64_t file_xxh3 = 0;
+  uint64_t manifest_bytes = 0;
+  uint64_t manifest_xxh3 = 0;
+  // Where the time went: per-tensor hashes, HDF5 structure, the write pass (pwrite + whole-file
+  // hash), its fdatasync, and the rename + manifest.
+  bool direct_io = false;  // the tensor bodies went to the disk with direct I/O
+  double hash_seconds = 0, structure_seconds = 0, write_seconds = 0, sync_seconds = 0,
+         manifest_seconds = 0;
 };
 
 // `root` holds the components as children; its attrs become the file's root attributes (the

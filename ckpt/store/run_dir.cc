@@ -58,6 +58,33 @@ Result<uint64_t> hash_file(Env* env, const std::string& path) {
   return h.digest();
 }
 
+namespace {
+
+// Rank r's two entries of the commit record. The manifest (small) is read once and hashed; the
+// rank file's hash is the `file_xxh3` its writer computed while writing it, taken from that
+// manifest when the manifest decodes, has the field and states the file's real size. Otherwise
+// (a manifest from before `file_xxh3`, or one that does not decode: verify will say why) the
+// rank file is hashed here, as it always was.
+Result<std::pair<CommitFile, CommitFile>> hash_rank_files(Env* env, const std::string& dir,
+                                                          int64_t r) {
+  const std::string mname = rank_manifest_name(r);
+  const std::string mpath = path_join(dir, mname);
+  CKPT_ASSIGN_OR_RETURN(std::string text, env->read_all(mpath, 64u << 20));
+  CommitFile manifest{mname, text.size(), xxh3_64(text.data(), text.size())};
+  const std::string fpath = path_join(dir, rank_file_name(r));
+  CKPT_ASSIGN_OR_RETURN(uint64_t size, env->file_size(fpath));
+  CommitFile file{rank_file_name(r), size, 0};
+  auto m = decode_manifest(text, mpath);
+  if (m.is_ok() && m->file_xxh3 && m->file == file.name && m->file_bytes == size) {
+    file.xxh3 = *m->file_xxh3;
+  } else {
+    CKPT_ASSIGN_OR_RETURN(file.xxh3, hash_file(env, fpath));
+  }
+  return std::make_pair(file, manifest);
+}
+
+}  // namespace
+
 Status commit(Env* env, const std::string& run_dir, int64_t step, int64_t world_size,
               const std::vector<std::string>& components) {
   const std::string name = step_dir_name(step);
@@ -69,15 +96,14 @@ Status commit(Env* env, const std::string& run_dir, int64_t step, int64_t world_
   rec.components = components;
   for (int64_t r = 0; r < world_size; ++r) {
     for (const std::string& f : {rank_file_name(r), rank_manifest_name(r)}) {
-      const std::string p = path_join(dir, f);
-      if (!env->exists(p)) {
+      if (!env->exists(path_join(dir, f))) {
         return not_found(dir + ": rank " + std::to_string(r) + " did not write " + f +
                          " (commit refused)");
       }
-      CKPT_ASSIGN_OR_RETURN(uint64_t size, env->file_size(p));
-      CKPT_ASSIGN_OR_RETURN(uint64_t hash, hash_file(env, p));
-      rec.files.push_back({f, size, hash});
     }
+    CKPT_ASSIGN_OR_RETURN(auto files, hash_rank_files(env, dir, r));
+    rec.files.push_back(files.first);
+    rec.files.push_back(files.second);
   }
   CKPT_RETURN_IF_ERROR(env->write_atomic(path_join(dir, "COMMIT.json"), encode_commit(rec)));
   return env->write_atomic(path_join(run_dir, "LATEST"), name + "\n");
@@ -262,6 +288,13 @@ VerifyReport verify_checkpoint(Env* env, const std::string& step_dir) {
         rep.problems.push_back(path_join(step_dir, rank_manifest_name(r)) + ": names step " +
                                std::to_string(m->step) + ", the commit record step " +
                                std::to_string(rec->step));
+      }
+      for (const CommitFile& f : rec->files) {
+        if (m.is_ok() && m->file_xxh3 && f.name == m->file && f.xxh3 != *m->file_xxh3) {
+          rep.problems.push_back(path_join(step_dir, rank_manifest_name(r)) + ": file_xxh3 is " +
+                                 hex64(*m->file_xxh3) + ", the commit record says " +
+                                 hex64(f.xxh3));
+        }
       }
     }
     rep.tensors += stats.tensors;

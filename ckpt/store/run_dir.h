@@ -3,8 +3,10 @@
 //
 // Commit protocol (the caller has already written every rank's files, step 1):
 //   2. barrier — the caller's (single process: nothing to do);
-//   3. commit(): hash every file of the step directory, write COMMIT.json.tmp, fsync, rename to
-//      COMMIT.json, fsync the directory;
+//   3. commit(): every file's size and XXH3 — each manifest read and hashed, each rank file's
+//      hash taken from its manifest's `file_xxh3` (computed by write_rank while it wrote the
+//      file; a rank file is read back only when its manifest predates the field) — then write
+//      COMMIT.json.tmp, fsync, rename to COMMIT.json, fsync the directory;
 //   4. commit(): write LATEST.tmp, fsync, rename over LATEST, fsync the run directory;
 //   5. apply_retention(): delete the oldest committed checkpoints beyond keep_last.
 // A step directory without COMMIT.json (an interrupted save) is ignored by find_latest() and

@@ -29,6 +29,24 @@ TEST_CASE("manifest round trip", "[format]") {
   REQUIRE(back->attrs_xxh3 == 0x1234);
 }
 
+TEST_CASE("manifest file_xxh3: optional, round trips, strictly spelled", "[format]") {
+  Manifest m = sample();
+  auto old = decode_manifest(encode_manifest(m), "m.json");
+  REQUIRE(old.is_ok());
+  REQUIRE_FALSE(old->file_xxh3.has_value());  // a manifest from before the field
+  REQUIRE(encode_manifest(m).find("file_xxh3") == std::string::npos);
+  m.file_xxh3 = 0x00c0ffee12345678ull;
+  const std::string text = encode_manifest(m);
+  auto back = decode_manifest(text, "m.json");
+  REQUIRE(back.is_ok());
+  REQUIRE(back->file_xxh3 == m.file_xxh3);
+  std::string upper = text;
+  upper.replace(upper.find("00c0ffee12345678"), 16, "00C0FFEE12345678");
+  auto bad = decode_manifest(upper, "m.json");
+  REQUIRE(bad.status().code() == Code::kCorrupt);
+  REQUIRE(bad.status().message().find("file_xxh3") != std::string::npos);
+}
+
 TEST_CASE("manifest rejects extents that break the rules", "[format]") {
   SECTION("misaligned") {
     Manifest m = sample();

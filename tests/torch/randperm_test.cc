@@ -1,9 +1,11 @@
 // analytics/torch_randperm.h against libtorch's own at::randperm: the same permutations for the
-// same seeds, one draw and several consecutive draws from one generator, so that `ckpt coverage`
+// same seeds, one draw and several consecutive draws from one generator, and from a generator
+// state saved by get_state() (what torchdata's RandomSampler keeps), so that `ckpt coverage`
 // (which links no libtorch) replays PyTorch's sampler orders bit for bit.
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
+#include <string>
 #include <vector>
 
 #include "analytics/torch_randperm.h"
@@ -44,5 +46,25 @@ TEST_CASE("torch_randperm_after continues one generator across draws", "[torch][
   for (uint64_t d : {0, 1, 2, 3, 1, 0, 3}) {
     CAPTURE(d);
     REQUIRE(ckpt::analytics::torch_randperm_after(500, 7, d) == want[d]);
+  }
+}
+
+TEST_CASE("TorchCpuGenerator::from_state continues a saved at::Generator", "[torch][analytics]") {
+  for (int64_t before : {0, 1, 37, 700}) {  // draws before the save: every `left`/`next` phase
+    CAPTURE(before);
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>();
+    gen.set_current_seed(20261201);
+    if (before > 0) libtorch_randperm(gen, before);
+    const torch::Tensor state = gen.get_state();
+    REQUIRE(static_cast<size_t>(state.numel()) == ckpt::analytics::TorchCpuGenerator::kStateBytes);
+    const std::string bytes(reinterpret_cast<const char*>(state.data_ptr<uint8_t>()),
+                            static_cast<size_t>(state.numel()));
+    auto ours = ckpt::analytics::TorchCpuGenerator::from_state(bytes);
+    REQUIRE(ours.has_value());
+    for (int64_t n : {37, 1000, 3}) {
+      CAPTURE(n);
+      REQUIRE(ckpt::analytics::torch_randperm(static_cast<uint64_t>(n), *ours) ==
+              libtorch_randperm(gen, n));
+    }
   }
 }

@@ -547,6 +547,14 @@ class Detector {
 
 }  // namespace
 
+bool is_optimizer_state(const Value& dict) { return is_optimizer(dict); }
+bool is_scheduler_state(const Value& dict) { return is_scheduler(dict); }
+bool is_grad_scaler_state(const Value& dict) { return is_grad_scaler(dict); }
+bool is_cpu_rng_state(const Value* v) { return is_uint8_vector(v, 5056); }
+bool is_cuda_rng_state(const Value* v) { return is_cuda_rng(v); }
+bool is_python_rng_state(const Value* v) { return is_python_rng(v); }
+bool is_numpy_rng_state(const Value* v) { return is_numpy_rng(v); }
+
 TensorInfo tensor_info(const TensorRecord& t, const std::string& name, const std::string& file) {
   TensorInfo i;
   i.name = name;

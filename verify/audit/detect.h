@@ -46,6 +46,17 @@ InspectNode inspect_value(const Value& v, const std::string& name, size_t* budge
 // tensor dtypes/shapes, bounded in depth and size. Equal values give equal digests.
 std::string value_digest(const Value& v);
 
+// The shapes detection recognises, for code that routes components by the same rules
+// (verify/convert): an optimizer / scheduler / grad-scaler state dict, the 5056-byte CPU
+// generator state, a 16/8/816-byte CUDA generator state.
+bool is_optimizer_state(const Value& dict);
+bool is_scheduler_state(const Value& dict);
+bool is_grad_scaler_state(const Value& dict);
+bool is_cpu_rng_state(const Value* v);
+bool is_cuda_rng_state(const Value* v);
+bool is_python_rng_state(const Value* v);  // random.getstate(): (3, (625 ints), gauss)
+bool is_numpy_rng_state(const Value* v);   // ('MT19937', uint32[624], pos, has_gauss, cached)
+
 // TensorInfo of a tensor record found at `name` in `file`.
 TensorInfo tensor_info(const TensorRecord& t, const std::string& name, const std::string& file);
 

@@ -6,6 +6,8 @@
 // file, then rebuilds the nested state dict (planner_data gives each flat key's path) with tensor
 // records and the small non-tensor values (torch.save blobs inside the .distcp files), so the
 // same structural detection as for torch.save files finds the components.
+#include "verify/formats/dcp.h"
+
 #include <dirent.h>
 #include <sys/stat.h>
 
@@ -146,6 +148,7 @@ class DcpFolder {
       }
       volume += cv;
       check_chunk_bytes(fqn, off);
+      record_chunk(fqn, off, sz);
     }
     if (volume != t.numel())
       error(".metadata: the chunks of \"" + fqn + "\" do not tile its shape");
@@ -342,6 +345,19 @@ class DcpFolder {
     return std::nullopt;
   }
 
+ public:
+  // The rebuilt nested state dict and where each tensor chunk lives (open_dcp_tree).
+  const Value* root() const { return root_; }
+  std::map<std::string, std::vector<DcpChunk>> take_chunks() { return std::move(chunks_); }
+
+ private:
+  void record_chunk(const std::string& fqn, const std::vector<int64_t>& off,
+                    const std::vector<int64_t>& sz) {
+    auto loc = where_.find({fqn, off});
+    if (loc == where_.end()) return;
+    chunks_[fqn].push_back({off, sz, loc->second.file, loc->second.offset, loc->second.length});
+  }
+
   void error(const std::string& message) {
     view_.findings.push_back({Severity::kError, std::nullopt, message, false});
   }
@@ -413,8 +429,20 @@ class DcpFolder {
   std::set<const Value*> mine_;
   std::vector<std::unique_ptr<TorchFile>> blobs_;
   std::vector<std::unique_ptr<PickleDoc>> inner_;  // pickles found inside bytes values
+  std::map<std::string, std::vector<DcpChunk>> chunks_;
   uint64_t bytes_read_ = 0;
 };
+
+// Every state_dict entry of the folder into `folder` (DcpReader::read and open_dcp_tree).
+Status read_entries(const Value* sdm, DcpFolder* folder) {
+  for (const auto& [k, v] : sdm->entries) {
+    if (k->kind != Kind::kStr) continue;
+    const bool tensor = v->qualname().find("TensorStorageMetadata") != std::string::npos;
+    Value* leaf = tensor ? folder->tensor_leaf(k->s, v) : folder->blob_leaf(k->s);
+    CKPT_RETURN_IF_ERROR(folder->place(k->s, leaf));
+  }
+  return Status::ok();
+}
 
 class DcpReader : public FormatReader {
  public:
@@ -433,12 +461,7 @@ class DcpReader : public FormatReader {
     view.contents.kind = "dir";
     DcpFolder folder(path, &view);
     CKPT_ASSIGN_OR_RETURN(const Value* sdm, folder.load_metadata());
-    for (const auto& [k, v] : sdm->entries) {
-      if (k->kind != Kind::kStr) continue;
-      const bool tensor = v->qualname().find("TensorStorageMetadata") != std::string::npos;
-      Value* leaf = tensor ? folder.tensor_leaf(k->s, v) : folder.blob_leaf(k->s);
-      CKPT_RETURN_IF_ERROR(folder.place(k->s, leaf));
-    }
+    CKPT_RETURN_IF_ERROR(read_entries(sdm, &folder));
     folder.finish(options);
     return view;
   }
@@ -447,5 +470,27 @@ class DcpReader : public FormatReader {
 }  // namespace
 
 std::unique_ptr<FormatReader> make_dcp_reader() { return std::make_unique<DcpReader>(); }
+
+Result<DcpTree> open_dcp_tree(const std::string& path) {
+  struct Owner {
+    CheckpointView view;
+    std::unique_ptr<DcpFolder> folder;
+  };
+  auto owner = std::make_shared<Owner>();
+  owner->folder = std::make_unique<DcpFolder>(path, &owner->view);
+  CKPT_ASSIGN_OR_RETURN(const Value* sdm, owner->folder->load_metadata());
+  CKPT_RETURN_IF_ERROR(read_entries(sdm, owner->folder.get()));
+  ReadOptions quiet;
+  quiet.inspect = false;
+  owner->folder->finish(quiet);
+  DcpTree tree;
+  tree.root = owner->folder->root();
+  tree.chunks = owner->folder->take_chunks();
+  for (const ReaderFinding& f : owner->view.findings) {
+    if (f.severity == Severity::kError) tree.errors.push_back(f.message);
+  }
+  tree.owner = owner;
+  return tree;
+}
 
 }  // namespace ckpt::verify

@@ -142,6 +142,31 @@ Result<TorchFile> open_torch_file(std::unique_ptr<RandomAccessFile> file) {
   return tf;
 }
 
+std::optional<std::string> TorchFile::read_bytes(const TensorRecord& t, uint64_t max_bytes) const {
+  const int64_t numel = t.numel();
+  if (numel < 0 || t.element_size == 0 || t.storage_key.empty() || t.storage_offset < 0) {
+    return std::nullopt;
+  }
+  const uint64_t len = static_cast<uint64_t>(numel) * t.element_size;
+  if (len > max_bytes) return std::nullopt;
+  const uint64_t byte = static_cast<uint64_t>(t.storage_offset) * t.element_size;
+  Result<uint64_t> off = uint64_t{0};
+  if (zip == nullptr) {
+    auto it = legacy_records.find(t.storage_key);
+    if (it == legacy_records.end() || !range_inside(byte, len, it->second.second))
+      return std::nullopt;
+    off = it->second.first;
+  } else {
+    const ZipEntry* rec = zip->find(prefix + "/data/" + t.storage_key);
+    if (rec == nullptr || rec->method != 0) return std::nullopt;
+    off = zip->data_offset(*rec);
+    if (!off.is_ok() || !range_inside(byte, len, rec->size)) return std::nullopt;
+  }
+  std::string out(len, '\0');
+  if (len > 0 && !file->read_at(*off + byte, out.data(), len).is_ok()) return std::nullopt;
+  return out;
+}
+
 std::optional<double> TorchFile::read_scalar(const TensorRecord& t) const {
   if (t.numel() != 1 || t.element_size == 0 || t.element_size > 8 || t.storage_key.empty())
     return std::nullopt;

@@ -35,6 +35,10 @@ struct TorchFile {
   std::map<std::string, std::pair<uint64_t, uint64_t>> legacy_records;
 
   std::optional<double> read_scalar(const TensorRecord& t) const;
+  // The bytes of a contiguous tensor (numel × element size from its storage offset) of at most
+  // `max_bytes`: a generator state, a small buffer. nullopt when the record is absent,
+  // compressed, too large or out of range.
+  std::optional<std::string> read_bytes(const TensorRecord& t, uint64_t max_bytes) const;
 };
 
 // Magic-byte classification of a file's first bytes: "zip", "legacy", "legacy-tar", "".

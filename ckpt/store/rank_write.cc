@@ -1,0 +1,273 @@
+// write_rank: one rank's file and manifest (docs/format.md §2 step 1, §3, §4).
+//
+// The passes over the tensor bytes, in order:
+//   1. per-tensor XXH3 (every core for a large state): the hashes are attributes of the HDF5
+//      datasets, so they must be known before HDF5 writes the structure;
+//   2. HDF5 writes the structure only — groups, attributes, datasets allocated at creation,
+//      4 KiB aligned, never filled — and reports each dataset's offset;
+//   3. the write pass walks the file in offset order: the structural bytes between extents are
+//      read back (they are small and in the page cache), each tensor is written in chunks at its
+//      planned offset — its 4 KiB-aligned body with direct I/O through a ring of bounce buffers
+//      (DirectWriter: no copy into the page cache, the disk busy while the next chunk is copied)
+//      when the Env offers it (Env::posix_direct_io()), by pwrite otherwise (Env::posix(), the
+//      default) — and every byte goes through one streaming XXH3 as it is written, in file
+//      order: the whole-file hash of the commit record, with no read-back;
+//   4. one fdatasync, rename; the manifest (which carries that whole-file hash as `file_xxh3`)
+//      is written atomically.
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "ckpt/base/hash.h"
+#include "ckpt/format/attrs_digest.h"
+#include "ckpt/h5/rank_file.h"
+#include "ckpt/store/direct_writer.h"
+#include "ckpt/store/rank_io.h"
+
+namespace ckpt::store {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Chunk of the write pass: small enough to stay in the CPU cache between the hash and the copy
+// into the page cache, large enough that the syscall count does not matter.
+constexpr size_t kWriteChunk = 1u << 20;
+
+struct TensorRef {
+  std::string path;
+  Tensor* tensor;
+};
+
+void collect(Node& node, const std::string& path, std::vector<TensorRef>* out) {
+  for (auto& [name, t] : node.tensors) out->push_back({path + "/" + name, &t});
+  for (auto& [name, child] : node.children) collect(child, path + "/" + name, out);
+}
+
+// Pass 1: every tensor's hash; large states use every core.
+void hash_tensors(const std::vector<TensorRef>& refs) {
+  uint64_t total = 0;
+  for (const auto& r : refs) total += r.tensor->nbytes;
+  const unsigned threads =
+      total > (64u << 20) ? std::max(1u, std::thread::hardware_concurrency()) : 1u;
+  auto work = [&](unsigned k) {
+    for (size_t i = k; i < refs.size(); i += threads) {
+      Tensor* t = refs[i].tensor;
+      if (t->alias_of.empty()) t->xxh3 = xxh3_64(t->data, t->nbytes);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned k = 1; k < threads; ++k) pool.emplace_back(work, k);
+  work(0);
+  for (auto& th : pool) th.join();
+}
+
+Status check_aliases(const std::vector<TensorRef>& refs, const std::string& where) {
+  std::map<std::string, const Tensor*> by_path;
+  for (const auto& r : refs) by_path[r.path] = r.tensor;
+  for (const auto& r : refs) {
+    const std::string& target = r.tensor->alias_of;
+    if (target.empty()) continue;
+    auto it = by_path.find(target);
+    if (it == by_path.end() || !it->second->alias_of.empty()) {
+      return invalid_argument(where + ": tensor \"" + r.path + "\" is an alias of \"" + target +
+                              "\", which is not a tensor written in this file");
+    }
+  }
+  for (const auto& r : refs) {
+    if (r.tensor->alias_of.empty() && r.tensor->nbytes > 0 && r.tensor->data == nullptr) {
+      return invalid_argument(where + ": tensor \"" + r.path + "\" has " +
+                              std::to_string(r.tensor->nbytes) + " bytes but no data");
+    }
+  }
+  return Status::ok();
+}
+
+// Hashes the structural bytes HDF5 wrote in [from, to) of `file`.
+Status hash_structure(const RandomAccessFile& file, uint64_t from, uint64_t to,
+                      std::unique_ptr<char[]>* buf, Hasher* whole) {
+  while (from < to) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kWriteChunk, to - from));
+    CKPT_RETURN_IF_ERROR(file.read_at(from, buf->get(), n));
+    whole->update(buf->get(), n);
+    from += n;
+  }
+  return Status::ok();
+}
+
+struct Filled {
+  uint64_t file_bytes = 0;
+  uint64_t file_xxh3 = 0;
+};
+
+// Where pass 3 puts a tensor's bytes: the block-aligned body through direct I/O when the Env
+// offers it and the filesystem allows it (no copy into the page cache; the rest is written buffered
+// after the direct writes are done, so no page is written both ways at once), else all of it
+// buffered.
+class ExtentSink {
+ public:
+  ExtentSink(Env* env, const std::string& path, std::unique_ptr<WritableFile> buffered,
+             bool try_direct)
+      : buffered_(std::move(buffered)) {
+    if (!try_direct) return;
+    std::vector<std::unique_ptr<WritableFile>> files;
+    while (files.size() < DirectWriter::kWriters) {
+      auto direct = env->open_for_direct_update(path);
+      if (!direct.is_ok()) return;  // no direct I/O here: everything through `buffered`
+      files.push_back(std::move(*direct));
+    }
+    direct_ = std::make_unique<DirectWriter>(std::move(files));
+  }
+  bool direct() const { return direct_ != nullptr; }
+
+  // Writes [p, p + n) at `offset` (a tensor extent, 4 KiB aligned), feeding `whole` in order.
+  Status write(uint64_t offset, const unsigned char* p, uint64_t n, Hasher* whole) {
+    const uint64_t body = direct_ ? n / Env::kDirectIoAlignment * Env::kDirectIoAlignment : 0;
+    for (uint64_t done = 0; done < body;) {
+      const size_t k = static_cast<size_t>(std::min<uint64_t>(DirectWriter::kChunk, body - done));
+      CKPT_ASSIGN_OR_RETURN(const unsigned char* copy, direct_->put(offset + done, p + done, k));
+      whole->update(copy, k);  // the bounce buffer, hot in cache
+      done += k;
+    }
+    for (uint64_t done = body; done < n;) {
+      const size_t k = static_cast<size_t>(std::min<uint64_t>(kWriteChunk, n - done));
+      whole->update(p + done, k);
+      if (direct_) {
+        tails_.push_back({offset + done, p + done, k});
+      } else {
+        CKPT_RETURN_IF_ERROR(buffered_->write_at(offset + done, p + done, k));
+      }
+      done += k;
+    }
+    return Status::ok();
+  }
+
+  // Every byte on its way to the disk; then fdatasync.
+  Status finish_and_sync() {
+    if (direct_) CKPT_RETURN_IF_ERROR(direct_->finish());
+    for (const Tail& t : tails_) CKPT_RETURN_IF_ERROR(buffered_->write_at(t.offset, t.p, t.n));
+    return buffered_->sync();
+  }
+  Status close() { return buffered_->close(); }
+
+ private:
+  struct Tail {
+    uint64_t offset;
+    const unsigned char* p;
+    size_t n;
+  };
+  std::unique_ptr<WritableFile> buffered_;
+  std::unique_ptr<DirectWriter> direct_;
+  std::vector<Tail> tails_;
+};
+
+// Pass 3 (see the top): `extents` are sorted by offset, as write_structure returns them.
+Result<Filled> fill_and_hash_once(Env* env, const std::string& tmp_path,
+                                  const std::vector<h5::DatasetExtent>& extents,
+                                  RankWriteStats* stats, bool try_direct) {
+  CKPT_ASSIGN_OR_RETURN(auto structure, env->open_random(tmp_path));
+  const uint64_t size = structure->size();
+  CKPT_ASSIGN_OR_RETURN(auto buffered, env->open_for_update(tmp_path));
+  ExtentSink sink(env, tmp_path, std::move(buffered), try_direct);
+  if (stats != nullptr) stats->direct_io = sink.direct();
+  std::unique_ptr<char[]> buf(new char[kWriteChunk]);
+  Hasher whole;
+  uint64_t pos = 0;
+  const auto t0 = Clock::now();
+  for (const auto& e : extents) {
+    const Tensor& t = *e.tensor;
+    if (t.nbytes == 0) continue;
+    if (e.offset < pos || e.offset > size || t.nbytes > size - e.offset) {
+      return internal_error(tmp_path + ": HDF5 placed \"" + e.path + "\" at [" +
+                            std::to_string(e.offset) + ", +" + std::to_string(t.nbytes) +
+                            "), outside the file's " + std::to_string(size) +
+                            " bytes or over the previous extent");
+    }
+    CKPT_RETURN_IF_ERROR(hash_structure(*structure, pos, e.offset, &buf, &whole));
+    CKPT_RETURN_IF_ERROR(
+        sink.write(e.offset, static_cast<const unsigned char*>(t.data), t.nbytes, &whole));
+    pos = e.offset + t.nbytes;
+  }
+  CKPT_RETURN_IF_ERROR(hash_structure(*structure, pos, size, &buf, &whole));
+  const auto t1 = Clock::now();
+  CKPT_RETURN_IF_ERROR(sink.finish_and_sync());
+  CKPT_RETURN_IF_ERROR(sink.close());
+  if (stats != nullptr) {
+    stats->write_seconds = std::chrono::duration<double>(t1 - t0).count();
+    stats->sync_seconds = seconds_since(t1);
+  }
+  return Filled{size, whole.digest()};
+}
+
+// Direct I/O is only a faster way to the same bytes: a filesystem that opens with O_DIRECT but
+// refuses the writes (EINVAL on some) gets the whole pass again through pwrite. A real I/O error
+// fails the second attempt too, and is what the caller sees.
+Result<Filled> fill_and_hash(Env* env, const std::string& tmp_path,
+                             const std::vector<h5::DatasetExtent>& extents, RankWriteStats* stats) {
+  auto filled = fill_and_hash_once(env, tmp_path, extents, stats, true);
+  if (filled.is_ok() || (stats != nullptr && !stats->direct_io)) return filled;
+  return fill_and_hash_once(env, tmp_path, extents, stats, false);
+}
+
+}  // namespace
+
+Result<Manifest> write_rank(Env* env, const std::string& step_dir, int64_t rank, int64_t step,
+                            int64_t world_size, Node* root, RankWriteStats* stats) {
+  const std::string name = rank_file_name(rank);
+  const std::string final_path = path_join(step_dir, name);
+  const std::string tmp_path = final_path + ".tmp";
+  RankWriteStats local;
+
+  std::vector<TensorRef> refs;
+  collect(*root, "", &refs);
+  CKPT_RETURN_IF_ERROR(check_aliases(refs, final_path));
+  auto t0 = Clock::now();
+  hash_tensors(refs);
+  local.hash_seconds = seconds_since(t0);
+
+  t0 = Clock::now();
+  auto extents = h5::write_structure(tmp_path, *root);
+  local.structure_seconds = seconds_since(t0);
+  Result<Filled> filled =
+      extents.is_ok() ? fill_and_hash(env, tmp_path, *extents, &local) : extents.status();
+  if (!filled.is_ok()) {
+    // A full disk or an I/O error leaves nothing behind (a crash leaves the .tmp, which
+    // retention and the next save of this step clean up).
+    if (env->exists(tmp_path)) (void)env->remove_file(tmp_path);
+    return filled.status();
+  }
+
+  t0 = Clock::now();
+  Manifest m;
+  m.file = name;
+  m.file_bytes = filled->file_bytes;
+  m.file_xxh3 = filled->file_xxh3;
+  m.step = step;
+  m.rank = rank;
+  m.world_size = world_size;
+  m.attrs_xxh3 = attrs_digest(*root);
+  for (const auto& e : *extents) {
+    const Tensor& t = *e.tensor;
+    m.tensors.push_back({e.path, t.dtype, t.shape, e.offset, t.nbytes, t.xxh3});
+  }
+  CKPT_RETURN_IF_ERROR(env->rename(tmp_path, final_path));
+  const std::string manifest = encode_manifest(m);
+  CKPT_RETURN_IF_ERROR(env->write_atomic(path_join(step_dir, rank_manifest_name(rank)), manifest));
+  local.manifest_seconds = seconds_since(t0);
+  local.file_bytes = filled->file_bytes;
+  local.file_xxh3 = filled->file_xxh3;
+  local.manifest_bytes = manifest.size();
+  local.manifest_xxh3 = xxh3_64(manifest.data(), manifest.size());
+  local.tensors = m.tensors.size();
+  for (const auto& e : m.tensors) local.tensor_bytes += e.nbytes;
+  if (stats != nullptr) *stats = local;
+  return m;
+}
+
+}  // namespace ckpt::store
