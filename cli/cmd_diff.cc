@@ -1,6 +1,6 @@
-// `ckpt diff A B [--json]`: two checkpoints of any format audit reads, side by side (component
-// statuses, counters, LRs, hyperparameters, model tensors, config/environment digests). Exit 0
-// when nothing differs, 2 when something does, 64/65/66 as audit. Documented in docs/cli.md.
+// `ckpt diff A B [--deep] [--json]`: two checkpoints of any format audit reads, side by side
+// (component statuses, counters, LRs, hyperparameters, model tensors, config/environment digests).
+// Exit 0 when nothing differs, 2 when something does, 64/65/66 as audit. Documented in docs/cli.md.
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
@@ -15,10 +15,11 @@ namespace ckpt::cli {
 struct DiffCliOptions {
   std::string a, b;
   bool json = false;
+  bool deep = false;
 };
 
 int run_diff(const DiffCliOptions& o) {
-  auto d = verify::diff_paths(o.a, o.b);
+  auto d = verify::diff_paths(o.a, o.b, o.deep);
   if (!d.is_ok()) {
     std::cerr << "ckpt diff: " << d.status().to_string() << "\n";
     return exit_code_for(d.status());
@@ -39,6 +40,8 @@ Runner setup_diff(CLI::App& root, CLI::App*& sub) {
   sub->add_option("A", opts->a, "first checkpoint file or folder")->required();
   sub->add_option("B", opts->b, "second checkpoint file or folder")->required();
   sub->add_flag("--json", opts->json, "print one JSON object");
+  sub->add_flag("--deep", opts->deep,
+                "also read the model tensors' bytes and compare values (max |a-b| per tensor)");
   sub->footer(kExitCodeHelp);
   return [opts] { return run_diff(*opts); };
 }

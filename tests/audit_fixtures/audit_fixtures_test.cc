@@ -77,10 +77,19 @@ RunResult run_audit(const std::vector<std::string>& args, const fs::path& path) 
   return r;
 }
 
+// fixtures/foreign/EXPECTED.json, plus the cases of every fixtures/foreign/<dir>/EXPECTED.json
+// (a format's own folder: megatron/), whose paths are relative to fixtures/foreign too.
 json load_expected() {
   const fs::path p = kFixtures / "EXPECTED.json";
   REQUIRE(fs::exists(p));
-  return json::parse(read_file(p));
+  json all = json::parse(read_file(p));
+  for (const auto& e : fs::directory_iterator(kFixtures)) {
+    const fs::path sub = e.path() / "EXPECTED.json";
+    if (!e.is_directory() || !fs::exists(sub)) continue;
+    const json more = json::parse(read_file(sub));
+    for (const auto& c : more.at("cases")) all["cases"].push_back(c);
+  }
+  return all;
 }
 
 // The report object has exactly the documented keys with the documented types.
@@ -274,9 +283,10 @@ TEST_CASE("invalid UTF-8 in pickle keys and file names never breaks --json", "[v
   fs::remove_all(dir, ec);
 }
 
-json diff_json(const fs::path& a, const fs::path& b, int* exit_code) {
-  const RunResult r =
-      run_ckpt("diff --json " + shell_quote(a.string()) + " " + shell_quote(b.string()));
+json diff_json(const fs::path& a, const fs::path& b, int* exit_code,
+               const std::string& flags = "") {
+  const RunResult r = run_ckpt("diff --json " + flags + " " + shell_quote(a.string()) + " " +
+                               shell_quote(b.string()));
   *exit_code = r.exit_code;
   INFO("stdout: " << r.out);
   json j = json::parse(r.out, nullptr, false);
@@ -359,6 +369,43 @@ TEST_CASE("ckpt diff compares two checkpoints of any format", "[verify]") {
   }
 }
 
+TEST_CASE("ckpt diff --deep compares the model tensors' values", "[verify]") {
+  int rc = -1;
+  SECTION("two saves of different runs: each changed tensor with its max abs difference") {
+    const fs::path a = kFixtures / "torch" / "complete.pt";
+    const fs::path b = kFixtures / "torch" / "inconsistent_optimizer.pt";
+    json shallow = diff_json(a, b, &rc);
+    CHECK(shallow["tensors"]["changed"].empty());  // same names, dtypes and shapes
+    json j = diff_json(a, b, &rc, "--deep");
+    CHECK(rc == 2);
+    REQUIRE(j["tensors"]["changed"].size() == 4);
+    for (const auto& t : j["tensors"]["changed"]) {
+      INFO(t.dump());
+      CHECK(t["a"] == t["b"]);
+      REQUIRE(t["max_abs_diff"].is_number());
+      CHECK(t["max_abs_diff"].get<double>() > 0);
+    }
+    CHECK(j["differences"].get<int>() == shallow["differences"].get<int>() + 4);
+  }
+  SECTION("a checkpoint against itself: every tensor equal by value") {
+    const fs::path a = kFixtures / "megatron" / "legacy_tp2";
+    json j = diff_json(a, a, &rc, "--deep");
+    CHECK(rc == 0);
+    CHECK(j["differences"] == 0);
+    const RunResult r =
+        run_ckpt("diff --deep " + shell_quote(a.string()) + " " + shell_quote(a.string()));
+    CHECK(r.out.find("17 model tensors (17 equal by value)") != std::string::npos);
+  }
+  SECTION("Megatron runs with the same seed and data: equal weights, other pieces saved") {
+    json j = diff_json(kFixtures / "megatron" / "legacy_noopt",
+                       kFixtures / "megatron" / "legacy_norng", &rc, "--deep");
+    CHECK(rc == 2);
+    CHECK(j["tensors"]["changed"].empty());
+    CHECK(j["components"]["optimizer"]["a"] == "missing");
+    CHECK(j["components"]["rng_cpu"]["b"] == "missing");
+  }
+}
+
 TEST_CASE("every fixture file is covered by a case of EXPECTED.json", "[verify]") {
   const json expected = load_expected();
   std::vector<fs::path> covered;
@@ -369,8 +416,10 @@ TEST_CASE("every fixture file is covered by a case of EXPECTED.json", "[verify]"
   for (const auto& e : fs::recursive_directory_iterator(kFixtures)) {
     if (!e.is_regular_file()) continue;
     const fs::path p = e.path();
-    if (p.parent_path() == kFixtures &&
-        (not_fixtures.count(p.filename().string()) || p.extension() == ".py"))
+    // Notes and generators beside the fixtures, at the top or in a format's own folder.
+    const bool beside = p.parent_path() == kFixtures || p.parent_path().parent_path() == kFixtures;
+    if (beside && (not_fixtures.count(p.filename().string()) || p.extension() == ".py" ||
+                   p.extension() == ".sh" || p.filename() == "VERSIONS"))
       continue;
     bool ok = false;
     for (const auto& c : covered) {

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <vector>
 
+#include "ckpt/store/journal.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
 #include "tests/common/test_util.h"
@@ -17,7 +18,7 @@ using testing::TempDir;
 using verify::AuditComponent;
 using verify::ComponentStatus;
 
-Status save(Env* env, const std::string& run, int64_t step) {
+Status save(Env* env, const std::string& run, int64_t step, bool with_optimizer = true) {
   static std::vector<float> w(64, 1.0f), m(64, 0.5f);
   Node root;
   root.attrs["step"] = step;
@@ -32,11 +33,16 @@ Status save(Env* env, const std::string& run, int64_t step) {
   ps.tensors["exp_avg_sq"] = Tensor::borrow(DType::kFloat32, {64}, m.data(), m.size() * 4);
   root.child("train").attrs["global_step"] = step;
   root.child("train").attrs["epoch"] = int64_t{0};
-  root.attrs["components"] = std::vector<std::string>{"model", "optimizer", "train"};
+  std::vector<std::string> components{"model", "optimizer", "train"};
+  if (!with_optimizer) {
+    root.children.erase("optimizer");
+    components = {"model", "train"};
+  }
+  root.attrs["components"] = components;
   const std::string dir = path_join(run, step_dir_name(step));
   CKPT_RETURN_IF_ERROR(env->make_dirs(dir));
   CKPT_RETURN_IF_ERROR(store::write_rank(env, dir, 0, step, 1, &root).status());
-  return store::commit(env, run, step, 1, {"model", "optimizer", "train"});
+  return store::commit(env, run, step, 1, components);
 }
 
 // Deletes a group with h5py, as a user would (Debian's python3-h5py, which CI has).
@@ -89,6 +95,41 @@ TEST_CASE("a group deleted with h5py is audited per component, not refused", "[v
   REQUIRE(run.is_ok());
   CHECK(run->find(AuditComponent::kOptimizer)->status == ComponentStatus::kMissing);
   CHECK(has_finding(*run, "/optimizer has been missing since step 20"));
+}
+
+TEST_CASE("a run's history reaches back through the journal past retention", "[verify]") {
+  verify::register_ours_reader();
+  TempDir tmp;
+  Env* env = Env::posix();
+  // Steps 10 and 20 were saved and then removed by retention: only the journal remembers them.
+  // Step 10 had the optimizer, step 20 did not; the committed 30 and 40 lack it too.
+  {
+    auto journal = store::Journal::open(env, tmp.path());
+    REQUIRE(journal.is_ok());
+    REQUIRE((*journal)
+                ->append(store::JournalEventType::kSave,
+                         {{"step", 10}, {"components", {"model", "optimizer", "train"}}}, true)
+                .is_ok());
+    REQUIRE((*journal)
+                ->append(store::JournalEventType::kSave,
+                         {{"step", 20}, {"components", {"model", "train"}}}, true)
+                .is_ok());
+  }
+  for (int64_t s : {30, 40}) REQUIRE(save(env, tmp.path(), s, false).is_ok());
+  auto run = verify::audit_path(tmp.path(), {});
+  REQUIRE(run.is_ok());
+  std::string all;
+  for (const auto& f : run->findings) all += f.message + "\n";
+  INFO(all);
+  CHECK(run->find(AuditComponent::kOptimizer)->status == ComponentStatus::kMissing);
+  CHECK(has_finding(*run, "/optimizer has been missing since step 20 (journal.jsonl's save event"));
+
+  // Without the journal, nothing committed ever held an optimizer: no history to tell.
+  REQUIRE(env->remove_file(tmp.path() + "/journal.jsonl").is_ok());
+  auto bare = verify::audit_path(tmp.path(), {});
+  REQUIRE(bare.is_ok());
+  CHECK(bare->find(AuditComponent::kOptimizer)->status == ComponentStatus::kMissing);
+  CHECK_FALSE(has_finding(*bare, "/optimizer has been missing since"));
 }
 
 }  // namespace ckpt

@@ -345,7 +345,10 @@ class Detector {
     view_.rng_cpu.numpy = true;
     extra_rng_note(" (+ numpy MT19937 state at " + path + ")");
   }
-  void extra_rng_note(const std::string& s) { view_.rng_cpu.evidence += s; }
+  // Once per checkpoint: every rank file of a multi-process save holds the same kinds.
+  void extra_rng_note(const std::string& s) {
+    if (view_.rng_cpu.evidence.find(s) == std::string::npos) view_.rng_cpu.evidence += s;
+  }
   void note_cuda_rng(const Value& list, const std::string& path) {
     RngCudaPart& r = view_.rng_cuda;
     if (r.found) return;
@@ -375,6 +378,7 @@ class Detector {
     for (const auto& [k, x] : d.entries) {
       if (x->kind != Kind::kTensor) continue;
       m.tensors.push_back(tensor_info(*x->tensor, key_text(k), ctx_.source));
+      if (ctx_.values) m.tensors.back().values = ctx_.values(*x->tensor);
       if (shown++ < 4)
         o << (shown == 1 ? " (" : ", ") << key_text(k) << " " << shape_str(x->tensor->shape);
     }

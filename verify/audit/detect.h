@@ -30,9 +30,13 @@ namespace ckpt::verify {
 // because only they know where tensor bytes live; a few bytes per call.
 using ScalarResolver = std::function<std::optional<double>(const TensorRecord&)>;
 
+// The bytes of a model tensor (TensorInfo::values), or null; set only when they are wanted.
+using ValuesReader = std::function<std::shared_ptr<const std::string>(const TensorRecord&)>;
+
 struct DetectContext {
   std::string source;  // the file the tree came from ("optimizer.pt"), used in evidence
   ScalarResolver resolve;
+  ValuesReader values = nullptr;  // a default: older aggregate initialisers stay valid
 };
 
 // Fills every part of `view` that is not found yet with what `root` holds; records tensor

@@ -1,7 +1,9 @@
 #include "verify/audit/diff.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <sstream>
 
@@ -106,7 +108,48 @@ bool same_lrs(const std::vector<double>& a, const std::vector<double>& b) {
   return true;
 }
 
-void diff_tensors(const CheckpointView& a, const CheckpointView& b, CheckpointDiff* d) {
+// One element as a double, for the dtypes checkpoints hold.
+std::optional<double> element(const std::string& dtype, const char* p) {
+  auto get = [p](auto x) {
+    std::memcpy(&x, p, sizeof x);
+    return static_cast<double>(x);
+  };
+  if (dtype == "float32") return get(float{});
+  if (dtype == "float64") return get(double{});
+  if (dtype == "float16") {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    const uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, frac = h & 0x3ff;
+    double v = exp == 0    ? std::ldexp(frac, -24)
+               : exp == 31 ? (frac ? std::nan("") : INFINITY)
+                           : std::ldexp(frac + 1024, static_cast<int>(exp) - 25);
+    return sign ? -v : v;
+  }
+  if (dtype == "bfloat16") {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    const uint32_t w = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &w, 4);
+    return f;
+  }
+  if (dtype == "int64") return get(int64_t{});
+  if (dtype == "int32") return get(int32_t{});
+  if (dtype == "int16") return get(int16_t{});
+  if (dtype == "int8") return get(int8_t{});
+  if (dtype == "uint8" || dtype == "bool") return get(uint8_t{});
+  return std::nullopt;
+}
+
+size_t element_size(const std::string& dtype) {
+  if (dtype == "float64" || dtype == "int64") return 8;
+  if (dtype == "float32" || dtype == "int32") return 4;
+  if (dtype == "float16" || dtype == "bfloat16" || dtype == "int16") return 2;
+  if (dtype == "int8" || dtype == "uint8" || dtype == "bool") return 1;
+  return 0;
+}
+
+void diff_tensors(const CheckpointView& a, const CheckpointView& b, bool deep, CheckpointDiff* d) {
   std::map<std::string, const TensorInfo*> ta, tb;
   for (const auto& t : a.model.tensors) ta[t.name] = &t;
   for (const auto& t : b.model.tensors) tb[t.name] = &t;
@@ -115,9 +158,18 @@ void diff_tensors(const CheckpointView& a, const CheckpointView& b, CheckpointDi
     if (it == tb.end()) {
       d->only_a.push_back(n);
     } else if (t->dtype != it->second->dtype || t->shape != it->second->shape) {
-      d->changed.push_back({n, tensor_text(*t), tensor_text(*it->second)});
+      d->changed.push_back({n, tensor_text(*t), tensor_text(*it->second), std::nullopt});
+    } else if (deep && t->values && it->second->values) {
+      if (*t->values == *it->second->values) {
+        ++d->tensors_same;
+        ++d->tensors_by_value;
+      } else {
+        d->changed.push_back({n, tensor_text(*t), tensor_text(*it->second),
+                              max_abs_difference(t->dtype, *t->values, *it->second->values)});
+      }
     } else {
       ++d->tensors_same;
+      if (deep) ++d->tensors_unread;
     }
   }
   for (const auto& [n, t] : tb) {
@@ -143,6 +195,22 @@ nlohmann::json counters_json(const DiffCounters& c) {
 }
 
 }  // namespace
+
+std::optional<double> max_abs_difference(const std::string& dtype, const std::string& a,
+                                         const std::string& b) {
+  const size_t es = element_size(dtype);
+  if (es == 0 || a.size() != b.size() || a.size() % es != 0) return std::nullopt;
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); i += es) {
+    auto x = element(dtype, a.data() + i), y = element(dtype, b.data() + i);
+    if (!x || !y) return std::nullopt;
+    if (std::isnan(*x) != std::isnan(*y)) return std::nan("");
+    if (std::isnan(*x)) continue;
+    const double diff = *x == *y ? 0.0 : std::fabs(*x - *y);  // equal infinities: 0
+    if (diff > worst || std::isnan(diff)) worst = diff;
+  }
+  return worst;
+}
 
 CheckpointDiff diff_views(const CheckpointView& a, const CheckpointView& b) {
   CheckpointDiff d;
@@ -173,7 +241,11 @@ CheckpointDiff diff_views(const CheckpointView& a, const CheckpointView& b) {
       ++d.differences;
     }
   }
-  diff_tensors(a, b, &d);
+  d.deep = std::any_of(a.model.tensors.begin(), a.model.tensors.end(),
+                       [](const TensorInfo& t) { return t.values != nullptr; }) ||
+           std::any_of(b.model.tensors.begin(), b.model.tensors.end(),
+                       [](const TensorInfo& t) { return t.values != nullptr; });
+  diff_tensors(a, b, d.deep, &d);
   d.differences += static_cast<int>(d.only_a.size() + d.only_b.size() + d.changed.size());
   d.config = {a.config_digest, b.config_digest};
   d.environment = {a.environment_digest, b.environment_digest};
@@ -182,12 +254,15 @@ CheckpointDiff diff_views(const CheckpointView& a, const CheckpointView& b) {
   return d;
 }
 
-Result<CheckpointDiff> diff_paths(const std::string& a, const std::string& b) {
+Result<CheckpointDiff> diff_paths(const std::string& a, const std::string& b, bool deep) {
   ReadOptions ro;
   ro.inspect = false;
+  ro.tensor_values = deep;
   CKPT_ASSIGN_OR_RETURN(CheckpointView va, read_checkpoint(a, ro));
   CKPT_ASSIGN_OR_RETURN(CheckpointView vb, read_checkpoint(b, ro));
-  return diff_views(va, vb);
+  CheckpointDiff d = diff_views(va, vb);
+  d.deep = deep;
+  return d;
 }
 
 nlohmann::json diff_to_json(const CheckpointDiff& d) {
@@ -201,7 +276,15 @@ nlohmann::json diff_to_json(const CheckpointDiff& d) {
                      {"b", h.b.empty() ? nlohmann::json(nullptr) : nlohmann::json(h.b)}});
   }
   nlohmann::json changed = nlohmann::json::array();
-  for (const auto& t : d.changed) changed.push_back({{"name", t.name}, {"a", t.a}, {"b", t.b}});
+  for (const auto& t : d.changed) {
+    nlohmann::json c = {{"name", t.name}, {"a", t.a}, {"b", t.b}};
+    if (t.a == t.b) {  // --deep: the values differ
+      c["max_abs_diff"] = t.max_abs_diff && !std::isnan(*t.max_abs_diff)
+                              ? nlohmann::json(*t.max_abs_diff)
+                              : nlohmann::json(nullptr);
+    }
+    changed.push_back(c);
+  }
   return {
       {"a", d.a},
       {"b", d.b},
@@ -268,8 +351,25 @@ std::string diff_to_text(const CheckpointDiff& d) {
     same.push_back(std::to_string(d.hyperparameters_same) + " hyperparameters");
   for (const auto& n : d.only_a) rows.push_back({"tensor " + n, "present", "-"});
   for (const auto& n : d.only_b) rows.push_back({"tensor " + n, "-", "present"});
-  for (const auto& t : d.changed) rows.push_back({"tensor " + t.name, t.a, t.b});
-  if (d.tensors_same > 0) same.push_back(std::to_string(d.tensors_same) + " model tensors");
+  for (const auto& t : d.changed) {
+    if (t.a != t.b) {
+      rows.push_back({"tensor " + t.name, t.a, t.b});
+    } else {
+      rows.push_back(
+          {"tensor " + t.name + " values", t.a,
+           t.b + (t.max_abs_diff ? ", max |a-b| " + fmt(*t.max_abs_diff) : ", bytes differ")});
+    }
+  }
+  if (d.tensors_same > 0) {
+    std::string s = std::to_string(d.tensors_same) + " model tensors";
+    if (d.deep) {
+      s += " (" + std::to_string(d.tensors_by_value) + " equal by value";
+      if (d.tensors_unread > 0)
+        s += ", " + std::to_string(d.tensors_unread) + " by dtype and shape only: no bytes read";
+      s += ")";
+    }
+    same.push_back(s);
+  }
   for (const auto& [what, dg] :
        {std::pair<const char*, CheckpointDiff::Digest>{"config digest", d.config},
         {"environment digest", d.environment}}) {

@@ -29,6 +29,9 @@ struct DiffCounters {
 struct DiffTensor {
   std::string name;
   std::string a, b;  // "float32 [8,4]"
+  // --deep: same dtype and shape, other bytes; the largest |a - b| over the elements (NaN when
+  // one side holds a NaN where the other does not; integer and bool dtypes as numbers).
+  std::optional<double> max_abs_diff;
 };
 
 struct CheckpointDiff {
@@ -47,8 +50,11 @@ struct CheckpointDiff {
   std::vector<Hyper> hyperparameters;  // the ones that differ
   size_t hyperparameters_same = 0;
   std::vector<std::string> only_a, only_b;  // model tensors on one side only
-  std::vector<DiffTensor> changed;          // same name, other dtype or shape
+  std::vector<DiffTensor> changed;          // same name, other dtype or shape (or bytes: --deep)
   size_t tensors_same = 0;
+  bool deep = false;            // tensor values were compared
+  size_t tensors_by_value = 0;  // --deep: equal tensors whose bytes both sides provided
+  size_t tensors_unread = 0;    // --deep: equal metadata, but a side has no bytes to compare
   struct Digest {
     std::optional<std::string> a, b;
   };
@@ -62,8 +68,14 @@ struct CheckpointDiff {
 CheckpointDiff diff_views(const CheckpointView& a, const CheckpointView& b);
 
 // Reads both paths (errors as audit_path: NotFound/IoError, Corrupt/Unsupported, naming the
-// path) and diffs them.
-Result<CheckpointDiff> diff_paths(const std::string& a, const std::string& b);
+// path) and diffs them. `deep`: also read every model tensor's bytes and compare the values
+// (formats whose readers provide them: torch.save files and the folders made of them).
+Result<CheckpointDiff> diff_paths(const std::string& a, const std::string& b, bool deep = false);
+
+// --deep: the largest |a - b| over the elements of two byte-strings of one dtype and length;
+// nullopt for a dtype it cannot read as numbers (then only "the bytes differ" is known).
+std::optional<double> max_abs_difference(const std::string& dtype, const std::string& a,
+                                         const std::string& b);
 
 // The documented --json object (docs/cli.md, "ckpt diff").
 nlohmann::json diff_to_json(const CheckpointDiff& d);

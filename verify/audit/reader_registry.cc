@@ -32,6 +32,7 @@ void add_builtins_once() {
     builtins.push_back(make_hf_folder_reader());
     builtins.push_back(make_dcp_reader());
     builtins.push_back(make_deepspeed_reader());
+    builtins.push_back(make_megatron_reader());
     std::lock_guard<std::mutex> lock(table_mutex());
     auto& t = table();
     t.insert(t.begin(), std::make_move_iterator(builtins.begin()),
@@ -74,9 +75,10 @@ Result<CheckpointView> read_checkpoint(const std::string& path, const ReadOption
     }
   }
   if (best == nullptr) {
-    return corrupt(path +
-                   ": not a checkpoint: no reader recognises it (expected a torch.save file, "
-                   "safetensors, an HF/Accelerate folder, a DCP folder or a ckpt run)");
+    return corrupt(
+        path +
+        ": not a checkpoint: no reader recognises it (expected a torch.save file, "
+        "safetensors, an HF/Accelerate folder, a DCP, DeepSpeed or Megatron folder or a ckpt run)");
   }
   return best->read(path, options);
 }

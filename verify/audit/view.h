@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -29,6 +30,9 @@ struct TensorInfo {
   std::string file;    // file that holds the bytes
   std::string record;  // zip record / dataset / storage key ("archive/data/0")
   uint64_t nbytes = 0;
+  // The elements in row-major order, when asked for (ReadOptions::tensor_values) and the format
+  // lets the reader take them without copying views apart; null otherwise.
+  std::shared_ptr<const std::string> values = nullptr;
 };
 
 // One node of `ckpt inspect`: a key, its kind and a one-line summary; tensors add dtype/shape.
@@ -158,6 +162,9 @@ struct ReadOptions {
   bool deep = false;      // read tensor bytes: CRC-32, NaN/Inf, all-zero moments, hashes
   bool progress = false;  // draw a progress bar on stderr while reading bytes (--deep)
   bool inspect = true;    // build `contents`
+  // Keep every model tensor's bytes in the view (TensorInfo::values): ckpt diff --deep compares
+  // them. Holds the whole model in memory.
+  bool tensor_values = false;
 };
 
 }  // namespace ckpt::verify

@@ -13,5 +13,6 @@ std::unique_ptr<FormatReader> make_safetensors_reader();  // *.safetensors
 std::unique_ptr<FormatReader> make_hf_folder_reader();    // HF Trainer checkpoint-N/, Accelerate
 std::unique_ptr<FormatReader> make_dcp_reader();          // torch.distributed.checkpoint folders
 std::unique_ptr<FormatReader> make_deepspeed_reader();    // DeepSpeed save_checkpoint folders
+std::unique_ptr<FormatReader> make_megatron_reader();     // Megatron-LM iter_N/ and torch_dist
 
 }  // namespace ckpt::verify

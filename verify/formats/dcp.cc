@@ -97,8 +97,8 @@ StorageIndex index_storage(const Value* storage) {
 // state_dict entry tensor_leaf or blob_leaf and place, then finish.
 class DcpFolder {
  public:
-  DcpFolder(const std::string& path, CheckpointView* view)
-      : path_(path), mpath_(path + "/.metadata"), view_(*view) {
+  DcpFolder(const std::string& path, const DcpLayout& layout, CheckpointView* view)
+      : path_(path), mpath_(path + "/.metadata"), layout_(layout), view_(*view) {
     root_ = synth_.make(Kind::kDict);
     mine_.insert(root_);
   }
@@ -174,7 +174,10 @@ class DcpFolder {
   Status place(const std::string& fqn, Value* leaf) {
     std::vector<std::string> parts;
     const Value* pp = planner_ != nullptr ? planner_->get(fqn) : nullptr;
-    if (pp != nullptr && (pp->kind == Kind::kTuple || pp->kind == Kind::kList)) {
+    if (layout_.path_of) parts = layout_.path_of(fqn);
+    if (!parts.empty()) {
+      // the framework's own layout
+    } else if (pp != nullptr && (pp->kind == Kind::kTuple || pp->kind == Kind::kList)) {
       for (const Value* x : pp->items)
         parts.push_back(x->kind == Kind::kStr ? x->s : std::to_string(x->i));
     } else {
@@ -206,11 +209,13 @@ class DcpFolder {
 
   // Detection over the rebuilt state dict, and the inspect tree.
   void finish(const ReadOptions& options) {
+    if (layout_.common != nullptr) merge(root_, *layout_.common, 0);
     unflatten_optimizer();
     lists_from_int_keys(mine_, root_, "", 0);
     decode_pickled_bytes(root_, 0);
     DetectContext ctx{"dcp", [this](const TensorRecord& t) { return read_scalar(t); }};
     detect_components(*root_, ctx, &view_);
+    if (layout_.after_detect) layout_.after_detect(*root_, &view_);
     view_.devices_known = false;  // DCP records no devices
     if (options.inspect) {
       size_t budget = 200000;
@@ -237,6 +242,27 @@ class DcpFolder {
       if (k->kind == Kind::kStr && k->s == key) return const_cast<Value*>(v);
     }
     return nullptr;
+  }
+
+  // Adds `from`'s entries to `into` (a dict this reader made): dicts merge key by key (copied
+  // into a new dict of ours when `into` holds none), other values are added where the key is new.
+  void merge(Value* into, const Value& from, int depth) {
+    if (from.kind != Kind::kDict || depth > kMaxPathParts) return;
+    for (const auto& [k, v] : from.entries) {
+      if (k->kind != Kind::kStr) continue;
+      Value* mine = entry(into, k->s);
+      if (mine == nullptr) {
+        if (v->kind == Kind::kDict) {
+          Value* d = dict();
+          into->entries.emplace_back(str(k->s), d);
+          merge(d, *v, depth + 1);
+        } else {
+          into->entries.emplace_back(str(k->s), v);
+        }
+      } else if (mine->kind == Kind::kDict && mine_.count(mine) != 0) {
+        merge(mine, *v, depth + 1);
+      }
+    }
   }
 
   // torchtitan and OLMo-core save the optimizer flattened (flatten_optimizer_state_dict=True):
@@ -419,6 +445,7 @@ class DcpFolder {
   }
 
   const std::string path_, mpath_;
+  const DcpLayout layout_;  // a copy: open_dcp_tree keeps the folder past the caller's layout
   CheckpointView& view_;
   std::unique_ptr<PickleDoc> doc_;
   StorageIndex where_;
@@ -433,7 +460,7 @@ class DcpFolder {
   uint64_t bytes_read_ = 0;
 };
 
-// Every state_dict entry of the folder into `folder` (DcpReader::read and open_dcp_tree).
+// Every state_dict entry of the folder into `folder` (read_dcp_folder and open_dcp_tree).
 Status read_entries(const Value* sdm, DcpFolder* folder) {
   for (const auto& [k, v] : sdm->entries) {
     if (k->kind != Kind::kStr) continue;
@@ -459,15 +486,21 @@ class DcpReader : public FormatReader {
     view.format = "dcp";
     view.contents.name = path;
     view.contents.kind = "dir";
-    DcpFolder folder(path, &view);
-    CKPT_ASSIGN_OR_RETURN(const Value* sdm, folder.load_metadata());
-    CKPT_RETURN_IF_ERROR(read_entries(sdm, &folder));
-    folder.finish(options);
+    CKPT_RETURN_IF_ERROR(read_dcp_folder(path, options, DcpLayout{}, &view));
     return view;
   }
 };
 
 }  // namespace
+
+Status read_dcp_folder(const std::string& path, const ReadOptions& options, const DcpLayout& layout,
+                       CheckpointView* view) {
+  DcpFolder folder(path, layout, view);
+  CKPT_ASSIGN_OR_RETURN(const Value* sdm, folder.load_metadata());
+  CKPT_RETURN_IF_ERROR(read_entries(sdm, &folder));
+  folder.finish(options);
+  return Status::ok();
+}
 
 std::unique_ptr<FormatReader> make_dcp_reader() { return std::make_unique<DcpReader>(); }
 
@@ -477,7 +510,7 @@ Result<DcpTree> open_dcp_tree(const std::string& path) {
     std::unique_ptr<DcpFolder> folder;
   };
   auto owner = std::make_shared<Owner>();
-  owner->folder = std::make_unique<DcpFolder>(path, &owner->view);
+  owner->folder = std::make_unique<DcpFolder>(path, DcpLayout{}, &owner->view);
   CKPT_ASSIGN_OR_RETURN(const Value* sdm, owner->folder->load_metadata());
   CKPT_RETURN_IF_ERROR(read_entries(sdm, owner->folder.get()));
   ReadOptions quiet;

@@ -92,11 +92,23 @@ class DeepSpeedReader : public FormatReader {
       keep.push_back(std::move(tf));
     }
     note_zero3_placeholders(dir, &view);
+    note_bf16(dir, &view);
     view.bytes_read = bytes;
     return view;
   }
 
  private:
+  // bf16 runs (DeepSpeed's BF16_Optimizer / bf16 ZeRO) name the optimizer files bf16_...: the
+  // module holds bf16 weights, the fp32 master copy is in those files.
+  static void note_bf16(const std::string& dir, CheckpointView* view) {
+    int files = 0;
+    for (const auto& n : Env::posix()->list_dir_or_empty(dir))
+      files += n.rfind("bf16_zero_pp_rank_", 0) == 0 && ends_with(n, "_optim_states.pt");
+    if (files == 0 || !view->optimizer.found) return;
+    view->optimizer.evidence += "; bf16 run: the fp32 master weights are in " +
+                                std::to_string(files) + " bf16_zero_pp_rank_*_optim_states.pt";
+  }
+
   // ZeRO-3 saves the module as empty placeholders: the weights are the fp32 partitions in the
   // optimizer files (DeepSpeed's zero_to_fp32.py rebuilds a state_dict from them).
   static void note_zero3_placeholders(const std::string& dir, CheckpointView* view) {

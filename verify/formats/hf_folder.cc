@@ -198,9 +198,48 @@ class HfFolderReader : public FormatReader {
     }
   }
 
+  // The Trainer writes rng_state.pth when world_size is 1 and rng_state_<process_index>.pth
+  // otherwise: the numbers must run 0..N-1, and a lone rng_state_0.pth means the other ranks'
+  // files are gone.
+  static void note_missing_rng_ranks(const std::vector<std::string>& ok,
+                                     const std::vector<std::string>& bad, CheckpointView* view) {
+    std::set<int> ranks;
+    for (const auto* list : {&ok, &bad}) {
+      for (const auto& n : *list) {
+        if (n.size() < 15 || n.compare(0, 10, "rng_state_") != 0 ||
+            n.compare(n.size() - 4, 4, ".pth") != 0)
+          continue;
+        const std::string digits = n.substr(10, n.size() - 14);
+        if (digits.empty() || digits.size() > 6 ||
+            digits.find_first_not_of("0123456789") != std::string::npos)
+          continue;
+        ranks.insert(std::stoi(digits));
+      }
+    }
+    if (ranks.empty()) return;
+    std::vector<int> missing;
+    for (int r = 0; r <= *ranks.rbegin(); ++r) {
+      if (ranks.count(r) == 0) missing.push_back(r);
+    }
+    std::string message;
+    if (!missing.empty()) {
+      message = "rng_state_" + std::to_string(missing.front()) + ".pth is missing (" +
+                std::to_string(missing.size()) + " of ranks 0.." + std::to_string(*ranks.rbegin()) +
+                "): that rank resumes with a fresh RNG";
+    } else if (ranks.size() == 1 && *ranks.begin() == 0) {
+      message =
+          "only rng_state_0.pth: the Trainer names it so only when world_size > 1 (rng_state.pth "
+          "otherwise), so the other ranks' rng_state_<rank>.pth are missing: those ranks resume "
+          "with fresh RNG";
+    }
+    if (!message.empty())
+      view->findings.push_back({Severity::kError, AuditComponent::kRngCpu, message, true});
+  }
+
   // Several processes each save rng_state_<rank>.pth: every one must hold a CPU generator state.
   static void note_rng_ranks(const std::vector<std::string>& ok,
                              const std::vector<std::string>& bad, CheckpointView* view) {
+    note_missing_rng_ranks(ok, bad, view);
     if (ok.size() + bad.size() < 2) return;
     std::string all;
     for (const auto& n : ok) all += (all.empty() ? "" : ", ") + n;

@@ -104,6 +104,11 @@ Result<uint64_t> add_safetensors_to_view(const std::string& path, const std::str
   std::string buf;
   for (const auto& t : h.tensors) {
     TensorInfo ti{t.name, t.dtype, t.shape, "", label, "", t.end - t.begin};
+    if (options.tensor_values && t.end - t.begin <= (uint64_t{1} << 32)) {
+      CKPT_ASSIGN_OR_RETURN(std::string bytes,
+                            file->read_string(h.data_start + t.begin, t.end - t.begin));
+      ti.values = std::make_shared<const std::string>(std::move(bytes));
+    }
     m.tensors.push_back(ti);
     std::ostringstream s;
     s << t.dtype << " [";

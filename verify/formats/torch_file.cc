@@ -219,6 +219,18 @@ std::optional<double> TorchFile::read_scalar(const TensorRecord& t) const {
   return std::nullopt;
 }
 
+std::shared_ptr<const std::string> TorchFile::read_elements(const TensorRecord& t,
+                                                            uint64_t cap) const {
+  int64_t expect = 1;  // row-major strides
+  for (size_t d = t.shape.size(); d-- > 0;) {
+    if (t.shape[d] != 1 && (d >= t.stride.size() || t.stride[d] != expect)) return nullptr;
+    expect *= t.shape[d];
+  }
+  auto bytes = read_bytes(t, cap);
+  if (!bytes) return nullptr;
+  return std::make_shared<const std::string>(std::move(*bytes));
+}
+
 void add_global_findings(const PickleDoc& doc, const std::string& label, CheckpointView* view) {
   std::set<std::string> said;
   for (const GlobalUse& u : doc.uses) {
@@ -243,7 +255,10 @@ void add_global_findings(const PickleDoc& doc, const std::string& label, Checkpo
 
 void add_torch_file_to_view(const TorchFile& tf, const std::string& label, CheckpointView* view,
                             const ReadOptions& options) {
-  DetectContext ctx{label, [&tf](const TensorRecord& t) { return tf.read_scalar(t); }};
+  DetectContext ctx{label, [&tf](const TensorRecord& t) { return tf.read_scalar(t); }, nullptr};
+  if (options.tensor_values) {
+    ctx.values = [&tf](const TensorRecord& t) { return tf.read_elements(t, uint64_t{1} << 32); };
+  }
   detect_components(*tf.doc->root, ctx, view);
   add_global_findings(*tf.doc, label, view);
   if (options.inspect) {

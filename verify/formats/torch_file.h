@@ -39,6 +39,8 @@ struct TorchFile {
   // `max_bytes`: a generator state, a small buffer. nullopt when the record is absent,
   // compressed, too large or out of range.
   std::optional<std::string> read_bytes(const TensorRecord& t, uint64_t max_bytes) const;
+  // read_bytes for a tensor whose strides are row-major (diff --deep): null for other views.
+  std::shared_ptr<const std::string> read_elements(const TensorRecord& t, uint64_t cap) const;
 };
 
 // Magic-byte classification of a file's first bytes: "zip", "legacy", "legacy-tar", "".

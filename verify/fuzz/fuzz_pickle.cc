@@ -1,10 +1,12 @@
-// libFuzzer: the non-executing unpickler, then detection and the inspect tree on what it built.
+// libFuzzer: the non-executing unpickler, then detection, Megatron's state mapping and per-rank
+// check, and the inspect tree on what it built.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "verify/audit/detect.h"
 #include "verify/audit/rules.h"
+#include "verify/formats/megatron_state.h"
 #include "verify/pickle/pickle_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -23,6 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!doc.is_ok()) return 0;
   CheckpointView view;
   detect_components(*(*doc)->root, DetectContext{"fuzz.pkl", nullptr}, &view);
+  add_megatron_state(*(*doc)->root, "fuzz.pkl", &view);
+  check_megatron_ranks({{"a", (*doc)->root, ""}, {"b", (*doc)->root, ""}}, &view);
   AuditReport r = apply_rules(view, {});
   size_t budget = 5000;
   InspectNode n = inspect_value(*(*doc)->root, "root", &budget);

@@ -17,6 +17,7 @@
 #include "ckpt/h5/rank_file.h"
 #include "ckpt/loader/resumable_sampler.h"
 #include "ckpt/loader/sampler_node.h"
+#include "ckpt/store/journal.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
 #include "verify/ours/torch_layout.h"
@@ -467,31 +468,57 @@ class OursReader : public FormatReader {
   }
 
   // A run directory's history: for each component not fine in the newest checkpoint, since which
-  // committed step it has been missing (the groups each committed rank file holds).
+  // step it has been missing. The committed checkpoints say what each rank file really holds;
+  // journal.jsonl's save events ({"step", "components"}) cover the steps whose checkpoints
+  // retention has removed since. A committed file wins over the journal for its step.
   static void note_history(Env* env, const std::string& run, int64_t rank, CheckpointView* view) {
     auto all = store::list_checkpoints(env, run);
     if (!all.is_ok()) return;
-    std::map<std::string, int64_t> since;  // group → first step of its trailing absence
-    std::set<std::string> seen_groups;
+    struct Saved {
+      std::set<std::string> groups;
+      bool from_journal = false;
+    };
+    std::map<int64_t, Saved> timeline;
+    if (auto journal = store::read_journal(env, run); journal.is_ok()) {
+      for (const auto& e : *journal) {
+        if (e.value("event", "") != "save" || !e.contains("step") ||
+            !e["step"].is_number_integer() || !e.contains("components") ||
+            !e["components"].is_array())
+          continue;
+        Saved s{{}, true};
+        for (const auto& c : e["components"])
+          if (c.is_string()) s.groups.insert(c.get<std::string>());
+        timeline[e["step"].get<int64_t>()] = s;
+      }
+    }
     for (const auto& e : *all) {
       if (!e.committed) continue;
       auto tree = h5::read_structure(path_join(e.dir, rank_file_name(rank)), nullptr);
       if (!tree.is_ok()) continue;
-      for (const auto& [g, child] : tree->children) seen_groups.insert(g);
+      Saved s;
+      for (const auto& [g, child] : tree->children) s.groups.insert(g);
+      timeline[e.step] = s;
+    }
+    std::map<std::string, std::pair<int64_t, bool>> since;  // group → (first step, from journal)
+    std::set<std::string> seen_groups;
+    for (const auto& [step, saved] : timeline) {
+      seen_groups.insert(saved.groups.begin(), saved.groups.end());
       for (const auto& g : seen_groups) {
-        if (tree->find_child(g) == nullptr) {
-          since.emplace(g, e.step);
+        if (saved.groups.count(g) == 0) {
+          since.emplace(g, std::make_pair(step, saved.from_journal));
         } else {
           since.erase(g);
         }
       }
     }
-    for (const auto& [g, step] : since) {
-      view->findings.push_back({Severity::kWarning, audited(g),
-                                "run history: /" + g + " has been missing since step " +
-                                    std::to_string(step) + " (committed checkpoints of " + run +
-                                    ")",
-                                false});
+    for (const auto& [g, first] : since) {
+      view->findings.push_back(
+          {Severity::kWarning, audited(g),
+           "run history: /" + g + " has been missing since step " + std::to_string(first.first) +
+               (first.second ? " (journal.jsonl's save event; that checkpoint is gone, removed by "
+                               "retention)"
+                             : " (committed checkpoints and journal.jsonl of " + run + ")"),
+           false});
     }
   }
 };

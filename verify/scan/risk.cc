@@ -235,7 +235,10 @@ const std::set<std::string>& framework_names() {
       "typing.Any", "numpy.random._pickle.__randomstate_ctor",
       "numpy.random._pickle.__generator_ctor", "numpy.random._pickle.__bit_generator_ctor",
       // A dataclass with a lower-case name, in DeepSpeed ZeRO optimizer states.
-      "deepspeed.utils.tensor_fragment.fragment_address"};
+      "deepspeed.utils.tensor_fragment.fragment_address",
+      // An IntEnum looked up by value (Signals(15)): Megatron-LM's args.exit_signal. The rest of
+      // the signal module stays dangerous.
+      "signal.Signals"};
   return k;
 }
 

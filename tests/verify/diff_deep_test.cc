@@ -1,0 +1,102 @@
+// `ckpt diff --deep` on views built in memory: value changes with their exact max |a - b|, per
+// dtype, and tensors compared by dtype and shape only when a side has no bytes.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "verify/audit/diff.h"
+
+namespace {
+
+using namespace ckpt::verify;
+
+template <typename T>
+std::string bytes_of(const std::vector<T>& v) {
+  std::string s(v.size() * sizeof(T), '\0');
+  std::memcpy(&s[0], v.data(), s.size());
+  return s;
+}
+
+TensorInfo tensor(const std::string& name, const std::string& dtype, std::vector<int64_t> shape,
+                  std::shared_ptr<const std::string> values) {
+  TensorInfo t;
+  t.name = name;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.values = std::move(values);
+  return t;
+}
+
+CheckpointView model_view(std::vector<TensorInfo> tensors) {
+  CheckpointView v;
+  v.path = "x";
+  v.format = "test";
+  v.model.found = true;
+  v.model.tensors = std::move(tensors);
+  return v;
+}
+
+TEST_CASE("max_abs_difference reads each dtype as numbers", "[verify]") {
+  CHECK(*max_abs_difference("float32", bytes_of<float>({1, 2, 3}), bytes_of<float>({1, 2.5f, 2})) ==
+        1.0);
+  CHECK(*max_abs_difference("float64", bytes_of<double>({1e-9, 0}), bytes_of<double>({0, 0})) ==
+        1e-9);
+  CHECK(*max_abs_difference("int64", bytes_of<int64_t>({5, -7}), bytes_of<int64_t>({5, 7})) == 14);
+  // bfloat16 1.0 = 0x3f80, 2.0 = 0x4000; float16 1.0 = 0x3c00, 0.5 = 0x3800.
+  CHECK(*max_abs_difference("bfloat16", bytes_of<uint16_t>({0x3f80}),
+                            bytes_of<uint16_t>({0x4000})) == 1.0);
+  CHECK(*max_abs_difference("float16", bytes_of<uint16_t>({0x3c00}),
+                            bytes_of<uint16_t>({0x3800})) == 0.5);
+  const float nan = std::nanf("");
+  CHECK(std::isnan(
+      *max_abs_difference("float32", bytes_of<float>({1, nan}), bytes_of<float>({1, 2}))));
+  CHECK(*max_abs_difference("float32", bytes_of<float>({nan, INFINITY}),
+                            bytes_of<float>({nan, INFINITY})) == 0);
+  CHECK_FALSE(max_abs_difference("complex64", std::string(8, '\0'), std::string(8, '\1')));
+  CHECK_FALSE(max_abs_difference("float32", std::string(8, '\0'), std::string(4, '\0')));
+}
+
+TEST_CASE("diff_views lists a value change only when both sides have the bytes", "[verify]") {
+  auto w_a = std::make_shared<const std::string>(bytes_of<float>({0.25f, -1.0f}));
+  auto w_b = std::make_shared<const std::string>(bytes_of<float>({0.25f, -1.75f}));
+  auto same = std::make_shared<const std::string>(bytes_of<float>({3, 4}));
+  CheckpointView a =
+      model_view({tensor("w", "float32", {2}, w_a), tensor("b", "float32", {2}, same),
+                  tensor("c", "float32", {2}, nullptr)});
+  CheckpointView b =
+      model_view({tensor("w", "float32", {2}, w_b), tensor("b", "float32", {2}, same),
+                  tensor("c", "float32", {2}, same)});
+  const CheckpointDiff d = diff_views(a, b);
+  CHECK(d.deep);
+  REQUIRE(d.changed.size() == 1);
+  CHECK(d.changed[0].name == "w");
+  CHECK(d.changed[0].a == "float32 [2]");
+  CHECK(d.changed[0].b == "float32 [2]");
+  REQUIRE(d.changed[0].max_abs_diff);
+  CHECK(*d.changed[0].max_abs_diff == 0.75);
+  CHECK(d.tensors_same == 2);
+  CHECK(d.tensors_by_value == 1);  // b
+  CHECK(d.tensors_unread == 1);    // c: no bytes on side A
+  const auto j = diff_to_json(d);
+  CHECK(j["tensors"]["changed"][0]["max_abs_diff"] == 0.75);
+  const std::string text = diff_to_text(d);
+  CHECK(text.find("tensor w values") != std::string::npos);
+  CHECK(text.find("max |a-b| 0.75") != std::string::npos);
+  CHECK(text.find("2 model tensors (1 equal by value, 1 by dtype and shape only") !=
+        std::string::npos);
+
+  // Without bytes on either side (no --deep), nothing is compared by value.
+  a.model.tensors[0].values = nullptr;
+  b.model.tensors[0].values = nullptr;
+  for (auto* v : {&a, &b})
+    for (auto& t : v->model.tensors) t.values = nullptr;
+  const CheckpointDiff shallow = diff_views(a, b);
+  CHECK_FALSE(shallow.deep);
+  CHECK(shallow.changed.empty());
+  CHECK(diff_to_json(shallow)["tensors"]["changed"].empty());
+}
+
+}  // namespace
