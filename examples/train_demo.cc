@@ -4,7 +4,8 @@
 // a fixed random "teacher"), shuffled by ckpt's resumable sampler, trained with AdamW under a
 // linear-warmup + cosine schedule. It saves every --save-every steps and resumes from the run
 // directory's latest checkpoint. --stop-at and --crash-at simulate preemption and crashes;
-// --omit leaves components out of its checkpoints to show what each one is for. The last line of
+// --omit leaves components out of its checkpoints to show what each one is for; --async-save
+// makes every save non-blocking (Checkpointer::save(step, {.blocking = false})). The last line of
 // stdout is `final_params_xxh3 <16 hex digits>`, XXH3-64 over every parameter's bytes in name
 // order: two runs agree on it exactly when they ended bit-identical.
 #include <torch/torch.h>
@@ -39,6 +40,7 @@ struct DemoOptions {
   int keep_last = 3;
   uint64_t seed = 7;
   std::string on_damaged = "refuse";
+  bool async_save = false;
 };
 
 constexpr int kCrashExit = 3;
@@ -210,16 +212,21 @@ int run(const DemoOptions& o) {
     const bool stop = done == o.stop_at;
     if (stop || done % o.save_every == 0 || done == o.steps) {
       auto phase = rec->phase(Phase::kCheckpoint);
-      if (auto s = ck.save(done); !s.is_ok()) return fail("save", s);
-      std::cout << "saved step " << done << "\n";
+      ckpt::SaveOptions how;
+      how.blocking = !o.async_save;
+      if (auto s = ck.save(done, how); !s.is_ok()) return fail("save", s);
+      std::cout << (o.async_save ? "saving step " : "saved step ") << done
+                << (o.async_save ? " in the background\n" : "\n");
     }
     if (stop) {
+      if (auto s = ck.wait(); !s.is_ok()) return fail("save", s);
       std::cout << "stopped at step " << done << " (preempted)\n";
       warn_if(rec->close(), "profile");
       std::cout << "final_params_xxh3 " << ckpt::hex64(demo::params_digest(*model)) << "\n";
       return 0;
     }
   }
+  if (auto s = ck.wait(); !s.is_ok()) return fail("save", s);
   warn_if(rec->close(), "profile");
   std::cout << "final_params_xxh3 " << ckpt::hex64(demo::params_digest(*model)) << "\n";
   return 0;
@@ -252,6 +259,9 @@ int main(int argc, char** argv) {
                  "When a checkpoint newer than every intact one has a damaged commit record: "
                  "refuse (exit 1, the default) or fallback to the newest intact one")
       ->check(CLI::IsMember({"refuse", "fallback"}));
+  app.add_flag("--async-save", o.async_save,
+               "Non-blocking saves: return after the snapshot, write and commit in the "
+               "background (waited for before --stop-at exits and at the end)");
   app.footer("The last stdout line is `final_params_xxh3 <16 hex digits>`.");
   try {
     app.parse(argc, argv);

@@ -4,7 +4,10 @@
 # without strace and check that it ends bit-identical (final_params_xxh3) to a run that was never
 # killed, and that `ckpt verify` passes on the run directory.
 #
-#   scripts/crash_harness.sh [BUILD_DIR] [MAX_POINTS_PER_SYSCALL (8)] [RANDOM_KILLS (10)]
+#   scripts/crash_harness.sh [BUILD_DIR] [MAX_POINTS_PER_SYSCALL (8)] [RANDOM_KILLS (10)] [FLAGS]
+#
+# FLAGS are added to every demo command line: `--async-save` runs the same kills against
+# non-blocking saves (strace -f follows the background thread; a kill takes the whole process).
 #
 # Prints one line per kill and a summary: kills tried, killed (the point was reached), resumed
 # bit-exact, failures. Exit 0 when every kill resumed bit-exact. Needs strace.
@@ -12,9 +15,10 @@ set -u
 build=${1:-build}
 max_points=${2:-8}
 random_kills=${3:-10}
+flags=${4:-}
 demo="$build/examples/ckpt-train-demo"
 ckpt="$build/cli/ckpt"
-args="--steps 60 --save-every 10 --keep-last 2"
+args="--steps 60 --save-every 10 --keep-last 2 $flags"
 syscalls="rename fdatasync fsync pwrite64 write unlink rmdir mkdir openat ftruncate flock fallocate"
 command -v strace >/dev/null || { echo "crash_harness: strace is not installed" >&2; exit 2; }
 [ -x "$demo" ] || { echo "crash_harness: $demo not built" >&2; exit 2; }

@@ -22,8 +22,14 @@ void quiet_errors() {
     // file whose close failed half way (disk full) — see rank_file_write.cc. Every file ckpt
     // opens is closed by its Handle, so the cleanup has nothing else to do.
     H5dont_atexit();
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   });
+  // Per thread: a thread-safe HDF5 keeps one error stack (and its auto-print) per thread, and
+  // a non-blocking save writes from a background thread.
+  thread_local bool quiet = false;
+  if (!quiet) {
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    quiet = true;
+  }
 }
 
 std::string error_stack() {

@@ -57,7 +57,7 @@ inline Handle type_handle(hid_t id) { return Handle(id, H5Tclose); }
 inline Handle attr_handle(hid_t id) { return Handle(id, H5Aclose); }
 inline Handle plist_handle(hid_t id) { return Handle(id, H5Pclose); }
 
-// Silences HDF5's automatic stderr printing once per process.
+// Silences HDF5's automatic stderr printing for the calling thread (HDF5 keeps it per thread).
 void quiet_errors();
 // The current HDF5 error stack as one line ("H5Dcreate2: unable to create dataset; ..."),
 // then clears it.

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <iostream>
 
 #include "ckpt/base/hash.h"
 #include "ckpt/format/manifest.h"
@@ -45,7 +46,20 @@ std::string environment_digest(std::string* env_json) {
 Checkpointer::Checkpointer(CheckpointerOptions options)
     : options_(std::move(options)), env_(options_.env ? options_.env : Env::posix()) {}
 
-Checkpointer::~Checkpointer() = default;
+// The destructor-time flush: a save in flight is finished (committed, or its failure journaled by
+// the job and reported here, the one place a destructor can say it).
+Checkpointer::~Checkpointer() {
+  if (saver_ == nullptr || !saver_->in_flight()) return;
+  const Status s = wait();
+  if (!s.is_ok()) std::cerr << "ckpt: " << s.to_string() << "\n";
+}
+
+Status Checkpointer::append_journal(store::JournalEventType type, nlohmann::json event,
+                                    bool durable) {
+  std::lock_guard<std::mutex> lock(journal_mu_);
+  if (!journal_) return Status::ok();
+  return journal_->append(type, std::move(event), durable);
+}
 
 Status Checkpointer::acquire_lock() {
   if (lock_ || options_.rank != 0) return Status::ok();
@@ -91,7 +105,7 @@ Status Checkpointer::log_start(const RestoreReport& restored, const nlohmann::js
   }
   info["omit"] = component_names(options_.omit);
   info["pid"] = static_cast<int64_t>(getpid());
-  return journal_->append(store::JournalEventType::kStart, info, true);
+  return append_journal(store::JournalEventType::kStart, info, true);
 }
 
 Status Checkpointer::log_progress(const ProgressEvent& e) {
@@ -101,7 +115,7 @@ Status Checkpointer::log_progress(const ProgressEvent& e) {
                       {"loss", e.loss},         {"epoch", e.epoch},
                       {"position", e.position}, {"samples", e.samples}};
   if (e.batch_digest != 0) j["batch_xxh3"] = hex64(e.batch_digest);
-  return journal_->append(store::JournalEventType::kProgress, j, false);
+  return append_journal(store::JournalEventType::kProgress, j, false);
 }
 
 Status Checkpointer::capture(Node* root, std::vector<std::string>* components) {
@@ -159,8 +173,7 @@ Status Checkpointer::capture(Node* root, std::vector<std::string>* components) {
   return Status::ok();
 }
 
-Status Checkpointer::save(int64_t step) {
-  const auto t0 = std::chrono::steady_clock::now();
+Status Checkpointer::check_save_options() const {
   if (options_.rank < 0 || options_.rank >= options_.world_size) {
     return invalid_argument("save: rank " + std::to_string(options_.rank) + " is not in [0, " +
                             std::to_string(options_.world_size) + ")");
@@ -172,25 +185,25 @@ Status Checkpointer::save(int64_t step) {
     return invalid_argument("save: world_size " + std::to_string(options_.world_size) +
                             " needs a barrier (CheckpointerOptions::barrier)");
   }
-  CKPT_RETURN_IF_ERROR(acquire_lock());
-  Node root;
-  std::vector<std::string> components;
-  CKPT_RETURN_IF_ERROR(capture(&root, &components));
-  root.attrs["format"] = std::string("ckpt");
-  root.attrs["format_version"] = int64_t{1};
-  root.attrs["producer"] = std::string("ckpt 0.1.0");
-  root.attrs["libtorch_version"] = torch_adapter::libtorch_version();
-  root.attrs["step"] = step;
-  root.attrs["rank"] = options_.rank;
-  root.attrs["world_size"] = options_.world_size;
-  root.attrs["components"] = components;
+  return Status::ok();
+}
 
+// Step 1 of the protocol: this rank's file, durable.
+Status Checkpointer::write_files(Node* root, int64_t step, uint64_t* file_bytes) {
   const std::string dir = path_join(options_.run_dir, step_dir_name(step));
   CKPT_RETURN_IF_ERROR(env_->make_dirs(dir));
   store::RankWriteStats stats;
   CKPT_RETURN_IF_ERROR(
-      store::write_rank(env_, dir, options_.rank, step, options_.world_size, &root, &stats)
+      store::write_rank(env_, dir, options_.rank, step, options_.world_size, root, &stats)
           .status());
+  *file_bytes = stats.file_bytes;
+  return Status::ok();
+}
+
+// Steps 2-5: barrier, commit (rank 0), barrier, retention; then `event` is journaled as the
+// save event (retention's refusals added).
+Status Checkpointer::commit_files(int64_t step, const std::vector<std::string>& components,
+                                  nlohmann::json event) {
   if (options_.world_size > 1) {
     CKPT_RETURN_IF_ERROR(options_.barrier().with_context("save barrier"));
   }
@@ -202,15 +215,111 @@ Status Checkpointer::save(int64_t step) {
   std::vector<std::string> kept;  // what retention refused to remove, and why
   CKPT_RETURN_IF_ERROR(store::apply_retention(env_, options_.run_dir, options_.keep_last,
                                               options_.keep_every, &kept));
-  CKPT_RETURN_IF_ERROR(open_journal());
+  if (!kept.empty()) event["retention_kept"] = kept;
+  return append_journal(store::JournalEventType::kSave, std::move(event), true);
+}
+
+// A background save that failed is journaled (durably, best effort: the journal may be what
+// failed) before its Status travels to the next save()/wait().
+Status Checkpointer::journal_failure(int64_t step, const Status& failed) {
+  nlohmann::json event = {
+      {"step", step}, {"blocking", false}, {"committed", false}, {"error", failed.to_string()}};
+  (void)append_journal(store::JournalEventType::kSave, std::move(event), true);
+  return failed;
+}
+
+Status Checkpointer::save(int64_t step, const SaveOptions& save_options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  CKPT_RETURN_IF_ERROR(check_save_options());
+  CKPT_RETURN_IF_ERROR(acquire_lock());
+  const bool had_in_flight = saver_ != nullptr && saver_->in_flight();
+  CKPT_RETURN_IF_ERROR(wait());  // at most one in flight; a failure of the last one is returned
+  const double waited =
+      had_in_flight ? std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
+                    : 0;
+  Node root;
+  std::vector<std::string> components;
+  CKPT_RETURN_IF_ERROR(capture(&root, &components));
+  root.attrs["format"] = std::string("ckpt");
+  root.attrs["format_version"] = int64_t{1};
+  root.attrs["producer"] = std::string("ckpt 0.1.0");
+  root.attrs["libtorch_version"] = torch_adapter::libtorch_version();
+  root.attrs["step"] = step;
+  root.attrs["rank"] = options_.rank;
+  root.attrs["world_size"] = options_.world_size;
+  root.attrs["components"] = components;
+  if (options_.rank == 0) CKPT_RETURN_IF_ERROR(open_journal());
+  if (!save_options.blocking) {
+    return save_in_background(step, std::move(root), std::move(components), t0, waited);
+  }
+  uint64_t file_bytes = 0;
+  CKPT_RETURN_IF_ERROR(write_files(&root, step, &file_bytes));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   nlohmann::json event = {{"step", step},
                           {"checkpoint", step_dir_name(step)},
                           {"components", components},
-                          {"bytes", stats.file_bytes},
+                          {"bytes", file_bytes},
                           {"seconds", secs}};
-  if (!kept.empty()) event["retention_kept"] = kept;
-  return journal_->append(store::JournalEventType::kSave, event, true);
+  return commit_files(step, components, std::move(event));
+}
+
+// Two journal events: "save" with the checkpoint's name now, on this thread, so it sits after
+// the progress events of the state it captured (what `ckpt coverage` pairs it with); and, when
+// the background work ends, "save" without a checkpoint name: committed true with bytes and
+// seconds, or false with the error.
+Status Checkpointer::save_in_background(int64_t step, Node root,
+                                        std::vector<std::string> components,
+                                        std::chrono::steady_clock::time_point t0, double waited) {
+  nlohmann::json taken = {{"step", step},
+                          {"checkpoint", step_dir_name(step)},
+                          {"components", components},
+                          {"blocking", false}};
+  if (waited > 0) taken["waited_for_previous_seconds"] = waited;
+  CKPT_RETURN_IF_ERROR(append_journal(store::JournalEventType::kSave, taken, false));
+  if (saver_ == nullptr) saver_ = std::make_unique<store::BackgroundSaver>();
+  const double capture_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - waited;
+  // Written by `write` on the background thread, read by `finish` after the saver joined it.
+  struct Outcome {
+    uint64_t file_bytes = 0;
+    double stall_seconds = 0;  // capture + snapshot: what the training loop waited
+  };
+  auto out = std::make_shared<Outcome>();
+  auto done_event = [=] {
+    return nlohmann::json{
+        {"step", step},
+        {"blocking", false},
+        {"committed", true},
+        {"bytes", out->file_bytes},
+        {"stall_seconds", out->stall_seconds},
+        {"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()}};
+  };
+  const bool commit_here = options_.world_size == 1;
+  store::BackgroundJob job;
+  job.label = "step " + std::to_string(step);
+  job.write = [=](Node* tree, const store::SubmitReport& report) -> Status {
+    out->stall_seconds = capture_seconds + report.snapshot_seconds;
+    Status s = write_files(tree, step, &out->file_bytes);
+    if (s.is_ok() && commit_here) s = commit_files(step, components, done_event());
+    return s.is_ok() ? s : journal_failure(step, s);
+  };
+  if (!commit_here) {  // world_size > 1: collectives stay on the training thread
+    job.finish = [=]() -> Status {
+      Status s = commit_files(step, components, done_event());
+      return s.is_ok() ? s : journal_failure(step, s);
+    };
+  }
+  Status s = saver_->submit(std::move(root), std::move(job));
+  return s.is_ok() ? s : journal_failure(step, s);
+}
+
+Status Checkpointer::wait() {
+  if (saver_ == nullptr) return Status::ok();
+  return saver_->wait();
+}
+
+store::BackgroundSaverStats Checkpointer::background_stats() const {
+  return saver_ != nullptr ? saver_->stats() : store::BackgroundSaverStats{};
 }
 
 // A damaged checkpoint newer than every intact one is refused (kRefuse) or stepped over and
@@ -246,7 +355,7 @@ Status Checkpointer::journal_restore(const RestoreReport& rep, const loader::Loa
                           {"restored", rep.components}, {"missing", rep.missing},
                           {"loader", loader},           {"note", rep.note}};
   if (!rep.skipped.empty()) event["skipped"] = rep.skipped;
-  return journal_->append(store::JournalEventType::kRestore, event, true);
+  return append_journal(store::JournalEventType::kRestore, event, true);
 }
 
 }  // namespace ckpt

@@ -15,6 +15,14 @@
 // Rank 0 is the run directory's one writer: its first call takes RUN/LOCK (store::lock_run_dir)
 // and holds it until the Checkpointer is destroyed or the process dies; while another process
 // holds it every call fails with "locked by pid P host H".
+// save(step, {.blocking = false}) returns after a snapshot of the captured tensors into memory
+// the Checkpointer owns (store::BackgroundSaver: one copy of the state, allocated once) and writes,
+// hashes, fsyncs and commits on one background thread; wait() returns its Status, and a failure
+// is never lost (the next save()/wait() returns it, the journal records it, the destructor waits
+// and reports it on stderr). With world_size > 1 the background thread only writes this rank's
+// file; the barriers and the commit run on the training thread at the next save(), wait() or
+// the destructor (docs/distributed.md, "Non-blocking saves with several ranks"). restore_latest()
+// waits for a save in flight first.
 // Not thread-safe: call from the training thread.
 // restore_latest() reads through the fast pipeline (resume::restore_rank) straight into the model's
 // parameters and the optimizer's state tensors, checks every tensor's hash and the commit record's
@@ -22,9 +30,11 @@
 // bitwise as before (docs/resume.md, "All or nothing").
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -33,6 +43,7 @@
 #include "ckpt/base/status.h"
 #include "ckpt/format/component.h"
 #include "ckpt/io/env.h"
+#include "ckpt/store/background_save.h"
 #include "ckpt/torch/extra_state.h"
 #include "ckpt/torch/rng_state.h"
 
@@ -51,7 +62,8 @@ struct LoaderCursor;
 }  // namespace ckpt::loader
 namespace ckpt::store {
 class Journal;
-}
+enum class JournalEventType;
+}  // namespace ckpt::store
 
 namespace ckpt {
 
@@ -128,6 +140,13 @@ struct ProgressEvent {
   uint64_t batch_digest = 0;  // digest of the batch's sample ids (0: not recorded)
 };
 
+struct SaveOptions {
+  // false: return after the snapshot (capture + one copy of the tensor bytes); the write, hash,
+  // fsync, commit, retention and journal run on the background thread. A save still in flight
+  // is waited for first either way (at most one in flight).
+  bool blocking = true;
+};
+
 class Checkpointer {
  public:
   explicit Checkpointer(CheckpointerOptions options);
@@ -146,7 +165,11 @@ class Checkpointer {
   // (e.g. the distributed setup); invalid_argument when it is not a JSON object.
   Status log_start(const RestoreReport& restored,
                    const nlohmann::json& extra = nlohmann::json::object());
-  Status save(int64_t step);
+  Status save(int64_t step, const SaveOptions& save_options = {});
+  // Blocks until the save in flight (if any) is committed and returns its Status; ok when none.
+  Status wait();
+  // The background saver's arena and counters (capacity stays put across saves of one state).
+  store::BackgroundSaverStats background_stats() const;
   Result<RestoreReport> restore_latest();
   // One journal line per step (see ProgressEvent), so LR, loss and sample order can be compared.
   Status log_progress(const ProgressEvent& e);
@@ -155,6 +178,14 @@ class Checkpointer {
 
  private:
   Status capture(Node* root, std::vector<std::string>* components);
+  Status check_save_options() const;
+  Status write_files(Node* root, int64_t step, uint64_t* file_bytes);
+  Status commit_files(int64_t step, const std::vector<std::string>& components,
+                      nlohmann::json event);
+  Status save_in_background(int64_t step, Node root, std::vector<std::string> components,
+                            std::chrono::steady_clock::time_point t0, double waited);
+  Status journal_failure(int64_t step, const Status& failed);
+  Status append_journal(store::JournalEventType type, nlohmann::json event, bool durable);
   Status open_journal();
   Status acquire_lock();
   Status check_damaged(RestoreReport* rep);
@@ -167,6 +198,9 @@ class Checkpointer {
   torch_adapter::ExtraRegistry extra_;
   std::unique_ptr<FileLock> lock_;  // declared first: released after the journal is closed
   std::unique_ptr<store::Journal> journal_;
+  std::mutex journal_mu_;  // the background thread journals its save's end
+  // Declared last: destroyed (its thread joined) before the journal and the lock.
+  std::unique_ptr<store::BackgroundSaver> saver_;
 };
 
 // Digest of the environment that can change a run's numbers: libtorch version, compiler, CUDA

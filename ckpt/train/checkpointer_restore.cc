@@ -186,6 +186,7 @@ void apply_counters(const Node& t, TrainCounters* counters) {
 
 Result<RestoreReport> Checkpointer::restore_latest() {
   RestoreReport rep;
+  CKPT_RETURN_IF_ERROR(wait());  // a save in flight is committed (or failed) first
   CKPT_RETURN_IF_ERROR(acquire_lock());
   CKPT_RETURN_IF_ERROR(check_damaged(&rep));
   auto latest = store::find_latest(env_, options_.run_dir);

@@ -53,6 +53,7 @@ struct DistDemoOptions {
   double slow_loader_ms = 0;
   int keep_last = 3;
   uint64_t seed = 7;
+  bool async_save = false;
 };
 
 constexpr int kCrashExit = 3;
@@ -283,15 +284,20 @@ int DistDemo::run() {
     const bool stop = done == o_.stop_at;
     if (stop || done % o_.save_every == 0 || done == o_.steps) {
       auto phase = rec->phase(Phase::kCheckpoint);
-      if (auto s = ck.save(done); !s.is_ok())
+      ckpt::SaveOptions how;
+      how.blocking = !o_.async_save;
+      if (auto s = ck.save(done, how); !s.is_ok())
         return fail("save at step " + std::to_string(done), s);
-      std::cout << "saved step " << done << "\n";
+      std::cout << (o_.async_save ? "saving step " : "saved step ") << done
+                << (o_.async_save ? " in the background\n" : "\n");
     }
     if (stop) {
       std::cout << "stopped at step " << done << " (preempted)\n";
       break;
     }
   }
+  // Every rank at the same point: the barriers and commit of a save in flight.
+  if (auto s = ck.wait(); !s.is_ok()) return fail("save", s);
   warn_if(rec->close(), "profile");
   return finish(group, model);
 }
@@ -328,6 +334,9 @@ int main(int argc, char** argv) {
                  "Sleep this many ms in every data fetch (a slow input pipeline)");
   app.add_option("--keep-last", o.keep_last, "Committed checkpoints to keep");
   app.add_option("--seed", o.seed, "Seed of the sampler and of the fresh-start RNG");
+  app.add_flag("--async-save", o.async_save,
+               "Non-blocking saves: each rank writes its file in the background; the barriers "
+               "and rank 0's commit run at the next save and at the end (docs/distributed.md)");
   app.footer(
       "The last stdout line is `final_params_xxh3 <16 hex digits>`; exit status 0 done, "
       "1 error (including a peer that died), 3 --crash-at, 64 usage.");

@@ -4,6 +4,7 @@ Python walks state_dict() trees and hands tensors to ckpt._core; the file format
 commit protocol, retention and the journal are the C++ core's (docs/python.md)."""
 import json
 import os
+import time
 
 import torch
 
@@ -47,7 +48,8 @@ class Checkpointer:
         self._objects = {}
         self._journal = None
         self._started = False
-        self._error = None
+        self._bg = None        # _core.BackgroundSaver, made on the first non-blocking save
+        self._pending = None   # (step, components, skipped) of the save in flight
         os.makedirs(self.run_dir, exist_ok=True)
         # One process writes a run (C++ store::lock_run_dir: RUN/LOCK, flock); rank 0 takes it.
         self._lock = _core.RunLock(self.run_dir) if self.rank == 0 else None
@@ -149,35 +151,90 @@ class Checkpointer:
         return root, names
 
     def save(self, step, blocking=True):
-        """Writes, commits and applies retention; returns when the checkpoint is committed.
-        blocking=False is accepted and currently runs blocking too (docs/python.md)."""
+        """blocking=True: writes, commits and applies retention; returns when committed.
+        blocking=False: returns after the snapshot (capture + one copy of every tensor's bytes
+        into memory the C++ core owns and reuses); the write, fsync, commit, retention and
+        journal run on a background thread. A save still in flight is waited for first either
+        way, and its failure is raised here (docs/python.md, "Non-blocking saves")."""
+        t0 = time.perf_counter()
+        waited = self._pending is not None
         self.wait()
+        t1 = time.perf_counter()
         self._check_names()
         keep, skipped = [], []
         root, names = self._capture(step, keep, skipped)
+        if not blocking:
+            return self._submit(int(step), root, names, skipped, t1,
+                                (t1 - t0) if waited else None)
         stats = _core.save_rank(self.run_dir, int(step), self.rank, self.world_size, root)
-        if self._barrier:
-            self._barrier()
+        self._commit(int(step), names)
         if self.rank == 0:
-            _core.commit(self.run_dir, int(step), self.world_size, names)
-        if self._barrier:
-            self._barrier()
-        if self.rank == 0:
-            _core.apply_retention(self.run_dir, self.keep_last, self.keep_every)
             self._event("save", True, step=int(step), checkpoint=os.path.basename(stats["dir"]),
                         components=names, bytes=stats["file_bytes"], skipped=skipped)
         return stats
 
+    def _commit(self, step, names):
+        """Steps 2-5 of the commit protocol, on the training thread: barrier, commit (rank 0),
+        barrier, retention."""
+        if self._barrier:
+            self._barrier()
+        if self.rank == 0:
+            _core.commit(self.run_dir, step, self.world_size, names)
+        if self._barrier:
+            self._barrier()
+        if self.rank == 0:
+            _core.apply_retention(self.run_dir, self.keep_last, self.keep_every)
+
+    def _submit(self, step, root, names, skipped, t_capture, waited):
+        # "save" with the checkpoint's name now, after the progress events of the state it
+        # holds (what `ckpt coverage` pairs it with); "save" with committed=true|false when the
+        # background work ends (the C++ job journals it; with world_size > 1, wait() does).
+        taken = dict(step=step, checkpoint=f"step-{step:012d}", components=names,
+                     skipped=skipped, blocking=False)
+        if waited is not None:
+            taken["waited_for_previous_seconds"] = waited
+        self._event("save", False, **taken)
+        if self._bg is None:
+            self._bg = _core.BackgroundSaver()
+        single = self.world_size == 1
+        journal = self._journal if (single and self.rank == 0) else None
+        info = self._bg.submit(self.run_dir, step, self.rank, self.world_size, root, names,
+                               single, self.keep_last, self.keep_every, journal,
+                               time.perf_counter() - t_capture)
+        self._pending = (step, names)
+        return info
+
     def wait(self):
-        """Waits for the in-flight save (none while saves are blocking); raises its error."""
-        if self._error is not None:
-            err, self._error = self._error, None
-            raise err
+        """Waits for the save in flight and returns what it did ({"step", "dir", "file_bytes",
+        "stall_seconds", "seconds"}; None when nothing was in flight). A failure in the
+        background is raised here as its ckpt.errors exception, once."""
+        if self._pending is None:
+            return None
+        step, names = self._pending
+        self._pending = None
+        if self.world_size == 1:
+            return self._bg.wait()  # the C++ job committed and journaled (or raises)
+        try:  # world_size > 1: collectives stay on this thread (docs/distributed.md)
+            done = self._bg.wait()
+            self._commit(step, names)
+        except Exception as e:
+            self._event("save", True, step=step, blocking=False, committed=False, error=str(e))
+            raise
+        self._event("save", True, step=step, blocking=False, committed=True,
+                    bytes=done["file_bytes"], stall_seconds=done["stall_seconds"],
+                    seconds=done["seconds"])
+        return done
+
+    def background_stats(self):
+        """The snapshot arena and counters of the non-blocking saves ({"arena_capacity",
+        "arena_used", "arena_allocations", "submitted", "failed"}); None before the first."""
+        return self._bg.stats() if self._bg is not None else None
 
     # --- restore --------------------------------------------------------------------------------
     def restore_latest(self):
         """Restores every tracked object from the newest committed checkpoint; a fresh start
         when there is none. Nothing live changes unless every tensor was read and verified."""
+        self.wait()  # a save in flight is committed (or raises) first
         self._check_names()
         rep = RestoreReport()
         latest = _core.find_latest(self.run_dir)
@@ -266,6 +323,8 @@ class Checkpointer:
 
     def __del__(self):
         try:
+            if getattr(self, "_bg", None) is not None:
+                self._bg = None  # the C++ destructor waits for the save in flight
             if getattr(self, "_lock", None) is not None:
                 self._lock.release()
         except Exception:  # noqa: BLE001 - interpreter shutdown

@@ -7,11 +7,18 @@
 // Restore: open_rank() returns the checked structure (attrs, and (dtype, shape, alias_of) for
 // every tensor) without reading tensor bytes; read_into() validates every destination against it
 // before any byte is read, then reads with store::read_rank's `place` straight into them.
+// Non-blocking save: BackgroundSaver.submit() turns the tree into a ckpt::Node, snapshots its
+// tensors into the store::BackgroundSaver's arena (GIL released) and returns; write_rank (and,
+// in a single process, commit, retention and the journal's "committed" event) run on its thread.
+// wait() (GIL released) raises the background failure.
 // Status errors become ckpt.errors exceptions (see status_to_python).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <chrono>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -20,6 +27,7 @@
 #include "ckpt/format/manifest.h"
 #include "ckpt/format/tree.h"
 #include "ckpt/io/env.h"
+#include "ckpt/store/background_save.h"
 #include "ckpt/store/journal.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
@@ -257,12 +265,22 @@ class PyLock {
   std::unique_ptr<FileLock> lock_;
 };
 
+// The journal, shared with a BackgroundSaver's thread (which appends its save's end).
+struct SharedJournal {
+  std::mutex mu;
+  std::unique_ptr<store::Journal> journal;
+  Status append(store::JournalEventType t, nlohmann::json j, bool durable) {
+    std::lock_guard<std::mutex> lock(mu);
+    return journal->append(t, std::move(j), durable);
+  }
+};
+
 class PyJournal {
  public:
-  explicit PyJournal(const std::string& run_dir) {
+  explicit PyJournal(const std::string& run_dir) : shared_(std::make_shared<SharedJournal>()) {
     auto j = store::Journal::open(Env::posix(), run_dir);
     if (!j.is_ok()) raise_status(j.status());
-    journal_ = std::move(*j);
+    shared_->journal = std::move(*j);
   }
   void append(const std::string& type, const std::string& json, bool durable) {
     auto t = store::journal_event_from_name(type);
@@ -270,11 +288,124 @@ class PyJournal {
     nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
     if (j.is_discarded() || !j.is_object())
       raise_status(invalid_argument("journal: event is not a JSON object"));
-    check(journal_->append(*t, std::move(j), durable));
+    check(shared_->append(*t, std::move(j), durable));
+  }
+  std::shared_ptr<SharedJournal> shared() const { return shared_; }
+
+ private:
+  std::shared_ptr<SharedJournal> shared_;
+};
+
+// What one background save left for wait() to report.
+struct SaveOutcome {
+  int64_t step = 0;
+  std::string dir;
+  uint64_t file_bytes = 0;
+  double stall_seconds = 0;
+  double seconds = 0;
+};
+
+class PyBackgroundSaver {
+ public:
+  // Returns {"stall_seconds", "snapshot_seconds", "snapshot_bytes", "waited_seconds", "dir"}.
+  // commit: this process commits, applies retention and journals (world_size 1); otherwise the
+  // caller runs the barrier and commit after wait() on its own thread.
+  py::dict submit(const std::string& run_dir, int64_t step, int64_t rank, int64_t world_size,
+                  const py::dict& tree, const std::vector<std::string>& components, bool commit,
+                  int keep_last, int64_t keep_every, PyJournal* journal, double capture_seconds) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Node root;
+    to_node("", tree, &root);
+    auto out = std::make_shared<SaveOutcome>();
+    out->step = step;
+    out->dir = step_dir(run_dir, step);
+    std::shared_ptr<SharedJournal> jr = journal != nullptr ? journal->shared() : nullptr;
+    auto elapsed = [t0, capture_seconds] {
+      return capture_seconds +
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    store::BackgroundJob job;
+    job.label = "step " + std::to_string(step);
+    job.write = [=](Node* tree, const store::SubmitReport& report) -> Status {
+      Env* env = Env::posix();
+      out->stall_seconds = capture_seconds + report.snapshot_seconds;
+      store::RankWriteStats stats;
+      Status s = env->make_dirs(out->dir);
+      if (s.is_ok())
+        s = store::write_rank(env, out->dir, rank, step, world_size, tree, &stats).status();
+      out->file_bytes = stats.file_bytes;
+      if (s.is_ok() && commit) s = store::commit(env, run_dir, step, world_size, components);
+      if (s.is_ok() && commit) s = store::apply_retention(env, run_dir, keep_last, keep_every);
+      out->seconds = elapsed();
+      if (jr == nullptr || !commit) return s;
+      if (!s.is_ok()) {  // journaled before it travels to wait(); best effort
+        (void)jr->append(
+            store::JournalEventType::kSave,
+            {{"step", step}, {"blocking", false}, {"committed", false}, {"error", s.to_string()}},
+            true);
+        return s;
+      }
+      return jr->append(store::JournalEventType::kSave,
+                        {{"step", step},
+                         {"blocking", false},
+                         {"committed", true},
+                         {"bytes", out->file_bytes},
+                         {"stall_seconds", out->stall_seconds},
+                         {"seconds", out->seconds}},
+                        true);
+    };
+    store::SubmitReport report;
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = saver_.submit(std::move(root), std::move(job), &report);
+    }
+    check(s);
+    last_ = out;
+    py::dict d;
+    d["dir"] = out->dir;
+    d["stall_seconds"] = capture_seconds + report.snapshot_seconds;  // waited_seconds apart
+    d["snapshot_seconds"] = report.snapshot_seconds;
+    d["snapshot_bytes"] = report.snapshot_bytes;
+    d["waited_seconds"] = report.waited_seconds;
+    return d;
+  }
+
+  // None when no save was in flight; else {"step", "dir", "file_bytes", "stall_seconds",
+  // "seconds"}. Raises the background failure (ckpt.errors).
+  py::object wait() {
+    if (!saver_.in_flight()) return py::none();
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = saver_.wait();
+    }
+    check(s);
+    py::dict d;
+    d["step"] = last_->step;
+    d["dir"] = last_->dir;
+    d["file_bytes"] = last_->file_bytes;
+    d["stall_seconds"] = last_->stall_seconds;
+    d["seconds"] = last_->seconds;
+    return std::move(d);
+  }
+
+  bool in_flight() const { return saver_.in_flight(); }
+
+  py::dict stats() const {
+    const store::BackgroundSaverStats st = saver_.stats();
+    py::dict d;
+    d["arena_capacity"] = st.arena_capacity;
+    d["arena_used"] = st.arena_used;
+    d["arena_allocations"] = st.arena_allocations;
+    d["submitted"] = st.submitted;
+    d["failed"] = st.failed;
+    return d;
   }
 
  private:
-  std::unique_ptr<store::Journal> journal_;
+  store::BackgroundSaver saver_;
+  std::shared_ptr<SaveOutcome> last_;
 };
 
 std::vector<std::string> read_journal(const std::string& run_dir) {
@@ -330,5 +461,15 @@ PYBIND11_MODULE(_core, m) {
   py::class_<PyJournal>(m, "Journal")
       .def(py::init<const std::string&>(), py::arg("run_dir"))
       .def("append", &PyJournal::append, py::arg("type"), py::arg("json"), py::arg("durable"));
+  // The destructor waits for the save in flight (without the GIL: the job never takes it).
+  py::class_<PyBackgroundSaver>(m, "BackgroundSaver")
+      .def(py::init<>())
+      .def("submit", &PyBackgroundSaver::submit, py::arg("run_dir"), py::arg("step"),
+           py::arg("rank"), py::arg("world_size"), py::arg("tree"), py::arg("components"),
+           py::arg("commit"), py::arg("keep_last"), py::arg("keep_every"), py::arg("journal"),
+           py::arg("capture_seconds") = 0.0)
+      .def("wait", &PyBackgroundSaver::wait)
+      .def("in_flight", &PyBackgroundSaver::in_flight)
+      .def("stats", &PyBackgroundSaver::stats);
   bind_sampler(m);
 }

@@ -1,5 +1,6 @@
 """One rank of a small DistributedDataParallel run (gloo on 127.0.0.1), for test_distributed.py.
-Usage: dist_train.py RUN_DIR STEPS STOP_AFTER PARAMS_OUT (env: RANK, WORLD_SIZE, MASTER_*)."""
+Usage: dist_train.py RUN_DIR STEPS STOP_AFTER PARAMS_OUT [async] (env: RANK, WORLD_SIZE,
+MASTER_*). "async": non-blocking saves (the barrier and commit run at the next save / close)."""
 import sys
 
 import torch
@@ -21,7 +22,7 @@ class Data(torch.utils.data.Dataset):
         return self.x[i] + 0.05 * torch.randn(8), self.y[i]
 
 
-def main(run_dir, steps, stop_after, params_out):
+def main(run_dir, steps, stop_after, params_out, blocking=True):
     dist.init_process_group("gloo")
     torch.manual_seed(0)
     model = nn.parallel.DistributedDataParallel(
@@ -40,7 +41,7 @@ def main(run_dir, steps, stop_after, params_out):
                 opt.step()
                 ck.log_progress(step, loss=loss.item())
                 if step % 5 == 0:
-                    ck.save(step)
+                    ck.save(step, blocking=blocking)
                 if step in (stop_after, steps):
                     break
             if step == stop_after:
@@ -52,4 +53,5 @@ def main(run_dir, steps, stop_after, params_out):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4],
+         blocking=sys.argv[5:] != ["async"])

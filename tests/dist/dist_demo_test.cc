@@ -232,6 +232,40 @@ TEST_CASE("two ranks stopped, crashed and resumed end bit-identical to an uninte
   check_committed_checkpoints(chain + "/run", {{0, 2}});
 }
 
+// --async-save with W = 2: each rank writes in the background, the barriers and commit run on
+// the training thread at the next save. So the save at 40 is never committed by a crash at 47
+// (its commit would have run at the save at 50): the run resumes from 30, still bit-identical.
+TEST_CASE("two ranks with non-blocking saves: stopped, crashed and resumed bit-identical",
+          "[dist]") {
+  const std::string ref = ckpt::dist_test::make_temp_dir("ckpt-dist-aref");
+  const std::string chain = ckpt::dist_test::make_temp_dir("ckpt-dist-achain");
+  REQUIRE_FALSE(ref.empty());
+  REQUIRE_FALSE(chain.empty());
+  auto uninterrupted = run_ranks(ref, "all", 2, kTask);
+  require_success(uninterrupted);
+  auto task = kTask;
+  task.push_back("--async-save");
+  auto args = task;
+  args.insert(args.end(), {"--stop-at", "25"});
+  auto first = run_ranks(chain, "stop", 2, args);
+  require_success(first);
+  REQUIRE(first[0].out.find("saving step 25 in the background") != std::string::npos);
+  args = task;
+  args.insert(args.end(), {"--crash-at", "47"});
+  auto crashed = run_ranks(chain, "crash", 2, args);
+  {
+    INFO(describe(crashed));
+    for (const auto& r : crashed) REQUIRE(r.exit_code == 3);
+    REQUIRE(crashed[0].out.find("restored step-000000000025") != std::string::npos);
+  }
+  REQUIRE_FALSE(exists(chain + "/run/step-000000000040/COMMIT.json"));  // never committed
+  auto last = run_ranks(chain, "last", 2, task);
+  require_success(last);
+  REQUIRE(last[0].out.find("restored step-000000000030") != std::string::npos);
+  CHECK(final_digest(last) == final_digest(uninterrupted));
+  check_committed_checkpoints(chain + "/run", {{0, 2}});
+}
+
 TEST_CASE("resuming 2 ranks as 3 mid-epoch visits every sample of the epoch exactly once",
           "[dist]") {
   const std::string work = ckpt::dist_test::make_temp_dir("ckpt-dist-reshard");

@@ -54,6 +54,12 @@ TEST_CASE("restarts mid-epoch, at an epoch boundary and after a crash are bit-ex
   expect_identical_runs("--steps 200", 60, 188, 195);
 }
 
+TEST_CASE("restarts from checkpoints written in the background are bit-exact", "[torch]") {
+  // --async-save: every save returns after the snapshot; --stop-at waits for it, --crash-at
+  // does not (the save in flight dies with the process, the run resumes from an older one).
+  expect_identical_runs("--steps 200 --async-save", 60, 188, 195);
+}
+
 TEST_CASE("bit-exact with 2 sampler ranks", "[torch]") {
   // 2 × 16 per step: 94 steps per epoch.
   expect_identical_runs("--steps 200 --world-size 2", 50, 94, 140);

@@ -283,37 +283,46 @@ TEST_CASE("a full disk fails a save cleanly and the run resumes bit-exact", "[tr
   REQUIRE(out.find("failed with one line: 2") != std::string::npos);
 }
 
-// SIGKILL at the N-th call of a system call during a run that saves, then a plain resume: the
-// result is bit-identical to a run that was never killed (scripts/crash_harness.sh tries many
-// more points; these few keep CI short).
-TEST_CASE("SIGKILL at chosen system calls during saves resumes bit-exact", "[train][cli]") {
+void sigkill_at_chosen_calls(const std::string& flags) {
   if (shell("command -v strace") != 0) {
     WARN("strace not installed: skipped (scripts/install-deps.sh --test installs it)");
     return;
   }
+  const std::string args = std::string(kShort) + " --keep-last 1" + flags;
   Dir ref;
   DemoResult a = run_demo(ref.path, kShort);
   REQUIRE(a.final_digest.size() == 16);
   // rename 2: the first save's manifest; fdatasync 5: the second save's rank file; rename 12:
-  // the third save's LATEST; unlink 1: retention's first removal.
+  // the third save's LATEST; unlink 1: retention's first removal. strace -f: with --async-save
+  // these calls happen on the background thread, and the kill takes the whole process.
   for (const std::string point :
        {"rename:when=2", "fdatasync:when=5", "rename:when=12", "unlink:when=1"}) {
     Dir run;
     std::string out;
-    const int rc =
-        shell("strace -f -o /dev/null -e inject=" + point.substr(0, point.find(':')) +
-                  ":signal=KILL:" + point.substr(point.find(':') + 1) + " " + demo_bin() +
-                  " --run-dir '" + run.path + "' " + kShort + " --keep-last 1",
-              &out);
-    INFO(point << ": " << out);
+    const int rc = shell("strace -f -o /dev/null -e inject=" + point.substr(0, point.find(':')) +
+                             ":signal=KILL:" + point.substr(point.find(':') + 1) + " " +
+                             demo_bin() + " --run-dir '" + run.path + "' " + args,
+                         &out);
+    INFO(point << flags << ": " << out);
     REQUIRE(rc != 0);  // it was killed
     REQUIRE(out.find("final_params_xxh3") == std::string::npos);
-    DemoResult resumed = run_demo(run.path, std::string(kShort) + " --keep-last 1");
+    DemoResult resumed = run_demo(run.path, args);
     INFO(resumed.output);
     REQUIRE(resumed.exit_code == 0);
     REQUIRE(resumed.final_digest == a.final_digest);
     REQUIRE(ckpt_cli("verify '" + run.path + "'") == 0);
   }
+}
+
+// SIGKILL at the N-th call of a system call during a run that saves, then a plain resume: the
+// result is bit-identical to a run that was never killed (scripts/crash_harness.sh tries many
+// more points; these few keep CI short).
+TEST_CASE("SIGKILL at chosen system calls during saves resumes bit-exact", "[train][cli]") {
+  sigkill_at_chosen_calls("");
+}
+
+TEST_CASE("SIGKILL during background saves (--async-save) resumes bit-exact", "[train][cli]") {
+  sigkill_at_chosen_calls(" --async-save");
 }
 
 }  // namespace

@@ -1,0 +1,140 @@
+#!/usr/bin/python3
+"""ckpt's Python save against torch.save + fsync of the same model + AdamW state, same process.
+
+Builds an MLP of --dim x --dim Linear layers sized so that parameters + AdamW moments come to
+about --mb MB (default ~1 GB), takes one optimizer step so the moments exist, then for --reps
+rounds (median printed, every round listed):
+  torch.save + fsync   torch.save({"model": sd, "optimizer": opt_sd}, f); f.flush(); os.fsync
+  ckpt blocking        Checkpointer.save(step): written, hashed, fsynced, committed
+  ckpt stall           Checkpointer.save(step, blocking=False): what the training loop waits
+                       (state-dict walk + one copy into the reused snapshot arena)
+  ckpt total           from that call to wait() returning: committed in the background
+An optimizer step runs between rounds (the state changes, as in training). The first
+non-blocking save also allocates the arena; it is listed apart and left out of the median.
+Ratios: torch.save+fsync / ckpt stall (DESIGN.md goal: >= 10x) and torch.save+fsync / ckpt
+blocking (goal: >= 1, not slower).
+
+  PYTHONPATH=build/python /usr/bin/python3 bench/python_save_bench.py [--mb 1024] [--reps 3]
+"""
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+from torch import nn
+
+import ckpt
+
+
+def build(mb, dim):
+    per_layer = (dim * dim + dim) * 4 * 3  # weights + bias, and AdamW's two moments
+    layers = max(1, round(mb * 1e6 / per_layer))
+    model = nn.Sequential(*[nn.Linear(dim, dim) for _ in range(layers)])
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    return model, opt
+
+
+def train_step(model, opt, dim):
+    loss = model(torch.randn(2, dim)).pow(2).mean()
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+
+
+def torch_save(model, opt, path):
+    t0 = time.perf_counter()
+    with open(path, "wb") as f:
+        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    return time.perf_counter() - t0
+
+
+def memcpy_peer(model, opt):
+    """The floor of a snapshot: one copy of every tensor into preallocated memory (torch's
+    copy_, the same bytes)."""
+    ts = list(model.state_dict().values()) + [t for s in opt.state.values() for t in s.values()
+                                              if isinstance(t, torch.Tensor)]
+    dst = [torch.empty_like(t) for t in ts]
+    for d, t in zip(dst, ts):  # fault the pages in first, as the reused arena is
+        d.copy_(t)
+    t0 = time.perf_counter()
+    for d, t in zip(dst, ts):
+        d.copy_(t)
+    return time.perf_counter() - t0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mb", type=float, default=1024, help="model + AdamW state size, MB")
+    ap.add_argument("--dim", type=int, default=2048)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--dir", default="", help="where to write (default: a temp dir under /tmp)")
+    a = ap.parse_args()
+    base = a.dir or tempfile.mkdtemp(prefix="ckpt-pysave-")
+    os.makedirs(base, exist_ok=True)
+    torch.manual_seed(0)
+    model, opt = build(a.mb, a.dim)
+    train_step(model, opt, a.dim)
+    nbytes = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    nbytes += sum(t.numel() * t.element_size() for s in opt.state.values() for t in s.values()
+                  if isinstance(t, torch.Tensor))
+    print(f"python_save_bench: torch {torch.__version__}, {len(model)} Linear({a.dim}, {a.dim}) "
+          f"+ AdamW, {nbytes / 1e6:.0f} MB of tensors, {a.reps} reps, dir {base}")
+    print(f"load average at start: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
+    t_torch, t_block, t_stall, t_total, t_snap, t_copy = [], [], [], [], [], []
+    first = None
+    run = os.path.join(base, "run")
+    step = 0
+    with ckpt.Checkpointer(run, keep_last=1) as ck:
+        ck.track(model=model, optimizer=opt)
+        for r in range(a.reps + 1):  # round 0 allocates the arena
+            train_step(model, opt, a.dim)
+            t_torch.append(torch_save(model, opt, os.path.join(base, "torch.pt")))
+            os.unlink(os.path.join(base, "torch.pt"))
+            step += 1
+            t0 = time.perf_counter()
+            ck.save(step)
+            t_block.append(time.perf_counter() - t0)
+            train_step(model, opt, a.dim)
+            step += 1
+            t0 = time.perf_counter()
+            info = ck.save(step, blocking=False)
+            stall = time.perf_counter() - t0
+            ck.wait()
+            total = time.perf_counter() - t0
+            if r == 0:
+                first = stall
+            else:
+                t_stall.append(stall)
+                t_total.append(total)
+                t_snap.append(info["snapshot_seconds"])
+                t_copy.append(memcpy_peer(model, opt))
+        stats = ck.background_stats()
+    t_torch, t_block = t_torch[1:], t_block[1:]
+    med = statistics.median
+    fmt = lambda xs: ", ".join(f"{x:.3f}" for x in xs)
+    print(f"  torch.save + fsync       {med(t_torch):7.3f} s  ({fmt(t_torch)})")
+    print(f"  ckpt blocking save       {med(t_block):7.3f} s  ({fmt(t_block)})")
+    print(f"  ckpt non-blocking stall  {med(t_stall):7.3f} s  ({fmt(t_stall)}; first save, "
+          f"arena allocated: {first:.3f} s)")
+    print(f"    of which the copy      {med(t_snap):7.3f} s  ({fmt(t_snap)}; the rest is the "
+          f"state_dict walk)")
+    print(f"  peer: torch copy_ of the same tensors into allocated memory {med(t_copy):.3f} s "
+          f"({fmt(t_copy)})")
+    print(f"  ckpt non-blocking total  {med(t_total):7.3f} s  ({fmt(t_total)})")
+    print(f"  torch.save+fsync / ckpt stall:    {med(t_torch) / med(t_stall):5.1f}x  (goal >= 10x)")
+    print(f"  torch.save+fsync / ckpt blocking: {med(t_torch) / med(t_block):5.2f}x  (goal >= 1x)")
+    print(f"  arena: {stats['arena_capacity'] / 1e6:.0f} MB, allocated "
+          f"{stats['arena_allocations']} time(s) over {stats['submitted']} saves")
+    if not a.dir:
+        shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
