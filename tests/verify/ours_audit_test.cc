@@ -9,6 +9,7 @@
 #include "ckpt/store/run_dir.h"
 #include "tests/common/test_util.h"
 #include "verify/audit/audit.h"
+#include "verify/audit/diff.h"
 #include "verify/ours/ours_reader.h"
 
 namespace ckpt {
@@ -18,8 +19,10 @@ using testing::TempDir;
 using verify::AuditComponent;
 using verify::ComponentStatus;
 
-Status save(Env* env, const std::string& run, int64_t step, bool with_optimizer = true) {
+Status save(Env* env, const std::string& run, int64_t step, bool with_optimizer = true,
+            float w0 = 1.0f) {
   static std::vector<float> w(64, 1.0f), m(64, 0.5f);
+  w[0] = w0;
   Node root;
   root.attrs["step"] = step;
   root.child("model").tensors["w"] =
@@ -130,6 +133,34 @@ TEST_CASE("a run's history reaches back through the journal past retention", "[v
   REQUIRE(bare.is_ok());
   CHECK(bare->find(AuditComponent::kOptimizer)->status == ComponentStatus::kMissing);
   CHECK_FALSE(has_finding(*bare, "/optimizer has been missing since"));
+}
+
+}  // namespace ckpt
+
+namespace ckpt {
+
+TEST_CASE("diff --deep compares the model values of our own format", "[verify]") {
+  verify::register_ours_reader();
+  TempDir tmp;
+  Env* env = Env::posix();
+  const std::string a = path_join(tmp.path(), "a"), b = path_join(tmp.path(), "b");
+  REQUIRE(save(env, a, 10).is_ok());
+  REQUIRE(save(env, b, 10, true, 1.25f).is_ok());  // one element of /model/w differs by 0.25
+
+  auto shallow = verify::diff_paths(a, b, false);
+  REQUIRE(shallow.is_ok());
+  CHECK(shallow->changed.empty());  // same dtype and shape: not a change without --deep
+
+  auto deep = verify::diff_paths(a, b, true);
+  REQUIRE(deep.is_ok());
+  REQUIRE(deep->changed.size() == 1);
+  CHECK(deep->changed[0].name == "w");
+  REQUIRE(deep->changed[0].max_abs_diff.has_value());
+  CHECK(*deep->changed[0].max_abs_diff == Approx(0.25));
+
+  auto same = verify::diff_paths(a, a, true);
+  REQUIRE(same.is_ok());
+  CHECK(same->changed.empty());
 }
 
 }  // namespace ckpt

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -157,10 +158,17 @@ const Node* group_of(const Node& root, AuditComponent c) {
   return root.find_child(component_name(stored_in(c)));
 }
 
-void map_model(const Node& m, const std::string& file, CheckpointView* v) {
+// With `values` (ckpt diff --deep) every tensor read carries its bytes (hash-checked by read_rank).
+void map_model(const Node& m, const std::string& file, bool values, CheckpointView* v) {
   v->model.found = !m.tensors.empty();
   v->model.source = file;
-  for (const auto& [k, t] : m.tensors) v->model.tensors.push_back(info(k, t, file, "/model/" + k));
+  for (const auto& [k, t] : m.tensors) {
+    v->model.tensors.push_back(info(k, t, file, "/model/" + k));
+    if (values && (t.data != nullptr || t.nbytes == 0)) {
+      v->model.tensors.back().values = std::make_shared<const std::string>(
+          static_cast<const char*>(t.data), static_cast<const char*>(t.data) + t.nbytes);
+    }
+  }
   v->model.evidence = file + ": /model holds " + std::to_string(m.tensors.size()) + " tensors";
 }
 
@@ -292,8 +300,9 @@ void map_train(const Node& root, const Node& t, const std::string& file, Checkpo
 }
 
 // One rank file's groups onto the view, one step per group.
-void map_components(const Node& root, const std::string& file, bool deep, CheckpointView* v) {
-  if (const Node* m = group_of(root, AuditComponent::kModel)) map_model(*m, file, v);
+void map_components(const Node& root, const std::string& file, bool deep, bool values,
+                    CheckpointView* v) {
+  if (const Node* m = group_of(root, AuditComponent::kModel)) map_model(*m, file, values, v);
   // The C++ adapter's layout, or torch's own state_dict layout (the Python package).
   if (const Node* o = group_of(root, AuditComponent::kOptimizer)) {
     is_torch_layout(*o) ? detect_torch_layout(*o, "optimizer", file, v)
@@ -360,10 +369,11 @@ class OursReader : public FormatReader {
       return commit.status();
     }
     const std::string file = path_join(step_dir, rank_file_name(rank));
-    CKPT_ASSIGN_OR_RETURN(Node root, read_tree(env, step_dir, rank, options.deep, &view));
+    CKPT_ASSIGN_OR_RETURN(
+        Node root, read_tree(env, step_dir, rank, options.deep, options.tensor_values, &view));
     if (options.deep) deep_verify(env, step_dir, &view);
     check_groups(root, file, commit->components, &view);
-    map_components(root, file, options.deep, &view);
+    map_components(root, file, options.deep, options.tensor_values, &view);
     if (run_dir) note_history(env, path, rank, &view);
     if (options.inspect) view.contents = inspect(root, step_dir);
     return view;
@@ -402,20 +412,20 @@ class OursReader : public FormatReader {
     return latest->dir;
   }
 
-  // The rank file's tree, metadata only unless --deep. When the file no longer matches its
+  // The rank file's tree, metadata only unless --deep (the optimizer's bytes) or `values` (the
+  // model's, for ckpt diff --deep). When the file no longer matches its
   // manifest (a group deleted behind the library's back), the mismatch is an error finding and
   // the tree is read as the file holds it, so every component is still judged.
   static Result<Node> read_tree(Env* env, const std::string& step_dir, int64_t rank, bool deep,
-                                CheckpointView* view) {
+                                bool values, CheckpointView* view) {
     store::ReadOptions ro;
-    if (deep)
-      ro.components = {"optimizer"};
-    else
-      ro.metadata_only = true;
+    if (deep) ro.components.insert("optimizer");
+    if (values) ro.components.insert("model");
+    ro.metadata_only = ro.components.empty();
     auto root = store::read_rank(env, step_dir, rank, ro);
     if (root.is_ok() || root.status().code() != Code::kCorrupt) return root;
     view->findings.push_back({Severity::kError, std::nullopt, root.status().message(), false});
-    if (deep) {
+    if (!ro.metadata_only) {
       ro.components.clear();
       ro.metadata_only = true;
       auto meta = store::read_rank(env, step_dir, rank, ro);
