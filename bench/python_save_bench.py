@@ -13,6 +13,11 @@ An optimizer step runs between rounds (the state changes, as in training). The f
 non-blocking save also allocates the arena; it is listed apart and left out of the median.
 Ratios: torch.save+fsync / ckpt stall (DESIGN.md goal: >= 10x) and torch.save+fsync / ckpt
 blocking (goal: >= 1, not slower).
+Then restore, page cache warm (both files were just written), --reps rounds each:
+  torch.load + load_state_dict   the model's and AdamW's, from the torch.save file
+  ckpt restore_latest            a fresh Checkpointer over the same live objects: read in
+                                 place, every tensor hash and the whole-file hash checked
+Ratio: torch.load+load_state_dict / ckpt restore (issue goal: >= 3x).
 
   PYTHONPATH=build/python /usr/bin/python3 bench/python_save_bench.py [--mb 1024] [--reps 3]
 """
@@ -68,6 +73,23 @@ def memcpy_peer(model, opt):
     return time.perf_counter() - t0
 
 
+def torch_restore(model, opt, path):
+    t0 = time.perf_counter()
+    sd = torch.load(path)
+    model.load_state_dict(sd["model"])
+    opt.load_state_dict(sd["optimizer"])
+    return time.perf_counter() - t0
+
+
+def ckpt_restore(model, opt, run):
+    t0 = time.perf_counter()
+    with ckpt.Checkpointer(run, keep_last=1) as ck:
+        ck.track(model=model, optimizer=opt)
+        rep = ck.restore_latest()
+    assert rep.restored, rep
+    return time.perf_counter() - t0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=float, default=1024, help="model + AdamW state size, MB")
@@ -115,6 +137,13 @@ def main():
                 t_snap.append(info["snapshot_seconds"])
                 t_copy.append(memcpy_peer(model, opt))
         stats = ck.background_stats()
+    torch_file = os.path.join(base, "torch.pt")
+    torch_save(model, opt, torch_file)
+    t_tload, t_cload = [], []
+    for _ in range(a.reps):
+        t_tload.append(torch_restore(model, opt, torch_file))
+        t_cload.append(ckpt_restore(model, opt, run))
+    os.unlink(torch_file)
     t_torch, t_block = t_torch[1:], t_block[1:]
     med = statistics.median
     fmt = lambda xs: ", ".join(f"{x:.3f}" for x in xs)
@@ -129,6 +158,10 @@ def main():
     print(f"  ckpt non-blocking total  {med(t_total):7.3f} s  ({fmt(t_total)})")
     print(f"  torch.save+fsync / ckpt stall:    {med(t_torch) / med(t_stall):5.1f}x  (goal >= 10x)")
     print(f"  torch.save+fsync / ckpt blocking: {med(t_torch) / med(t_block):5.2f}x  (goal >= 1x)")
+    print(f"  torch.load + load_state_dict {med(t_tload):7.3f} s  ({fmt(t_tload)})")
+    print(f"  ckpt restore_latest          {med(t_cload):7.3f} s  ({fmt(t_cload)})")
+    print(f"  torch.load+load_state_dict / ckpt restore: {med(t_tload) / med(t_cload):5.2f}x  "
+          f"(goal >= 3x)")
     print(f"  arena: {stats['arena_capacity'] / 1e6:.0f} MB, allocated "
           f"{stats['arena_allocations']} time(s) over {stats['submitted']} saves")
     if not a.dir:
