@@ -1,5 +1,5 @@
 #include <catch2/catch.hpp>
-#include <regex>
+#include <cctype>
 
 #include "analytics/coverage.h"
 #include "analytics/coverage_chart.h"
@@ -17,19 +17,29 @@ size_t count_of(const std::string& s, const std::string& what) {
   return n;
 }
 
-// Every opened element is closed (or self-closed) in order: enough to catch broken markup.
+// Every opened element is closed (or self-closed) in order: enough to catch broken markup. A
+// plain scan, not std::regex: libstdc++'s regex recurses once per character matched, and a long
+// `points="…"` attribute overflowed the stack under ASan.
 bool balanced(const std::string& svg) {
   std::vector<std::string> stack;
-  std::regex tag("<(/?)([a-zA-Z]+)[^>]*?(/?)>");
-  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), tag); it != std::sregex_iterator();
-       ++it) {
-    const auto& m = *it;
-    if (m[3] == "/") continue;
-    if (m[1] == "/") {
-      if (stack.empty() || stack.back() != m[2]) return false;
+  for (size_t open = svg.find('<'); open != std::string::npos; open = svg.find('<', open + 1)) {
+    size_t at = open + 1;
+    const bool closing = at < svg.size() && svg[at] == '/';
+    if (closing) ++at;
+    size_t name_end = at;
+    while (name_end < svg.size() && std::isalpha(static_cast<unsigned char>(svg[name_end]))) {
+      ++name_end;
+    }
+    if (name_end == at) continue;  // "<?xml", "<!--": not an element
+    const size_t close = svg.find('>', name_end);
+    if (close == std::string::npos) return false;
+    const std::string name = svg.substr(at, name_end - at);
+    if (svg[close - 1] == '/') continue;
+    if (closing) {
+      if (stack.empty() || stack.back() != name) return false;
       stack.pop_back();
     } else {
-      stack.push_back(m[2]);
+      stack.push_back(name);
     }
   }
   return stack.empty();
