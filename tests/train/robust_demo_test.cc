@@ -1,6 +1,7 @@
 // What an operator breaks, end to end with the real demo (issue 8): two jobs on one run
 // directory, a damaged commit record, a commit record that disagrees with its rank file, invalid
 // UTF-8 in LATEST, bad flags — and SIGKILL at chosen system calls during saves (strace).
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -86,15 +87,23 @@ TEST_CASE("a second writer on a live run directory fails at once, naming the hol
   }
   REQUIRE(holder.rfind("pid ", 0) == 0);
   const std::string pid = holder.substr(4, holder.find(' ', 4) - 4);
-
-  DemoResult second = run_demo(run.path, kShort);
-  INFO(second.output);
-  REQUIRE(second.exit_code == 1);
-  REQUIRE(lines(second.output) == 1);
-  REQUIRE(second.output.find("locked by pid " + pid + " host ") != std::string::npos);
-  // Readers take no lock and do not wait for one.
-  std::string out;
-  REQUIRE(ckpt_cli("lr '" + run.path + "'", &out) != 1);
+  {
+    // The first job stays stopped (a stopped process keeps its lock) while the second tries: else
+    // the first could finish before a slow second start (ASan, a loaded machine) reaches the lock.
+    struct Stopped {
+      pid_t pid;
+      ~Stopped() { kill(pid, SIGCONT); }
+    } stopped{static_cast<pid_t>(std::stol(pid))};
+    REQUIRE(kill(stopped.pid, SIGSTOP) == 0);
+    DemoResult second = run_demo(run.path, kShort);
+    INFO(second.output);
+    REQUIRE(second.exit_code == 1);
+    REQUIRE(lines(second.output) == 1);
+    REQUIRE(second.output.find("locked by pid " + pid + " host ") != std::string::npos);
+    // Readers take no lock and do not wait for one.
+    std::string out;
+    REQUIRE(ckpt_cli("lr '" + run.path + "'", &out) != 1);
+  }
 
   std::string first_out;
   char buf[4096];
