@@ -2,57 +2,27 @@
 // the fixtures of fixtures/foreign/dcp_diff/ (make_dcp_diff.py: a 2-process FSDP2 run, every
 // tensor split into one chunk per rank) differ in exactly one element of one model tensor, in
 // DCP's nested layout and in torchtitan's flat one. Damaged copies are made here, in a temp folder.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
+
+#include "run_cli.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using ckpt_test::quote;
+using ckpt_test::Run;
+using Copy = ckpt_test::FolderCopy;
 using nlohmann::json;
 
 const fs::path kDcp = fs::path(CKPT_SOURCE_DIR) / "fixtures" / "foreign" / "dcp_diff";
-const fs::path kCkpt = fs::path(CKPT_BINARY_DIR) / "cli" / "ckpt";
 
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += (c == '\'') ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-struct Run {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-// `ckpt diff FLAGS A B`: stdout through popen, stderr through a temp file.
+// `ckpt diff FLAGS A B`.
 Run diff(const std::string& flags, const fs::path& a, const fs::path& b) {
-  const fs::path err_file =
-      fs::temp_directory_path() / ("ckpt_diff_dcp_" + std::to_string(::getpid()) + ".err");
-  const std::string cmd = quote(kCkpt.string()) + " diff " + flags + " " + quote(a.string()) + " " +
-                          quote(b.string()) + " 2>" + quote(err_file.string());
-  Run r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  std::ifstream in(err_file);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  r.err = ss.str();
-  std::error_code ec;
-  fs::remove(err_file, ec);
-  return r;
+  return ckpt_test::run_ckpt("diff " + flags + " " + quote(a.string()) + " " + quote(b.string()));
 }
 
 json diff_json(const std::string& flags, const fs::path& a, const fs::path& b, int* rc) {
@@ -64,22 +34,6 @@ json diff_json(const std::string& flags, const fs::path& a, const fs::path& b, i
   REQUIRE(j["tensors"]["changed"].is_array());
   return j;
 }
-
-// A copy of a fixture folder in a temp folder, removed with the object.
-struct Copy {
-  explicit Copy(const fs::path& src, const std::string& name)
-      : root(fs::temp_directory_path() /
-             ("ckpt_diff_dcp_" + std::to_string(::getpid()) + "_" + name)) {
-    fs::remove_all(root);
-    fs::create_directories(root);
-    fs::copy(src, root, fs::copy_options::recursive);
-  }
-  ~Copy() {
-    std::error_code ec;
-    fs::remove_all(root, ec);
-  }
-  fs::path root;
-};
 
 TEST_CASE("ckpt diff --deep compares the values of DCP tensors", "[verify]") {
   int rc = -1;

@@ -276,7 +276,7 @@ class HfFolderReader : public FormatReader {
     if (le % st != 0 || le / st < 2 || le / st > 65536) return;
     const int64_t k = le / st;
     const std::set<int> ranks = ranks_of(ok, bad, "random_states_", ".pkl");
-    if (ranks.size() > static_cast<size_t>(k)) return;  // more ranks than the cadence says
+    if (!ranks.empty() && *ranks.rbegin() >= k) return;  // files of more ranks than it says
     const std::string inference = view->scheduler.source + " last_epoch " + std::to_string(le) +
                                   " = " + std::to_string(k) + " x optimizer step " +
                                   std::to_string(st) +
@@ -303,9 +303,11 @@ class HfFolderReader : public FormatReader {
     view->findings.push_back(
         {Severity::kError, AuditComponent::kRngCpu,
          missing + (n_missing == 1 ? " is" : " are") + " missing (" + std::to_string(n_missing) +
-             " of " + std::to_string(k) + " per-process RNG files): " + inference + ", but only " +
-             (here.empty() ? "none" : here) + (ranks.size() == 1 ? " is" : " are") +
-             " here; on resume rank" + (n_missing == 1 ? " " : "s ") + who +
+             " of " + std::to_string(k) + " per-process RNG files): " + inference +
+             (here.empty()
+                  ? ", but none of them is here"
+                  : ", but only " + here + (ranks.size() == 1 ? " is here" : " are here")) +
+             "; on resume rank" + (n_missing == 1 ? " " : "s ") + who +
              (n_missing > 4 ? ", ..." : "") + (n_missing == 1 ? " starts" : " start") +
              " from a fresh RNG (dropout masks and data shuffles no longer follow the "
              "run's)",
