@@ -268,8 +268,11 @@ class HfFolderReader : public FormatReader {
       if (!ps.step || (step && *step != *ps.step)) return;  // no common optimizer step
       step = ps.step;
     }
-    if (!step && view->counters.global_step)
+    std::string what = "optimizer step";
+    if (!step && view->counters.global_step) {
       step = static_cast<double>(*view->counters.global_step);
+      what = "global_step";
+    }
     const int64_t le = *view->scheduler.last_epoch;
     if (!step || *step < 1 || *step > 1e15 || std::floor(*step) != *step) return;
     const int64_t st = static_cast<int64_t>(*step);
@@ -278,14 +281,12 @@ class HfFolderReader : public FormatReader {
     const std::set<int> ranks = ranks_of(ok, bad, "random_states_", ".pkl");
     if (!ranks.empty() && *ranks.rbegin() >= k) return;  // files of more ranks than it says
     const std::string inference = view->scheduler.source + " last_epoch " + std::to_string(le) +
-                                  " = " + std::to_string(k) + " x optimizer step " +
+                                  " = " + std::to_string(k) + " x " + what + " " +
                                   std::to_string(st) +
                                   ": Accelerate steps a prepared scheduler once per process, so " +
                                   std::to_string(k) + " processes saved";
-    for (SchedulerPart* s : {&view->scheduler}) {
-      s->steps_per_step = k;
-      s->evidence += "; " + inference;
-    }
+    view->scheduler.steps_per_step = k;
+    view->scheduler.evidence += "; " + inference;
     for (SchedulerPart& s : view->more_schedulers) s.steps_per_step = k;
     std::string missing, who, here;
     int n_missing = 0;
