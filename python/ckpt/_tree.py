@@ -113,9 +113,22 @@ def encode(value, path, keep, skipped, seen=None):
     return node
 
 
-def allocate(meta, path, dests, live):
-    """Allocates a tensor for every dataset of `meta` (from ckpt._core.open_rank) and records it
-    in dests; checks it against the live tensor at the same key path (`live`, may be None)."""
+def _writable_in_place(t, used):
+    # A live CPU tensor that owns its bytes contiguously and shares them with no other entry.
+    if t.device.type != "cpu" or not t.is_contiguous() or t.numel() == 0:
+        return False
+    key = t.data_ptr()
+    if key in used:
+        return False
+    used.add(key)
+    return True
+
+
+def allocate(meta, path, dests, live, in_place=None):
+    """A tensor for every dataset of `meta` (from ckpt._core.open_rank), recorded in dests, and
+    checked against the live tensor at the same key path (`live`, may be None). With `in_place`
+    (a set: the data pointers used so far) a live tensor that fits is itself the destination —
+    no allocation, read straight into the live object's memory; the others are allocated."""
     out = {}
     for name, (dtype, shape, alias_of) in meta["tensors"].items():
         sub = f"{path}/{name}"
@@ -124,15 +137,19 @@ def allocate(meta, path, dests, live):
         if alias_of:  # no bytes of its own (the file records no shape): decode() ties it
             continue
         lv = _get(live, name)
+        t = None
         if isinstance(lv, torch.Tensor):
             if _DTYPES.get(lv.dtype) != dtype or list(lv.shape) != list(shape):
                 from .errors import MismatchError
                 raise MismatchError(f"{sub}: the checkpoint has {dtype}{list(shape)}, the live "
                                     f"object has {_DTYPES.get(lv.dtype, lv.dtype)}{list(lv.shape)}")
-        t = torch.empty(shape, dtype=_TORCH[dtype])
+            if in_place is not None and _writable_in_place(lv, in_place):
+                t = lv.detach()
+        if t is None:
+            t = torch.empty(shape, dtype=_TORCH[dtype])
         dests[sub] = (t.data_ptr(), t.numel() * t.element_size(), dtype, list(shape))
         out[name] = t
-    children = {name: allocate(c, f"{path}/{name}", dests, _get(live, name))
+    children = {name: allocate(c, f"{path}/{name}", dests, _get(live, name), in_place)
                 for name, c in meta["children"].items()}
     return {"tensors": out, "children": children}
 
