@@ -21,9 +21,16 @@ _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
 def tensor_ref(t, keep):
-    """(ptr, nbytes, dtype, shape) of a CPU contiguous copy-free view of t; copies go to keep."""
+    """(ptr, nbytes, dtype, shape) of a CPU contiguous copy-free view of t; copies go to keep.
+    A CUDA tensor is copied into pinned host memory asynchronously on the current stream: the
+    caller runs sync_device_copies() once the whole tree is encoded, before the bytes are read,
+    so the copies of every tensor overlap."""
     t = t.detach()
-    if t.device.type != "cpu":
+    if t.device.type == "cuda":
+        host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)  # torch's caching allocator
+        host.copy_(t, non_blocking=True)
+        t = host
+    elif t.device.type != "cpu":
         t = t.cpu()
     if not t.is_contiguous():
         t = t.contiguous()
@@ -31,6 +38,12 @@ def tensor_ref(t, keep):
         raise TypeError(f"dtype {t.dtype} is not storable")
     keep.append(t)
     return (t.data_ptr(), t.numel() * t.element_size(), _DTYPES[t.dtype], list(t.shape))
+
+
+def sync_device_copies():
+    """Waits for the device→host copies tensor_ref started (no-op without CUDA in use)."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
 
 
 def _scalar(v):
@@ -145,8 +158,9 @@ def allocate(meta, path, dests, live, in_place=None):
                                     f"object has {_DTYPES.get(lv.dtype, lv.dtype)}{list(lv.shape)}")
             if in_place is not None and _writable_in_place(lv, in_place):
                 t = lv.detach()
-        if t is None:
-            t = torch.empty(shape, dtype=_TORCH[dtype])
+        if t is None:  # pinned when it goes on to a CUDA tensor: load_state_dict copies it there
+            pin = isinstance(lv, torch.Tensor) and lv.device.type == "cuda"
+            t = torch.empty(shape, dtype=_TORCH[dtype], pin_memory=pin)
         dests[sub] = (t.data_ptr(), t.numel() * t.element_size(), dtype, list(shape))
         out[name] = t
     children = {name: allocate(c, f"{path}/{name}", dests, _get(live, name), in_place)

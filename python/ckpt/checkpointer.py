@@ -134,6 +134,7 @@ class Checkpointer:
             else:
                 node = _tree.encode(obj.state_dict(), f"/{name}", keep, skipped)
             children[name] = node
+        _tree.sync_device_copies()  # CUDA tensors' pinned host copies are complete from here
         loader = self._loader()
         train = {"global_step": int(step), "grad_accum_steps": 1, "grad_accum_pos": 0,
                  "epoch": 0, "samples_seen": 0, "tokens_seen": 0}
