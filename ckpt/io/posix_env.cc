@@ -91,6 +91,14 @@ class PosixRandom final : public RandomAccessFile {
   }
   uint64_t size() const override { return size_; }
   const std::string& path() const override { return path_; }
+  std::string version() const override {
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) return {};  // unknown; fstat of an open descriptor never fails
+    return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
+           std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+           std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(st.st_ctim.tv_sec) + "." +
+           std::to_string(st.st_ctim.tv_nsec);
+  }
 
  private:
   int fd_;

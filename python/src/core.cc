@@ -179,7 +179,7 @@ py::dict open_rank(const std::string& dir, int64_t rank) {
 
 // dests: "/component/a/b" -> (ptr, nbytes, dtype, shape). Every destination is checked against
 // the file before any byte is read; then every tensor is read (and its hash checked) into them.
-void read_into(const std::string& dir, int64_t rank, const py::dict& dests) {
+void read_into(const std::string& dir, int64_t rank, const py::dict& dests, bool check_first) {
   struct Dest {
     void* ptr;
     size_t nbytes;
@@ -212,6 +212,7 @@ void read_into(const std::string& dir, int64_t rank, const py::dict& dests) {
   // The fast pipeline, with the commit record's whole-file hash checked from the same reads.
   resume::RestoreOptions opts;
   opts.components = components;
+  opts.check_first = check_first;  // destinations include live memory: every hash before a write
   for (auto& [path, d] : want) opts.destinations[path] = {d.ptr, d.nbytes};
   auto commit = store::read_commit(env, dir);
   if (!commit.is_ok() && commit.status().code() != Code::kNotFound) raise_status(commit.status());
@@ -440,7 +441,8 @@ PYBIND11_MODULE(_core, m) {
       py::arg("run_dir"), py::arg("keep_last"), py::arg("keep_every"));
   m.def("find_latest", &find_latest, py::arg("run_dir"));
   m.def("open_rank", &open_rank, py::arg("step_dir"), py::arg("rank"));
-  m.def("read_into", &read_into, py::arg("step_dir"), py::arg("rank"), py::arg("dests"));
+  m.def("read_into", &read_into, py::arg("step_dir"), py::arg("rank"), py::arg("dests"),
+        py::arg("check_first") = false);
   m.def(
       "verify",
       [](const std::string& step_dir) {
