@@ -153,6 +153,10 @@ class PosixEnv final : public Env {
       ::close(fd);
       return corrupt(path + ": not a regular file (a FIFO, socket or device is never read)");
     }
+    // Readers of checkpoints go through a file mostly front to back (the restore pipeline's
+    // workers take its units in offset order): a larger readahead window serves them from a
+    // cold cache faster. Advice only; its failure changes nothing.
+    (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     return std::unique_ptr<RandomAccessFile>(
         new PosixRandom(fd, path, static_cast<uint64_t>(st.st_size)));
   }

@@ -161,18 +161,24 @@ struct Destinations {
   }
 };
 
+// A saved file with one flipped bit: in its HDF5 padding, or in the last byte of the tensor that
+// comes last in the file (so it fails after every other destination could have been filled).
+void save_damaged(Saved* s, bool padding) {
+  save(s);
+  const ManifestEntry* last = &s->manifest.tensors.front();
+  for (const auto& e : s->manifest.tensors) {
+    if (e.nbytes > 0 && e.offset > last->offset) last = &e;
+  }
+  resume_test::flip_bit(s->file,
+                        padding ? padding_offset(s->manifest) : last->offset + last->nbytes - 1);
+}
+
 TEST_CASE("a failed restore leaves every destination bitwise as it was", "[resume]") {
   // The last tensor in the file fails after every other destination was filled.
   for (bool padding : {false, true}) {
     for (unsigned threads : {1u, 3u}) {
       Saved s;
-      save(&s);
-      const ManifestEntry* last = &s.manifest.tensors.front();
-      for (const auto& e : s.manifest.tensors) {
-        if (e.nbytes > 0 && e.offset > last->offset) last = &e;
-      }
-      resume_test::flip_bit(s.file,
-                            padding ? padding_offset(s.manifest) : last->offset + last->nbytes - 1);
+      save_damaged(&s, padding);
       RestoreOptions o = with_file_hash(s);
       o.io_threads = threads;
       o.chunk_bytes = 65536;
@@ -214,13 +220,7 @@ TEST_CASE("check first: a failed hash leaves every destination untouched with no
   for (bool padding : {false, true}) {
     for (unsigned threads : {1u, 3u}) {
       Saved s;
-      save(&s);
-      const ManifestEntry* last = &s.manifest.tensors.front();
-      for (const auto& e : s.manifest.tensors) {
-        if (e.nbytes > 0 && e.offset > last->offset) last = &e;
-      }
-      resume_test::flip_bit(s.file,
-                            padding ? padding_offset(s.manifest) : last->offset + last->nbytes - 1);
+      save_damaged(&s, padding);
       RestoreOptions o = with_file_hash(s);
       o.io_threads = threads;
       o.chunk_bytes = 65536;
