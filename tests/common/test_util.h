@@ -1,6 +1,7 @@
 // Helpers shared by the tests: temporary directories, a sample tree, shell commands, whole files.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -28,5 +29,8 @@ int run_command(const std::string& cmd, std::string* out);
 
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& bytes);
+
+// XORs the byte at `offset` of `path` with `mask`, in place.
+void flip_bits(const std::string& path, uint64_t offset, unsigned char mask);
 
 }  // namespace ckpt::testing
