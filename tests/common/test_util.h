@@ -25,7 +25,7 @@ class TempDir {
 Node sample_tree(std::vector<std::vector<unsigned char>>* storage);
 
 // Runs a shell command; returns its exit status and stdout.
-int run_command(const std::string& cmd, std::string* out);
+int run_command(const std::string& cmd, std::string* out = nullptr);
 
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& bytes);
