@@ -7,10 +7,6 @@
 //   non-blocking total   submit() to wait() returning: the checkpoint committed
 // The first non-blocking save also allocates the arena (printed apart); later ones reuse it.
 // Usage: async_save_bench [--mb 512] [--tensor-mb 8] [--small 256] [--reps 5] [--dir /tmp/...]
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cstring>
 #include <thread>
 
 #include "bench/bench_state.h"
@@ -22,50 +18,9 @@
 namespace ckpt::bench {
 namespace {
 
-struct Args {
-  uint64_t mb = 512, tensor_mb = 8, small = 256, reps = 5;
-  std::string dir;
-};
-
-bool parse(int argc, char** argv, Args* a) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    if (i + 1 >= argc) return false;
-    const char* v = argv[++i];
-    if (k == "--mb")
-      a->mb = std::strtoull(v, nullptr, 10);
-    else if (k == "--tensor-mb")
-      a->tensor_mb = std::strtoull(v, nullptr, 10);
-    else if (k == "--small")
-      a->small = std::strtoull(v, nullptr, 10);
-    else if (k == "--reps")
-      a->reps = std::strtoull(v, nullptr, 10);
-    else if (k == "--dir")
-      a->dir = v;
-    else
-      return false;
-  }
-  return a->mb > 0 && a->tensor_mb > 0 && a->reps > 0;
-}
-
-double raw_save(const std::string& path, const State& s) {
-  ::unlink(path.c_str());
-  const auto t0 = Clock::now();
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return -1;
-  uint64_t off = 0;
-  for (const auto& [p, n] : s.spans) {
-    for (size_t done = 0; done < n;) {
-      const ssize_t w = ::pwrite(fd, p + done, n - done, static_cast<off_t>(off + done));
-      if (w <= 0) return -1;
-      done += static_cast<size_t>(w);
-    }
-    off += (n + 4095) / 4096 * 4096;
-  }
-  ::fdatasync(fd);
-  ::close(fd);
-  return seconds_since(t0);
-}
+constexpr char kUsage[] =
+    "usage: async_save_bench [--mb N] [--tensor-mb N] [--small N] [--reps N] "
+    "[--dir D]";
 
 Status save_steps(Env* env, const std::string& run, int64_t step, Node* root) {
   const std::string sd = path_join(run, step_dir_name(step));
@@ -78,14 +33,10 @@ Status save_steps(Env* env, const std::string& run, int64_t step, Node* root) {
 // A tree that borrows the state's bytes, as a capture produces it.
 Node borrowed(const State& s) { return s.root; }
 
-int run(const Args& a) {
+int run(const BenchFlags& a) {
   Env* env = Env::posix();
-  std::string base = a.dir;
-  if (base.empty()) {
-    char tmpl[] = "/tmp/ckpt-async-bench-XXXXXX";
-    if (::mkdtemp(tmpl) == nullptr) return 1;
-    base = tmpl;
-  }
+  const std::string base = work_dir(a.dir, "ckpt-async-bench");
+  if (base.empty()) return 1;
   State s;
   build_state(a.mb, a.tensor_mb, a.small, &s);
   std::printf(
@@ -139,10 +90,9 @@ int run(const Args& a) {
   }
   const double raw = median(t_raw), block = median(t_block), stall = median(t_stall),
                total = median(t_total);
-  std::printf("  %-40s %8.3f s %9.0f MB/s\n", "raw pwrite + fdatasync", raw,
-              mb_per_s(s.bytes, raw));
-  std::printf("  %-40s %8.3f s %9.0f MB/s   %.2fx raw\n", "blocking save (write_rank+commit)",
-              block, mb_per_s(s.bytes, block), raw / block);
+  const RowPrinter out{40, "raw", s.bytes};
+  out.row("raw pwrite + fdatasync", raw);
+  out.row("blocking save (write_rank+commit)", block, mb_per_s(s.bytes, raw));
   std::printf("  %-40s %8.3f s (first save, arena allocated: %.3f s)\n",
               "non-blocking stall (arena reused)", stall, first_stall);
   std::printf("  %-40s %8.3f s\n", "non-blocking total (submit to committed)", total);
@@ -160,12 +110,9 @@ int run(const Args& a) {
 }  // namespace ckpt::bench
 
 int main(int argc, char** argv) {
-  ckpt::bench::Args a;
-  if (!ckpt::bench::parse(argc, argv, &a)) {
-    std::fprintf(stderr,
-                 "usage: async_save_bench [--mb N] [--tensor-mb N] [--small N] [--reps N] "
-                 "[--dir D]\n");
-    return 64;
-  }
-  return ckpt::bench::run(a);
+  namespace b = ckpt::bench;
+  b::BenchFlags a;
+  b::FlagParser flags;
+  flags.bench_flags(&a, false);
+  return b::parse_or_usage(flags, argc, argv, b::kUsage) ? b::run(a) : 64;
 }

@@ -1,11 +1,15 @@
-// The state the ckpt benchmarks save and restore, and the raw-read peer they compare against.
+// The state the ckpt benchmarks save and restore, the raw peers they compare against (raw_save,
+// raw_read), the host memory they restore into, and the rotating warm/cold timing loop.
 // Header-only; a State is built and used by one thread (raw_read starts its own readers).
 #pragma once
 
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -47,6 +51,80 @@ inline void build_state(uint64_t mb, uint64_t tensor_mb, uint64_t small, State* 
   }
   s->root.child("train").attrs["global_step"] = int64_t{1};
 }
+
+// The raw peer of a save: every tensor at a 4 KiB-aligned offset of one file, then fdatasync.
+// Returns the seconds it took, or -1 on an error.
+inline double raw_save(const std::string& path, const State& s) {
+  ::unlink(path.c_str());
+  const auto t0 = Clock::now();
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return -1;
+  uint64_t off = 0;
+  for (const auto& [p, n] : s.spans) {
+    for (size_t done = 0; done < n;) {
+      const ssize_t w = ::pwrite(fd, p + done, n - done, static_cast<off_t>(off + done));
+      if (w <= 0) return -1;
+      done += static_cast<size_t>(w);
+    }
+    off += (n + 4095) / 4096 * 4096;
+  }
+  ::fdatasync(fd);
+  ::close(fd);
+  return seconds_since(t0);
+}
+
+// Zeroed (so pre-touched) host memory for every manifest tensor, in manifest order, as a live
+// model's and optimizer's tensors are.
+struct HostDestinations {
+  std::vector<std::unique_ptr<unsigned char[]>> mem;
+  std::vector<unsigned char*> ptrs;
+
+  explicit HostDestinations(const Manifest& m) {
+    for (const auto& e : m.tensors) {
+      mem.emplace_back(new unsigned char[e.nbytes ? e.nbytes : 1]);
+      std::memset(mem.back().get(), 0, e.nbytes);
+      ptrs.push_back(mem.back().get());
+    }
+  }
+};
+
+// One way to restore, and the seconds of its warm and cold runs.
+struct TimedMethod {
+  std::string name;
+  std::function<bool()> fn;  // false on an error (it prints the error itself)
+  std::vector<double> warm, cold;
+};
+
+// Runs every method `reps` times into `runs` (&TimedMethod::warm or ::cold), rotating the order
+// between repetitions so that all see the same load; `before` runs before each timed call.
+// False as soon as a method fails.
+inline bool run_rotated(std::vector<TimedMethod>& methods, uint64_t reps,
+                        std::vector<double> TimedMethod::*runs,
+                        const std::function<void()>& before = {}) {
+  for (uint64_t r = 0; r < reps; ++r) {
+    for (size_t k = 0; k < methods.size(); ++k) {
+      TimedMethod& mt = methods[(k + r) % methods.size()];
+      if (before) before();
+      const auto t0 = Clock::now();
+      const bool ok = mt.fn();
+      (mt.*runs).push_back(seconds_since(t0));
+      if (!ok) return false;
+    }
+  }
+  return true;
+}
+
+// Drops the page cache before a cold run and keeps what to print beside cold numbers: how it was
+// dropped and the most of the first file found resident just after.
+struct ColdCache {
+  std::string how;
+  double resident_max = 0;
+
+  void drop(const std::vector<std::string>& files) {
+    how = make_cold(files);
+    resident_max = std::max(resident_max, resident_fraction(files.front()));
+  }
+};
 
 // Reads every manifest tensor into its destination with `threads` readers, no hashing.
 inline double raw_read(const std::string& file, const Manifest& m,

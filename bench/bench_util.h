@@ -1,5 +1,6 @@
-// Small helpers shared by the ckpt benchmarks: timing, medians, page-cache control and a
-// reproducible state of float32 tensors. Header-only; single-threaded use.
+// Small helpers shared by the ckpt benchmarks: the flags they share and their parser, timing,
+// medians, the result row they print, page-cache control and reproducible tensor bytes.
+// Header-only; single-threaded use.
 //
 // Page-cache control: make_cold() first tries `echo 3 > /proc/sys/vm/drop_caches` (root, the
 // whole cache), then falls back to posix_fadvise(POSIX_FADV_DONTNEED) on the given files (clean
@@ -17,12 +18,89 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 namespace ckpt::bench {
 
 using Clock = std::chrono::steady_clock;
+
+// The flags the state benchmarks share; each bench sets its own defaults before parsing.
+struct BenchFlags {
+  uint64_t mb = 512, tensor_mb = 8, small = 256, reps = 5, cold_reps = 3;
+  unsigned threads = 0;  // 0: resume::default_io_threads()
+  std::string dir;       // empty: a fresh directory under /tmp, removed at the end
+};
+
+// "--name VALUE" flags into numbers or strings, and "--name" switches. parse() is false on an
+// unknown flag, a flag without its value, or a zero where a positive number is required.
+class FlagParser {
+ public:
+  FlagParser& number(const std::string& name, uint64_t* v, bool positive = false) {
+    values_[name] = [v](const char* s) { *v = std::strtoull(s, nullptr, 10); };
+    if (positive) positive_.push_back(v);
+    return *this;
+  }
+  FlagParser& count(const std::string& name, unsigned* v) {
+    values_[name] = [v](const char* s) {
+      *v = static_cast<unsigned>(std::strtoul(s, nullptr, 10));
+    };
+    return *this;
+  }
+  FlagParser& text(const std::string& name, std::string* v) {
+    values_[name] = [v](const char* s) { *v = s; };
+    return *this;
+  }
+  FlagParser& flag(const std::string& name, bool* v) {
+    switches_[name] = v;
+    return *this;
+  }
+  // --mb, --tensor-mb, --small, --reps and --dir; with `restores` also --cold-reps and --threads.
+  FlagParser& bench_flags(BenchFlags* f, bool restores) {
+    number("--mb", &f->mb, true).number("--tensor-mb", &f->tensor_mb, true);
+    number("--small", &f->small).number("--reps", &f->reps, true).text("--dir", &f->dir);
+    if (restores) number("--cold-reps", &f->cold_reps).count("--threads", &f->threads);
+    return *this;
+  }
+  bool parse(int argc, char** argv) const {
+    for (int i = 1; i < argc; ++i) {
+      const std::string k = argv[i];
+      if (auto s = switches_.find(k); s != switches_.end()) {
+        *s->second = true;
+        continue;
+      }
+      const auto v = values_.find(k);
+      if (i + 1 >= argc || v == values_.end()) return false;
+      v->second(argv[++i]);
+    }
+    for (const uint64_t* p : positive_) {
+      if (*p == 0) return false;
+    }
+    return true;
+  }
+
+ private:
+  std::map<std::string, std::function<void(const char*)>> values_;
+  std::map<std::string, bool*> switches_;
+  std::vector<const uint64_t*> positive_;
+};
+
+// Parses argv; on a usage error prints `usage` to stderr and returns false (the bench exits 64).
+inline bool parse_or_usage(const FlagParser& p, int argc, char** argv, const char* usage) {
+  if (p.parse(argc, argv)) return true;
+  std::fprintf(stderr, "%s\n", usage);
+  return false;
+}
+
+// The directory a bench works in: `given`, or a fresh one from mkdtemp("/tmp/PREFIX-XXXXXX");
+// "" when that fails.
+inline std::string work_dir(const std::string& given, const char* prefix) {
+  if (!given.empty()) return given;
+  std::string tmpl = std::string("/tmp/") + prefix + "-XXXXXX";
+  return ::mkdtemp(tmpl.data()) != nullptr ? tmpl : std::string();
+}
 
 inline double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -38,6 +116,25 @@ inline double median(std::vector<double> v) {
 inline double mb_per_s(uint64_t bytes, double seconds) {
   return seconds > 0 ? static_cast<double>(bytes) / 1e6 / seconds : 0;
 }
+
+// One result row, "  NAME  SECONDS s  RATE MB/s", then "   RATIOx PEER" when the peer's rate is
+// given (> 0). The name column is `name_width` wide; `bytes` is what every row moved.
+struct RowPrinter {
+  int name_width;
+  const char* peer;  // what a ratio is against: "raw", "B"
+  uint64_t bytes;
+
+  void row(const std::string& name, double seconds, double peer_mbs = 0) const {
+    const double mbs = mb_per_s(bytes, seconds);
+    std::printf("  %-*s %8.3f s %9.0f MB/s", name_width, name.c_str(), seconds, mbs);
+    if (peer_mbs > 0) std::printf("   %.2fx %s", mbs / peer_mbs, peer);
+    std::printf("\n");
+  }
+  // The median of `runs`.
+  void row(const std::string& name, const std::vector<double>& runs, double peer_mbs = 0) const {
+    row(name, median(runs), peer_mbs);
+  }
+};
 
 // Fraction of the file's pages resident in the page cache (0..1), or -1 when it cannot be told.
 inline double resident_fraction(const std::string& path) {

@@ -20,40 +20,17 @@
 namespace ckpt::bench {
 namespace {
 
-struct Args {
-  uint64_t mb = 2048, tensor_mb = 64, small = 256, reps = 5, cold_reps = 3, chunk_mb = 8;
-  unsigned threads = 0;
-  size_t buffers = 0;
-  std::string dir;
-};
+constexpr char kUsage[] =
+    "usage: cuda_restore_bench [--mb 2048] [--tensor-mb 64] [--small 256] [--reps 5] "
+    "[--cold-reps 3] [--threads N] [--chunk-mb 8] [--buffers N] [--dir DIR]";
 
-bool parse(int argc, char** argv, Args* a) {
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i];
-    const char* v = argv[i + 1];
-    if (k == "--mb")
-      a->mb = std::strtoull(v, nullptr, 10);
-    else if (k == "--tensor-mb")
-      a->tensor_mb = std::strtoull(v, nullptr, 10);
-    else if (k == "--small")
-      a->small = std::strtoull(v, nullptr, 10);
-    else if (k == "--reps")
-      a->reps = std::strtoull(v, nullptr, 10);
-    else if (k == "--cold-reps")
-      a->cold_reps = std::strtoull(v, nullptr, 10);
-    else if (k == "--chunk-mb")
-      a->chunk_mb = std::strtoull(v, nullptr, 10);
-    else if (k == "--threads")
-      a->threads = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
-    else if (k == "--buffers")
-      a->buffers = std::strtoull(v, nullptr, 10);
-    else if (k == "--dir")
-      a->dir = v;
-    else
-      return false;
+struct Args : BenchFlags {
+  uint64_t chunk_mb = 8, buffers = 0;
+  Args() {
+    mb = 2048;
+    tensor_mb = 64;
   }
-  return argc % 2 == 1 && a->mb > 0 && a->tensor_mb > 0 && a->reps > 0 && a->chunk_mb > 0;
-}
+};
 
 bool cuda_ok(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return true;
@@ -80,13 +57,6 @@ double pinned_h2d(uint64_t total, size_t chunk, void* dev) {
   return ok ? t : -1;
 }
 
-void line(const char* name, uint64_t bytes, double secs, double peer) {
-  const double mbs = mb_per_s(bytes, secs);
-  std::printf("  %-46s %8.3f s %9.0f MB/s", name, secs, mbs);
-  if (peer > 0) std::printf("   %.2fx B", mbs / peer);
-  std::printf("\n");
-}
-
 int run(const Args& a) {
   std::string why;
   if (!resume::cuda::gpu_path_available(&why)) {
@@ -97,12 +67,8 @@ int run(const Args& a) {
     return 0;
   }
   Env* env = Env::posix();
-  std::string base = a.dir;
-  if (base.empty()) {
-    char tmpl[] = "/tmp/ckpt-cuda-bench-XXXXXX";
-    if (::mkdtemp(tmpl) == nullptr) return 1;
-    base = tmpl;
-  }
+  const std::string base = work_dir(a.dir, "ckpt-cuda-bench");
+  if (base.empty()) return 1;
   const unsigned threads = a.threads ? a.threads : resume::default_io_threads();
   State s;
   build_state(a.mb, a.tensor_mb, a.small, &s);
@@ -136,13 +102,7 @@ int run(const Args& a) {
   for (size_t i = 0; i < m->tensors.size(); ++i) {
     spans[m->tensors[i].path] = {static_cast<unsigned char*>(dev) + at[i], m->tensors[i].nbytes};
   }
-  std::vector<std::unique_ptr<unsigned char[]>> host;
-  std::vector<unsigned char*> host_dst;
-  for (const auto& e : m->tensors) {
-    host.emplace_back(new unsigned char[e.nbytes ? e.nbytes : 1]);
-    std::memset(host.back().get(), 0, e.nbytes);
-    host_dst.push_back(host.back().get());
-  }
+  const HostDestinations host(*m);
 
   resume::cuda::DeviceRestorerOptions o;
   o.io_threads = threads;
@@ -172,15 +132,11 @@ int run(const Args& a) {
     const uint64_t reps = cold ? a.cold_reps : a.reps;
     if (reps == 0) continue;
     std::vector<double> t_read, t_h2d, t_gpu;
-    double resident = 0;
-    std::string how = "warm";
+    ColdCache dropped;
     if (!cold) make_warm({file});
     for (uint64_t r = 0; r < reps; ++r) {
-      if (cold) {
-        how = make_cold({file});
-        resident = std::max(resident, resident_fraction(file));
-      }
-      t_read.push_back(raw_read(file, *m, host_dst, threads));
+      if (cold) dropped.drop({file});
+      t_read.push_back(raw_read(file, *m, host.ptrs, threads));
       t_h2d.push_back(pinned_h2d(tb, o.chunk_bytes, dev));
       if (cold) make_cold({file});
       t_gpu.push_back(gpu());
@@ -191,14 +147,15 @@ int run(const Args& a) {
     const double b = std::min(read_mbs, h2d_mbs);
     if (cold) {
       std::printf("\nCOLD (page cache dropped with %s; at most %.1f%% resident at start)\n",
-                  how.c_str(), 100 * resident);
+                  dropped.how.c_str(), 100 * dropped.resident_max);
     } else {
       std::printf("\nWARM (file in the page cache)\n");
     }
-    line("storage read: raw pread, I/O threads", tb, median(t_read), 0);
-    line("pinned H2D: cudaMemcpyAsync, copy engine", tb, median(t_h2d), 0);
+    const RowPrinter out{46, "B", tb};
+    out.row("storage read: raw pread, I/O threads", t_read);
+    out.row("pinned H2D: cudaMemcpyAsync, copy engine", t_h2d);
     std::printf("  B = min(read, H2D) = %.0f MB/s\n", b);
-    line("DeviceRestorer (read + hash + H2D)", tb, median(t_gpu), b);
+    out.row("DeviceRestorer (read + hash + H2D)", t_gpu, b);
   }
   std::printf("\nload average at end: %s   (target: GPU path >= 0.85x B)\n",
               load_average().c_str());
@@ -211,12 +168,10 @@ int run(const Args& a) {
 }  // namespace ckpt::bench
 
 int main(int argc, char** argv) {
-  ckpt::bench::Args a;
-  if (!ckpt::bench::parse(argc, argv, &a)) {
-    std::fprintf(stderr,
-                 "usage: cuda_restore_bench [--mb 2048] [--tensor-mb 64] [--small 256] [--reps 5] "
-                 "[--cold-reps 3] [--threads N] [--chunk-mb 8] [--buffers N] [--dir DIR]\n");
-    return 64;
-  }
-  return ckpt::bench::run(a);
+  namespace b = ckpt::bench;
+  b::Args a;
+  b::FlagParser flags;
+  flags.bench_flags(&a, true).number("--chunk-mb", &a.chunk_mb, true);
+  flags.number("--buffers", &a.buffers);
+  return b::parse_or_usage(flags, argc, argv, b::kUsage) ? b::run(a) : 64;
 }

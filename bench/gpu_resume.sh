@@ -12,17 +12,25 @@
 #      load_file(device="cuda") (bench/gpu_peers.py, with $PYTHON: a torch that sees the GPU);
 #   5. with --with-torch: also builds against that Python's libtorch and runs test_torch "[cuda]"
 #      (the CUDA generator of every device round trip) — slower, and only where that libtorch
-#      links with this compiler.
+#      links with this compiler;
+#   6. with --with-python: builds the Python package for $PYTHON (needs pybind11 and that
+#      Python's headers) and runs python/tests/test_cuda.py and test_in_place.py with it (CUDA
+#      models and AdamW saved from pinned host copies, blocking and not, restored bit for bit).
 # Needs what scripts/install-deps.sh installs, plus the CUDA toolkit (nvcc not required).
-# Usage: bench/gpu_resume.sh [--with-torch] [BUILD_DIR]
+# Usage: bench/gpu_resume.sh [--with-torch] [--with-python] [BUILD_DIR]
 #        env: MB (state size, 1024), PYTHON (default: python3), JOBS (default: nproc)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 with_torch=0
-if [[ "${1:-}" == "--with-torch" ]]; then
-  with_torch=1
+with_python=0
+while [[ "${1:-}" == --with-* ]]; do
+  case "$1" in
+    --with-torch) with_torch=1 ;;
+    --with-python) with_python=1 ;;
+    *) echo "gpu_resume: unknown flag $1" >&2 && exit 64 ;;
+  esac
   shift
-fi
+done
 build=${1:-build-gpu}
 MB=${MB:-1024}
 PYTHON=${PYTHON:-python3}
@@ -76,5 +84,15 @@ awk '/^WARM|^COLD/ {sec=$1}
 say "peers on the same state"
 "$PYTHON" bench/gpu_peers.py --device cuda:0 --mb "$MB" --tensor-mb 64 --small 256 ||
   echo "gpu_resume: the peers failed (does $PYTHON have torch with CUDA?)"
+
+if ((with_python)); then
+  say "Python package on CUDA ($PYTHON)"
+  cmake -S . -B "$build-py" -DCMAKE_BUILD_TYPE=Release -DCKPT_WITH_TORCH=OFF \
+    "-DPython3_EXECUTABLE=$(command -v "$PYTHON")" \
+    -DCKPT_SKIP_DIRS="verify;analytics;profile;report;cli;examples;bench" >/dev/null
+  cmake --build "$build-py" -j "$JOBS" --target ckpt_python >/dev/null
+  PYTHONPATH="$build-py/python" "$PYTHON" -m pytest -q -p no:cacheprovider -rs \
+    python/tests/test_cuda.py python/tests/test_in_place.py
+fi
 
 say "done"

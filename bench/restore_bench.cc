@@ -1,7 +1,9 @@
 // restore_bench: the library's restore (resume::restore_rank called as Checkpointer::restore_latest
 // calls it: in place into pre-touched destination memory, tensor hashes and the commit record's
-// whole-file hash verified, old bytes saved for the undo) against raw pread of the same tensors
-// with 1 and N threads, warm (page cache) and cold (page cache dropped before every run).
+// whole-file hash checked first, then the copy) against raw pread of the same tensors with 1 and
+// N threads, warm (page cache) and cold (page cache dropped before every run). Two other ways to
+// be all or nothing are measured beside it: the snapshot-and-roll-back restore_latest used
+// before, and one hashed read with no rollback at all (the lower bound of any verified restore).
 // bench/restore_bench.py runs it and adds torch.load + copy_ and safetensors peers.
 //
 // Usage: restore_bench [--mb 512] [--tensor-mb 8] [--small 256] [--reps 5] [--cold-reps 3]
@@ -25,60 +27,20 @@
 namespace ckpt::bench {
 namespace {
 
-struct Args {
-  uint64_t mb = 512, tensor_mb = 8, small = 256, reps = 5, cold_reps = 3;
-  unsigned threads = 0;
-  std::string dir;
-};
-
-bool parse(int argc, char** argv, Args* a) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    if (i + 1 >= argc) return false;
-    const char* v = argv[++i];
-    if (k == "--mb")
-      a->mb = std::strtoull(v, nullptr, 10);
-    else if (k == "--tensor-mb")
-      a->tensor_mb = std::strtoull(v, nullptr, 10);
-    else if (k == "--small")
-      a->small = std::strtoull(v, nullptr, 10);
-    else if (k == "--reps")
-      a->reps = std::strtoull(v, nullptr, 10);
-    else if (k == "--cold-reps")
-      a->cold_reps = std::strtoull(v, nullptr, 10);
-    else if (k == "--threads")
-      a->threads = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
-    else if (k == "--dir")
-      a->dir = v;
-    else
-      return false;
-  }
-  return a->mb > 0 && a->tensor_mb > 0 && a->reps > 0;
-}
-
-struct Method {
-  std::string name;
-  std::function<bool()> fn;
-  std::vector<double> warm, cold;
-};
-
-void report(const char* kind, const std::vector<Method>& methods, uint64_t bytes,
-            std::vector<double> Method::*runs) {
-  for (const Method& mt : methods) {
+// "RESULT <warm|cold> <name> <seconds> <MB/s>" per method (bench/restore_bench.py parses it).
+void report(const char* kind, const std::vector<TimedMethod>& methods, uint64_t bytes,
+            std::vector<double> TimedMethod::*runs) {
+  for (const TimedMethod& mt : methods) {
     const double s = median(mt.*runs);
     std::printf("RESULT %s %-48s %8.4f s %9.0f MB/s\n", kind, mt.name.c_str(), s,
                 mb_per_s(bytes, s));
   }
 }
 
-int run(const Args& a) {
+int run(const BenchFlags& a) {
   Env* env = Env::posix();
-  std::string base = a.dir;
-  if (base.empty()) {
-    char tmpl[] = "/tmp/ckpt-restore-bench-XXXXXX";
-    if (::mkdtemp(tmpl) == nullptr) return 1;
-    base = tmpl;
-  }
+  const std::string base = work_dir(a.dir, "ckpt-restore-bench");
+  if (base.empty()) return 1;
   const unsigned threads = a.threads ? a.threads : resume::default_io_threads();
   State s;
   build_state(a.mb, a.tensor_mb, a.small, &s);
@@ -112,65 +74,46 @@ int run(const Args& a) {
       std::thread::hardware_concurrency());
 
   // Pre-touched destinations, as a live model's and optimizer's tensors are.
-  std::vector<std::unique_ptr<unsigned char[]>> mem;
-  std::vector<unsigned char*> dst;
+  HostDestinations host(*m);
+  const std::vector<unsigned char*>& dst = host.ptrs;
   resume::RestoreOptions lib;
   lib.io_threads = threads;
-  for (const auto& e : m->tensors) {
-    mem.emplace_back(new unsigned char[e.nbytes ? e.nbytes : 1]);
-    std::memset(mem.back().get(), 0, e.nbytes);
-    dst.push_back(mem.back().get());
-    lib.destinations[e.path] = {dst.back(), e.nbytes};
+  for (size_t i = 0; i < m->tensors.size(); ++i) {
+    lib.destinations[m->tensors[i].path] = {dst[i], m->tensors[i].nbytes};
   }
   lib.check_file_hash = true;
   lib.file_bytes = listed->bytes;
   lib.file_xxh3 = listed->xxh3;
+  resume::RestoreOptions one_read = lib;  // hashed while copying: fast, but nothing to roll back
+  lib.check_first = true;
   resume::Undo undo;
-  lib.undo = &undo;
-  resume::RestoreOptions no_undo = lib;
-  no_undo.undo = nullptr;
-  resume::RestoreOptions unverified = no_undo;
+  resume::RestoreOptions snapshot = one_read;  // before check_first: one read, old bytes saved
+  snapshot.undo = &undo;
+  resume::RestoreOptions unverified = one_read;
   unverified.verify_hashes = false;
   auto restore = [&](const resume::RestoreOptions& o) {
     auto r = resume::restore_rank(env, step_dir, 0, o);
     if (!r.is_ok()) std::fprintf(stderr, "%s\n", r.status().to_string().c_str());
     return r.is_ok();
   };
-  std::vector<Method> methods = {
+  std::vector<TimedMethod> methods = {
       {"raw pread, 1 thread", [&] { return raw_read(file, *m, dst, 1) >= 0; }, {}, {}},
       {"raw pread, N threads", [&] { return raw_read(file, *m, dst, threads) >= 0; }, {}, {}},
       {"library restore, verified (as restore_latest)", [&] { return restore(lib); }, {}, {}},
-      {"library restore, verified, no undo snapshot", [&] { return restore(no_undo); }, {}, {}},
+      {"library restore, verified, snapshot + rollback", [&] { return restore(snapshot); }, {}, {}},
+      {"library restore, verified once, no rollback", [&] { return restore(one_read); }, {}, {}},
       {"library restore, unverified", [&] { return restore(unverified); }, {}, {}},
   };
-  auto timed = [](std::vector<double>* out, const std::function<bool()>& fn) {
-    const auto t0 = Clock::now();
-    const bool ok = fn();
-    out->push_back(seconds_since(t0));
-    return ok;
-  };
   make_warm({file});
-  for (uint64_t r = 0; r < a.reps; ++r) {
-    for (size_t k = 0; k < methods.size(); ++k) {
-      Method& mt = methods[(k + r) % methods.size()];  // rotate the order between repetitions
-      if (!timed(&mt.warm, mt.fn)) return 1;
-    }
-  }
-  report("warm", methods, s.bytes, &Method::warm);
-  std::string how;
-  double resident_max = 0;
-  for (uint64_t r = 0; r < a.cold_reps; ++r) {
-    for (size_t k = 0; k < methods.size(); ++k) {
-      Method& mt = methods[(k + r) % methods.size()];
-      how = make_cold({file, path_join(step_dir, rank_manifest_name(0))});
-      resident_max = std::max(resident_max, resident_fraction(file));
-      if (!timed(&mt.cold, mt.fn)) return 1;
-    }
-  }
+  if (!run_rotated(methods, a.reps, &TimedMethod::warm)) return 1;
+  report("warm", methods, s.bytes, &TimedMethod::warm);
+  ColdCache cold;
+  const std::vector<std::string> files = {file, path_join(step_dir, rank_manifest_name(0))};
+  if (!run_rotated(methods, a.cold_reps, &TimedMethod::cold, [&] { cold.drop(files); })) return 1;
   if (a.cold_reps > 0) {
     std::printf("cold: page cache dropped with %s before every run (at most %.1f%% resident)\n",
-                how.c_str(), 100 * resident_max);
-    report("cold", methods, s.bytes, &Method::cold);
+                cold.how.c_str(), 100 * cold.resident_max);
+    report("cold", methods, s.bytes, &TimedMethod::cold);
   }
   std::printf("load average at end: %s\n", load_average().c_str());
   if (a.dir.empty()) (void)env->remove_tree(base);
@@ -181,11 +124,12 @@ int run(const Args& a) {
 }  // namespace ckpt::bench
 
 int main(int argc, char** argv) {
-  ckpt::bench::Args a;
-  if (!ckpt::bench::parse(argc, argv, &a)) {
-    std::fprintf(stderr,
-                 "usage: restore_bench [--mb 512] [--tensor-mb 8] [--small 256] [--reps 5] "
-                 "[--cold-reps 3] [--threads N] [--dir DIR]\n");
+  ckpt::bench::BenchFlags a;
+  ckpt::bench::FlagParser p;
+  p.bench_flags(&a, /*restores=*/true);
+  if (!ckpt::bench::parse_or_usage(p, argc, argv,
+                                   "usage: restore_bench [--mb 512] [--tensor-mb 8] [--small 256] "
+                                   "[--reps 5] [--cold-reps 3] [--threads N] [--dir DIR]")) {
     return 64;
   }
   return ckpt::bench::run(a);

@@ -3,7 +3,8 @@
 
 The state is restore_bench's (N float32 tensors of --tensor-mb MiB plus --small small ones):
   * ckpt: bench/restore_bench (C++), the library restore as Checkpointer::restore_latest calls it
-    (verified: tensor + whole-file hashes, undo snapshot) and unverified, raw pread 1/N threads;
+    (verified: tensor + whole-file hashes checked first, then the copy), the snapshot-and-roll-back
+    restore it replaced, one hashed read with no rollback, unverified, raw pread 1/N threads;
   * torch.load + copy_ into existing tensors (this interpreter's torch; Debian's torch 1.13 in CI),
     timed inside Python;
   * safetensors loading into existing numpy arrays (safe_open + get_tensor + np.copyto), run by

@@ -11,13 +11,11 @@
 // Usage: save_restore_bench [--mb 512] [--tensor-mb 8] [--small 256] [--reps 5] [--cold-reps 3]
 //                           [--threads N] [--chunk-kb 1024] [--dir /tmp/...]
 //                           [--torch-peer CMD] [--save-only]
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cstring>
+#include <cstdlib>
 #include <map>
-#include <memory>
 #include <thread>
 
 #include "bench/bench_state.h"
@@ -32,66 +30,16 @@
 namespace ckpt::bench {
 namespace {
 
-struct Args {
-  uint64_t mb = 512, tensor_mb = 8, small = 256, reps = 5, cold_reps = 3, chunk_kb = 1024;
-  unsigned threads = 0;
-  std::string dir;
+constexpr char kUsage[] =
+    "usage: save_restore_bench [--mb 512] [--tensor-mb 8] [--small 256] [--reps 5] "
+    "[--cold-reps 3] [--threads N] [--chunk-kb 1024] [--dir DIR] [--torch-peer CMD] "
+    "[--save-only]";
+
+struct Args : BenchFlags {
+  uint64_t chunk_kb = 1024;
   std::string torch_peer;  // command of the torch.save peer (bench/torch_save_peer.py)
   bool save_only = false;
 };
-
-bool parse(int argc, char** argv, Args* a) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    if (k == "--save-only") {
-      a->save_only = true;
-      continue;
-    }
-    if (i + 1 >= argc) return false;
-    const char* v = argv[++i];
-    if (k == "--mb")
-      a->mb = std::strtoull(v, nullptr, 10);
-    else if (k == "--tensor-mb")
-      a->tensor_mb = std::strtoull(v, nullptr, 10);
-    else if (k == "--small")
-      a->small = std::strtoull(v, nullptr, 10);
-    else if (k == "--reps")
-      a->reps = std::strtoull(v, nullptr, 10);
-    else if (k == "--cold-reps")
-      a->cold_reps = std::strtoull(v, nullptr, 10);
-    else if (k == "--chunk-kb")
-      a->chunk_kb = std::strtoull(v, nullptr, 10);
-    else if (k == "--threads")
-      a->threads = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
-    else if (k == "--dir")
-      a->dir = v;
-    else if (k == "--torch-peer")
-      a->torch_peer = v;
-    else
-      return false;
-  }
-  return a->mb > 0 && a->tensor_mb > 0 && a->reps > 0 && a->chunk_kb > 0;
-}
-
-// The raw peer of a save: every tensor at a 4 KiB-aligned offset of one file, then fsync.
-double raw_save(const std::string& path, const State& s) {
-  ::unlink(path.c_str());
-  const auto t0 = Clock::now();
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return -1;
-  uint64_t off = 0;
-  for (const auto& [p, n] : s.spans) {
-    for (size_t done = 0; done < n;) {
-      const ssize_t w = ::pwrite(fd, p + done, n - done, static_cast<off_t>(off + done));
-      if (w <= 0) return -1;
-      done += static_cast<size_t>(w);
-    }
-    off += (n + 4095) / 4096 * 4096;
-  }
-  ::fdatasync(fd);
-  ::close(fd);
-  return seconds_since(t0);
-}
 
 double hash_all(const State& s, unsigned threads, uint64_t* sink) {
   const auto t0 = Clock::now();
@@ -109,14 +57,6 @@ double hash_all(const State& s, unsigned threads, uint64_t* sink) {
   for (auto& t : pool) t.join();
   *sink += acc.load();
   return seconds_since(t0);
-}
-
-void line(const char* name, uint64_t bytes, const std::vector<double>& secs, double peer_mbs) {
-  const double med = median(secs);
-  const double mbs = mb_per_s(bytes, med);
-  std::printf("  %-44s %8.3f s %9.0f MB/s", name, med, mbs);
-  if (peer_mbs > 0) std::printf("   %.2fx raw", mbs / peer_mbs);
-  std::printf("\n");
 }
 
 // One blocking save through the library (write_rank + commit) of step *step + 1, replacing the
@@ -197,15 +137,16 @@ bool save_section(const Args& a, Env* env, State& s, const std::string& base, in
   }
   ::unlink(raw_file.c_str());
   std::printf("\n(a) save, %0.f MB (page cache + fsync to the disk)\n", s.bytes / 1e6);
+  const RowPrinter out{44, "raw", s.bytes};
   const double raw_mbs = mb_per_s(s.bytes, median(t_raw));
-  line("raw pwrite + fdatasync", s.bytes, t_raw, 0);
-  line("store::write_rank (hash, HDF5, pwrite, fsync)", s.bytes, t_write, raw_mbs);
-  line("blocking save: write_rank + commit", s.bytes, t_commit, raw_mbs);
+  out.row("raw pwrite + fdatasync", t_raw);
+  out.row("store::write_rank (hash, HDF5, pwrite, fsync)", t_write, raw_mbs);
+  out.row("blocking save: write_rank + commit", t_commit, raw_mbs);
   std::printf("  where write_rank + commit spend it (medians):");
   for (const auto& [name, v] : phases)
     std::printf("  %s %.1f ms;", name.c_str() + 2, 1e3 * median(v));
   std::printf("\n");
-  line("the same with direct I/O (posix_direct_io)", s.bytes, t_bcommit, raw_mbs);
+  out.row("the same with direct I/O (posix_direct_io)", t_bcommit, raw_mbs);
   std::printf("  where it spends it (medians):");
   for (const auto& [name, v] : bphases)
     std::printf("  %s %.1f ms;", name.c_str() + 2, 1e3 * median(v));
@@ -214,8 +155,7 @@ bool save_section(const Args& a, Env* env, State& s, const std::string& base, in
   std::printf("  goal blocking save >= 0.80x raw pwrite+fdatasync: %.2fx (%s)\n", raw_s / save_s,
               raw_s / save_s >= 0.8 ? "met" : "missed");
   if (!t_torch.empty()) {
-    line(("torch.save + fsync (torch " + torch_version + ", in Python)").c_str(), s.bytes, t_torch,
-         raw_mbs);
+    out.row("torch.save + fsync (torch " + torch_version + ", in Python)", t_torch, raw_mbs);
     const double torch_s = median(t_torch);
     std::printf("  goal blocking save faster than torch.save+fsync: %.2fx torch's speed (%s)\n",
                 torch_s / save_s, save_s < torch_s ? "met" : "missed");
@@ -225,12 +165,8 @@ bool save_section(const Args& a, Env* env, State& s, const std::string& base, in
 
 int run(const Args& a) {
   Env* env = Env::posix();
-  std::string base = a.dir;
-  if (base.empty()) {
-    char tmpl[] = "/tmp/ckpt-bench-XXXXXX";
-    if (::mkdtemp(tmpl) == nullptr) return 1;
-    base = tmpl;
-  }
+  const std::string base = work_dir(a.dir, "ckpt-bench");
+  if (base.empty()) return 1;
   const unsigned threads = a.threads ? a.threads : resume::default_io_threads();
   State s;
   build_state(a.mb, a.tensor_mb, a.small, &s);
@@ -256,18 +192,15 @@ int run(const Args& a) {
   auto m = store::read_manifest(env, step_dir, 0);
   if (!m.is_ok()) return 1;
   const std::string file = path_join(step_dir, m->file);
-  std::vector<std::unique_ptr<unsigned char[]>> mem;
-  std::vector<unsigned char*> dst;
+  const HostDestinations host(*m);
+  const std::vector<unsigned char*>& dst = host.ptrs;
   resume::RestoreOptions ro;
   ro.io_threads = threads;
   ro.chunk_bytes = a.chunk_kb << 10;
   std::map<std::string, void*> by_path;
-  for (const auto& e : m->tensors) {
-    mem.emplace_back(new unsigned char[e.nbytes ? e.nbytes : 1]);
-    std::memset(mem.back().get(), 0, e.nbytes);
-    dst.push_back(mem.back().get());
-    ro.destinations[e.path] = {dst.back(), e.nbytes};
-    by_path[e.path] = dst.back();
+  for (size_t i = 0; i < m->tensors.size(); ++i) {
+    ro.destinations[m->tensors[i].path] = {dst[i], m->tensors[i].nbytes};
+    by_path[m->tensors[i].path] = dst[i];
   }
   resume::RestoreOptions ro_noverify = ro;
   ro_noverify.verify_hashes = false;
@@ -276,22 +209,11 @@ int run(const Args& a) {
     return by_path.at(path);
   };
 
-  struct Method {
-    const char* name;
-    std::function<bool()> fn;
-    std::vector<double> warm, cold;
-  };
-  auto timed = [](std::vector<double>* out, const std::function<bool()>& fn) {
-    const auto t0 = Clock::now();
-    const bool ok = fn();
-    out->push_back(seconds_since(t0));
-    return ok;
-  };
   auto check = [](const Status& st) {
     if (!st.is_ok()) std::fprintf(stderr, "%s\n", st.to_string().c_str());
     return st.is_ok();
   };
-  std::vector<Method> methods = {
+  std::vector<TimedMethod> methods = {
       {"raw pread, 1 thread", [&] { return raw_read(file, *m, dst, 1) >= 0; }, {}, {}},
       {"raw pread, I/O threads", [&] { return raw_read(file, *m, dst, threads) >= 0; }, {}, {}},
       {"resume::restore_rank (verify)",
@@ -308,16 +230,12 @@ int run(const Args& a) {
        {}},
   };
   make_warm({file});
-  for (uint64_t r = 0; r < a.reps; ++r) {
-    for (size_t k = 0; k < methods.size(); ++k) {
-      Method& mt = methods[(k + r) % methods.size()];  // rotate the order between repetitions
-      if (!timed(&mt.warm, mt.fn)) return 1;
-    }
-  }
+  if (!run_rotated(methods, a.reps, &TimedMethod::warm)) return 1;
   const uint64_t tb = s.bytes;
+  const RowPrinter out{44, "raw", tb};
   std::printf("\n(b) restore WARM (file in the page cache), in place into pre-touched memory\n");
   const double raw_warm = mb_per_s(tb, median(methods[1].warm));
-  for (auto& mt : methods) line(mt.name, tb, mt.warm, &mt == &methods[1] ? 0 : raw_warm);
+  for (auto& mt : methods) out.row(mt.name, mt.warm, &mt == &methods[1] ? 0 : raw_warm);
   resume::RestoreStats rs;
   if (!check(resume::restore_rank(env, step_dir, 0, ro, &rs).status())) return 1;
   std::printf(
@@ -326,23 +244,19 @@ int run(const Args& a) {
       1e3 * rs.metadata_seconds, 1e3 * rs.data_seconds, mb_per_s(tb, rs.data_seconds),
       static_cast<unsigned long long>(rs.chunks), rs.tensors);
 
-  std::string how;
-  double resident_max = 0;
-  for (uint64_t r = 0; r < a.cold_reps; ++r) {
-    for (size_t k = 0; k < methods.size(); ++k) {
-      Method& mt = methods[(k + r) % methods.size()];
-      how = make_cold({file, path_join(step_dir, rank_manifest_name(0))});
-      resident_max = std::max(resident_max, resident_fraction(file));
-      if (!timed(&mt.cold, mt.fn)) return 1;
-    }
+  ColdCache cold;
+  if (!run_rotated(methods, a.cold_reps, &TimedMethod::cold, [&] {
+        cold.drop({file, path_join(step_dir, rank_manifest_name(0))});
+      })) {
+    return 1;
   }
   if (a.cold_reps > 0) {
     std::printf(
         "\n(c) restore COLD (page cache dropped with %s before every run; at most %.1f%% "
         "of the file resident at start)\n",
-        how.c_str(), 100 * resident_max);
+        cold.how.c_str(), 100 * cold.resident_max);
     const double raw_cold = mb_per_s(tb, median(methods[1].cold));
-    for (auto& mt : methods) line(mt.name, tb, mt.cold, &mt == &methods[1] ? 0 : raw_cold);
+    for (auto& mt : methods) out.row(mt.name, mt.cold, &mt == &methods[1] ? 0 : raw_cold);
   }
 
   // (d) hash throughput
@@ -353,8 +267,8 @@ int run(const Args& a) {
     ht.push_back(hash_all(s, threads, &sink));
   }
   std::printf("\n(d) hash verification: XXH3-64 over the state in memory vs the raw WARM read\n");
-  line("xxh3, 1 thread", tb, h1, raw_warm);
-  line("xxh3, I/O threads", tb, ht, raw_warm);
+  out.row("xxh3, 1 thread", h1, raw_warm);
+  out.row("xxh3, I/O threads", ht, raw_warm);
   const double v = median(methods[2].warm), nv = median(methods[3].warm);
   std::printf("  verification cost inside restore_rank (warm): %+.1f%% time (%.3f s vs %.3f s)\n",
               100 * (v - nv) / nv, v, nv);
@@ -368,13 +282,10 @@ int run(const Args& a) {
 }  // namespace ckpt::bench
 
 int main(int argc, char** argv) {
-  ckpt::bench::Args a;
-  if (!ckpt::bench::parse(argc, argv, &a)) {
-    std::fprintf(stderr,
-                 "usage: save_restore_bench [--mb 512] [--tensor-mb 8] [--small 256] [--reps 5] "
-                 "[--cold-reps 3] [--threads N] [--chunk-kb 1024] [--dir DIR] [--torch-peer CMD] "
-                 "[--save-only]\n");
-    return 64;
-  }
-  return ckpt::bench::run(a);
+  namespace b = ckpt::bench;
+  b::Args a;
+  b::FlagParser flags;
+  flags.bench_flags(&a, true).number("--chunk-kb", &a.chunk_kb, true);
+  flags.text("--torch-peer", &a.torch_peer).flag("--save-only", &a.save_only);
+  return b::parse_or_usage(flags, argc, argv, b::kUsage) ? b::run(a) : 64;
 }

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -26,7 +28,8 @@ double since(Clock::time_point t0) {
 
 // Reads chunks straight into the destination when a chunk is one whole piece of one tensor;
 // otherwise into the worker's staging buffer, then copies each piece out (the coalesced small
-// tensors: one syscall instead of many, one memcpy each while the chunk is in cache).
+// tensors: one syscall instead of many, one memcpy each while the chunk is in cache). A tensor
+// whose destination is null is read into staging and only hashed (check_first's first read).
 // With an Undo, `saved[t]` is where tensor t's old bytes go (null: memory the tree owns), and each
 // piece's old bytes are copied there just before the piece is overwritten.
 class HostSink final : public ChunkSink {
@@ -40,7 +43,7 @@ class HostSink final : public ChunkSink {
         staging_(workers) {}
 
   Result<unsigned char*> acquire(unsigned worker, const PlanChunk& c) override {
-    if (plan_.is_direct(c)) {
+    if (direct(c)) {
       save_old(c.first_piece);
       const PlanPiece& p = plan_.pieces[c.first_piece];
       return dst_[p.tensor] + p.tensor_offset;
@@ -55,17 +58,18 @@ class HostSink final : public ChunkSink {
   }
 
   Status deliver(unsigned, const PlanChunk& c, unsigned char* bytes) override {
-    if (plan_.is_direct(c)) return Status::ok();
+    if (direct(c)) return Status::ok();
     for (uint32_t k = 0; k < c.piece_count; ++k) {
-      save_old(c.first_piece + k);
       const PlanPiece& p = plan_.pieces[c.first_piece + k];
+      if (dst_[p.tensor] == nullptr) continue;  // hashed only
+      save_old(c.first_piece + k);
       std::memcpy(dst_[p.tensor] + p.tensor_offset, bytes + p.chunk_offset, p.nbytes);
     }
     return Status::ok();
   }
 
   Status release(unsigned, const PlanChunk&, unsigned char*) override { return Status::ok(); }
-  bool bytes_stay(const PlanChunk& c) const override { return plan_.is_direct(c); }
+  bool bytes_stay(const PlanChunk& c) const override { return direct(c); }
 
   // After the run: the ranges whose old bytes were saved.
   std::vector<Undo::Range> taken_ranges() const {
@@ -80,6 +84,9 @@ class HostSink final : public ChunkSink {
   }
 
  private:
+  bool direct(const PlanChunk& c) const {
+    return plan_.is_direct(c) && dst_[plan_.pieces[c.first_piece].tensor] != nullptr;
+  }
   // Each piece belongs to one chunk, read by one worker: distinct workers write distinct flags.
   void save_old(uint32_t piece) {
     if (taken_.empty()) return;
@@ -140,6 +147,99 @@ Status check_destinations(const Manifest& m, const RestoreOptions& options,
   return Status::ok();
 }
 
+// One read into place, each tensor hashed on the fly; with an Undo, every destination range's
+// old bytes are saved just before it is overwritten and put back if the read fails. `dst[t]` is
+// where tensor t goes; `caller[t]` says it is caller memory (the Undo's business).
+Status read_into_place(const RandomAccessFile& file, const ReadPlan& plan,
+                       const std::vector<unsigned char*>& dst, const std::vector<char>& caller,
+                       const PipelineOptions& pipe, Undo* undo, PipelineStats* ps) {
+  std::vector<unsigned char*> saved;  // old bytes, tensor after tensor in one buffer
+  std::shared_ptr<void> saved_bytes;
+  if (undo != nullptr) {
+    undo->clear();
+    uint64_t total = 0;
+    for (size_t i = 0; i < plan.tensors.size(); ++i) {
+      if (caller[i]) total += plan.tensors[i].nbytes;
+    }
+    CKPT_ASSIGN_OR_RETURN(saved_bytes, snapshot_buffer(total, file.path()));
+    saved.assign(plan.tensors.size(), nullptr);
+    uint64_t at = 0;
+    for (size_t i = 0; i < plan.tensors.size(); ++i) {
+      if (!caller[i]) continue;
+      saved[i] = static_cast<unsigned char*>(saved_bytes.get()) + at;
+      at += plan.tensors[i].nbytes;
+    }
+  }
+  HostSink sink(plan, dst, saved, pipe.io_threads);
+  Status ran = run_pipeline(file, plan, &sink, pipe, ps);
+  if (undo != nullptr) {
+    undo->hold(std::move(saved_bytes), sink.taken_ranges());
+    if (!ran.is_ok()) undo->apply();
+  }
+  return ran;
+}
+
+void add_stats(const PipelineStats& ps, RestoreStats* local) {
+  local->read_bytes += ps.read_bytes;
+  local->chunks += ps.chunks;
+  local->threads = std::max(local->threads, ps.threads);
+}
+
+// check_first: the first read checks every hash and fills only memory the tree owns; then
+// before_in_place; then the destinations, in a second read with large chunks and no hashing.
+Status read_checked_first(const RandomAccessFile& file, const Manifest& m, const ReadPlan& plan,
+                          const std::vector<unsigned char*>& dst, const std::vector<char>& caller,
+                          const PipelineOptions& pipe, const RestoreOptions& options,
+                          const std::function<Status()>& link, Node* root, RestoreStats* local) {
+  const std::string before = file.version();
+  const auto t0 = Clock::now();
+  std::vector<unsigned char*> owned_only = dst;
+  std::vector<size_t> in_place;  // manifest indices
+  std::map<std::string, unsigned char*> by_path;
+  for (size_t i = 0; i < plan.tensors.size(); ++i) {
+    if (!caller[i]) continue;
+    owned_only[i] = nullptr;
+    in_place.push_back(plan.tensors[i].manifest_index);
+    by_path[plan.tensors[i].path] = dst[i];
+  }
+  PipelineStats ps;
+  {
+    HostSink check(plan, owned_only, {}, pipe.io_threads);
+    CKPT_RETURN_IF_ERROR(run_pipeline(file, plan, &check, pipe, &ps));
+  }
+  add_stats(ps, local);
+  local->check_seconds = since(t0);
+  CKPT_RETURN_IF_ERROR(link());
+  if (options.before_in_place) CKPT_RETURN_IF_ERROR(options.before_in_place(root));
+  if (in_place.empty()) return Status::ok();
+
+  PlanOptions popts;
+  popts.chunk_bytes = options.unhashed_chunk_bytes;
+  popts.max_gap = options.max_gap;
+  CKPT_ASSIGN_OR_RETURN(ReadPlan copy, make_read_plan(m, in_place, popts));
+  std::vector<unsigned char*> dst2(copy.tensors.size());
+  for (size_t i = 0; i < copy.tensors.size(); ++i) dst2[i] = by_path.at(copy.tensors[i].path);
+  PipelineOptions unhashed = pipe;
+  unhashed.verify_hashes = false;
+  unhashed.check_file_hash = false;
+  PipelineStats ps2;
+  CKPT_RETURN_IF_ERROR(read_into_place(file, copy, dst2, std::vector<char>(dst2.size(), 1),
+                                       unhashed, options.undo, &ps2));
+  add_stats(ps2, local);
+  if (!before.empty() && file.version() != before) {
+    const bool undone = options.undo != nullptr;
+    if (undone) options.undo->apply();
+    return io_error(file.path() +
+                    ": changed while it was being restored (written to between the check and the "
+                    "copy): " +
+                    (undone ? "the destinations were put back"
+                            : "the destinations are partly "
+                              "overwritten") +
+                    "; restore again");
+  }
+  return Status::ok();
+}
+
 Result<Node> restore_impl(Env* env, store::RankStructure rs, const RestoreOptions& options,
                           RestoreStats* stats, Clock::time_point t0) {
   const Manifest& m = rs.manifest;
@@ -155,7 +255,7 @@ Result<Node> restore_impl(Env* env, store::RankStructure rs, const RestoreOption
     }
   }
   PlanOptions popts;
-  popts.chunk_bytes = options.chunk_bytes;
+  popts.chunk_bytes = options.verify_hashes ? options.chunk_bytes : options.unhashed_chunk_bytes;
   popts.max_gap = options.max_gap;
   CKPT_ASSIGN_OR_RETURN(ReadPlan plan, make_read_plan(m, selected, popts));
   const bool check_file = options.check_file_hash && options.verify_hashes;
@@ -170,15 +270,15 @@ Result<Node> restore_impl(Env* env, store::RankStructure rs, const RestoreOption
   // Destinations: the caller's span, or memory the tree will own.
   RestoreStats local;
   std::vector<unsigned char*> dst(plan.tensors.size(), nullptr);
-  std::vector<Tensor*> tensors(plan.tensors.size(), nullptr);
+  std::vector<char> caller(plan.tensors.size(), 0);
   for (size_t i = 0; i < plan.tensors.size(); ++i) {
     const PlanTensor& pt = plan.tensors[i];
     Tensor* t = store::find_tensor(&root, pt.path);
     if (t == nullptr) return internal_error(fpath + ": \"" + pt.path + "\" vanished from the tree");
-    tensors[i] = t;
     auto d = options.destinations.find(pt.path);
     if (d != options.destinations.end()) {
       dst[i] = static_cast<unsigned char*>(d->second.data);
+      caller[i] = 1;
       t->data = dst[i];
       ++local.placed;
     } else {
@@ -189,24 +289,6 @@ Result<Node> restore_impl(Env* env, store::RankStructure rs, const RestoreOption
     }
     t->nbytes = pt.nbytes;
   }
-  // Old bytes of caller memory, laid out tensor after tensor in one buffer.
-  std::vector<unsigned char*> saved;
-  std::shared_ptr<void> saved_bytes;
-  if (options.undo != nullptr) {
-    options.undo->clear();
-    uint64_t total = 0;
-    for (size_t i = 0; i < plan.tensors.size(); ++i) {
-      if (options.destinations.count(plan.tensors[i].path)) total += plan.tensors[i].nbytes;
-    }
-    CKPT_ASSIGN_OR_RETURN(saved_bytes, snapshot_buffer(total, fpath));
-    saved.assign(plan.tensors.size(), nullptr);
-    uint64_t at = 0;
-    for (size_t i = 0; i < plan.tensors.size(); ++i) {
-      if (!options.destinations.count(plan.tensors[i].path)) continue;
-      saved[i] = static_cast<unsigned char*>(saved_bytes.get()) + at;
-      at += plan.tensors[i].nbytes;
-    }
-  }
   CKPT_ASSIGN_OR_RETURN(auto file, env->open_random(fpath));
   local.metadata_seconds = since(t0);
 
@@ -216,22 +298,23 @@ Result<Node> restore_impl(Env* env, store::RankStructure rs, const RestoreOption
   pipe.verify_hashes = options.verify_hashes;
   pipe.check_file_hash = check_file;
   pipe.file_xxh3 = options.file_xxh3;
-  HostSink sink(plan, dst, saved, pipe.io_threads);
-  PipelineStats ps;
-  Status ran = run_pipeline(*file, plan, &sink, pipe, &ps);
-  if (options.undo != nullptr) {
-    options.undo->hold(std::move(saved_bytes), sink.taken_ranges());
-    if (!ran.is_ok()) options.undo->apply();
+  bool linked = false;
+  auto link = [&]() -> Status {
+    linked = true;
+    return store::link_aliases(rs.datasets, &root, fpath);
+  };
+  if (options.check_first && options.verify_hashes) {
+    CKPT_RETURN_IF_ERROR(
+        read_checked_first(*file, m, plan, dst, caller, pipe, options, link, &root, &local));
+  } else {
+    PipelineStats ps;
+    CKPT_RETURN_IF_ERROR(read_into_place(*file, plan, dst, caller, pipe, options.undo, &ps));
+    add_stats(ps, &local);
   }
-  CKPT_RETURN_IF_ERROR(ran);
   local.data_seconds = since(t1);
-
-  CKPT_RETURN_IF_ERROR(store::link_aliases(rs.datasets, &root, fpath));
+  if (!linked) CKPT_RETURN_IF_ERROR(link());
   local.tensor_bytes = plan.tensor_bytes;
-  local.read_bytes = ps.read_bytes;
   local.tensors = plan.tensors.size();
-  local.chunks = ps.chunks;
-  local.threads = ps.threads;
   if (stats != nullptr) *stats = local;
   return std::move(rs.root);
 }

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -65,7 +66,7 @@ struct RestoreOptions {
   // outside `components`, or a span of the wrong size is an error before any byte is read.
   std::map<std::string, HostSpan> destinations;
   unsigned io_threads = 0;          // 0 = default_io_threads()
-  uint64_t chunk_bytes = 1u << 20;  // largest single read; L2-sized so the hash reads cache
+  uint64_t chunk_bytes = 1u << 20;  // largest read that is hashed; L2-sized so the hash reads cache
   uint64_t max_gap = 64u << 10;     // padding read to coalesce neighbouring tensors
   bool verify_hashes = true;
   // Also check the XXH3-64 of the whole file against the commit record's (CommitFile bytes and
@@ -76,6 +77,21 @@ struct RestoreOptions {
   uint64_t file_xxh3 = 0;
   // Where to save the old bytes of the destinations (see the note at the top); null = none saved.
   Undo* undo = nullptr;
+  // Check first, then write (docs/resume.md): with verify_hashes, a first read checks every hash
+  // (each tensor's and, with check_file_hash, the whole file's) and writes no caller memory —
+  // tensors without a destination do land in memory the tree owns — then `before_in_place` runs,
+  // and only then a second, unhashed read fills the destinations (from the page cache when the
+  // file fits in memory). A hash that fails leaves every destination untouched with no snapshot.
+  // If the file changes between the reads (RandomAccessFile::version()), the restore fails naming
+  // it; the destinations are then partly written unless `undo` is set as well.
+  bool check_first = false;
+  // With check_first: runs after the first read on the tree (aliases linked; the bytes of every
+  // tensor without a destination present), before any destination is written. An error stops
+  // the restore with caller memory untouched.
+  std::function<Status(Node*)> before_in_place;
+  // Largest read of a read that hashes nothing: check_first's second read, or every read with
+  // verify_hashes off (no hash to keep in cache, so fewer, larger reads).
+  uint64_t unhashed_chunk_bytes = 8u << 20;
 };
 
 struct RestoreStats {
@@ -86,7 +102,8 @@ struct RestoreStats {
   uint64_t chunks = 0;
   unsigned threads = 0;
   double metadata_seconds = 0;  // manifest, HDF5 structure, checks, plan
-  double data_seconds = 0;      // the read/hash pipeline
+  double data_seconds = 0;      // the read/hash pipeline (both reads with check_first)
+  double check_seconds = 0;     // check_first's first read, part of data_seconds
 };
 
 // On success the tree holds every group and attribute, and the bytes of every tensor of the

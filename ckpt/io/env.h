@@ -37,6 +37,10 @@ class RandomAccessFile {
   virtual Status read_at(uint64_t offset, void* dst, size_t n) const = 0;
   virtual uint64_t size() const = 0;
   virtual const std::string& path() const = 0;
+  // What identifies this version of the file's contents — for POSIX files device, inode, size,
+  // mtime and ctime from fstat — so a reader can tell that the file was written to between two
+  // reads. Empty when unknown (in-memory files, which nothing else writes).
+  virtual std::string version() const { return {}; }
 
   // Reads exactly `len` bytes at `offset` as a string; the range is checked against size() before
   // anything is allocated, so a hostile length costs nothing.

@@ -44,7 +44,7 @@ std::string environment_digest(std::string* env_json) {
 }
 
 Checkpointer::Checkpointer(CheckpointerOptions options)
-    : options_(std::move(options)), env_(options_.env ? options_.env : Env::posix()) {}
+    : options_(std::move(options)), env_(options_.env ? options_.env : Env::posix_direct_io()) {}
 
 // The destructor-time flush: a save in flight is finished (committed, or its failure journaled by
 // the job and reported here, the one place a destructor can say it).

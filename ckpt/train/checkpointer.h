@@ -100,7 +100,10 @@ struct CheckpointerOptions {
   // Components restore_latest() must find; a missing one is an error instead of a note.
   std::set<Component> required;
   OnDamaged on_damaged = OnDamaged::kRefuse;
-  Env* env = nullptr;  // default: Env::posix()
+  // Default: Env::posix_direct_io() — tensor bodies go to the disk with O_DIRECT where the
+  // filesystem allows it, through pwrite otherwise (README.md, "Blocking save"); Env::posix()
+  // writes everything through the page cache.
+  Env* env = nullptr;
   // With world_size > 1: waits until every rank reached this point (e.g. a c10d Gloo barrier).
   // save() calls it after this rank's file is durable and again after rank 0 committed. If rank
   // 0's commit fails it returns without the second barrier, so the other ranks fail at their

@@ -7,13 +7,15 @@
 //      dataset, the scheduler, the model's names/dtypes/shapes/ties, the optimizer's groups and
 //      state. Each model parameter and optimizer state tensor gets its target: the live tensor
 //      (in place) or, for optimizer state the optimizer does not hold yet, a fresh one.
-//   3. Read: host targets are the pipeline's destinations, filled in place with each tensor's
-//      hash and the file's whole-file hash (the commit record's) checked on the fly. The old
-//      bytes of every live target are saved just before they are overwritten (resume::Undo);
-//      a failed read puts them back.
-//   4. Steps that need the bytes and can still fail: device (or non-contiguous) targets copied
-//      from the restored tree (their old values cloned first), the RNG, the extra values. A
-//      failure undoes 3 and what of 4 ran, so every tracked object is bitwise as before.
+//   3. Check first (resume::RestoreOptions::check_first): a first read checks each tensor's hash
+//      and the file's whole-file hash (the commit record's) and writes nothing live; only the
+//      tensors that are not read in place land, in memory the read tree owns.
+//   4. On that checked tree, the steps that need bytes and can still fail: device (or
+//      non-contiguous) targets copied from the tree (their old values cloned first), the RNG,
+//      the extra values. A failure undoes what of 4 ran, and nothing live was written.
+//   3b. The second read copies into the live host tensors, in place (from the page cache when
+//      the file fits in memory). If it fails — the file written to between the reads, or a read
+//      error — 4 is undone and the error says the live tensors are partly overwritten.
 //   5. Commit what cannot fail: optimizer hyperparameters and state, scheduler, sampler cursor,
 //      counters; journal the restore.
 #include <torch/torch.h>
@@ -222,7 +224,8 @@ Result<RestoreReport> Checkpointer::restore_latest() {
   if (!planned.is_ok()) return ctx(planned.status());
   RestorePlan& plan = *planned;
 
-  // 3. Read in place, hashes and the whole-file hash verified; undone on failure.
+  // 3–4. Check every hash first (nothing live is written), run step 4 on the checked tree, then
+  // copy into the live tensors.
   resume::RestoreOptions ro;
   ro.components = std::set<std::string>(rep.components.begin(), rep.components.end());
   for (const auto& t : plan.targets) {
@@ -232,39 +235,41 @@ Result<RestoreReport> Checkpointer::restore_latest() {
   ro.check_file_hash = true;
   ro.file_bytes = listed->bytes;
   ro.file_xxh3 = listed->xxh3;
-  resume::Undo undo;
-  ro.undo = &undo;
-  Result<Node> read = resume::restore_rank(env_, std::move(rs), ro);
-  if (!read.is_ok()) return read.status();
-  Node& tree = *read;
-
-  // 4. What can still fail, undone with everything before it.
+  ro.check_first = true;
   DeviceUndo device_undo;
-  auto undo_all = [&](Status s) {
-    device_undo.apply();
-    undo.apply();
-    return ctx(std::move(s));
-  };
-  Status s = copy_from_tree(plan.targets, /*all=*/false, &tree, &device_undo);
-  if (s.is_ok() && plan.optimizer_torch_layout) {
-    s = prepare_torch_layout_optimizer(tracked_, &tree, &plan, &device_undo);
-  }
-  if (!s.is_ok()) return undo_all(std::move(s));
   Node rng_before;
   const bool rng = contains(rep.components, "rng");
-  if (rng) {
-    s = torch_adapter::capture_rng(generators_, &rng_before);
-    if (s.is_ok()) s = torch_adapter::restore_rng(*tree.find_child("rng"), generators_);
-    if (!s.is_ok()) return undo_all(std::move(s));
-  }
-  if (contains(rep.components, "extra")) {
-    s = torch_adapter::restore_extra(*tree.find_child("extra"), extra_);
-    if (!s.is_ok()) {
-      if (rng) (void)torch_adapter::restore_rng(rng_before, generators_);  // it was valid
-      return undo_all(std::move(s));
+  bool rng_restored = false;
+  auto undo_step4 = [&] {
+    device_undo.apply();
+    if (rng_restored) (void)torch_adapter::restore_rng(rng_before, generators_);  // it was valid
+    rng_restored = false;
+  };
+  ro.before_in_place = [&](Node* tree) -> Status {
+    Status s = copy_from_tree(plan.targets, /*all=*/false, tree, &device_undo);
+    if (s.is_ok() && plan.optimizer_torch_layout) {
+      s = prepare_torch_layout_optimizer(tracked_, tree, &plan, &device_undo);
     }
+    if (s.is_ok() && rng) {
+      s = torch_adapter::capture_rng(generators_, &rng_before);
+      if (s.is_ok()) s = torch_adapter::restore_rng(*tree->find_child("rng"), generators_);
+      rng_restored = s.is_ok();
+    }
+    if (s.is_ok() && contains(rep.components, "extra")) {
+      s = torch_adapter::restore_extra(*tree->find_child("extra"), extra_);
+    }
+    if (!s.is_ok()) undo_step4();
+    return s;
+  };
+  Result<Node> read = resume::restore_rank(env_, std::move(rs), ro);
+  if (!read.is_ok()) {
+    // A failure after before_in_place succeeded (the file changed between the check and the
+    // copy, or the copy's read failed) undoes step 4 too; restore_rank's message says what of
+    // the live tensors was written.
+    if (rng_restored || !device_undo.saved.empty()) undo_step4();
+    return read.status();
   }
-  undo.clear();
+  Node& tree = *read;
 
   // 5. Commit.
   if (plan.optimizer) plan.optimizer->commit(*tracked_.optimizer);

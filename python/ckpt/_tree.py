@@ -21,9 +21,16 @@ _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
 def tensor_ref(t, keep):
-    """(ptr, nbytes, dtype, shape) of a CPU contiguous copy-free view of t; copies go to keep."""
+    """(ptr, nbytes, dtype, shape) of a CPU contiguous copy-free view of t; copies go to keep.
+    A CUDA tensor is copied into pinned host memory asynchronously on the current stream: the
+    caller runs sync_device_copies() once the whole tree is encoded, before the bytes are read,
+    so the copies of every tensor overlap."""
     t = t.detach()
-    if t.device.type != "cpu":
+    if t.device.type == "cuda":
+        host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)  # torch's caching allocator
+        host.copy_(t, non_blocking=True)
+        t = host
+    elif t.device.type != "cpu":
         t = t.cpu()
     if not t.is_contiguous():
         t = t.contiguous()
@@ -31,6 +38,12 @@ def tensor_ref(t, keep):
         raise TypeError(f"dtype {t.dtype} is not storable")
     keep.append(t)
     return (t.data_ptr(), t.numel() * t.element_size(), _DTYPES[t.dtype], list(t.shape))
+
+
+def sync_device_copies():
+    """Waits for the device→host copies tensor_ref started (no-op without CUDA in use)."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
 
 
 def _scalar(v):
@@ -113,9 +126,22 @@ def encode(value, path, keep, skipped, seen=None):
     return node
 
 
-def allocate(meta, path, dests, live):
-    """Allocates a tensor for every dataset of `meta` (from ckpt._core.open_rank) and records it
-    in dests; checks it against the live tensor at the same key path (`live`, may be None)."""
+def _writable_in_place(t, used):
+    # A live CPU tensor that owns its bytes contiguously and shares them with no other entry.
+    if t.device.type != "cpu" or not t.is_contiguous() or t.numel() == 0:
+        return False
+    key = t.data_ptr()
+    if key in used:
+        return False
+    used.add(key)
+    return True
+
+
+def allocate(meta, path, dests, live, in_place=None):
+    """A tensor for every dataset of `meta` (from ckpt._core.open_rank), recorded in dests, and
+    checked against the live tensor at the same key path (`live`, may be None). With `in_place`
+    (a set: the data pointers used so far) a live tensor that fits is itself the destination —
+    no allocation, read straight into the live object's memory; the others are allocated."""
     out = {}
     for name, (dtype, shape, alias_of) in meta["tensors"].items():
         sub = f"{path}/{name}"
@@ -124,15 +150,20 @@ def allocate(meta, path, dests, live):
         if alias_of:  # no bytes of its own (the file records no shape): decode() ties it
             continue
         lv = _get(live, name)
+        t = None
         if isinstance(lv, torch.Tensor):
             if _DTYPES.get(lv.dtype) != dtype or list(lv.shape) != list(shape):
                 from .errors import MismatchError
                 raise MismatchError(f"{sub}: the checkpoint has {dtype}{list(shape)}, the live "
                                     f"object has {_DTYPES.get(lv.dtype, lv.dtype)}{list(lv.shape)}")
-        t = torch.empty(shape, dtype=_TORCH[dtype])
+            if in_place is not None and _writable_in_place(lv, in_place):
+                t = lv.detach()
+        if t is None:  # pinned when it goes on to a CUDA tensor: load_state_dict copies it there
+            pin = isinstance(lv, torch.Tensor) and lv.device.type == "cuda"
+            t = torch.empty(shape, dtype=_TORCH[dtype], pin_memory=pin)
         dests[sub] = (t.data_ptr(), t.numel() * t.element_size(), dtype, list(shape))
         out[name] = t
-    children = {name: allocate(c, f"{path}/{name}", dests, _get(live, name))
+    children = {name: allocate(c, f"{path}/{name}", dests, _get(live, name), in_place)
                 for name, c in meta["children"].items()}
     return {"tensors": out, "children": children}
 

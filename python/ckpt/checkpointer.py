@@ -134,6 +134,7 @@ class Checkpointer:
             else:
                 node = _tree.encode(obj.state_dict(), f"/{name}", keep, skipped)
             children[name] = node
+        _tree.sync_device_copies()  # CUDA tensors' pinned host copies are complete from here
         loader = self._loader()
         train = {"global_step": int(step), "grad_accum_steps": 1, "grad_accum_pos": 0,
                  "epoch": 0, "samples_seen": 0, "tokens_seen": 0}
@@ -255,11 +256,14 @@ class Checkpointer:
                         f"checkpoint (it has: {', '.join(latest['components'])})")
         todo = [n for n in wanted if n in have]
         live = {n: self._live_state(n) for n in todo}
-        dests, allocs = {}, {}
+        dests, allocs, in_place = {}, {}, set()
         for name in todo:
-            allocs[name] = _tree.allocate(meta["children"][name], f"/{name}", dests, live[name])
-        if dests:
-            _core.read_into(latest["dir"], file_rank, dests)
+            sub = meta["children"][name]
+            fits = self._in_place(name, sub)
+            allocs[name] = _tree.allocate(sub, f"/{name}", dests, live[name],
+                                          in_place if fits else None)
+        if dests:  # live memory is written only after every hash was checked (check first)
+            _core.read_into(latest["dir"], file_rank, dests, bool(in_place))
         states = {n: _tree.decode(meta["children"][n], allocs[n], live[n], f"/{n}", rep.skipped)
                   for n in todo}
         for n in todo:  # written by the C++ Checkpointer: its layouts, as state_dicts
@@ -282,6 +286,18 @@ class Checkpointer:
                     note=rep.note)
         return rep
 
+    def _in_place(self, name, sub):
+        """Whether component `name` is read straight into the live object's tensors: modules
+        and optimizers saved by this package (not the C++ layouts, which are converted), whose
+        parameter groups match the live optimizer's (checked here, before any byte is read)."""
+        obj = self._objects.get(name)
+        if name == "rng" or _cxx.is_cxx(sub):
+            return False
+        if isinstance(obj, torch.optim.Optimizer):
+            _check_groups(sub, obj, name)
+            return True
+        return isinstance(obj, torch.nn.Module)
+
     def _live_state(self, name):
         if name == "rng":
             return None
@@ -297,6 +313,8 @@ class Checkpointer:
                 obj.copy_(state["value"])
         elif isinstance(obj, (bool, int, float, str)):
             self._objects[name] = state["value"]  # read it back with ck.value(name)
+        elif isinstance(obj, torch.nn.Module) and _restored_in_place(obj, state):
+            pass  # every tensor already is in the module's memory; loading would copy onto itself
         else:
             obj.load_state_dict(state)
 
@@ -329,6 +347,52 @@ class Checkpointer:
                 self._lock.release()
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
+
+
+def _check_groups(sub, opt, name):
+    """The saved optimizer's parameter groups against the live one's, as load_state_dict checks
+    them, but before restore_latest reads a byte into the live state."""
+    from .errors import MismatchError
+    groups = sub["children"].get("param_groups")
+    if groups is None or groups["attrs"].get("ckpt.kind") not in ("list", "tuple"):
+        return
+    saved = [len(g["attrs"].get("params", [])) for _, g in
+             sorted(groups["children"].items(), key=lambda kv: int(kv[0]))]
+    here = [len(g["params"]) for g in opt.param_groups]
+    if saved != here:
+        raise MismatchError(f"component \"{name}\": the checkpoint's optimizer has parameter "
+                            f"groups of {saved} parameters, the live one {here}")
+
+
+_PLAIN_LOADERS = (torch.nn.Module._load_from_state_dict,
+                  torch.nn.modules.batchnorm._NormBase._load_from_state_dict)
+
+
+def _restored_in_place(module, state):
+    """True when load_state_dict(state) would change nothing: the keys are the module's own and
+    every value is a tensor restore_latest read straight into the module's memory, and nothing in
+    the module customises loading (hooks, an overridden load_state_dict or _load_from_state_dict
+    other than BatchNorm's, extra state). Then load_state_dict, which would copy each tensor onto
+    itself, is skipped (docs/python.md, "Restore in place")."""
+    base = torch.nn.Module
+    for m in module.modules():
+        kind = type(m)
+        if (getattr(m, "_load_state_dict_pre_hooks", None)
+                or getattr(m, "_load_state_dict_post_hooks", None)
+                or kind.load_state_dict is not base.load_state_dict
+                or kind._load_from_state_dict not in _PLAIN_LOADERS
+                or kind.get_extra_state is not base.get_extra_state):
+            return False
+    live = module.state_dict()
+    if live.keys() != state.keys():
+        return False
+    for key, v in live.items():
+        s = state[key]
+        if not (isinstance(s, torch.Tensor) and isinstance(v, torch.Tensor) and v.numel() > 0
+                and s.data_ptr() == v.data_ptr() and s.dtype == v.dtype
+                and s.shape == v.shape and s.stride() == v.stride()):
+            return False
+    return True
 
 
 __all__ = ["Checkpointer", "RestoreReport", "CheckpointError"]

@@ -151,7 +151,7 @@ py::dict save_rank(const std::string& run_dir, int64_t step, int64_t rank, int64
   Node root;
   to_node("", tree, &root);
   const std::string dir = step_dir(run_dir, step);
-  Env* env = Env::posix();
+  Env* env = Env::posix_direct_io();  // as the C++ Checkpointer: O_DIRECT where it works
   store::RankWriteStats stats;
   {
     py::gil_scoped_release nogil;
@@ -179,7 +179,7 @@ py::dict open_rank(const std::string& dir, int64_t rank) {
 
 // dests: "/component/a/b" -> (ptr, nbytes, dtype, shape). Every destination is checked against
 // the file before any byte is read; then every tensor is read (and its hash checked) into them.
-void read_into(const std::string& dir, int64_t rank, const py::dict& dests) {
+void read_into(const std::string& dir, int64_t rank, const py::dict& dests, bool check_first) {
   struct Dest {
     void* ptr;
     size_t nbytes;
@@ -212,6 +212,7 @@ void read_into(const std::string& dir, int64_t rank, const py::dict& dests) {
   // The fast pipeline, with the commit record's whole-file hash checked from the same reads.
   resume::RestoreOptions opts;
   opts.components = components;
+  opts.check_first = check_first;  // destinations include live memory: every hash before a write
   for (auto& [path, d] : want) opts.destinations[path] = {d.ptr, d.nbytes};
   auto commit = store::read_commit(env, dir);
   if (!commit.is_ok() && commit.status().code() != Code::kNotFound) raise_status(commit.status());
@@ -327,7 +328,7 @@ class PyBackgroundSaver {
     store::BackgroundJob job;
     job.label = "step " + std::to_string(step);
     job.write = [=](Node* tree, const store::SubmitReport& report) -> Status {
-      Env* env = Env::posix();
+      Env* env = Env::posix_direct_io();
       out->stall_seconds = capture_seconds + report.snapshot_seconds;
       store::RankWriteStats stats;
       Status s = env->make_dirs(out->dir);
@@ -440,7 +441,8 @@ PYBIND11_MODULE(_core, m) {
       py::arg("run_dir"), py::arg("keep_last"), py::arg("keep_every"));
   m.def("find_latest", &find_latest, py::arg("run_dir"));
   m.def("open_rank", &open_rank, py::arg("step_dir"), py::arg("rank"));
-  m.def("read_into", &read_into, py::arg("step_dir"), py::arg("rank"), py::arg("dests"));
+  m.def("read_into", &read_into, py::arg("step_dir"), py::arg("rank"), py::arg("dests"),
+        py::arg("check_first") = false);
   m.def(
       "verify",
       [](const std::string& step_dir) {

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "run_cli.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -30,11 +32,7 @@ const std::set<std::string> kStatuses = {"present",      "missing",        "empt
                                          "inconsistent", "not_applicable", "derived"};
 const std::set<std::string> kSeverities = {"error", "warning", "info"};
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out;  // stdout: the JSON report
-  std::string err;  // stderr: diagnostics
-};
+using RunResult = ckpt_test::Run;  // out: stdout (the JSON report), err: stderr (diagnostics)
 
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(),
@@ -42,12 +40,7 @@ std::string lower(std::string s) {
   return s;
 }
 
-// Single-quotes a word for /bin/sh.
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += (c == '\'') ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+std::string shell_quote(const std::string& s) { return ckpt_test::quote(s); }
 
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -56,25 +49,11 @@ std::string read_file(const fs::path& p) {
   return ss.str();
 }
 
-// Runs `ckpt audit --json ARGS PATH`, stdout captured through popen, stderr through a temp file.
+// Runs `ckpt audit --json ARGS PATH`.
 RunResult run_audit(const std::vector<std::string>& args, const fs::path& path) {
-  const fs::path err_file =
-      fs::temp_directory_path() / ("ckpt_audit_fixtures_" + std::to_string(::getpid()) + ".err");
-  std::string cmd = shell_quote(kCkpt.string()) + " audit --json";
+  std::string cmd = "audit --json";
   for (const auto& a : args) cmd += " " + shell_quote(a);
-  cmd += " " + shell_quote(path.string()) + " 2>" + shell_quote(err_file.string());
-  RunResult r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.err = read_file(err_file);
-  std::error_code ec;
-  fs::remove(err_file, ec);
-  return r;
+  return ckpt_test::run_ckpt(cmd + " " + shell_quote(path.string()));
 }
 
 // fixtures/foreign/EXPECTED.json, plus the cases of every fixtures/foreign/<dir>/EXPECTED.json
@@ -244,18 +223,8 @@ TEST_CASE("the malicious pickle is reported and never executed", "[verify]") {
   }
 }
 
-// Runs `ckpt ARGS` (a whole command line), stdout captured; the exit code.
-RunResult run_ckpt(const std::string& args) {
-  RunResult r;
-  FILE* pipe = ::popen((shell_quote(kCkpt.string()) + " " + args + " 2>/dev/null").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
+// Runs `ckpt ARGS` (a whole command line); stdout, stderr and the exit code.
+RunResult run_ckpt(const std::string& args) { return ckpt_test::run_ckpt(args); }
 
 TEST_CASE("invalid UTF-8 in pickle keys and file names never breaks --json", "[verify]") {
   const fs::path src = kFixtures / "real" / "bad_utf8.pt";

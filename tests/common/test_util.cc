@@ -78,4 +78,14 @@ void write_file(const std::string& path, const std::string& bytes) {
   out << bytes;
 }
 
+void flip_bits(const std::string& path, uint64_t offset, unsigned char mask) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(offset));
+  char c = 0;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ mask);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.write(&c, 1);
+}
+
 }  // namespace ckpt::testing

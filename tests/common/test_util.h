@@ -1,6 +1,7 @@
 // Helpers shared by the tests: temporary directories, a sample tree, shell commands, whole files.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -24,9 +25,12 @@ class TempDir {
 Node sample_tree(std::vector<std::vector<unsigned char>>* storage);
 
 // Runs a shell command; returns its exit status and stdout.
-int run_command(const std::string& cmd, std::string* out);
+int run_command(const std::string& cmd, std::string* out = nullptr);
 
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& bytes);
+
+// XORs the byte at `offset` of `path` with `mask`, in place.
+void flip_bits(const std::string& path, uint64_t offset, unsigned char mask);
 
 }  // namespace ckpt::testing

@@ -50,8 +50,7 @@ std::string child_path(const std::string& prefix, bool labelled_root, const std:
 // Every tensor of a source tree, by the path convert reports ("model.fc.weight", "a[0]",
 // "optimizer.pt:state.0.exp_avg"), read by the verify readers. Opaque objects are not entered.
 void source_tensors(const Value* v, const std::string& path, bool labelled_root,
-                    const convert::TensorFetch& fetch, std::map<std::string, Bytes>* out,
-                    int depth) {
+                    const TensorFetch& fetch, std::map<std::string, Bytes>* out, int depth) {
   if (v == nullptr || depth > 64) return;
   if (v->kind == Kind::kTensor) {
     auto t = fetch(*v->tensor);

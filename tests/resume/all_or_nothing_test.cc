@@ -1,6 +1,9 @@
 // The restore pipeline's whole-file hash (read_plan.h cover_file, pipeline.h step 4) and its
 // undo of caller memory (restore.h): a file whose only damage is outside every tensor is refused,
 // and a failed restore leaves destinations bitwise as they were.
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
@@ -158,18 +161,24 @@ struct Destinations {
   }
 };
 
+// A saved file with one flipped bit: in its HDF5 padding, or in the last byte of the tensor that
+// comes last in the file (so it fails after every other destination could have been filled).
+void save_damaged(Saved* s, bool padding) {
+  save(s);
+  const ManifestEntry* last = &s->manifest.tensors.front();
+  for (const auto& e : s->manifest.tensors) {
+    if (e.nbytes > 0 && e.offset > last->offset) last = &e;
+  }
+  resume_test::flip_bit(s->file,
+                        padding ? padding_offset(s->manifest) : last->offset + last->nbytes - 1);
+}
+
 TEST_CASE("a failed restore leaves every destination bitwise as it was", "[resume]") {
   // The last tensor in the file fails after every other destination was filled.
   for (bool padding : {false, true}) {
     for (unsigned threads : {1u, 3u}) {
       Saved s;
-      save(&s);
-      const ManifestEntry* last = &s.manifest.tensors.front();
-      for (const auto& e : s.manifest.tensors) {
-        if (e.nbytes > 0 && e.offset > last->offset) last = &e;
-      }
-      resume_test::flip_bit(s.file,
-                            padding ? padding_offset(s.manifest) : last->offset + last->nbytes - 1);
+      save_damaged(&s, padding);
       RestoreOptions o = with_file_hash(s);
       o.io_threads = threads;
       o.chunk_bytes = 65536;
@@ -204,6 +213,112 @@ TEST_CASE("after a successful restore the Undo puts the old bytes back", "[resum
   }());
   undo.apply();
   REQUIRE(d.untouched());
+}
+
+TEST_CASE("check first: a failed hash leaves every destination untouched with no snapshot",
+          "[resume]") {
+  for (bool padding : {false, true}) {
+    for (unsigned threads : {1u, 3u}) {
+      Saved s;
+      save_damaged(&s, padding);
+      RestoreOptions o = with_file_hash(s);
+      o.io_threads = threads;
+      o.chunk_bytes = 65536;
+      o.check_first = true;
+      bool called = false;
+      o.before_in_place = [&](Node*) {
+        called = true;
+        return Status::ok();
+      };
+      Destinations d(s.manifest, &o);
+      auto got = restore_rank(Env::posix(), s.dir.path(), 0, o);
+      INFO(got.status().to_string());
+      REQUIRE(got.status().code() == Code::kCorrupt);
+      REQUIRE(got.status().message().find(padding
+                                              ? "whole-file xxh3 mismatch"
+                                              : "xxh3 mismatch at offset") != std::string::npos);
+      REQUIRE(d.untouched());
+      REQUIRE_FALSE(called);
+    }
+  }
+}
+
+TEST_CASE("check first restores the same tree as one read, and says when it checked", "[resume]") {
+  Saved s;
+  save(&s);
+  RestoreOptions one = with_file_hash(s);  // one hashed read into the same kind of destinations
+  Destinations one_d(s.manifest, &one);
+  auto ref = restore_rank(Env::posix(), s.dir.path(), 0, one);
+  REQUIRE(ref.is_ok());
+  for (uint64_t in_place_chunk : {uint64_t{4096}, uint64_t{8} << 20}) {
+    RestoreOptions o = with_file_hash(s);
+    o.check_first = true;
+    o.chunk_bytes = 65536;
+    o.unhashed_chunk_bytes = in_place_chunk;
+    Destinations d(s.manifest, &o);
+    size_t seen_untouched = 0;
+    o.before_in_place = [&](Node* tree) {
+      // The checked tree: bytes of the tensors without a destination, nothing live written.
+      const Tensor* note = store::find_tensor(tree, "/extra/note");
+      REQUIRE(note != nullptr);
+      REQUIRE(xxh3_64(note->data, note->nbytes) == note->xxh3);
+      if (d.untouched()) ++seen_untouched;
+      return Status::ok();
+    };
+    RestoreStats stats;
+    auto got = restore_rank(Env::posix(), s.dir.path(), 0, o, &stats);
+    INFO(got.status().to_string());
+    REQUIRE(got.is_ok());
+    REQUIRE(seen_untouched == 1);
+    REQUIRE(resume_test::compare_trees(*ref, *got) == "");
+    for (const auto& [path, bytes] : d.bytes) REQUIRE(bytes == one_d.bytes.at(path));
+    REQUIRE(stats.check_seconds > 0);
+    REQUIRE(stats.read_bytes >= s.manifest.file_bytes);  // the check read the whole file
+  }
+}
+
+TEST_CASE("check first: before_in_place can stop the restore before anything live is written",
+          "[resume]") {
+  Saved s;
+  save(&s);
+  RestoreOptions o = with_file_hash(s);
+  o.check_first = true;
+  Destinations d(s.manifest, &o);
+  o.before_in_place = [](Node*) { return mismatch("the rng state does not fit"); };
+  auto got = restore_rank(Env::posix(), s.dir.path(), 0, o);
+  REQUIRE(got.status().code() == Code::kMismatch);
+  REQUIRE(got.status().message() == "the rng state does not fit");
+  REQUIRE(d.untouched());
+}
+
+TEST_CASE("check first: a file written between the check and the copy fails the restore",
+          "[resume]") {
+  for (bool with_undo : {false, true}) {
+    Saved s;
+    save(&s);
+    RestoreOptions o = with_file_hash(s);
+    o.check_first = true;
+    Destinations d(s.manifest, &o);
+    Undo undo;
+    if (with_undo) o.undo = &undo;
+    o.before_in_place = [&](Node*) {
+      // Another process writes into the file: its mtime moves (set explicitly, so the test does
+      // not depend on the timestamp granularity).
+      struct timespec times[2] = {{0, UTIME_OMIT}, {1234567890, 0}};
+      REQUIRE(::utimensat(AT_FDCWD, s.file.c_str(), times, 0) == 0);
+      return Status::ok();
+    };
+    auto got = restore_rank(Env::posix(), s.dir.path(), 0, o);
+    INFO(got.status().to_string());
+    REQUIRE(got.status().code() == Code::kIoError);
+    REQUIRE(got.status().message().find(s.file + ": changed while it was being restored") == 0);
+    if (with_undo) {
+      REQUIRE(got.status().message().find("the destinations were put back") != std::string::npos);
+      REQUIRE(d.untouched());
+    } else {
+      REQUIRE(got.status().message().find("partly overwritten") != std::string::npos);
+    }
+  }
 }
 
 }  // namespace

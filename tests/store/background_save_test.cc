@@ -11,6 +11,7 @@
 #include "ckpt/io/fault_injection_env.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
+#include "tests/common/store_fixture.h"
 #include "tests/common/test_util.h"
 
 namespace ckpt {
@@ -33,11 +34,7 @@ store::BackgroundJob save_job(Env* env, const std::string& run, int64_t step) {
   job.label = "step " + std::to_string(step);
   job.write = [=](Node* root, const store::SubmitReport&) -> Status {
     root->attrs["step"] = step;
-    const std::string dir = path_join(run, step_dir_name(step));
-    CKPT_RETURN_IF_ERROR(env->make_dirs(dir));
-    CKPT_RETURN_IF_ERROR(store::write_rank(env, dir, 0, step, 1, root).status());
-    CKPT_RETURN_IF_ERROR(store::commit(env, run, step, 1, {"model"}));
-    return store::apply_retention(env, run, 2, 0);
+    return testing::write_and_commit(env, run, step, root, testing::TinySave::keeping(2));
   };
   return job;
 }

@@ -10,6 +10,7 @@
 #include "ckpt/store/journal.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
+#include "tests/common/store_fixture.h"
 #include "tests/common/test_util.h"
 
 namespace ckpt {
@@ -17,18 +18,11 @@ namespace {
 
 using testing::TempDir;
 
+// Every save here ends with retention keep-last 1, as a single-process Checkpointer's does.
+const testing::TinySave kKeepOne = testing::TinySave::keeping(1);
+
 Status save(Env* env, const std::string& run, int64_t step, float value) {
-  static std::vector<float> data;
-  data.assign(1000, value);
-  Node root;
-  root.attrs["step"] = step;
-  root.child("model").tensors["w"] =
-      Tensor::borrow(DType::kFloat32, {1000}, data.data(), data.size() * sizeof(float));
-  const std::string dir = path_join(run, step_dir_name(step));
-  CKPT_RETURN_IF_ERROR(env->make_dirs(dir));
-  CKPT_RETURN_IF_ERROR(store::write_rank(env, dir, 0, step, 1, &root).status());
-  CKPT_RETURN_IF_ERROR(store::commit(env, run, step, 1, {"model"}));
-  return store::apply_retention(env, run, 1, 0);
+  return testing::save_tiny(env, run, step, value, kKeepOne);
 }
 
 TEST_CASE("drop_unsynced reverts unsynced bytes and undoes unsynced directory entries", "[store]") {
@@ -63,12 +57,9 @@ TEST_CASE("drop_unsynced reverts unsynced bytes and undoes unsynced directory en
 
 // Counts the Env operations of one save after a first one.
 uint64_t operations_of_a_save() {
-  TempDir tmp;
-  FaultInjectionEnv env(Env::posix());
-  REQUIRE(save(&env, tmp.path(), 10, 1.0f).is_ok());
-  const uint64_t before = env.operations();
-  REQUIRE(save(&env, tmp.path(), 20, 2.0f).is_ok());
-  return env.operations() - before;
+  const Result<uint64_t> ops = testing::operations_of_a_save(kKeepOne);
+  REQUIRE(ops.is_ok());
+  return *ops;
 }
 
 TEST_CASE("a power failure at any operation of a save leaves an intact latest checkpoint",
@@ -111,11 +102,7 @@ Status save_in_background(Env* env, const std::string& run, int64_t step, float 
   store::BackgroundJob job;
   job.label = "step " + std::to_string(step);
   job.write = [=](Node* tree, const store::SubmitReport&) -> Status {
-    const std::string dir = path_join(run, step_dir_name(step));
-    CKPT_RETURN_IF_ERROR(env->make_dirs(dir));
-    CKPT_RETURN_IF_ERROR(store::write_rank(env, dir, 0, step, 1, tree).status());
-    CKPT_RETURN_IF_ERROR(store::commit(env, run, step, 1, {"model"}));
-    return store::apply_retention(env, run, 1, 0);
+    return testing::write_and_commit(env, run, step, tree, kKeepOne);
   };
   store::BackgroundSaver saver;
   CKPT_RETURN_IF_ERROR(saver.submit(std::move(root), std::move(job)));

@@ -11,6 +11,7 @@
 #include "ckpt/store/journal.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
+#include "tests/common/store_fixture.h"
 #include "tests/common/test_util.h"
 
 namespace ckpt {
@@ -18,19 +19,13 @@ namespace {
 
 using testing::TempDir;
 
+// The components are committed and stored as the root attribute "components" too.
 Status save(Env* env, const std::string& run, int64_t step, float value,
             std::vector<std::string> components = {"model"}) {
-  static std::vector<float> data;
-  data.assign(1000, value);
-  Node root;
-  root.attrs["step"] = step;
-  root.attrs["components"] = components;
-  root.child("model").tensors["w"] =
-      Tensor::borrow(DType::kFloat32, {1000}, data.data(), data.size() * sizeof(float));
-  const std::string dir = path_join(run, step_dir_name(step));
-  CKPT_RETURN_IF_ERROR(env->make_dirs(dir));
-  CKPT_RETURN_IF_ERROR(store::write_rank(env, dir, 0, step, 1, &root).status());
-  return store::commit(env, run, step, 1, components);
+  testing::TinySave how;
+  how.components = std::move(components);
+  how.record_components = true;
+  return testing::save_tiny(env, run, step, value, how);
 }
 
 bool exists(const std::string& p) {

@@ -3,33 +3,20 @@
 #include <catch2/catch.hpp>
 
 #include "ckpt/io/fault_injection_env.h"
-#include "ckpt/store/rank_io.h"
+#include "tests/common/store_fixture.h"
 #include "tests/common/test_util.h"
 
 namespace ckpt {
 namespace {
 
+using testing::save_tiny;  // one complete save: rank file, commit, LATEST (docs/format.md §2)
 using testing::TempDir;
-
-// One complete save: rank file, commit, LATEST — the protocol of docs/format.md §2.
-Status save(Env* env, const std::string& run, int64_t step, float value) {
-  static std::vector<float> data;
-  data.assign(1000, value);
-  Node root;
-  root.attrs["step"] = step;
-  root.child("model").tensors["w"] =
-      Tensor::borrow(DType::kFloat32, {1000}, data.data(), data.size() * sizeof(float));
-  const std::string dir = path_join(run, step_dir_name(step));
-  CKPT_RETURN_IF_ERROR(env->make_dirs(dir));
-  CKPT_RETURN_IF_ERROR(store::write_rank(env, dir, 0, step, 1, &root).status());
-  return store::commit(env, run, step, 1, {"model"});
-}
 
 TEST_CASE("commit writes COMMIT.json and LATEST, find_latest follows it", "[store]") {
   TempDir tmp;
   Env* env = Env::posix();
-  REQUIRE(save(env, tmp.path(), 10, 1.0f).is_ok());
-  REQUIRE(save(env, tmp.path(), 20, 2.0f).is_ok());
+  REQUIRE(save_tiny(env, tmp.path(), 10, 1.0f).is_ok());
+  REQUIRE(save_tiny(env, tmp.path(), 20, 2.0f).is_ok());
   auto latest = store::find_latest(env, tmp.path());
   REQUIRE(latest.is_ok());
   REQUIRE(latest->step == 20);
@@ -44,7 +31,7 @@ TEST_CASE("commit writes COMMIT.json and LATEST, find_latest follows it", "[stor
 TEST_CASE("an uncommitted step directory is skipped and reported", "[store]") {
   TempDir tmp;
   Env* env = Env::posix();
-  REQUIRE(save(env, tmp.path(), 10, 1.0f).is_ok());
+  REQUIRE(save_tiny(env, tmp.path(), 10, 1.0f).is_ok());
   REQUIRE(env->make_dirs(tmp.path() + "/step-000000000030").is_ok());
   auto latest = store::find_latest(env, tmp.path());
   REQUIRE(latest->step == 10);
@@ -57,23 +44,17 @@ TEST_CASE("an uncommitted step directory is skipped and reported", "[store]") {
 TEST_CASE("a crash at any operation of a save never leaves LATEST naming an incomplete checkpoint",
           "[store]") {
   // Count the operations of one save, then crash at each of them in turn.
-  uint64_t total = 0;
-  {
-    TempDir tmp;
-    FaultInjectionEnv env(Env::posix());
-    REQUIRE(save(&env, tmp.path(), 10, 1.0f).is_ok());
-    const uint64_t before = env.operations();
-    REQUIRE(save(&env, tmp.path(), 20, 2.0f).is_ok());
-    total = env.operations() - before;
-  }
+  const Result<uint64_t> ops = testing::operations_of_a_save();
+  REQUIRE(ops.is_ok());
+  const uint64_t total = *ops;
   REQUIRE(total >= 8);
   for (uint64_t k = 1; k <= total; ++k) {
     INFO("crash at operation " << k << " of " << total);
     TempDir tmp;
     FaultInjectionEnv env(Env::posix());
-    REQUIRE(save(&env, tmp.path(), 10, 1.0f).is_ok());
+    REQUIRE(save_tiny(&env, tmp.path(), 10, 1.0f).is_ok());
     env.fail_at(env.operations() + k);
-    REQUIRE_FALSE(save(&env, tmp.path(), 20, 2.0f).is_ok());
+    REQUIRE_FALSE(save_tiny(&env, tmp.path(), 20, 2.0f).is_ok());
     auto latest = store::find_latest(Env::posix(), tmp.path());
     REQUIRE(latest.is_ok());
     REQUIRE((latest->step == 10 || latest->step == 20));
@@ -89,7 +70,7 @@ TEST_CASE("a crash at any operation of a save never leaves LATEST naming an inco
 TEST_CASE("retention keeps the newest N and every K-th", "[store]") {
   TempDir tmp;
   Env* env = Env::posix();
-  for (int64_t s = 10; s <= 60; s += 10) REQUIRE(save(env, tmp.path(), s, float(s)).is_ok());
+  for (int64_t s = 10; s <= 60; s += 10) REQUIRE(save_tiny(env, tmp.path(), s, float(s)).is_ok());
   REQUIRE(env->make_dirs(tmp.path() + "/step-000000000015").is_ok());  // an interrupted save
   REQUIRE(store::apply_retention(env, tmp.path(), 2, 20).is_ok());
   auto all = store::list_checkpoints(env, tmp.path());
@@ -102,8 +83,8 @@ TEST_CASE("find_latest prefers a newer committed checkpoint and survives a damag
           "[store]") {
   TempDir tmp;
   Env* env = Env::posix();
-  REQUIRE(save(env, tmp.path(), 10, 1.0f).is_ok());
-  REQUIRE(save(env, tmp.path(), 20, 2.0f).is_ok());
+  REQUIRE(save_tiny(env, tmp.path(), 10, 1.0f).is_ok());
+  REQUIRE(save_tiny(env, tmp.path(), 20, 2.0f).is_ok());
   testing::write_file(tmp.path() + "/LATEST", "step-000000000010\n");
   auto a = store::find_latest(env, tmp.path());
   REQUIRE(a->step == 20);

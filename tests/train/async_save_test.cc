@@ -12,15 +12,12 @@
 #include "ckpt/store/journal.h"
 #include "ckpt/store/run_dir.h"
 #include "ckpt/train/checkpointer.h"
-#include "demo_runs.h"
+#include "tests/common/test_util.h"
 
 namespace ckpt {
 namespace {
 
-struct Dir {
-  std::string path = testing::make_temp_dir();
-  ~Dir() { testing::remove_dir(path); }
-};
+using Dir = testing::TempDir;
 
 struct Training {
   torch::nn::Linear model{torch::nn::LinearOptions(64, 32)};
@@ -71,7 +68,7 @@ TEST_CASE("a non-blocking save holds the state at the call, not the steps after 
   for (int i = 0; i < 3; ++i) a.step();
   const torch::Tensor w3 = a.model->weight.detach().clone();
   {
-    Checkpointer ck(options(d.path));
+    Checkpointer ck(options(d.path()));
     a.track(ck);
     REQUIRE(ck.save(3, kBackground).is_ok());
     for (int i = 0; i < 3; ++i) a.step();  // in place, while the save is written
@@ -79,7 +76,7 @@ TEST_CASE("a non-blocking save holds the state at the call, not the steps after 
   }
   REQUIRE_FALSE(torch::equal(a.model->weight, w3));
   Training b;
-  Checkpointer ck2(options(d.path));
+  Checkpointer ck2(options(d.path()));
   b.track(ck2);
   auto r = ck2.restore_latest();
   REQUIRE(r.is_ok());
@@ -87,7 +84,7 @@ TEST_CASE("a non-blocking save holds the state at the call, not the steps after 
   REQUIRE(torch::equal(b.model->weight, w3));
   REQUIRE(b.counters.global_step == 3);
   // Two save events: taken (with the checkpoint's name) and committed.
-  auto ev = save_events(d.path);
+  auto ev = save_events(d.path());
   REQUIRE(ev.size() == 2);
   REQUIRE(ev[0]["checkpoint"] == step_dir_name(3));
   REQUIRE(ev[0]["blocking"] == false);
@@ -100,7 +97,7 @@ TEST_CASE("two non-blocking saves in a row: both commit, the second waited, one 
   Dir d;
   Training a;
   a.step();
-  Checkpointer ck(options(d.path));
+  Checkpointer ck(options(d.path()));
   a.track(ck);
   REQUIRE(ck.save(1, kBackground).is_ok());
   a.step();
@@ -112,13 +109,13 @@ TEST_CASE("two non-blocking saves in a row: both commit, the second waited, one 
   REQUIRE(st.submitted == 3);
   REQUIRE(st.arena_allocations == 1);  // the same state: allocated once, reused
   REQUIRE(st.arena_capacity >= 3 * (64 * 32 + 32) * sizeof(float));
-  auto all = store::list_checkpoints(Env::posix(), d.path);
+  auto all = store::list_checkpoints(Env::posix(), d.path());
   REQUIRE(all.is_ok());
   REQUIRE(all->size() == 3);
   for (const auto& e : *all) REQUIRE(e.committed);
-  REQUIRE(store::find_latest(Env::posix(), d.path)->step == 3);
+  REQUIRE(store::find_latest(Env::posix(), d.path())->step == 3);
   int waited = 0;
-  for (const auto& e : save_events(d.path)) {
+  for (const auto& e : save_events(d.path())) {
     if (e.contains("waited_for_previous_seconds")) ++waited;
   }
   REQUIRE(waited == 2);
@@ -129,7 +126,7 @@ TEST_CASE("a fault in the background surfaces on wait() and on the next save", "
   Training a;
   a.step();
   FaultInjectionEnv env(Env::posix());
-  Checkpointer ck(options(d.path, &env));
+  Checkpointer ck(options(d.path(), &env));
   a.track(ck);
   REQUIRE(ck.save(1).is_ok());
   a.step();
@@ -148,22 +145,22 @@ TEST_CASE("a fault in the background surfaces on wait() and on the next save", "
     REQUIRE(s.message().find("background save of step 2: ") == 0);
   }
   REQUIRE(ck.background_stats().failed == 1);
-  REQUIRE(store::find_latest(Env::posix(), d.path)->step == 1);
+  REQUIRE(store::find_latest(Env::posix(), d.path())->step == 1);
 }
 
 TEST_CASE("a background failure is journaled", "[torch]") {
   Dir d;
   Training a;
   a.step();
-  Checkpointer ck(options(d.path));
+  Checkpointer ck(options(d.path()));
   a.track(ck);
   REQUIRE(ck.save(1).is_ok());
   // The step directory cannot be created: a file stands where it goes.
-  const std::string in_the_way = d.path + "/" + step_dir_name(2);
+  const std::string in_the_way = d.path() + "/" + step_dir_name(2);
   REQUIRE(Env::posix()->write_atomic(in_the_way, "x").is_ok());
   REQUIRE(ck.save(2, kBackground).is_ok());
   REQUIRE_FALSE(ck.wait().is_ok());
-  auto ev = save_events(d.path);
+  auto ev = save_events(d.path());
   REQUIRE(ev.back()["committed"] == false);
   REQUIRE(ev.back()["step"] == 2);
   REQUIRE(ev.back()["error"].get<std::string>().find(step_dir_name(2)) != std::string::npos);
@@ -174,11 +171,11 @@ TEST_CASE("the destructor commits the save in flight", "[torch]") {
   Training a;
   a.step();
   {
-    Checkpointer ck(options(d.path));
+    Checkpointer ck(options(d.path()));
     a.track(ck);
     REQUIRE(ck.save(1, kBackground).is_ok());
   }
-  REQUIRE(store::find_latest(Env::posix(), d.path)->step == 1);
+  REQUIRE(store::find_latest(Env::posix(), d.path())->step == 1);
 }
 
 }  // namespace

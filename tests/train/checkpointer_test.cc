@@ -3,59 +3,23 @@
 #include <torch/torch.h>
 #undef CHECK  // glog's CHECK (via libtorch) clashes with Catch's
 #include <catch2/catch.hpp>
-#include <fstream>
 
 #include "ckpt/format/manifest.h"
-#include "ckpt/loader/resumable_sampler.h"
-#include "ckpt/sched/scheduler.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/torch/compat.h"
 #include "ckpt/train/checkpointer.h"
-#include "demo_runs.h"
+#include "tests/common/test_util.h"
+#include "tests/common/train_fixture.h"
 
 namespace ckpt {
 namespace {
 
-struct Dir {
-  std::string path = testing::make_temp_dir();
-  ~Dir() { testing::remove_dir(path); }
-};
+using Dir = testing::TempDir;
 
-struct Training {
-  torch::nn::Linear model{torch::nn::LinearOptions(4, 3)};
-  torch::optim::Adam opt{model->parameters(), torch::optim::AdamOptions(0.1)};
-  sched::Scheduler scheduler{[] {
-    sched::ScheduleSpec s;
-    s.kind = sched::ScheduleKind::kConstant;
-    s.base_lr = 0.1;
-    return s;
-  }()};
-  loader::ResumableSampler sampler{[] {
-                                     loader::SamplerSpec s;
-                                     s.dataset_size = 100;
-                                     s.batch_size = 4;
-                                     return s;
-                                   }(),
-                                   0};
-  TrainCounters counters;
-
-  void step() {
-    opt.zero_grad();
-    model->forward(torch::ones({2, 4})).sum().backward();
-    opt.step();
-    sampler.next_batch();
-    scheduler.step();
-    ++counters.global_step;
-  }
-  void track(Checkpointer& ck) {
-    Tracked t;
-    t.model = model.ptr().get();
-    t.optimizer = &opt;
-    t.scheduler = &scheduler;
-    t.sampler = &sampler;
-    t.counters = &counters;
-    ck.track(t);
-  }
+// A 4 -> 3 Linear trained on ones.
+struct Training : testing::AdamTraining<torch::nn::Linear> {
+  Training() : AdamTraining(torch::nn::Linear(torch::nn::LinearOptions(4, 3)), 0.1) {}
+  void step() { step_on(torch::ones({2, 4})); }
 };
 
 CheckpointerOptions options(const std::string& dir) {
@@ -67,7 +31,7 @@ CheckpointerOptions options(const std::string& dir) {
 TEST_CASE("restore_latest on an empty run directory is a fresh start", "[torch]") {
   Dir d;
   Training t;
-  Checkpointer ck(options(d.path));
+  Checkpointer ck(options(d.path()));
   t.track(ck);
   auto r = ck.restore_latest();
   REQUIRE(r.is_ok());
@@ -78,11 +42,11 @@ TEST_CASE("save then restore brings back every tracked component", "[torch]") {
   Dir d;
   Training a;
   for (int i = 0; i < 3; ++i) a.step();
-  Checkpointer ck(options(d.path));
+  Checkpointer ck(options(d.path()));
   a.track(ck);
   REQUIRE(ck.save(3).is_ok());
   Training b;
-  Checkpointer ck2(options(d.path));
+  Checkpointer ck2(options(d.path()));
   b.track(ck2);
   auto r = ck2.restore_latest();
   REQUIRE(r.is_ok());
@@ -99,13 +63,13 @@ TEST_CASE("without optimizer state the moments restart from zero", "[torch]") {
   Dir d;
   Training a;
   for (int i = 0; i < 3; ++i) a.step();
-  CheckpointerOptions o = options(d.path);
+  CheckpointerOptions o = options(d.path());
   o.omit = {Component::kOptimizer};
   Checkpointer ck(o);
   a.track(ck);
   REQUIRE(ck.save(3).is_ok());
   Training b;
-  Checkpointer ck2(options(d.path));
+  Checkpointer ck2(options(d.path()));
   b.track(ck2);
   auto r = ck2.restore_latest();
   REQUIRE(r.is_ok());
@@ -126,14 +90,14 @@ TEST_CASE("a required component that is missing is refused before anything chang
   Dir d;
   Training a;
   a.step();
-  CheckpointerOptions o = options(d.path);
+  CheckpointerOptions o = options(d.path());
   o.omit = {Component::kScheduler};
   Checkpointer ck(o);
   a.track(ck);
   REQUIRE(ck.save(1).is_ok());
   Training b;
   torch::Tensor before = b.model->weight.clone();
-  CheckpointerOptions o2 = options(d.path);
+  CheckpointerOptions o2 = options(d.path());
   o2.required = {Component::kScheduler};
   Checkpointer ck2(o2);
   b.track(ck2);
@@ -146,12 +110,12 @@ TEST_CASE("a required component that is missing is refused before anything chang
 TEST_CASE("a model of another shape is refused, naming the tensor", "[torch]") {
   Dir d;
   Training a;
-  Checkpointer ck(options(d.path));
+  Checkpointer ck(options(d.path()));
   a.track(ck);
   REQUIRE(ck.save(0).is_ok());
   torch::nn::Linear other(torch::nn::LinearOptions(4, 5));
   torch::optim::Adam opt(other->parameters());
-  Checkpointer ck2(options(d.path));
+  Checkpointer ck2(options(d.path()));
   Tracked only_model_and_opt;
   only_model_and_opt.model = other.ptr().get();
   only_model_and_opt.optimizer = &opt;
@@ -165,10 +129,10 @@ TEST_CASE("a model of another shape is refused, naming the tensor", "[torch]") {
 TEST_CASE("a flipped byte in a parameter is refused, naming file and tensor", "[torch]") {
   Dir d;
   Training a;
-  Checkpointer ck(options(d.path));
+  Checkpointer ck(options(d.path()));
   a.track(ck);
   REQUIRE(ck.save(0).is_ok());
-  const std::string dir = d.path + "/" + step_dir_name(0);
+  const std::string dir = d.path() + "/" + step_dir_name(0);
   auto m = store::read_manifest(Env::posix(), dir, 0);
   REQUIRE(m.is_ok());
   uint64_t offset = 0;
@@ -176,17 +140,9 @@ TEST_CASE("a flipped byte in a parameter is refused, naming file and tensor", "[
     if (e.path == "/model/weight") offset = e.offset;
   }
   REQUIRE(offset != 0);
-  {
-    std::fstream f(dir + "/rank-00000.h5", std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(static_cast<std::streamoff>(offset + 5));
-    char c = 0;
-    f.read(&c, 1);
-    c = static_cast<char>(c ^ 0x10);
-    f.seekp(static_cast<std::streamoff>(offset + 5));
-    f.write(&c, 1);
-  }
+  testing::flip_bits(dir + "/rank-00000.h5", offset + 5, 0x10);
   Training b;
-  Checkpointer ck2(options(d.path));
+  Checkpointer ck2(options(d.path()));
   b.track(ck2);
   auto r = ck2.restore_latest();
   REQUIRE(r.status().code() == Code::kCorrupt);

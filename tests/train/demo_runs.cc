@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <stdexcept>
 
 namespace ckpt::testing {
 
@@ -49,16 +48,6 @@ std::map<int64_t, StepRecord> read_progress(const std::string& run_dir) {
   std::map<int64_t, StepRecord> out;
   for (auto& [step, rec] : read_all_progress(run_dir)) out[step] = rec;
   return out;
-}
-
-std::string make_temp_dir() {
-  char tmpl[] = "/tmp/ckpt-train-XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
-  return tmpl;
-}
-
-void remove_dir(const std::string& dir) {
-  if (dir.rfind("/tmp/ckpt-train-", 0) == 0) std::system(("rm -rf '" + dir + "'").c_str());
 }
 
 }  // namespace ckpt::testing

@@ -31,7 +31,4 @@ std::map<int64_t, StepRecord> read_progress(const std::string& run_dir);
 // Every progress record in journal order (redone steps included).
 std::vector<std::pair<int64_t, StepRecord>> read_all_progress(const std::string& run_dir);
 
-std::string make_temp_dir();
-void remove_dir(const std::string& dir);
-
 }  // namespace ckpt::testing

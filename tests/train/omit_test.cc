@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "demo_runs.h"
+#include "tests/common/test_util.h"
 
 namespace ckpt::testing {
 namespace {
@@ -12,14 +13,10 @@ constexpr int64_t kStop = 60;
 const char* kSteps = "--steps 120 ";
 
 struct Runs {
-  std::string straight = make_temp_dir();
-  std::string broken = make_temp_dir();
+  TempDir straight_dir, broken_dir;
+  std::string straight = straight_dir.path(), broken = broken_dir.path();
   std::map<int64_t, StepRecord> a, b;
   std::string digest_a, digest_b;
-  ~Runs() {
-    remove_dir(straight);
-    remove_dir(broken);
-  }
 };
 
 void run_pair(const std::string& omit, Runs* r) {

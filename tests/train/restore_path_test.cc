@@ -8,50 +8,30 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-#include <cstring>
-#include <fstream>
 #include <random>
 #include <sstream>
 
 #include "ckpt/format/manifest.h"
-#include "ckpt/loader/resumable_sampler.h"
-#include "ckpt/sched/scheduler.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/torch/compat.h"
 #include "ckpt/train/checkpointer.h"
-#include "demo_runs.h"
+#include "tests/common/test_util.h"
+#include "tests/common/train_fixture.h"
 
 namespace ckpt {
 namespace {
 
-struct Dir {
-  std::string path = testing::make_temp_dir();
-  ~Dir() { testing::remove_dir(path); }
-};
+using Dir = testing::TempDir;
 
-// A model with tensors from 12 bytes to 1 MiB (larger than a pipeline chunk), Adam, a schedule,
-// a sampler, counters and one user RNG.
-struct Training {
-  torch::nn::Sequential model{torch::nn::Linear(512, 512), torch::nn::ReLU(),
-                              torch::nn::Linear(512, 3)};
-  torch::optim::Adam opt{model->parameters(), torch::optim::AdamOptions(0.01)};
-  sched::Scheduler scheduler{[] {
-    sched::ScheduleSpec s;
-    s.kind = sched::ScheduleKind::kConstant;
-    s.base_lr = 0.01;
-    return s;
-  }()};
-  loader::ResumableSampler sampler{[] {
-                                     loader::SamplerSpec s;
-                                     s.dataset_size = 100;
-                                     s.batch_size = 4;
-                                     return s;
-                                   }(),
-                                   0};
-  TrainCounters counters;
+// A model with tensors from 12 bytes to 1 MiB (larger than a pipeline chunk), trained on random
+// inputs, and one user RNG besides what AdamTraining tracks.
+struct Training : testing::AdamTraining<torch::nn::Sequential> {
   std::mt19937 user_rng{7};
 
-  explicit Training(int64_t seed) {
+  explicit Training(int64_t seed)
+      : AdamTraining(torch::nn::Sequential(torch::nn::Linear(512, 512), torch::nn::ReLU(),
+                                           torch::nn::Linear(512, 3)),
+                     0.01) {
     torch::manual_seed(seed);
     reset_params();
   }
@@ -60,23 +40,12 @@ struct Training {
     for (auto& p : model->parameters()) p.uniform_(-1, 1);
   }
   void step() {
-    opt.zero_grad();
-    model->forward(torch::rand({2, 512})).sum().backward();
-    opt.step();
-    sampler.next_batch();
-    scheduler.step();
-    ++counters.global_step;
+    step_on(torch::rand({2, 512}));
     counters.samples_seen += 4;
     user_rng();
   }
   void track(Checkpointer& ck) {
-    Tracked t;
-    t.model = model.ptr().get();
-    t.optimizer = &opt;
-    t.scheduler = &scheduler;
-    t.sampler = &sampler;
-    t.counters = &counters;
-    ck.track(t);
+    AdamTraining::track(ck);
     ck.generators().add("user", &user_rng);
   }
 };
@@ -130,16 +99,6 @@ std::string save_run(const std::string& run_dir, int steps) {
   return path_join(run_dir, step_dir_name(steps));
 }
 
-void flip_byte(const std::string& file, uint64_t offset) {
-  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekg(static_cast<std::streamoff>(offset));
-  char c = 0;
-  f.read(&c, 1);
-  c = static_cast<char>(c ^ 0x01);
-  f.seekp(static_cast<std::streamoff>(offset));
-  f.write(&c, 1);
-}
-
 ManifestEntry last_tensor_of(const std::string& step_dir, const std::string& prefix) {
   auto m = store::read_manifest(Env::posix(), step_dir, 0);
   REQUIRE(m.is_ok());
@@ -154,7 +113,7 @@ ManifestEntry last_tensor_of(const std::string& step_dir, const std::string& pre
 TEST_CASE("restore_latest reads in place into the model's and optimizer's live tensors",
           "[torch]") {
   Dir d;
-  save_run(d.path, 3);
+  save_run(d.path(), 3);
   Training a(1);
   for (int i = 0; i < 3; ++i) a.step();
   Training b(2);
@@ -167,7 +126,7 @@ TEST_CASE("restore_latest reads in place into the model's and optimizer's live t
     before.push_back(s.exp_avg().data_ptr());
     before.push_back(s.exp_avg_sq().data_ptr());
   }
-  Checkpointer ck(options(d.path));
+  Checkpointer ck(options(d.path()));
   b.track(ck);
   auto r = ck.restore_latest();
   INFO(r.status().to_string());
@@ -186,7 +145,7 @@ TEST_CASE("restore_latest reads in place into the model's and optimizer's live t
 
   // A fresh optimizer (no state yet) gets fresh tensors with the same bytes.
   Training c(3);
-  Checkpointer ck3(options(d.path));
+  Checkpointer ck3(options(d.path()));
   c.track(ck3);
   REQUIRE(ck3.restore_latest().is_ok());
   REQUIRE(state_of(c) == state_of(a));
@@ -194,11 +153,11 @@ TEST_CASE("restore_latest reads in place into the model's and optimizer's live t
 
 TEST_CASE("restore_latest equals store::read_rank, tensor by tensor", "[torch]") {
   Dir d;
-  const std::string dir = save_run(d.path, 2);
+  const std::string dir = save_run(d.path(), 2);
   auto ref = store::read_rank(Env::posix(), dir, 0);
   REQUIRE(ref.is_ok());
   Training b(5);
-  Checkpointer ck(options(d.path));
+  Checkpointer ck(options(d.path()));
   b.track(ck);
   REQUIRE(ck.restore_latest().is_ok());
   for (const auto& item : b.model->named_parameters()) {
@@ -212,13 +171,13 @@ TEST_CASE("a flipped byte in the optimizer's last tensor leaves every tracked ob
           "[torch]") {
   for (bool optimizer_has_state : {true, false}) {
     Dir d;
-    const std::string dir = save_run(d.path, 3);
+    const std::string dir = save_run(d.path(), 3);
     const ManifestEntry last = last_tensor_of(dir, "/optimizer/");
-    flip_byte(path_join(dir, rank_file_name(0)), last.offset + last.nbytes - 1);
+    testing::flip_bits(path_join(dir, rank_file_name(0)), last.offset + last.nbytes - 1, 0x01);
     Training b(2);
     if (optimizer_has_state) b.step();
     const std::vector<std::string> before = state_of(b);
-    Checkpointer ck(options(d.path));
+    Checkpointer ck(options(d.path()));
     b.track(ck);
     auto r = ck.restore_latest();
     INFO(r.status().to_string());
@@ -235,7 +194,7 @@ TEST_CASE("a failure after the bytes landed undoes the model, optimizer and RNG"
     Training a(1);
     a.step();
     int64_t tag = 5;
-    Checkpointer ck(options(d.path));
+    Checkpointer ck(options(d.path()));
     a.track(ck);
     ck.extra().add("tag", &tag);
     REQUIRE(ck.save(1).is_ok());
@@ -244,7 +203,7 @@ TEST_CASE("a failure after the bytes landed undoes the model, optimizer and RNG"
   b.step();
   double tag = 0;  // registered with another type: refused after the pipeline read everything
   const std::vector<std::string> before = state_of(b);
-  Checkpointer ck(options(d.path));
+  Checkpointer ck(options(d.path()));
   b.track(ck);
   ck.extra().add("tag", &tag);
   auto r = ck.restore_latest();
@@ -257,7 +216,7 @@ TEST_CASE("a failure after the bytes landed undoes the model, optimizer and RNG"
 TEST_CASE("a flipped byte in HDF5 padding is refused by the whole-file hash, naming the file",
           "[torch]") {
   Dir d;
-  const std::string dir = save_run(d.path, 3);
+  const std::string dir = save_run(d.path(), 3);
   auto m = store::read_manifest(Env::posix(), dir, 0);
   REQUIRE(m.is_ok());
   std::vector<ManifestEntry> t = m->tensors;
@@ -269,12 +228,12 @@ TEST_CASE("a flipped byte in HDF5 padding is refused by the whole-file hash, nam
   }
   REQUIRE(pad != 0);
   const std::string file = path_join(dir, rank_file_name(0));
-  flip_byte(file, pad);
+  testing::flip_bits(file, pad, 0x01);
   REQUIRE(store::read_rank(Env::posix(), dir, 0).is_ok());  // every tensor still matches
   Training b(2);
   b.step();
   const std::vector<std::string> before = state_of(b);
-  Checkpointer ck(options(d.path));
+  Checkpointer ck(options(d.path()));
   b.track(ck);
   auto r = ck.restore_latest();
   INFO(r.status().to_string());
@@ -285,14 +244,14 @@ TEST_CASE("a flipped byte in HDF5 padding is refused by the whole-file hash, nam
 
 TEST_CASE("a truncated rank file is refused by restore_latest, naming the file", "[torch]") {
   Dir d;
-  const std::string dir = save_run(d.path, 1);
+  const std::string dir = save_run(d.path(), 1);
   const std::string file = path_join(dir, rank_file_name(0));
   auto size = Env::posix()->file_size(file);
   REQUIRE(size.is_ok());
   REQUIRE(::truncate(file.c_str(), static_cast<off_t>(*size / 2)) == 0);
   Training b(2);
   const std::vector<std::string> before = state_of(b);
-  Checkpointer ck(options(d.path));
+  Checkpointer ck(options(d.path()));
   b.track(ck);
   auto r = ck.restore_latest();
   INFO(r.status().to_string());

@@ -4,36 +4,35 @@
 #include <catch2/catch.hpp>
 
 #include "demo_runs.h"
+#include "tests/common/test_util.h"
 
 namespace ckpt::testing {
 namespace {
 
-struct Dir {
-  std::string path = make_temp_dir();
-  ~Dir() { remove_dir(path); }
-};
+using Dir = TempDir;
 
 void expect_identical_runs(const std::string& common, int64_t mid_epoch, int64_t epoch_boundary,
                            int64_t crash) {
   Dir straight, restarted;
-  DemoResult a = run_demo(straight.path, common);
+  DemoResult a = run_demo(straight.path(), common);
   REQUIRE(a.exit_code == 0);
   REQUIRE(a.final_digest.size() == 16);
 
-  DemoResult r1 = run_demo(restarted.path, common + " --stop-at " + std::to_string(mid_epoch));
+  DemoResult r1 = run_demo(restarted.path(), common + " --stop-at " + std::to_string(mid_epoch));
   REQUIRE(r1.exit_code == 0);
-  DemoResult r2 = run_demo(restarted.path, common + " --stop-at " + std::to_string(epoch_boundary));
+  DemoResult r2 =
+      run_demo(restarted.path(), common + " --stop-at " + std::to_string(epoch_boundary));
   REQUIRE(r2.exit_code == 0);
   REQUIRE(r2.output.find("restored step-") != std::string::npos);
-  DemoResult r3 = run_demo(restarted.path, common + " --crash-at " + std::to_string(crash));
+  DemoResult r3 = run_demo(restarted.path(), common + " --crash-at " + std::to_string(crash));
   REQUIRE(r3.exit_code == 3);
-  DemoResult r4 = run_demo(restarted.path, common);
+  DemoResult r4 = run_demo(restarted.path(), common);
   REQUIRE(r4.exit_code == 0);
   INFO(r4.output);
   REQUIRE(r4.final_digest == a.final_digest);
 
-  auto pa = read_progress(straight.path);
-  auto pb = read_progress(restarted.path);
+  auto pa = read_progress(straight.path());
+  auto pb = read_progress(restarted.path());
   REQUIRE(pa.size() == pb.size());
   for (const auto& [step, rec] : pa) {
     INFO("step " << step);
@@ -45,7 +44,7 @@ void expect_identical_runs(const std::string& common, int64_t mid_epoch, int64_t
     REQUIRE(other.position == rec.position);
   }
   // The crash redid the steps after the last save: they appear twice in the journal, identically.
-  auto all = read_all_progress(restarted.path);
+  auto all = read_all_progress(restarted.path());
   REQUIRE(all.size() > pb.size());
 }
 

@@ -8,7 +8,7 @@
 #include "ckpt/io/env.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/train/checkpointer.h"
-#include "demo_runs.h"
+#include "tests/common/test_util.h"
 
 namespace ckpt {
 namespace {
@@ -22,10 +22,7 @@ struct TiedImpl : torch::nn::Module {
 };
 TORCH_MODULE(Tied);
 
-struct Dir {
-  std::string path = testing::make_temp_dir();
-  ~Dir() { testing::remove_dir(path); }
-};
+using Dir = testing::TempDir;
 
 Status save_tied(const std::string& dir, Tied& m, torch::optim::Adam& opt) {
   CheckpointerOptions o;
@@ -48,10 +45,10 @@ TEST_CASE("a tied weight is saved once and restored tied", "[torch]") {
     a->emb->forward(torch::tensor({1, 3})).sum().backward();
     opt.step();
   }
-  Status s = save_tied(d.path, a, opt);
+  Status s = save_tied(d.path(), a, opt);
   INFO(s.to_string());
   REQUIRE(s.is_ok());
-  auto root = store::read_rank(Env::posix(), path_join(d.path, step_dir_name(2)), 0);
+  auto root = store::read_rank(Env::posix(), path_join(d.path(), step_dir_name(2)), 0);
   REQUIRE(root.is_ok());
   // named_parameters lists the module's own out_weight before the child's emb.weight
   const Tensor* tied = store::find_tensor(&*root, "/model/emb.weight");
@@ -62,7 +59,7 @@ TEST_CASE("a tied weight is saved once and restored tied", "[torch]") {
   Tied b(true);
   torch::optim::Adam opt_b(b->parameters(), torch::optim::AdamOptions(0.1));
   CheckpointerOptions o;
-  o.run_dir = d.path;
+  o.run_dir = d.path();
   Checkpointer ck(o);
   Tracked t;
   t.model = b.ptr().get();

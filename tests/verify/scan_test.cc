@@ -75,7 +75,7 @@ TEST_CASE("every exploit family in the corpus is dangerous, and nothing runs", "
 
 TEST_CASE("no false alarm: every real checkpoint fixture is safe", "[verify]") {
   for (const char* dir : {"torch", "torch2", "hf", "accelerate", "lightning", "dcp", "safetensors",
-                          "deepspeed", "real"}) {
+                          "deepspeed", "real", "dcp_diff", "accelerate_ddp"}) {
     for (const auto& e : fs::recursive_directory_iterator(fixtures() / "foreign" / dir)) {
       if (!e.is_regular_file() || e.path().filename() == "malicious.pt") continue;
       auto r = scan_path(e.path().string());

@@ -1,5 +1,6 @@
 #include "verify/audit/rules.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -309,17 +310,19 @@ class Judge {
     auto os = common_step(o);
     if (s.last_epoch) {
       int64_t le = *s.last_epoch;
+      const int64_t k = std::max<int64_t>(1, s.steps_per_step);
+      const std::string times = k == 1 ? "" : std::to_string(k) + " x ";
       bool matches_epoch = ep && close(static_cast<double>(le), std::floor(*ep));
-      bool matches_opt = os && close(static_cast<double>(le), *os);
-      if (several && (matches_opt || matches_epoch || (gs && le == *gs))) {
+      bool matches_opt = os && close(static_cast<double>(le), *os * static_cast<double>(k));
+      if (several && (matches_opt || matches_epoch || (gs && le == *gs * k))) {
         // Each pair at its own cadence: the scheduler steps with its optimizer.
       } else if (gs) {
-        if (le != *gs && !matches_epoch) {
-          problems.push_back("last_epoch " + std::to_string(le) + " != global_step " +
+        if (le != *gs * k && !matches_epoch) {
+          problems.push_back("last_epoch " + std::to_string(le) + " != " + times + "global_step " +
                              std::to_string(*gs) + (ep ? " (and != epoch " + fmt(*ep) + ")" : ""));
         }
       } else if (os && !s.per_epoch && !matches_opt && !matches_epoch) {
-        problems.push_back("last_epoch " + std::to_string(le) + " != optimizer step " +
+        problems.push_back("last_epoch " + std::to_string(le) + " != " + times + "optimizer step " +
                            fmt(std::round(*os)));
       }
     }

@@ -87,6 +87,10 @@ struct SchedulerPart : Part {
   std::vector<double> base_lrs;
   std::vector<double> last_lr;
   bool per_epoch = false;  // ReduceLROnPlateau and Lightning interval="epoch" count epochs
+  // Scheduler steps per training step: Accelerate's prepared scheduler steps once per process
+  // (split_batches=False), so last_epoch is num_processes x the step. Set by the reader that
+  // established it (and said so in the evidence).
+  int64_t steps_per_step = 1;
 };
 
 struct RngCpuPart : Part {

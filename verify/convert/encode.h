@@ -16,7 +16,7 @@
 
 #include "ckpt/format/tree.h"
 #include "verify/convert/convert.h"
-#include "verify/convert/tensor_bytes.h"
+#include "verify/formats/tensor_bytes.h"
 
 namespace ckpt::verify::convert {
 

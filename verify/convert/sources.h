@@ -1,6 +1,6 @@
 // Opening a foreign checkpoint for conversion: its value trees (route.h) and, for each, how to
-// read its tensors' bytes (tensor_bytes.h). The format is the one `ckpt audit` would pick (the
-// highest probe of the registered readers); JSON files of a folder (trainer_state.json,
+// read its tensors' bytes (verify/formats/tensor_bytes.h). The format is the one `ckpt audit` would
+// pick (the highest probe of the registered readers); JSON files of a folder (trainer_state.json,
 // config.json) become value trees too, so their counters and settings are typed attributes.
 // The Source owns every file, pickle and buffer its trees point into.
 #pragma once
@@ -12,7 +12,7 @@
 #include "ckpt/base/status.h"
 #include "verify/convert/convert.h"
 #include "verify/convert/route.h"
-#include "verify/convert/tensor_bytes.h"
+#include "verify/formats/tensor_bytes.h"
 
 namespace ckpt::verify::convert {
 

@@ -5,7 +5,9 @@
 // that chunks tile each tensor and that every chunk's byte range is inside an existing .distcp
 // file, then rebuilds the nested state dict (planner_data gives each flat key's path) with tensor
 // records and the small non-tensor values (torch.save blobs inside the .distcp files), so the
-// same structural detection as for torch.save files finds the components.
+// same structural detection as for torch.save files finds the components. With
+// ReadOptions::tensor_values (ckpt diff --deep) every model tensor's chunks are assembled into its
+// values (tensor_bytes.h).
 #include "verify/formats/dcp.h"
 
 #include <dirent.h>
@@ -18,6 +20,7 @@
 
 #include "verify/audit/detect.h"
 #include "verify/formats/builtin_readers.h"
+#include "verify/formats/tensor_bytes.h"
 #include "verify/formats/torch_file.h"
 
 namespace ckpt::verify {
@@ -214,6 +217,7 @@ class DcpFolder {
     lists_from_int_keys(mine_, root_, "", 0);
     decode_pickled_bytes(root_, 0);
     DetectContext ctx{"dcp", [this](const TensorRecord& t) { return read_scalar(t); }};
+    if (options.tensor_values) ctx.values = [this](const TensorRecord& t) { return values(t); };
     detect_components(*root_, ctx, &view_);
     if (layout_.after_detect) layout_.after_detect(*root_, &view_);
     view_.devices_known = false;  // DCP records no devices
@@ -358,6 +362,25 @@ class DcpFolder {
     return raw_scalar(t.dtype, *bytes);
   }
 
+  // diff --deep: a model tensor's elements, its chunks assembled by read_dcp_tensor (bounds
+  // checked, nothing executed); null for a dtype ckpt has no name for or a tensor over 4 GiB. A
+  // damaged chunk becomes the read's error (values_error), naming the folder and the file.
+  std::shared_ptr<const std::string> values(const TensorRecord& t) {
+    if (!values_error_.is_ok()) return nullptr;
+    const auto dt = dtype_from_name(t.dtype);
+    if (!dt || t.numel() < 0 ||
+        static_cast<__int128>(t.numel()) * dtype_size(*dt) > (__int128{1} << 32))
+      return nullptr;
+    auto x = read_dcp_tensor(path_, chunks_, t);
+    if (!x.is_ok()) {
+      if (x.status().code() != Code::kUnsupported)
+        values_error_ = Status(x.status().code(), path_ + "/" + x.status().message());
+      return nullptr;
+    }
+    bytes_read_ += x->nbytes;
+    return std::make_shared<const std::string>(static_cast<const char*>(x->data), x->nbytes);
+  }
+
   static std::optional<double> raw_scalar(const std::string& dtype, const std::string& b) {
     auto get = [&](auto x) -> std::optional<double> {
       if (b.size() < sizeof x) return std::nullopt;
@@ -375,6 +398,8 @@ class DcpFolder {
   // The rebuilt nested state dict and where each tensor chunk lives (open_dcp_tree).
   const Value* root() const { return root_; }
   std::map<std::string, std::vector<DcpChunk>> take_chunks() { return std::move(chunks_); }
+  // What reading the tensors' values met (ReadOptions::tensor_values); ok otherwise.
+  const Status& values_error() const { return values_error_; }
 
  private:
   void record_chunk(const std::string& fqn, const std::vector<int64_t>& off,
@@ -457,6 +482,7 @@ class DcpFolder {
   std::vector<std::unique_ptr<TorchFile>> blobs_;
   std::vector<std::unique_ptr<PickleDoc>> inner_;  // pickles found inside bytes values
   std::map<std::string, std::vector<DcpChunk>> chunks_;
+  Status values_error_;
   uint64_t bytes_read_ = 0;
 };
 
@@ -499,7 +525,7 @@ Status read_dcp_folder(const std::string& path, const ReadOptions& options, cons
   CKPT_ASSIGN_OR_RETURN(const Value* sdm, folder.load_metadata());
   CKPT_RETURN_IF_ERROR(read_entries(sdm, &folder));
   folder.finish(options);
-  return Status::ok();
+  return folder.values_error();
 }
 
 std::unique_ptr<FormatReader> make_dcp_reader() { return std::make_unique<DcpReader>(); }

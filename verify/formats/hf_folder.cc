@@ -6,10 +6,12 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -118,6 +120,7 @@ class HfFolderReader : public FormatReader {
       CKPT_RETURN_IF_ERROR(read_trainer_state(path + "/trainer_state.json", &view));
     if (has(kShardIndex)) CKPT_RETURN_IF_ERROR(check_shard_index(path, &view));
     note_rng_ranks(rng_ranks_ok, rng_ranks_bad, &view);
+    note_accelerate_processes(rng_ranks_ok, rng_ranks_bad, &view);
     note_format_gaps(rng_files, &view);
     view.bytes_read = bytes;
     return view;
@@ -198,42 +201,118 @@ class HfFolderReader : public FormatReader {
     }
   }
 
-  // The Trainer writes rng_state.pth when world_size is 1 and rng_state_<process_index>.pth
-  // otherwise: the numbers must run 0..N-1, and a lone rng_state_0.pth means the other ranks'
-  // files are gone.
-  static void note_missing_rng_ranks(const std::vector<std::string>& ok,
-                                     const std::vector<std::string>& bad, CheckpointView* view) {
+  // The rank N of "<prefix>N<suffix>" (rng_state_3.pth), or nullopt.
+  static std::optional<int> rank_of(const std::string& n, const std::string& prefix,
+                                    const std::string& suffix) {
+    if (!starts_with(n, prefix) || !ends_with(n, suffix)) return std::nullopt;
+    const std::string digits = n.substr(prefix.size(), n.size() - prefix.size() - suffix.size());
+    if (digits.empty() || digits.size() > 6 ||
+        digits.find_first_not_of("0123456789") != std::string::npos)
+      return std::nullopt;
+    return std::stoi(digits);
+  }
+
+  // The ranks of the per-rank RNG files of one family (rng_state_N.pth or random_states_N.pkl).
+  static std::set<int> ranks_of(const std::vector<std::string>& ok,
+                                const std::vector<std::string>& bad, const std::string& prefix,
+                                const std::string& suffix) {
     std::set<int> ranks;
     for (const auto* list : {&ok, &bad}) {
       for (const auto& n : *list) {
-        if (n.size() < 15 || n.compare(0, 10, "rng_state_") != 0 ||
-            n.compare(n.size() - 4, 4, ".pth") != 0)
-          continue;
-        const std::string digits = n.substr(10, n.size() - 14);
-        if (digits.empty() || digits.size() > 6 ||
-            digits.find_first_not_of("0123456789") != std::string::npos)
-          continue;
-        ranks.insert(std::stoi(digits));
+        if (auto r = rank_of(n, prefix, suffix)) ranks.insert(*r);
       }
     }
-    if (ranks.empty()) return;
-    std::vector<int> missing;
-    for (int r = 0; r <= *ranks.rbegin(); ++r) {
-      if (ranks.count(r) == 0) missing.push_back(r);
+    return ranks;
+  }
+
+  // Per-rank files must run 0..N-1: one missing below the highest is a rank that resumes with a
+  // fresh RNG. The Trainer writes rng_state.pth when world_size is 1 and
+  // rng_state_<process_index>.pth otherwise, so a lone rng_state_0.pth means the other ranks'
+  // files are gone (Accelerate names its file random_states_0.pkl in a 1-process run too).
+  static void note_missing_rng_ranks(const std::vector<std::string>& ok,
+                                     const std::vector<std::string>& bad, CheckpointView* view) {
+    for (const auto& [prefix, suffix] :
+         {std::pair<std::string, std::string>{"rng_state_", ".pth"}, {"random_states_", ".pkl"}}) {
+      const std::set<int> ranks = ranks_of(ok, bad, prefix, suffix);
+      if (ranks.empty()) continue;
+      std::vector<int> missing;
+      for (int r = 0; r <= *ranks.rbegin(); ++r) {
+        if (ranks.count(r) == 0) missing.push_back(r);
+      }
+      std::string message;
+      if (!missing.empty()) {
+        message = prefix + std::to_string(missing.front()) + suffix + " is missing (" +
+                  std::to_string(missing.size()) + " of ranks 0.." +
+                  std::to_string(*ranks.rbegin()) + "): that rank resumes with a fresh RNG";
+      } else if (prefix == "rng_state_" && ranks.size() == 1 && *ranks.begin() == 0) {
+        message =
+            "only rng_state_0.pth: the Trainer names it so only when world_size > 1 "
+            "(rng_state.pth otherwise), so the other ranks' rng_state_<rank>.pth are missing: "
+            "those ranks resume with fresh RNG";
+      }
+      if (!message.empty())
+        view->findings.push_back({Severity::kError, AuditComponent::kRngCpu, message, true});
     }
-    std::string message;
-    if (!missing.empty()) {
-      message = "rng_state_" + std::to_string(missing.front()) + ".pth is missing (" +
-                std::to_string(missing.size()) + " of ranks 0.." + std::to_string(*ranks.rbegin()) +
-                "): that rank resumes with a fresh RNG";
-    } else if (ranks.size() == 1 && *ranks.begin() == 0) {
-      message =
-          "only rng_state_0.pth: the Trainer names it so only when world_size > 1 (rng_state.pth "
-          "otherwise), so the other ranks' rng_state_<rank>.pth are missing: those ranks resume "
-          "with fresh RNG";
+  }
+
+  // Accelerate: every process writes random_states_<process_index>.pkl, and a prepared
+  // scheduler (AcceleratedScheduler, split_batches=False) steps the wrapped one once per process
+  // per optimizer step, so last_epoch = num_processes x step says how many processes saved. The
+  // scheduler is judged at that cadence, and each of those ranks must have left its RNG file.
+  static void note_accelerate_processes(const std::vector<std::string>& ok,
+                                        const std::vector<std::string>& bad, CheckpointView* view) {
+    if (view->format != "accelerate" || !view->scheduler.found || !view->scheduler.last_epoch)
+      return;
+    std::optional<double> step;
+    for (const auto& ps : view->optimizer.state) {
+      if (!ps.step || (step && *step != *ps.step)) return;  // no common optimizer step
+      step = ps.step;
     }
-    if (!message.empty())
-      view->findings.push_back({Severity::kError, AuditComponent::kRngCpu, message, true});
+    std::string what = "optimizer step";
+    if (!step && view->counters.global_step) {
+      step = static_cast<double>(*view->counters.global_step);
+      what = "global_step";
+    }
+    const int64_t le = *view->scheduler.last_epoch;
+    if (!step || *step < 1 || *step > 1e15 || std::floor(*step) != *step) return;
+    const int64_t st = static_cast<int64_t>(*step);
+    if (le % st != 0 || le / st < 2 || le / st > 65536) return;
+    const int64_t k = le / st;
+    const std::set<int> ranks = ranks_of(ok, bad, "random_states_", ".pkl");
+    if (!ranks.empty() && *ranks.rbegin() >= k) return;  // files of more ranks than it says
+    const std::string inference = view->scheduler.source + " last_epoch " + std::to_string(le) +
+                                  " = " + std::to_string(k) + " x " + what + " " +
+                                  std::to_string(st) +
+                                  ": Accelerate steps a prepared scheduler once per process, so " +
+                                  std::to_string(k) + " processes saved";
+    view->scheduler.steps_per_step = k;
+    view->scheduler.evidence += "; " + inference;
+    for (SchedulerPart& s : view->more_schedulers) s.steps_per_step = k;
+    std::string missing, who, here;
+    int n_missing = 0;
+    for (int r = 0; r < k; ++r) {
+      const std::string f = "random_states_" + std::to_string(r) + ".pkl";
+      if (ranks.count(r) != 0) {
+        here += (here.empty() ? "" : ", ") + f;
+      } else if (++n_missing <= 4) {
+        missing += (missing.empty() ? "" : ", ") + f;
+        who += (who.empty() ? "" : ", ") + std::to_string(r);
+      }
+    }
+    if (n_missing == 0) return;
+    if (n_missing > 4) missing += ", ...";
+    view->findings.push_back(
+        {Severity::kError, AuditComponent::kRngCpu,
+         missing + (n_missing == 1 ? " is" : " are") + " missing (" + std::to_string(n_missing) +
+             " of " + std::to_string(k) + " per-process RNG files): " + inference +
+             (here.empty()
+                  ? ", but none of them is here"
+                  : ", but only " + here + (ranks.size() == 1 ? " is here" : " are here")) +
+             "; on resume rank" + (n_missing == 1 ? " " : "s ") + who +
+             (n_missing > 4 ? ", ..." : "") + (n_missing == 1 ? " starts" : " start") +
+             " from a fresh RNG (dropout masks and data shuffles no longer follow the "
+             "run's)",
+         true});
   }
 
   // Several processes each save rng_state_<rank>.pth: every one must hold a CPU generator state.

@@ -1,10 +1,10 @@
-#include "verify/convert/tensor_bytes.h"
+#include "verify/formats/tensor_bytes.h"
 
 #include <cstring>
 
 #include "verify/zip/zip_reader.h"
 
-namespace ckpt::verify::convert {
+namespace ckpt::verify {
 namespace {
 
 // numpy typestrs with a byte order we can copy as is: little-endian or single-byte. The pickle
@@ -189,12 +189,15 @@ void place_chunk(const std::string& chunk, const std::vector<int64_t>& shape,
   }
 }
 
-// One chunk's bytes in C order: raw, or the tensor of a torch.save blob.
+bool plain_relative(const std::string& name) {
+  return !name.empty() && name.find("..") == std::string::npos && name[0] != '/';
+}
+
+// One chunk's bytes in C order: raw, or the tensor of a torch.save blob. Its name and byte range
+// were checked by check_chunks.
 Result<std::string> chunk_bytes(const std::string& dir, const DcpChunk& c, const TensorRecord& t,
                                 DType dtype) {
   const std::string where = c.file + ": \"" + t.storage_key + "\"";
-  if (c.file.empty() || c.file.find("..") != std::string::npos || c.file[0] == '/')
-    return corrupt(where + ": chunk file name is not a plain relative name");
   CKPT_ASSIGN_OR_RETURN(auto f, Env::posix()->open_random(path_join(dir, c.file)));
   if (c.offset < 0 || c.length < 0 ||
       static_cast<uint64_t>(c.offset) + static_cast<uint64_t>(c.length) > f->size())
@@ -216,43 +219,81 @@ Result<std::string> chunk_bytes(const std::string& dir, const DcpChunk& c, const
     return std::string(static_cast<const char*>(x.data), x.nbytes);
   }
   if (bytes.size() != want)
-    return corrupt(where + ": raw chunk of " + std::to_string(bytes.size()) + " bytes, expected " +
-                   std::to_string(want));
+    return corrupt(where + ": chunk of " + std::to_string(bytes.size()) +
+                   " bytes is neither a torch.save blob (no PK header) nor the " +
+                   std::to_string(want) + " raw bytes its shape needs");
   return bytes;
+}
+
+// The chunks' geometry (each inside the shape, together tiling it) and byte ranges (inside
+// existing files), before anything is allocated: the files the tensor's chunks lie in must hold
+// at least its bytes, so a hostile .metadata cannot make us allocate more than the folder holds.
+Status check_chunks(const std::string& dir, const std::vector<DcpChunk>& chunks,
+                    const TensorRecord& t, __int128 numel, size_t es) {
+  const std::string key = "\"" + t.storage_key + "\"";
+  __int128 covered = 0;
+  std::map<std::string, uint64_t> sizes;  // distinct files → their sizes
+  for (const DcpChunk& c : chunks) {
+    if (c.offsets.size() != t.shape.size() || c.sizes.size() != t.shape.size())
+      return corrupt(".metadata: a chunk of " + key + " has the wrong rank");
+    __int128 n = 1;
+    for (size_t d = 0; d < c.sizes.size(); ++d) {
+      if (c.offsets[d] < 0 || c.sizes[d] < 0 || c.offsets[d] > t.shape[d] - c.sizes[d])
+        return corrupt(".metadata: a chunk of " + key + " lies outside its shape");
+      n *= c.sizes[d];
+    }
+    covered += n;
+    if (n == 0) continue;
+    const std::string where = c.file + ": " + key;
+    if (!plain_relative(c.file))
+      return corrupt(where + ": chunk file name is not a plain relative name");
+    auto it = sizes.find(c.file);
+    if (it == sizes.end()) {
+      CKPT_ASSIGN_OR_RETURN(auto f, Env::posix()->open_random(path_join(dir, c.file)));
+      it = sizes.emplace(c.file, f->size()).first;
+    }
+    if (c.offset < 0 || c.length < 0 ||
+        static_cast<uint64_t>(c.offset) + static_cast<uint64_t>(c.length) > it->second)
+      return corrupt(where + ": chunk bytes [" + std::to_string(c.offset) + ", +" +
+                     std::to_string(c.length) + ") lie outside the file (" +
+                     std::to_string(it->second) + " bytes)");
+  }
+  if (covered != numel)
+    return corrupt(".metadata: the chunks of " + key + " do not tile its shape");
+  __int128 on_disk = 0;
+  for (const auto& [f, n] : sizes) on_disk += n;
+  if (numel * static_cast<__int128>(es) > on_disk)
+    return corrupt(".metadata: " + key + " needs " +
+                   std::to_string(static_cast<uint64_t>(numel * static_cast<__int128>(es))) +
+                   " bytes, more than its chunk files hold");
+  return Status::ok();
 }
 
 }  // namespace
 
-Result<Tensor> read_dcp_tensor(const std::string& dir, const DcpTree& tree, const TensorRecord& t) {
+Result<Tensor> read_dcp_tensor(const std::string& dir,
+                               const std::map<std::string, std::vector<DcpChunk>>& chunks,
+                               const TensorRecord& t) {
   auto dtype = dtype_from_name(t.dtype);
   if (!dtype) return unsupported("dtype \"" + t.dtype + "\" has no ckpt equivalent");
   const int64_t numel = t.numel();
   if (numel < 0) return corrupt(".metadata: \"" + t.storage_key + "\": shape overflows");
   const size_t es = dtype_size(*dtype);
-  auto it = tree.chunks.find(t.storage_key);
+  auto it = chunks.find(t.storage_key);
   if (numel == 0) return Tensor::copy_of(*dtype, t.shape, nullptr, 0);
-  if (it == tree.chunks.end())
+  if (it == chunks.end())
     return corrupt(".metadata: \"" + t.storage_key + "\" has no stored chunks");
-  __int128 covered = 0;
+  CKPT_RETURN_IF_ERROR(check_chunks(dir, it->second, t, numel, es));
   std::string whole(static_cast<size_t>(numel) * es, '\0');
   for (const DcpChunk& c : it->second) {
-    if (c.offsets.size() != t.shape.size() || c.sizes.size() != t.shape.size())
-      return corrupt(".metadata: a chunk of \"" + t.storage_key + "\" has the wrong rank");
-    __int128 n = 1;
-    for (size_t d = 0; d < c.sizes.size(); ++d) {
-      if (c.offsets[d] < 0 || c.sizes[d] < 0 || c.offsets[d] + c.sizes[d] > t.shape[d])
-        return corrupt(".metadata: a chunk of \"" + t.storage_key + "\" lies outside its shape");
-      n *= c.sizes[d];
-    }
-    covered += n;
+    int64_t n = 1;
+    for (int64_t s : c.sizes) n *= s;
     if (n == 0) continue;
     CKPT_ASSIGN_OR_RETURN(std::string bytes, chunk_bytes(dir, c, t, *dtype));
     place_chunk(bytes, t.shape, c.offsets, c.sizes, es, &whole);
   }
-  if (covered != numel)
-    return corrupt(".metadata: the chunks of \"" + t.storage_key + "\" do not tile its shape");
   auto owner = share(std::move(whole));
   return borrowed(*dtype, t.shape, owner, 0, owner->size());
 }
 
-}  // namespace ckpt::verify::convert
+}  // namespace ckpt::verify

@@ -4,7 +4,7 @@
 // C order, `numel × element size` long; strided views are gathered, a contiguous view of a
 // storage borrows the storage's buffer (the Tensor's keepalive owns it). Every offset is checked
 // against the bytes that exist; a tensor whose bytes do not add up is Corrupt, naming the file.
-// A fetcher is used by one thread.
+// A fetcher is used by one thread. Used by `ckpt convert` and by the DCP reader (diff --deep).
 #pragma once
 
 #include <functional>
@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ckpt/base/status.h"
 #include "ckpt/format/tree.h"
@@ -20,7 +21,7 @@
 #include "verify/formats/torch_file.h"
 #include "verify/pickle/value.h"
 
-namespace ckpt::verify::convert {
+namespace ckpt::verify {
 
 // Our dtype for a record's spelling: ckpt names ("float32", "bfloat16") and little-endian or
 // byte-sized numpy ones ("<f4", "|u1"); nullopt for anything else (big-endian, object, ...).
@@ -55,7 +56,15 @@ Result<Tensor> read_safetensors_tensor(const RandomAccessFile& file, const Safet
                                        const SafetensorsTensor& t);
 
 // A whole DCP tensor (`t.storage_key` is its flat key) assembled from its chunks, each raw bytes
-// or a torch.save blob, read from the folder `dir`.
-Result<Tensor> read_dcp_tensor(const std::string& dir, const DcpTree& tree, const TensorRecord& t);
+// or a torch.save blob, read from the folder `dir`. The chunks' geometry and byte ranges are
+// checked before anything is allocated: they must tile the shape, lie inside existing files whose
+// sizes add up to at least the tensor's bytes, and each hold exactly its part.
+Result<Tensor> read_dcp_tensor(const std::string& dir,
+                               const std::map<std::string, std::vector<DcpChunk>>& chunks,
+                               const TensorRecord& t);
+inline Result<Tensor> read_dcp_tensor(const std::string& dir, const DcpTree& tree,
+                                      const TensorRecord& t) {
+  return read_dcp_tensor(dir, tree.chunks, t);
+}
 
-}  // namespace ckpt::verify::convert
+}  // namespace ckpt::verify

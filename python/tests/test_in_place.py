@@ -1,0 +1,122 @@
+"""restore_latest reads modules and optimizers straight into their live tensors, after every
+hash was checked (check first): the live memory is reused, a damaged file changes nothing, and a
+module that customises loading still goes through load_state_dict."""
+import json
+import pathlib
+
+import pytest
+import torch
+from torch import nn
+
+import ckpt
+
+
+def make(seed):
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(16, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Linear(32, 4))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    return model, opt
+
+
+def train(model, opt, steps=3):
+    torch.manual_seed(7)
+    for _ in range(steps):
+        opt.zero_grad()
+        model(torch.randn(8, 16)).pow(2).mean().backward()
+        opt.step()
+
+
+def saved_run(tmp_path):
+    model, opt = make(0)
+    train(model, opt)
+    with ckpt.Checkpointer(tmp_path) as ck:
+        ck.track(model=model, optimizer=opt)
+        ck.save(3)
+    return model, opt
+
+
+def ptrs(model):
+    return {k: v.data_ptr() for k, v in model.state_dict().items()}
+
+
+def test_modules_are_restored_into_their_own_memory(tmp_path, monkeypatch):
+    src, src_opt = saved_run(tmp_path)
+    model, opt = make(1)
+    train(model, opt, 1)  # the live optimizer holds state already
+    before = ptrs(model)
+    calls = []
+    original = nn.Module.load_state_dict
+    monkeypatch.setattr(nn.Module, "load_state_dict",
+                        lambda self, *a, **k: calls.append(type(self)) or original(self, *a, **k))
+    with ckpt.Checkpointer(tmp_path) as ck:
+        ck.track(model=model, optimizer=opt)
+        rep = ck.restore_latest()
+    assert rep.restored and rep.step == 3
+    assert ptrs(model) == before  # read in place: no tensor was replaced
+    assert calls == []  # nothing to copy onto itself: load_state_dict skipped
+    for k, v in src.state_dict().items():
+        assert torch.equal(model.state_dict()[k], v), k
+    for a, b in zip(src_opt.state_dict()["state"].values(), opt.state_dict()["state"].values()):
+        assert all(torch.equal(torch.as_tensor(a[k]), torch.as_tensor(b[k])) for k in a)
+    train(src, src_opt, 2), train(model, opt, 2)  # and they train on identically
+    assert all(torch.equal(a, b) for a, b in zip(src.parameters(), model.parameters()))
+
+
+def test_a_module_with_a_load_hook_goes_through_load_state_dict(tmp_path):
+    saved_run(tmp_path)
+    model, opt = make(1)
+    seen = []
+    model[1]._register_load_state_dict_pre_hook(lambda sd, prefix, *a: seen.append(prefix))
+    with ckpt.Checkpointer(tmp_path) as ck:
+        ck.track(model=model, optimizer=opt)
+        assert ck.restore_latest().restored
+    assert seen == ["1."]
+
+
+def flip_model_byte(tmp_path, padding):
+    step = pathlib.Path(tmp_path) / "step-000000000003"
+    man = json.loads((step / "rank-00000.manifest.json").read_text())
+    if padding:
+        ext = sorted((t["offset"], t["offset"] + t["nbytes"]) for t in man["tensors"]
+                     if t["nbytes"])
+        at = next(end for (_, end), (nxt, _) in zip(ext, ext[1:]) if nxt > end)
+    else:  # the model's last tensor in the file: every other one was read before it
+        t = max((t for t in man["tensors"] if t["path"].startswith("/model/") and t["nbytes"]),
+                key=lambda t: t["offset"])
+        at = t["offset"] + t["nbytes"] - 1
+    data = bytearray((step / "rank-00000.h5").read_bytes())
+    data[at] ^= 0x04
+    (step / "rank-00000.h5").write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("padding", [False, True])
+def test_a_damaged_file_changes_no_live_tensor(tmp_path, padding):
+    saved_run(tmp_path)
+    flip_model_byte(tmp_path, padding)
+    model, opt = make(1)
+    train(model, opt, 1)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    opt_before = [{k: torch.as_tensor(v).clone() for k, v in s.items()}
+                  for s in opt.state_dict()["state"].values()]
+    with ckpt.Checkpointer(tmp_path) as ck:
+        ck.track(model=model, optimizer=opt)
+        with pytest.raises(ckpt.CorruptCheckpointError, match="xxh3 mismatch"):
+            ck.restore_latest()
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    for a, b in zip(opt_before, opt.state_dict()["state"].values()):
+        assert all(torch.equal(a[k], torch.as_tensor(b[k])) for k in a)
+
+
+def test_optimizer_groups_that_do_not_fit_are_refused_before_any_byte(tmp_path):
+    saved_run(tmp_path)
+    model, _ = make(1)
+    opt = torch.optim.AdamW([{"params": model[0].parameters()},
+                             {"params": list(model[1].parameters()) +
+                              list(model[3].parameters())}], lr=1e-3)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with ckpt.Checkpointer(tmp_path) as ck:
+        ck.track(model=model, optimizer=opt)
+        with pytest.raises(ckpt.MismatchError, match=r"parameter groups of \[6\] parameters, "
+                                                     r"the live one \[2, 4\]"):
+            ck.restore_latest()
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
