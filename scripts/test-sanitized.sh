@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The whole Catch2 suite under AddressSanitizer + UndefinedBehaviorSanitizer (CKPT_SANITIZE=ON):
-# every library and test compiled with -fsanitize=address,undefined, UBSan reports fatal, LSan
-# with tests/lsan.supp. Builds in build-asan/ (or $CKPT_ASAN_BUILD_DIR), idempotent like
-# scripts/test.sh. Not part of .ci/run: the sanitized build is a second full compile (about
-# 33 CPU-minutes on this machine), see README.md "Reliability and safety, measured".
-# The Python extension is left out (an ASan-built module needs libasan preloaded into python3),
-# and so are the install/cpack entries (they repackage the build, nothing to sanitize).
+# The whole Catch2 suite and the Python tests under AddressSanitizer + UndefinedBehaviorSanitizer
+# (CKPT_SANITIZE=ON): every library, tool and test compiled with -fsanitize=address,undefined,
+# UBSan reports fatal, LSan with tests/lsan.supp. Builds in build-asan/ (or $CKPT_ASAN_BUILD_DIR),
+# idempotent like scripts/test.sh. .ci/run runs it after scripts/test.sh; a cold build is about
+# 44 CPU-minutes (README.md "Reliability and safety, measured").
+# python_tests runs the ASan-built extension in python3 with libasan and libstdc++ preloaded and
+# leak checks off there (CPython keeps its memory until exit): see python/CMakeLists.txt.
+# Left out: format_check (no code runs; scripts/test.sh checks it) and the install/cpack entries
+# (they repackage and reinstall the build: nothing of ours runs that the suite does not cover).
 # Extra arguments go to ctest (e.g. -R test_store).
 set -euo pipefail
 cd "$(dirname "$0")/.."
