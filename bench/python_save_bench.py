@@ -4,8 +4,10 @@
 Builds an MLP of --dim x --dim Linear layers sized so that parameters + AdamW moments come to
 about --mb MB (default ~1 GB), takes one optimizer step so the moments exist, then for --reps
 rounds (median printed, every round listed):
-  torch.save + fsync   torch.save({"model": sd, "optimizer": opt_sd}, f); f.flush(); os.fsync
-  ckpt blocking        Checkpointer.save(step): written, hashed, fsynced, committed
+  torch.save + fsync   torch.save({"model": sd, "optimizer": opt_sd}, f); f.flush(); os.fsync;
+                       then os.unlink of the previous round's file, as ckpt's keep_last=1
+                       retention deletes the previous checkpoint inside its save
+  ckpt blocking        Checkpointer.save(step): written, hashed, fsynced, committed, retention
   ckpt stall           Checkpointer.save(step, blocking=False): what the training loop waits
                        (state-dict walk + one copy into the reused snapshot arena)
   ckpt total           from that call to wait() returning: committed in the background
@@ -13,11 +15,13 @@ An optimizer step runs between rounds (the state changes, as in training). The f
 non-blocking save also allocates the arena; it is listed apart and left out of the median.
 Ratios: torch.save+fsync / ckpt stall (DESIGN.md goal: >= 10x) and torch.save+fsync / ckpt
 blocking (goal: >= 1, not slower).
-Then restore, page cache warm (both files were just written), --reps rounds each:
+Then restore, --reps rounds each, warm (both files read through the page cache first: ckpt
+writes its tensor bodies with O_DIRECT, so its file is not cached after the save) and cold
+(page cache dropped before each run, as root; skipped otherwise):
   torch.load + load_state_dict   the model's and AdamW's, from the torch.save file
   ckpt restore_latest            a fresh Checkpointer over the same live objects: read in
                                  place, every tensor hash and the whole-file hash checked
-Ratio: torch.load+load_state_dict / ckpt restore (issue goal: >= 3x).
+Ratio: torch.load+load_state_dict / ckpt restore (issue goal: >= 3x, warm).
 
   PYTHONPATH=build/python /usr/bin/python3 bench/python_save_bench.py [--mb 1024] [--reps 3]
 """
@@ -50,13 +54,38 @@ def train_step(model, opt, dim):
     opt.step()
 
 
-def torch_save(model, opt, path):
+def torch_save(model, opt, path, previous=None):
     t0 = time.perf_counter()
     with open(path, "wb") as f:
         torch.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, f)
         f.flush()
         os.fsync(f.fileno())
+    if previous is not None:
+        os.unlink(previous)
     return time.perf_counter() - t0
+
+
+def files_of(path):
+    if os.path.isfile(path):
+        return [path]
+    return [os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs]
+
+
+def make_warm(path):
+    for name in files_of(path):
+        with open(name, "rb") as f:
+            while f.read(8 << 20):
+                pass
+
+
+def make_cold():
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return True
+    except OSError:
+        return False
 
 
 def memcpy_peer(model, opt):
@@ -116,8 +145,9 @@ def main():
         ck.track(model=model, optimizer=opt)
         for r in range(a.reps + 1):  # round 0 allocates the arena
             train_step(model, opt, a.dim)
-            t_torch.append(torch_save(model, opt, os.path.join(base, "torch.pt")))
-            os.unlink(os.path.join(base, "torch.pt"))
+            cur = os.path.join(base, f"torch-{r}.pt")
+            prev = os.path.join(base, f"torch-{r - 1}.pt") if r > 0 else None
+            t_torch.append(torch_save(model, opt, cur, prev))
             step += 1
             t0 = time.perf_counter()
             ck.save(step)
@@ -138,11 +168,19 @@ def main():
                 t_copy.append(memcpy_peer(model, opt))
         stats = ck.background_stats()
     torch_file = os.path.join(base, "torch.pt")
-    torch_save(model, opt, torch_file)
-    t_tload, t_cload = [], []
+    torch_save(model, opt, torch_file, os.path.join(base, f"torch-{a.reps}.pt"))
+    t_tload, t_cload, c_tload, c_cload = [], [], [], []
     for _ in range(a.reps):
+        make_warm(torch_file)
         t_tload.append(torch_restore(model, opt, torch_file))
+        make_warm(run)
         t_cload.append(ckpt_restore(model, opt, run))
+    cold = make_cold()
+    for _ in range(a.reps if cold else 0):
+        make_cold()
+        c_tload.append(torch_restore(model, opt, torch_file))
+        make_cold()
+        c_cload.append(ckpt_restore(model, opt, run))
     os.unlink(torch_file)
     t_torch, t_block = t_torch[1:], t_block[1:]
     med = statistics.median
@@ -158,10 +196,17 @@ def main():
     print(f"  ckpt non-blocking total  {med(t_total):7.3f} s  ({fmt(t_total)})")
     print(f"  torch.save+fsync / ckpt stall:    {med(t_torch) / med(t_stall):5.1f}x  (goal >= 10x)")
     print(f"  torch.save+fsync / ckpt blocking: {med(t_torch) / med(t_block):5.2f}x  (goal >= 1x)")
-    print(f"  torch.load + load_state_dict {med(t_tload):7.3f} s  ({fmt(t_tload)})")
-    print(f"  ckpt restore_latest          {med(t_cload):7.3f} s  ({fmt(t_cload)})")
-    print(f"  torch.load+load_state_dict / ckpt restore: {med(t_tload) / med(t_cload):5.2f}x  "
-          f"(goal >= 3x)")
+    print(f"  warm: torch.load + load_state_dict {med(t_tload):7.3f} s  ({fmt(t_tload)})")
+    print(f"  warm: ckpt restore_latest          {med(t_cload):7.3f} s  ({fmt(t_cload)})")
+    print(f"  warm: torch.load+load_state_dict / ckpt restore: "
+          f"{med(t_tload) / med(t_cload):5.2f}x  (goal >= 3x)")
+    if c_tload:
+        print(f"  cold: torch.load + load_state_dict {med(c_tload):7.3f} s  ({fmt(c_tload)})")
+        print(f"  cold: ckpt restore_latest          {med(c_cload):7.3f} s  ({fmt(c_cload)})")
+        print(f"  cold: torch.load+load_state_dict / ckpt restore: "
+              f"{med(c_tload) / med(c_cload):5.2f}x")
+    else:
+        print("  cold: skipped (dropping the page cache needs root)")
     print(f"  arena: {stats['arena_capacity'] / 1e6:.0f} MB, allocated "
           f"{stats['arena_allocations']} time(s) over {stats['submitted']} saves")
     if not a.dir:

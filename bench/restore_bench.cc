@@ -84,6 +84,7 @@ int run(const BenchFlags& a) {
   lib.check_file_hash = true;
   lib.file_bytes = listed->bytes;
   lib.file_xxh3 = listed->xxh3;
+  lib.file_regions_xxh3 = listed->regions_xxh3;
   resume::RestoreOptions one_read = lib;  // hashed while copying: fast, but nothing to roll back
   lib.check_first = true;
   resume::Undo undo;
@@ -107,6 +108,14 @@ int run(const BenchFlags& a) {
   make_warm({file});
   if (!run_rotated(methods, a.reps, &TimedMethod::warm)) return 1;
   report("warm", methods, s.bytes, &TimedMethod::warm);
+  // Where one more warm restore_latest-style restore, and an unverified one, spend their time.
+  for (const auto* o : {&lib, &unverified}) {
+    resume::RestoreStats st;
+    if (!resume::restore_rank(env, step_dir, 0, *o, &st).is_ok()) return 1;
+    std::printf("phases (%s): metadata %.4f s, check read %.4f s, copy read %.4f s\n",
+                o == &lib ? "as restore_latest" : "unverified", st.metadata_seconds,
+                st.check_seconds, st.data_seconds - st.check_seconds);
+  }
   ColdCache cold;
   const std::vector<std::string> files = {file, path_join(step_dir, rank_manifest_name(0))};
   if (!run_rotated(methods, a.cold_reps, &TimedMethod::cold, [&] { cold.drop(files); })) return 1;

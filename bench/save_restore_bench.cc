@@ -141,17 +141,18 @@ bool save_section(const Args& a, Env* env, State& s, const std::string& base, in
   const double raw_mbs = mb_per_s(s.bytes, median(t_raw));
   out.row("raw pwrite + fdatasync", t_raw);
   out.row("store::write_rank (hash, HDF5, pwrite, fsync)", t_write, raw_mbs);
-  out.row("blocking save: write_rank + commit", t_commit, raw_mbs);
+  out.row("blocking save, buffered (Env::posix)", t_commit, raw_mbs);
   std::printf("  where write_rank + commit spend it (medians):");
   for (const auto& [name, v] : phases)
     std::printf("  %s %.1f ms;", name.c_str() + 2, 1e3 * median(v));
   std::printf("\n");
-  out.row("the same with direct I/O (posix_direct_io)", t_bcommit, raw_mbs);
+  out.row("blocking save, direct I/O (the default)", t_bcommit, raw_mbs);
   std::printf("  where it spends it (medians):");
   for (const auto& [name, v] : bphases)
     std::printf("  %s %.1f ms;", name.c_str() + 2, 1e3 * median(v));
   std::printf("\n");
-  const double save_s = median(t_commit), raw_s = median(t_raw);
+  // The goals are the Checkpointer's default save: direct I/O where the filesystem allows it.
+  const double save_s = median(t_bcommit), raw_s = median(t_raw);
   std::printf("  goal blocking save >= 0.80x raw pwrite+fdatasync: %.2fx (%s)\n", raw_s / save_s,
               raw_s / save_s >= 0.8 ? "met" : "missed");
   if (!t_torch.empty()) {

@@ -14,6 +14,7 @@
 #include "ckpt/base/hash.h"
 #include "ckpt/h5/rank_file.h"
 #include "ckpt/store/rank_io.h"
+#include "ckpt/store/regions_check.h"
 #include "resume/pipeline.h"
 #include "resume/read_plan.h"
 
@@ -179,6 +180,19 @@ Status read_into_place(const RandomAccessFile& file, const ReadPlan& plan,
   return ran;
 }
 
+// The region digest's half that the pipeline does not check: the bytes between the tensors
+// (HDF5 metadata, padding); the tensors' regions carry the manifest's hashes, which the pipeline
+// then holds every tensor's bytes to.
+Status check_gaps(const RandomAccessFile& file, const Manifest& m, uint64_t file_bytes,
+                  uint64_t want) {
+  CKPT_ASSIGN_OR_RETURN(const uint64_t got, store::regions_digest_of(file, m, file_bytes));
+  if (got == want) return Status::ok();
+  return corrupt(file.path() +
+                 ": whole-file xxh3 mismatch in the bytes outside every tensor (HDF5 metadata, "
+                 "padding): their region digest is " +
+                 hex64(got) + ", the commit record's " + hex64(want));
+}
+
 void add_stats(const PipelineStats& ps, RestoreStats* local) {
   local->read_bytes += ps.read_bytes;
   local->chunks += ps.chunks;
@@ -247,24 +261,25 @@ Result<Node> restore_impl(Env* env, store::RankStructure rs, const RestoreOption
   Node& root = rs.root;
   CKPT_RETURN_IF_ERROR(check_destinations(m, options, fpath));
 
-  std::vector<size_t> selected;
+  const bool check_file = options.check_file_hash && options.verify_hashes;
+  const bool by_regions = check_file && options.file_regions_xxh3.has_value();
+  std::vector<char> wanted(m.tensors.size(), 0);  // of the requested components
+  std::vector<size_t> planned;
   for (size_t i = 0; i < m.tensors.size(); ++i) {
-    if (options.components.empty() ||
-        options.components.count(store::top_component(m.tensors[i].path))) {
-      selected.push_back(i);
-    }
+    wanted[i] = options.components.empty() ||
+                options.components.count(store::top_component(m.tensors[i].path)) != 0;
+    if (wanted[i] || by_regions) planned.push_back(i);
   }
   PlanOptions popts;
   popts.chunk_bytes = options.verify_hashes ? options.chunk_bytes : options.unhashed_chunk_bytes;
   popts.max_gap = options.max_gap;
-  CKPT_ASSIGN_OR_RETURN(ReadPlan plan, make_read_plan(m, selected, popts));
-  const bool check_file = options.check_file_hash && options.verify_hashes;
+  CKPT_ASSIGN_OR_RETURN(ReadPlan plan, make_read_plan(m, planned, popts));
   if (check_file) {
     if (options.file_bytes != m.file_bytes) {
       return corrupt(fpath + ": " + std::to_string(m.file_bytes) +
                      " bytes, the commit record lists " + std::to_string(options.file_bytes));
     }
-    CKPT_RETURN_IF_ERROR(cover_file(&plan, options.file_bytes, fpath));
+    if (!by_regions) CKPT_RETURN_IF_ERROR(cover_file(&plan, options.file_bytes, fpath));
   }
 
   // Destinations: the caller's span, or memory the tree will own.
@@ -273,6 +288,7 @@ Result<Node> restore_impl(Env* env, store::RankStructure rs, const RestoreOption
   std::vector<char> caller(plan.tensors.size(), 0);
   for (size_t i = 0; i < plan.tensors.size(); ++i) {
     const PlanTensor& pt = plan.tensors[i];
+    if (!wanted[pt.manifest_index]) continue;  // hashed for the file's check only
     Tensor* t = store::find_tensor(&root, pt.path);
     if (t == nullptr) return internal_error(fpath + ": \"" + pt.path + "\" vanished from the tree");
     auto d = options.destinations.find(pt.path);
@@ -296,8 +312,14 @@ Result<Node> restore_impl(Env* env, store::RankStructure rs, const RestoreOption
   PipelineOptions pipe;
   pipe.io_threads = options.io_threads == 0 ? default_io_threads() : options.io_threads;
   pipe.verify_hashes = options.verify_hashes;
-  pipe.check_file_hash = check_file;
+  pipe.check_file_hash = check_file && !by_regions;
   pipe.file_xxh3 = options.file_xxh3;
+  if (by_regions) {
+    CKPT_RETURN_IF_ERROR(check_gaps(*file, m, options.file_bytes, *options.file_regions_xxh3));
+    uint64_t in_tensors = 0;
+    for (const auto& e : m.tensors) in_tensors += e.nbytes;
+    local.read_bytes += options.file_bytes - in_tensors;
+  }
   bool linked = false;
   auto link = [&]() -> Status {
     linked = true;
@@ -313,8 +335,11 @@ Result<Node> restore_impl(Env* env, store::RankStructure rs, const RestoreOption
   }
   local.data_seconds = since(t1);
   if (!linked) CKPT_RETURN_IF_ERROR(link());
-  local.tensor_bytes = plan.tensor_bytes;
-  local.tensors = plan.tensors.size();
+  for (const PlanTensor& pt : plan.tensors) {
+    if (!wanted[pt.manifest_index]) continue;
+    local.tensor_bytes += pt.nbytes;
+    ++local.tensors;
+  }
   if (stats != nullptr) *stats = local;
   return std::move(rs.root);
 }

@@ -21,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -75,6 +76,12 @@ struct RestoreOptions {
   bool check_file_hash = false;
   uint64_t file_bytes = 0;
   uint64_t file_xxh3 = 0;
+  // With check_file_hash, the commit record's region digest when it has one (CommitFile::
+  // regions_xxh3, ckpt/format/regions.h): the whole file is then checked from the tensors' own
+  // hashes plus a hash of the bytes between them, read before any tensor — no second, sequential
+  // pass over the tensor bytes. Every tensor of the file is read and hashed (those outside
+  // `components` into staging only). Without it, the whole-file XXH3 is streamed as above.
+  std::optional<uint64_t> file_regions_xxh3;
   // Where to save the old bytes of the destinations (see the note at the top); null = none saved.
   Undo* undo = nullptr;
   // Check first, then write (docs/resume.md): with verify_hashes, a first read checks every hash

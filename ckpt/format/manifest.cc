@@ -80,6 +80,7 @@ std::string encode_manifest(const Manifest& m) {
             {"attrs_xxh3", hex64(m.attrs_xxh3)},
             {"tensors", t}};
   if (m.file_xxh3) j["file_xxh3"] = hex64(*m.file_xxh3);
+  if (m.regions_xxh3) j["regions_xxh3"] = hex64(*m.regions_xxh3);
   return j.dump(1) + "\n";
 }
 
@@ -108,6 +109,13 @@ Result<Manifest> decode_manifest(const std::string& text, const std::string& whe
       return field_error(where, "\"file_xxh3\" is not 16 lowercase hex digits");
     }
     m.file_xxh3 = h;
+  }
+  if (j.contains("regions_xxh3")) {  // optional, as file_xxh3
+    uint64_t h = 0;
+    if (!get_hash(j, "regions_xxh3", &h)) {
+      return field_error(where, "\"regions_xxh3\" is not 16 lowercase hex digits");
+    }
+    m.regions_xxh3 = h;
   }
   auto tensors = j.find("tensors");
   if (tensors == j.end() || !tensors->is_array()) return field_error(where, "no \"tensors\" array");
@@ -168,7 +176,9 @@ Result<Manifest> decode_manifest(const std::string& text, const std::string& whe
 std::string encode_commit(const CommitRecord& c) {
   json files = json::array();
   for (const auto& f : c.files) {
-    files.push_back({{"name", f.name}, {"bytes", f.bytes}, {"xxh3", hex64(f.xxh3)}});
+    json e = {{"name", f.name}, {"bytes", f.bytes}, {"xxh3", hex64(f.xxh3)}};
+    if (f.regions_xxh3) e["regions_xxh3"] = hex64(*f.regions_xxh3);
+    files.push_back(std::move(e));
   }
   json body = {{"format", "ckpt-commit"}, {"version", 1},
                {"step", c.step},          {"world_size", c.world_size},
@@ -220,6 +230,11 @@ Result<CommitRecord> decode_commit(const std::string& text, const std::string& w
     if (!f.is_object() || !get_str(f, "name", &cf.name) || !get_u64(f, "bytes", &cf.bytes) ||
         !get_hash(f, "xxh3", &cf.xxh3)) {
       return field_error(where, "ill-typed file entry");
+    }
+    if (f.contains("regions_xxh3")) {  // optional: records before it have none
+      uint64_t h = 0;
+      if (!get_hash(f, "regions_xxh3", &h)) return field_error(where, "ill-typed file entry");
+      cf.regions_xxh3 = h;
     }
     if (cf.name.empty() || cf.name.find('/') != std::string::npos || cf.name[0] == '.') {
       return field_error(where, "file name \"" + cf.name + "\" is not a plain file name");

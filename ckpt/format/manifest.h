@@ -34,6 +34,9 @@ struct Manifest {
   // Whole-file XXH3-64 of `file`, computed while it was written; absent in manifests written
   // before it existed (commit() then hashes the file itself).
   std::optional<uint64_t> file_xxh3;
+  // The region digest of `file` (ckpt/format/regions.h), computed while it was written; absent
+  // in manifests written before it existed.
+  std::optional<uint64_t> regions_xxh3;
   std::vector<ManifestEntry> tensors;
 };
 
@@ -46,6 +49,9 @@ struct CommitFile {
   std::string name;
   uint64_t bytes = 0;
   uint64_t xxh3 = 0;
+  // A rank file's region digest (ckpt/format/regions.h), from its manifest; absent for
+  // manifests and for rank files written before it existed.
+  std::optional<uint64_t> regions_xxh3 = std::nullopt;
 };
 
 struct CommitRecord {

@@ -23,6 +23,7 @@
 
 #include "ckpt/base/hash.h"
 #include "ckpt/format/attrs_digest.h"
+#include "ckpt/format/regions.h"
 #include "ckpt/h5/rank_file.h"
 #include "ckpt/store/direct_writer.h"
 #include "ckpt/store/rank_io.h"
@@ -89,21 +90,27 @@ Status check_aliases(const std::vector<TensorRef>& refs, const std::string& wher
   return Status::ok();
 }
 
-// Hashes the structural bytes HDF5 wrote in [from, to) of `file`.
+// Hashes the structural bytes HDF5 wrote in [from, to) of `file` into `whole`, and (a gap
+// region of ckpt/format/regions.h when not empty) on their own into `gaps`.
 Status hash_structure(const RandomAccessFile& file, uint64_t from, uint64_t to,
-                      std::unique_ptr<char[]>* buf, Hasher* whole) {
+                      std::unique_ptr<char[]>* buf, Hasher* whole, std::vector<uint64_t>* gaps) {
+  if (from >= to) return Status::ok();
+  Hasher gap;
   while (from < to) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(kWriteChunk, to - from));
     CKPT_RETURN_IF_ERROR(file.read_at(from, buf->get(), n));
     whole->update(buf->get(), n);
+    gap.update(buf->get(), n);
     from += n;
   }
+  gaps->push_back(gap.digest());
   return Status::ok();
 }
 
 struct Filled {
   uint64_t file_bytes = 0;
   uint64_t file_xxh3 = 0;
+  std::vector<uint64_t> gap_xxh3;  // of each gap region, in file order
 };
 
 // Where pass 3 puts a tensor's bytes: the block-aligned body through direct I/O when the Env
@@ -178,6 +185,7 @@ Result<Filled> fill_and_hash_once(Env* env, const std::string& tmp_path,
   if (stats != nullptr) stats->direct_io = sink.direct();
   std::unique_ptr<char[]> buf(new char[kWriteChunk]);
   Hasher whole;
+  std::vector<uint64_t> gaps;
   uint64_t pos = 0;
   const auto t0 = Clock::now();
   for (const auto& e : extents) {
@@ -189,12 +197,12 @@ Result<Filled> fill_and_hash_once(Env* env, const std::string& tmp_path,
                             "), outside the file's " + std::to_string(size) +
                             " bytes or over the previous extent");
     }
-    CKPT_RETURN_IF_ERROR(hash_structure(*structure, pos, e.offset, &buf, &whole));
+    CKPT_RETURN_IF_ERROR(hash_structure(*structure, pos, e.offset, &buf, &whole, &gaps));
     CKPT_RETURN_IF_ERROR(
         sink.write(e.offset, static_cast<const unsigned char*>(t.data), t.nbytes, &whole));
     pos = e.offset + t.nbytes;
   }
-  CKPT_RETURN_IF_ERROR(hash_structure(*structure, pos, size, &buf, &whole));
+  CKPT_RETURN_IF_ERROR(hash_structure(*structure, pos, size, &buf, &whole, &gaps));
   const auto t1 = Clock::now();
   CKPT_RETURN_IF_ERROR(sink.finish_and_sync());
   CKPT_RETURN_IF_ERROR(sink.close());
@@ -202,7 +210,7 @@ Result<Filled> fill_and_hash_once(Env* env, const std::string& tmp_path,
     stats->write_seconds = std::chrono::duration<double>(t1 - t0).count();
     stats->sync_seconds = seconds_since(t1);
   }
-  return Filled{size, whole.digest()};
+  return Filled{size, whole.digest(), std::move(gaps)};
 }
 
 // Direct I/O is only a faster way to the same bytes: a filesystem that opens with O_DIRECT but
@@ -256,6 +264,19 @@ Result<Manifest> write_rank(Env* env, const std::string& step_dir, int64_t rank,
     const Tensor& t = *e.tensor;
     m.tensors.push_back({e.path, t.dtype, t.shape, e.offset, t.nbytes, t.xxh3});
   }
+  std::vector<FileRegion> regions = file_regions(m, m.file_bytes);
+  size_t gap = 0, gaps = 0;
+  for (FileRegion& r : regions) {
+    if (r.tensor) continue;
+    ++gaps;
+    if (gap < filled->gap_xxh3.size()) r.xxh3 = filled->gap_xxh3[gap++];
+  }
+  if (gaps != filled->gap_xxh3.size()) {
+    return internal_error(final_path + ": the write pass saw " +
+                          std::to_string(filled->gap_xxh3.size()) + " gaps, the manifest has " +
+                          std::to_string(gaps));
+  }
+  m.regions_xxh3 = regions_digest(regions);
   CKPT_RETURN_IF_ERROR(env->rename(tmp_path, final_path));
   const std::string manifest = encode_manifest(m);
   CKPT_RETURN_IF_ERROR(env->write_atomic(path_join(step_dir, rank_manifest_name(rank)), manifest));

@@ -8,6 +8,7 @@
 
 #include "ckpt/base/hash.h"
 #include "ckpt/store/rank_io.h"
+#include "ckpt/store/regions_check.h"
 
 namespace ckpt::store {
 namespace {
@@ -77,6 +78,7 @@ Result<std::pair<CommitFile, CommitFile>> hash_rank_files(Env* env, const std::s
   auto m = decode_manifest(text, mpath);
   if (m.is_ok() && m->file_xxh3 && m->file == file.name && m->file_bytes == size) {
     file.xxh3 = *m->file_xxh3;
+    file.regions_xxh3 = m->regions_xxh3;
   } else {
     CKPT_ASSIGN_OR_RETURN(file.xxh3, hash_file(env, fpath));
   }
@@ -294,6 +296,18 @@ VerifyReport verify_checkpoint(Env* env, const std::string& step_dir) {
           rep.problems.push_back(path_join(step_dir, rank_manifest_name(r)) + ": file_xxh3 is " +
                                  hex64(*m->file_xxh3) + ", the commit record says " +
                                  hex64(f.xxh3));
+        }
+        if (m.is_ok() && f.regions_xxh3 && f.name == m->file) {
+          // The digest the restore path checks must hold for the bytes verify just accepted.
+          auto opened = env->open_random(file);
+          auto got = opened.is_ok() ? regions_digest_of(**opened, *m, f.bytes)
+                                    : Result<uint64_t>(opened.status());
+          if (!got.is_ok()) {
+            rep.problems.push_back(got.status().message());
+          } else if (*got != *f.regions_xxh3) {
+            rep.problems.push_back(file + ": region digest of the file is " + hex64(*got) +
+                                   ", the commit record says " + hex64(*f.regions_xxh3));
+          }
         }
       }
     }

@@ -235,6 +235,7 @@ Result<RestoreReport> Checkpointer::restore_latest() {
   ro.check_file_hash = true;
   ro.file_bytes = listed->bytes;
   ro.file_xxh3 = listed->xxh3;
+  ro.file_regions_xxh3 = listed->regions_xxh3;
   ro.check_first = true;
   DeviceUndo device_undo;
   Node rng_before;

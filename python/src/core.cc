@@ -225,6 +225,7 @@ void read_into(const std::string& dir, int64_t rank, const py::dict& dests, bool
     opts.check_file_hash = true;
     opts.file_bytes = listed->bytes;
     opts.file_xxh3 = listed->xxh3;
+    opts.file_regions_xxh3 = listed->regions_xxh3;
   }
   Status s;
   {

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "run_cli.h"
+#include "tests/common/run_cli.h"
 
 namespace {
 

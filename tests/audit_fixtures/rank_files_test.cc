@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "run_cli.h"
+#include "tests/common/run_cli.h"
 
 namespace {
 

@@ -139,6 +139,13 @@ TEST_CASE("a flipped byte in HDF5 padding fails the whole-file hash, naming the 
   REQUIRE(restore_rank(Env::posix(), s.dir.path(), 0, size).status().code() == Code::kCorrupt);
 }
 
+RestoreOptions with_regions(const Saved& s) {
+  RestoreOptions o = with_file_hash(s);
+  REQUIRE(s.manifest.regions_xxh3.has_value());
+  o.file_regions_xxh3 = s.manifest.regions_xxh3;
+  return o;
+}
+
 // Caller memory for every model tensor, filled with a pattern.
 struct Destinations {
   std::map<std::string, std::vector<unsigned char>> bytes;
@@ -319,6 +326,65 @@ TEST_CASE("check first: a file written between the check and the copy fails the 
       REQUIRE(got.status().message().find("partly overwritten") != std::string::npos);
     }
   }
+}
+
+TEST_CASE("the region digest checks the whole file without a sequential pass", "[resume]") {
+  Saved s;
+  save(&s);
+  auto ref = store::read_rank(Env::posix(), s.dir.path(), 0);
+  REQUIRE(ref.is_ok());
+  for (bool check_first : {false, true}) {
+    RestoreOptions o = with_regions(s);
+    o.check_first = check_first;
+    RestoreStats stats;
+    auto got = restore_rank(Env::posix(), s.dir.path(), 0, o, &stats);
+    INFO(got.status().to_string());
+    REQUIRE(got.is_ok());
+    REQUIRE(resume_test::compare_trees(*ref, *got).empty());
+    REQUIRE(stats.read_bytes >= s.manifest.file_bytes);  // every byte of the file was checked
+  }
+  // Only the optimizer is wanted: the model's bytes are still read, hashed and left out.
+  RestoreOptions some = with_regions(s);
+  some.components = {"optimizer"};
+  auto part = restore_rank(Env::posix(), s.dir.path(), 0, some);
+  REQUIRE(part.is_ok());
+  REQUIRE(store::find_tensor(&*part, "/model/big")->data == nullptr);
+  REQUIRE(store::find_tensor(&*part, "/optimizer/state/p3/exp_avg")->data != nullptr);
+}
+
+TEST_CASE("the region digest refuses a flipped byte anywhere, before any destination is written",
+          "[resume]") {
+  for (bool padding : {false, true}) {
+    Saved s;
+    save_damaged(&s, padding);
+    RestoreOptions o = with_regions(s);  // one read, no Undo, no check first
+    Destinations d(s.manifest, &o);
+    auto got = restore_rank(Env::posix(), s.dir.path(), 0, o);
+    INFO(got.status().to_string());
+    REQUIRE(got.status().code() == Code::kCorrupt);
+    if (padding) {
+      REQUIRE(got.status().message().find(s.file +
+                                          ": whole-file xxh3 mismatch in the bytes outside every "
+                                          "tensor (HDF5 metadata, padding)") == 0);
+      REQUIRE(d.untouched());  // the bytes between the tensors are checked first
+    } else {
+      REQUIRE(got.status().message().find("xxh3 mismatch at offset") != std::string::npos);
+    }
+  }
+  // A flip in a tensor of a component that was not asked for is found too.
+  Saved s;
+  save(&s);
+  const ManifestEntry* model = nullptr;
+  for (const auto& e : s.manifest.tensors) {
+    if (e.path == "/model/bigger") model = &e;
+  }
+  REQUIRE(model != nullptr);
+  resume_test::flip_bit(s.file, model->offset + 17);
+  RestoreOptions o = with_regions(s);
+  o.components = {"optimizer"};
+  auto got = restore_rank(Env::posix(), s.dir.path(), 0, o);
+  REQUIRE(got.status().code() == Code::kCorrupt);
+  REQUIRE(got.status().message().find("tensor \"/model/bigger\"") == 0);
 }
 
 }  // namespace

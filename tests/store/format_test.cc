@@ -87,6 +87,28 @@ TEST_CASE("manifest rejects extents that break the rules", "[format]") {
   }
 }
 
+TEST_CASE("commit record regions_xxh3: optional, round trips", "[format]") {
+  CommitRecord c;
+  c.step = 3;
+  c.time = "2026-12-01T14:00:00Z";
+  c.components = {"model"};
+  c.files = {{"rank-00000.h5", 8192, 0x42, 0x1234abcdULL}, {"rank-00000.manifest.json", 900, 7}};
+  const std::string text = encode_commit(c);
+  REQUIRE(text.find("\"regions_xxh3\": \"000000001234abcd\"") != std::string::npos);
+  auto back = decode_commit(text, "COMMIT.json");
+  REQUIRE(back.is_ok());
+  REQUIRE(back->files.at(0).regions_xxh3 == std::optional<uint64_t>(0x1234abcdULL));
+  REQUIRE_FALSE(back->files.at(1).regions_xxh3.has_value());
+  Manifest m;
+  m.file = "rank-00000.h5";
+  m.regions_xxh3 = 0xfeedULL;
+  auto mb = decode_manifest(encode_manifest(m), "m.json");
+  REQUIRE(mb.is_ok());
+  REQUIRE(mb->regions_xxh3 == std::optional<uint64_t>(0xfeedULL));
+  m.regions_xxh3.reset();
+  REQUIRE(encode_manifest(m).find("regions_xxh3") == std::string::npos);
+}
+
 TEST_CASE("commit record detects any damage to its body", "[format]") {
   CommitRecord c;
   c.step = 25;

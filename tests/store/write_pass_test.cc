@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/base/hash.h"
+#include "ckpt/format/regions.h"
 #include "ckpt/io/fault_injection_env.h"
 #include "ckpt/store/direct_writer.h"
 #include "ckpt/store/rank_io.h"
@@ -149,12 +150,13 @@ TEST_CASE("commit reads no rank file, for this process's ranks and the others'",
   REQUIRE(store::verify_checkpoint(Env::posix(), run.dir(4)).problems.empty());
 }
 
-// Rewrites rank 0's manifest as a writer from before `file_xxh3` wrote it.
+// Rewrites rank 0's manifest as a writer from before `file_xxh3` (and `regions_xxh3`) wrote it.
 void strip_file_hash(const std::string& step_dir) {
   const std::string p = path_join(step_dir, rank_manifest_name(0));
   auto m = decode_manifest(testing::read_file(p), p);
   REQUIRE(m.is_ok());
   m->file_xxh3.reset();
+  m->regions_xxh3.reset();
   const std::string old = encode_manifest(*m);
   REQUIRE(old.find("file_xxh3") == std::string::npos);
   REQUIRE(nlohmann::json::parse(old).size() == 9);  // the nine fields of the first version
@@ -351,6 +353,71 @@ TEST_CASE("DirectWriter writes every piece where it was put and never loses an e
   MemFile unused;
   store::DirectWriter w(files(&unused, 0));
   REQUIRE(w.put(100, src.data(), block).status().code() == Code::kInternal);  // unaligned
+}
+
+// The region digest recomputed from nothing but the file's bytes and the manifest's extents.
+uint64_t regions_from_bytes(const std::string& file, const Manifest& m) {
+  const std::string bytes = testing::read_file(file);
+  std::vector<FileRegion> regions = file_regions(m, bytes.size());
+  for (FileRegion& r : regions) {
+    const uint64_t h = xxh3_64(bytes.data() + r.offset, r.nbytes);
+    if (r.tensor) REQUIRE(h == r.xxh3);  // the manifest's tensor hash is the bytes' hash
+    r.xxh3 = h;
+  }
+  return regions_digest(regions);
+}
+
+TEST_CASE("the region digest of manifest and commit record is the one of the file's bytes",
+          "[store]") {
+  for (int extra : {0, 7}) {
+    Run run;
+    write(&run, 6, 0, 1, extra);
+    REQUIRE(store::commit(Env::posix(), run.tmp.path(), 6, 1, {"model", "optimizer"}).is_ok());
+    auto m = store::read_manifest(Env::posix(), run.dir(6), 0);
+    REQUIRE(m.is_ok());
+    REQUIRE(m->regions_xxh3.has_value());
+    const std::string file = path_join(run.dir(6), rank_file_name(0));
+    REQUIRE(*m->regions_xxh3 == regions_from_bytes(file, *m));
+    size_t gaps = 0;
+    for (const FileRegion& r : file_regions(*m, m->file_bytes)) gaps += r.tensor ? 0 : 1;
+    REQUIRE(gaps >= 2);  // HDF5 metadata before the first tensor, and more after
+    auto rec = store::read_commit(Env::posix(), run.dir(6));
+    REQUIRE(rec.is_ok());
+    for (const CommitFile& f : rec->files) {
+      INFO(f.name);
+      if (f.name == rank_file_name(0)) {
+        REQUIRE(f.regions_xxh3 == m->regions_xxh3);
+      } else {
+        REQUIRE_FALSE(f.regions_xxh3.has_value());  // the manifest has none
+      }
+    }
+    // A flipped byte outside every tensor changes it; so does one inside a tensor.
+    std::string bytes = testing::read_file(file);
+    bytes[1] = static_cast<char>(bytes[1] ^ 1);
+    testing::write_file(file, bytes);
+    REQUIRE(regions_digest(file_regions(*m, m->file_bytes)) != *m->regions_xxh3);
+    std::vector<FileRegion> regions = file_regions(*m, bytes.size());
+    for (FileRegion& r : regions) {
+      if (!r.tensor) r.xxh3 = xxh3_64(bytes.data() + r.offset, r.nbytes);
+    }
+    REQUIRE(regions_digest(regions) != *m->regions_xxh3);
+  }
+}
+
+TEST_CASE("verify reports a commit record whose region digest does not fit the file", "[store]") {
+  Run run;
+  write(&run, 7, 0, 1, 3);
+  REQUIRE(store::commit(Env::posix(), run.tmp.path(), 7, 1, {"model", "optimizer"}).is_ok());
+  REQUIRE(store::verify_checkpoint(Env::posix(), run.dir(7)).problems.empty());
+  auto rec = store::read_commit(Env::posix(), run.dir(7));
+  REQUIRE(rec.is_ok());
+  for (CommitFile& f : rec->files) {
+    if (f.regions_xxh3) f.regions_xxh3 = *f.regions_xxh3 ^ 1;  // re-signed: only this is wrong
+  }
+  testing::write_file(path_join(run.dir(7), "COMMIT.json"), encode_commit(*rec));
+  const auto problems = store::verify_checkpoint(Env::posix(), run.dir(7)).problems;
+  REQUIRE(problems.size() == 1);
+  REQUIRE(problems[0].find("rank-00000.h5: region digest of the file is ") != std::string::npos);
 }
 
 }  // namespace

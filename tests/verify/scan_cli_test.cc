@@ -1,45 +1,29 @@
 // `ckpt scan` as scripts use it: the exit codes (0 / 2 / 64 / 65 / 66) and one JSON object on
 // stdout, run through the real executable.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
-#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+
+#include "tests/common/run_cli.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path kCkpt = fs::path(CKPT_BINARY_DIR) / "cli" / "ckpt";
 const fs::path kFixtures = fs::path(CKPT_SOURCE_DIR) / "fixtures";
 
-struct Run {
-  int exit_code = -1;
-  std::string out;
-};
+using ckpt_test::Run;
 
-Run scan(const std::string& args) {
-  const std::string cmd = "'" + kCkpt.string() + "' scan " + args + " 2>/dev/null";
-  Run r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
+// `ckpt scan ARGS` (already quoted): stdout and the exit code.
+Run scan(const std::string& args) { return ckpt_test::run_ckpt("scan " + args); }
 
 std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
 
 }  // namespace
 
 TEST_CASE("ckpt scan exit codes", "[cli]") {
-  REQUIRE(fs::exists(kCkpt));
+  REQUIRE(fs::exists(ckpt_test::kCkptBinary));
   CHECK(scan(q(kFixtures / "scan" / "exploits" / "torch_zip_payload.pt")).exit_code == 2);
   CHECK(scan(q(kFixtures / "foreign" / "torch" / "complete.pt")).exit_code == 0);
   CHECK(scan(q(kFixtures / "foreign" / "hf" / "checkpoint-6")).exit_code == 0);

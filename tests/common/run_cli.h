@@ -1,5 +1,6 @@
-// Running the real `ckpt` executable from the fixture tests: stdout through popen, stderr through a
-// temp file, the exit code; and copies of fixture folders in a temp folder, removed afterwards.
+// Running the real `ckpt` executable from the CLI and fixture tests: stdout through popen, stderr
+// through a temp file, the exit code; and copies of fixture folders in a temp folder, removed
+// afterwards.
 #pragma once
 
 #include <sys/wait.h>
