@@ -9,11 +9,13 @@
 // keep it alive and untouched until the call returns. One call uses its own threads; concurrent
 // calls on different files are safe (HDF5 access is serialised inside ckpt/h5).
 //
-// All or nothing: with RestoreOptions::undo the old bytes of every destination are saved just
-// before the pipeline overwrites them (snapshot and roll back; memory the tree owns is staging
-// and needs none). A failed restore_rank puts them back itself, so caller memory is bitwise as it
-// was; after a successful one the caller may still apply() the Undo when a later step of its own
-// restore fails (the Checkpointer does), or drop it.
+// All or nothing, two ways (docs/resume.md): with RestoreOptions::check_first every hash is
+// checked in a first read that writes no caller memory, then a second read fills the destinations
+// (what the Checkpointer uses); with RestoreOptions::undo the old bytes of every destination are
+// saved just before the pipeline overwrites them (snapshot and roll back; memory the tree owns is
+// staging and needs none). A failed restore_rank puts them back itself, so caller memory is
+// bitwise as it was; after a successful one the caller may still apply() the Undo when a later
+// step of its own restore fails, or drop it.
 #pragma once
 
 #include <cstddef>

@@ -7,7 +7,8 @@
 // a target per state tensor: the optimizer's existing state tensor when it already has the
 // parameter's dtype, shape and device and is contiguous, else a fresh tensor on the parameter's
 // device; commit() then sets hyperparameters and state and cannot fail. Neither touches the live
-// objects: a caller that fills the targets owns undoing that (resume::Undo) when it fails later.
+// objects: a caller that fills the targets makes that all or nothing itself (restore_latest
+// checks every hash first, resume::RestoreOptions::check_first).
 // Not thread-safe with respect to the module and optimizer.
 #pragma once
 
