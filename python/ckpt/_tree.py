@@ -138,7 +138,7 @@ def _writable_in_place(t, used):
 
 
 def allocate(meta, path, dests, live, in_place=None):
-    """A tensor for every dataset of `meta` (from ckpt._core.open_rank), recorded in dests, and
+    """A tensor for every dataset of `meta` (ckpt._core.OpenRank(...).tree), recorded in dests, and
     checked against the live tensor at the same key path (`live`, may be None). With `in_place`
     (a set: the data pointers used so far) a live tensor that fits is itself the destination —
     no allocation, read straight into the live object's memory; the others are allocated."""

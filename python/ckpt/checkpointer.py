@@ -5,6 +5,7 @@ commit protocol, retention and the journal are the C++ core's (docs/python.md)."
 import json
 import os
 import time
+from copy import copy, deepcopy
 
 import torch
 
@@ -244,7 +245,8 @@ class Checkpointer:
             return rep
         rep.step, rep.checkpoint, rep.note = latest["step"], latest["dir"], latest["note"]
         file_rank = min(self.rank, latest["world_size"] - 1)
-        meta = _core.open_rank(latest["dir"], file_rank)
+        opened = _core.OpenRank(latest["dir"], file_rank)
+        meta = opened.tree
         have = set(latest["components"]) & set(meta["children"])
         wanted = self._names()
         for name in wanted:
@@ -263,7 +265,7 @@ class Checkpointer:
             allocs[name] = _tree.allocate(sub, f"/{name}", dests, live[name],
                                           in_place if fits else None)
         if dests:  # live memory is written only after every hash was checked (check first)
-            _core.read_into(latest["dir"], file_rank, dests, bool(in_place))
+            opened.read_into(dests, bool(in_place))
         states = {n: _tree.decode(meta["children"][n], allocs[n], live[n], f"/{n}", rep.skipped)
                   for n in todo}
         for n in todo:  # written by the C++ Checkpointer: its layouts, as state_dicts
@@ -315,8 +317,10 @@ class Checkpointer:
             self._objects[name] = state["value"]  # read it back with ck.value(name)
         elif isinstance(obj, torch.nn.Module) and _restored_in_place(obj, state):
             pass  # every tensor already is in the module's memory; loading would copy onto itself
-        else:
+        elif isinstance(obj, torch.nn.Module):
             obj.load_state_dict(state)
+        else:
+            obj.load_state_dict(_Handover(state))
 
     def value(self, name):
         """The current value of a tracked Python scalar (restore replaces it)."""
@@ -362,6 +366,39 @@ def _check_groups(sub, opt, name):
     if saved != here:
         raise MismatchError(f"component \"{name}\": the checkpoint's optimizer has parameter "
                             f"groups of {saved} parameters, the live one {here}")
+
+
+class _Handover(dict):
+    """A restored state dict handed to load_state_dict: its deepcopy copies the containers and
+    shares the tensors. Every tensor in it is restore_latest's own — read into the live object's
+    memory, or allocated for this restore — and nothing else refers to it, so the copy torch
+    1.13's Optimizer.load_state_dict makes (deepcopy(state_dict): a second copy of every moment,
+    0.2 s per GB) would only duplicate bytes that are handed over anyway. torch 2.x copies the
+    dict shallowly and never gets here. Sharing between entries is kept (one object, one copy)."""
+
+    def __deepcopy__(self, memo):
+        return _copy_containers(dict(self), memo)
+
+
+def _copy_containers(value, memo):
+    if isinstance(value, torch.Tensor):
+        return value
+    if id(value) in memo:
+        return memo[id(value)]
+    if isinstance(value, dict):  # an OrderedDict or defaultdict stays one
+        out = copy(value)
+        memo[id(value)] = out
+        for k in out:
+            out[k] = _copy_containers(value[k], memo)
+        return out
+    if isinstance(value, list):
+        out = []
+        memo[id(value)] = out
+        out.extend(_copy_containers(v, memo) for v in value)
+        return out
+    if isinstance(value, tuple):
+        return tuple(_copy_containers(v, memo) for v in value)
+    return deepcopy(value, memo)
 
 
 _PLAIN_LOADERS = (torch.nn.Module._load_from_state_dict,

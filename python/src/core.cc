@@ -4,9 +4,9 @@
 // Save: Python builds a nested dict {"attrs": {...}, "tensors": {name: (ptr, nbytes, dtype,
 // shape)}, "children": {...}}; save_rank() turns it into a ckpt::Node (borrowing the bytes) and
 // runs write_rank; commit()/apply_retention() are the commit protocol's steps 3-5.
-// Restore: open_rank() returns the checked structure (attrs, and (dtype, shape, alias_of) for
-// every tensor) without reading tensor bytes; read_into() validates every destination against it
-// before any byte is read, then reads with store::read_rank's `place` straight into them.
+// Restore: OpenRank(dir, rank).tree is the checked structure (attrs, and (dtype, shape, alias_of)
+// for every tensor) without tensor bytes; its read_into() validates every destination against it
+// before any byte is read, then restores through resume::restore_rank straight into them.
 // Non-blocking save: BackgroundSaver.submit() turns the tree into a ckpt::Node, snapshots its
 // tensors into the store::BackgroundSaver's arena (GIL released) and returns; write_rank (and,
 // in a single process, commit, retention and the journal's "committed" event) run on its thread.
@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -170,70 +171,85 @@ py::dict save_rank(const std::string& run_dir, int64_t step, int64_t rank, int64
   return out;
 }
 
-py::dict open_rank(const std::string& dir, int64_t rank) {
-  Env* env = Env::posix();
-  auto st = store::open_rank_structure(env, dir, rank);
-  if (!st.is_ok()) raise_status(st.status());
-  return from_node(st->root);
-}
+// One rank file's checked structure, opened once: `tree` for Python to plan its destinations
+// from, then read_into() reads into them from the same structure (no second HDF5 parse).
+class OpenRank {
+ public:
+  OpenRank(const std::string& dir, int64_t rank) : dir_(dir), rank_(rank) {
+    auto st = store::open_rank_structure(Env::posix(), dir, rank);
+    if (!st.is_ok()) raise_status(st.status());
+    rs_ = std::move(*st);
+    tree_ = from_node(rs_->root);
+  }
 
-// dests: "/component/a/b" -> (ptr, nbytes, dtype, shape). Every destination is checked against
-// the file before any byte is read; then every tensor is read (and its hash checked) into them.
-void read_into(const std::string& dir, int64_t rank, const py::dict& dests, bool check_first) {
-  struct Dest {
-    void* ptr;
-    size_t nbytes;
-    std::string dtype;
-    std::vector<int64_t> shape;
-  };
-  std::map<std::string, Dest> want;
-  std::set<std::string> components;
-  for (auto [k, v] : dests) {
-    auto [ptr, nbytes, dtype, shape] =
-        v.cast<std::tuple<uintptr_t, size_t, std::string, std::vector<int64_t>>>();
-    const std::string path = k.cast<std::string>();
-    want[path] = Dest{reinterpret_cast<void*>(ptr), nbytes, dtype, shape};
-    components.insert(store::top_component(path));
-  }
-  Env* env = Env::posix();
-  auto st = store::open_rank_structure(env, dir, rank);
-  if (!st.is_ok()) raise_status(st.status());
-  const std::string file = st->file;
-  for (auto& [path, d] : want) {
-    const Tensor* t = store::find_tensor(&st->root, path);
-    if (t == nullptr) raise_status(not_found(file + ": no tensor " + path));
-    if (dtype_name(t->dtype) != d.dtype || t->shape != d.shape || t->nbytes != d.nbytes) {
-      raise_status(mismatch(file + ": tensor " + path + " is " + dtype_name(t->dtype) + " of " +
-                            std::to_string(t->shape.size()) + " dims; the destination is " +
-                            d.dtype + " of " + std::to_string(d.shape.size()) +
-                            " dims or another size"));
+  py::dict tree() const { return tree_; }
+
+  // dests: "/component/a/b" -> (ptr, nbytes, dtype, shape). Every destination is checked against
+  // the file before any byte is read; then every tensor is read (and its hash checked) into them.
+  // Once per OpenRank: the structure goes to the restore.
+  void read_into(const py::dict& dests, bool check_first) {
+    if (!rs_) raise_status(invalid_argument(dir_ + ": read_into was called on this rank before"));
+    struct Dest {
+      void* ptr;
+      size_t nbytes;
+      std::string dtype;
+      std::vector<int64_t> shape;
+    };
+    std::map<std::string, Dest> want;
+    std::set<std::string> components;
+    for (auto [k, v] : dests) {
+      auto [ptr, nbytes, dtype, shape] =
+          v.cast<std::tuple<uintptr_t, size_t, std::string, std::vector<int64_t>>>();
+      const std::string path = k.cast<std::string>();
+      want[path] = Dest{reinterpret_cast<void*>(ptr), nbytes, dtype, shape};
+      components.insert(store::top_component(path));
     }
-  }
-  // The fast pipeline, with the commit record's whole-file hash checked from the same reads.
-  resume::RestoreOptions opts;
-  opts.components = components;
-  opts.check_first = check_first;  // destinations include live memory: every hash before a write
-  for (auto& [path, d] : want) opts.destinations[path] = {d.ptr, d.nbytes};
-  auto commit = store::read_commit(env, dir);
-  if (!commit.is_ok() && commit.status().code() != Code::kNotFound) raise_status(commit.status());
-  if (commit.is_ok()) {  // an uncommitted step directory has no whole-file hash to check
-    const CommitFile* listed = nullptr;
-    for (const auto& f : commit->files) {
-      if (f.name == rank_file_name(rank)) listed = &f;
+    Env* env = Env::posix();
+    const std::string file = rs_->file;
+    for (auto& [path, d] : want) {
+      const Tensor* t = store::find_tensor(&rs_->root, path);
+      if (t == nullptr) raise_status(not_found(file + ": no tensor " + path));
+      if (dtype_name(t->dtype) != d.dtype || t->shape != d.shape || t->nbytes != d.nbytes) {
+        raise_status(mismatch(file + ": tensor " + path + " is " + dtype_name(t->dtype) + " of " +
+                              std::to_string(t->shape.size()) + " dims; the destination is " +
+                              d.dtype + " of " + std::to_string(d.shape.size()) +
+                              " dims or another size"));
+      }
     }
-    if (listed == nullptr) raise_status(corrupt(file + ": not listed in COMMIT.json"));
-    opts.check_file_hash = true;
-    opts.file_bytes = listed->bytes;
-    opts.file_xxh3 = listed->xxh3;
-    opts.file_regions_xxh3 = listed->regions_xxh3;
+    // The fast pipeline, with the commit record's whole-file hash checked from the same reads.
+    resume::RestoreOptions opts;
+    opts.components = components;
+    opts.check_first = check_first;  // destinations include live memory: every hash first
+    for (auto& [path, d] : want) opts.destinations[path] = {d.ptr, d.nbytes};
+    auto commit = store::read_commit(env, dir_);
+    if (!commit.is_ok() && commit.status().code() != Code::kNotFound) raise_status(commit.status());
+    if (commit.is_ok()) {  // an uncommitted step directory has no whole-file hash to check
+      const CommitFile* listed = nullptr;
+      for (const auto& f : commit->files) {
+        if (f.name == rank_file_name(rank_)) listed = &f;
+      }
+      if (listed == nullptr) raise_status(corrupt(file + ": not listed in COMMIT.json"));
+      opts.check_file_hash = true;
+      opts.file_bytes = listed->bytes;
+      opts.file_xxh3 = listed->xxh3;
+      opts.file_regions_xxh3 = listed->regions_xxh3;
+    }
+    store::RankStructure rs = std::move(*rs_);
+    rs_.reset();
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = resume::restore_rank(env, std::move(rs), opts).status();
+    }
+    check(s);
   }
-  Status s;
-  {
-    py::gil_scoped_release nogil;
-    s = resume::restore_rank(env, std::move(*st), opts).status();
-  }
-  check(s);
-}
+
+ private:
+  std::string dir_;
+  int64_t rank_;
+  std::optional<store::RankStructure> rs_;
+  py::dict tree_;
+};
 
 py::dict find_latest(const std::string& run_dir) {
   Env* env = Env::posix();
@@ -441,9 +457,10 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("run_dir"), py::arg("keep_last"), py::arg("keep_every"));
   m.def("find_latest", &find_latest, py::arg("run_dir"));
-  m.def("open_rank", &open_rank, py::arg("step_dir"), py::arg("rank"));
-  m.def("read_into", &read_into, py::arg("step_dir"), py::arg("rank"), py::arg("dests"),
-        py::arg("check_first") = false);
+  py::class_<OpenRank>(m, "OpenRank")
+      .def(py::init<const std::string&, int64_t>(), py::arg("step_dir"), py::arg("rank"))
+      .def_property_readonly("tree", &OpenRank::tree)
+      .def("read_into", &OpenRank::read_into, py::arg("dests"), py::arg("check_first") = false);
   m.def(
       "verify",
       [](const std::string& step_dir) {

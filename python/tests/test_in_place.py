@@ -120,3 +120,45 @@ def test_optimizer_groups_that_do_not_fit_are_refused_before_any_byte(tmp_path):
                                                      r"the live one \[2, 4\]"):
             ck.restore_latest()
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def state_ptrs(opt):
+    return {(i, k): v.data_ptr() for i, s in enumerate(opt.state.values())
+            for k, v in s.items() if isinstance(v, torch.Tensor)}
+
+
+def test_optimizer_moments_stay_in_their_own_memory_and_groups_are_loaded(tmp_path):
+    # load_state_dict still runs (hyperparameters, state keyed by the live parameters), but
+    # torch 1.13's deepcopy of every moment is not made: the live tensors were read into.
+    src, src_opt = saved_run(tmp_path)
+    model, opt = make(1)
+    train(model, opt, 1)
+    for g in opt.param_groups:
+        g["lr"] = 0.5  # restored from the checkpoint's groups
+    before = state_ptrs(opt)
+    with ckpt.Checkpointer(tmp_path) as ck:
+        ck.track(model=model, optimizer=opt)
+        assert ck.restore_latest().restored
+    assert state_ptrs(opt) == before
+    assert [g["lr"] for g in opt.param_groups] == [g["lr"] for g in src_opt.param_groups]
+    assert all(p in opt.state for p in model.parameters())  # keyed by the live parameters
+    for a, b in zip(src_opt.state.values(), opt.state.values()):
+        assert a.keys() == b.keys()
+        assert all(torch.equal(torch.as_tensor(a[k]), torch.as_tensor(b[k])) for k in a)
+    train(src, src_opt, 2), train(model, opt, 2)
+    assert all(torch.equal(a, b) for a, b in zip(src.parameters(), model.parameters()))
+
+
+def test_handed_over_state_shares_tensors_and_copies_containers():
+    from ckpt.checkpointer import _Handover
+    import copy
+    t = torch.ones(3)
+    inner = {"exp_avg": t, "betas": [0.9, 0.99]}
+    sd = _Handover({"state": {0: inner, 1: inner}, "param_groups": [{"lr": 1e-3, "params": [0]}]})
+    got = copy.deepcopy(sd)
+    assert type(got) is dict
+    assert got["state"][0]["exp_avg"] is t  # shared, not copied
+    assert got["state"][0] is not inner and got["state"][0] is got["state"][1]  # sharing kept
+    assert got["state"][0]["betas"] == [0.9, 0.99] and got["state"][0]["betas"] is not inner["betas"]
+    got["param_groups"][0]["lr"] = 1.0
+    assert sd["param_groups"][0]["lr"] == 1e-3
