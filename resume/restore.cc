@@ -370,7 +370,13 @@ uint64_t Undo::bytes() const {
 Result<Node> restore_rank(Env* env, const std::string& step_dir, int64_t rank,
                           const RestoreOptions& options, RestoreStats* stats) {
   const auto t0 = Clock::now();
-  CKPT_ASSIGN_OR_RETURN(store::RankStructure rs, store::open_rank_structure(env, step_dir, rank));
+  // The datasets come from the manifest when every byte of the file is then checked against the
+  // commit record (dataset headers included), or when nothing is verified at all.
+  const bool file_checked = options.verify_hashes && options.check_file_hash;
+  const auto check = file_checked || !options.verify_hashes ? store::DatasetCheck::kFromManifest
+                                                            : store::DatasetCheck::kOpenEvery;
+  CKPT_ASSIGN_OR_RETURN(store::RankStructure rs,
+                        store::open_rank_structure(env, step_dir, rank, check));
   try {
     return restore_impl(env, std::move(rs), options, stats, t0);
   } catch (const std::exception& e) {  // allocation failure for a large tensor

@@ -80,11 +80,26 @@ Status cross_check(const Manifest& m, const std::vector<h5::DatasetInfo>& datase
 
 }  // namespace
 
-Result<RankStructure> open_rank_structure(Env* env, const std::string& step_dir, int64_t rank) {
+Result<RankStructure> open_rank_structure(Env* env, const std::string& step_dir, int64_t rank,
+                                          DatasetCheck check) {
   RankStructure rs;
   CKPT_ASSIGN_OR_RETURN(rs.manifest, read_manifest(env, step_dir, rank));
   rs.file = path_join(step_dir, rs.manifest.file);
-  CKPT_ASSIGN_OR_RETURN(rs.root, h5::read_structure(rs.file, &rs.datasets));
+  h5::TrustedDatasets trusted;
+  if (check == DatasetCheck::kFromManifest) {
+    for (const ManifestEntry& e : rs.manifest.tensors) {
+      h5::DatasetInfo& d = trusted[e.path];
+      d.path = e.path;
+      d.dtype = e.dtype;
+      d.shape = e.shape;
+      d.offset = e.offset;
+      d.nbytes = e.nbytes;
+      d.xxh3 = e.xxh3;
+    }
+  }
+  CKPT_ASSIGN_OR_RETURN(
+      rs.root, h5::read_structure(rs.file, &rs.datasets,
+                                  check == DatasetCheck::kFromManifest ? &trusted : nullptr));
   CKPT_RETURN_IF_ERROR(cross_check(rs.manifest, rs.datasets, rs.file));
   const uint64_t digest = attrs_digest(rs.root);
   if (digest != rs.manifest.attrs_xxh3) {

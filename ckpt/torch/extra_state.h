@@ -18,13 +18,7 @@
 
 #include "ckpt/base/status.h"
 #include "ckpt/format/tree.h"
-
-namespace at {
-class Tensor;
-}  // namespace at
-namespace torch {
-using at::Tensor;
-}  // namespace torch
+#include "ckpt/torch/fwd.h"
 
 namespace ckpt::torch_adapter {
 

@@ -21,10 +21,7 @@
 
 #include "ckpt/base/status.h"
 #include "ckpt/format/tree.h"
-
-namespace torch::nn {
-class Module;
-}  // namespace torch::nn
+#include "ckpt/torch/fwd.h"
 
 namespace ckpt::torch_adapter {
 

@@ -22,16 +22,7 @@
 #include "ckpt/base/status.h"
 #include "ckpt/format/dtype.h"
 #include "ckpt/format/tree.h"
-
-namespace at {
-class Tensor;
-}  // namespace at
-namespace c10 {
-enum class ScalarType : int8_t;
-}  // namespace c10
-namespace torch {
-using at::Tensor;
-}  // namespace torch
+#include "ckpt/torch/fwd.h"
 
 namespace ckpt::torch_adapter {
 

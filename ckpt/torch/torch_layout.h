@@ -8,13 +8,7 @@
 
 #include "ckpt/base/status.h"
 #include "ckpt/format/tree.h"
-
-namespace torch::nn {
-class Module;
-}  // namespace torch::nn
-namespace torch::optim {
-class Optimizer;
-}  // namespace torch::optim
+#include "ckpt/torch/fwd.h"
 
 namespace ckpt::torch_adapter {
 

@@ -45,14 +45,9 @@
 #include "ckpt/io/env.h"
 #include "ckpt/store/background_save.h"
 #include "ckpt/torch/extra_state.h"
+#include "ckpt/torch/fwd.h"
 #include "ckpt/torch/rng_state.h"
 
-namespace torch::nn {
-class Module;
-}
-namespace torch::optim {
-class Optimizer;
-}
 namespace ckpt::sched {
 class Scheduler;
 }

@@ -212,8 +212,11 @@ Result<RestoreReport> Checkpointer::restore_latest() {
     if (f.name == rank_file_name(file_rank)) listed = &f;
   }
   if (listed == nullptr) return corrupt(where + ": not listed in COMMIT.json");
-  CKPT_ASSIGN_OR_RETURN(store::RankStructure rs,
-                        store::open_rank_structure(env_, latest->dir, file_rank));
+  // The datasets' descriptions come from the manifest: the restore checks every byte of the
+  // file, their HDF5 headers included, against the commit record before it writes anything live.
+  CKPT_ASSIGN_OR_RETURN(
+      store::RankStructure rs,
+      store::open_rank_structure(env_, latest->dir, file_rank, store::DatasetCheck::kFromManifest));
   CKPT_RETURN_IF_ERROR(store::check_rank_against_commit(commit, rs.root, latest->dir, where));
 
   // 2. Validate everything from the structure.

@@ -3,6 +3,7 @@
 // and a failed restore leaves destinations bitwise as they were.
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -385,6 +386,104 @@ TEST_CASE("the region digest refuses a flipped byte anywhere, before any destina
   auto got = restore_rank(Env::posix(), s.dir.path(), 0, o);
   REQUIRE(got.status().code() == Code::kCorrupt);
   REQUIRE(got.status().message().find("tensor \"/model/bigger\"") == 0);
+}
+
+}  // namespace
+}  // namespace ckpt::resume
+
+namespace ckpt::resume {
+namespace {
+
+// Rewrites one hex digit of tensor `path`'s xxh3 attribute where HDF5 stored it: the dataset's
+// header now disagrees with the manifest, and no tensor byte changed.
+void damage_dataset_header(const Saved& s, const std::string& path) {
+  const ManifestEntry* e = nullptr;
+  for (const auto& t : s.manifest.tensors) {
+    if (t.path == path) e = &t;
+  }
+  REQUIRE(e != nullptr);
+  auto bytes = Env::posix()->read_all(s.file, 1u << 30);
+  REQUIRE(bytes.is_ok());
+  const size_t at = bytes->find(hex64(e->xxh3));
+  REQUIRE(at != std::string::npos);
+  const int fd = ::open(s.file.c_str(), O_WRONLY);
+  REQUIRE(fd >= 0);
+  const char digit = (*bytes)[at] == '0' ? '1' : '0';
+  REQUIRE(::pwrite(fd, &digit, 1, static_cast<off_t>(at)) == 1);
+  ::close(fd);
+}
+
+TEST_CASE("a dataset header that disagrees with the manifest is refused either way", "[resume]") {
+  Saved s;
+  save(&s);
+  damage_dataset_header(s, "/model/big");
+  // Read every dataset: the cross-check with the manifest refuses the file.
+  auto every = store::open_rank_structure(Env::posix(), s.dir.path(), 0);
+  INFO(every.status().to_string());
+  REQUIRE(every.status().code() == Code::kCorrupt);
+  RestoreOptions no_file_check;  // hashes verified, no commit record: every dataset is opened
+  REQUIRE(restore_rank(Env::posix(), s.dir.path(), 0, no_file_check).status().code() ==
+          Code::kCorrupt);
+  // Take the datasets from the manifest (the restore path): the structure opens, and the region
+  // digest, which covers the dataset headers, refuses the file before any destination is written.
+  REQUIRE(
+      store::open_rank_structure(Env::posix(), s.dir.path(), 0, store::DatasetCheck::kFromManifest)
+          .is_ok());
+  for (bool check_first : {false, true}) {
+    RestoreOptions o = with_regions(s);
+    o.check_first = check_first;
+    Destinations d(s.manifest, &o);
+    auto got = restore_rank(Env::posix(), s.dir.path(), 0, o);
+    INFO(got.status().to_string());
+    REQUIRE(got.status().code() == Code::kCorrupt);
+    REQUIRE(got.status().message().find(s.file + ": whole-file xxh3 mismatch in the bytes outside "
+                                                 "every tensor") == 0);
+    REQUIRE(d.untouched());
+  }
+  RestoreOptions whole = with_file_hash(s);  // no region digest: the streamed whole-file hash
+  whole.check_first = true;
+  Destinations d(s.manifest, &whole);
+  REQUIRE(restore_rank(Env::posix(), s.dir.path(), 0, whole).status().code() == Code::kCorrupt);
+  REQUIRE(d.untouched());
+}
+
+TEST_CASE("datasets from the manifest: the same tree, and a missing link is still refused",
+          "[resume]") {
+  Saved s;
+  save(&s);
+  auto every = store::open_rank_structure(Env::posix(), s.dir.path(), 0);
+  auto trusted =
+      store::open_rank_structure(Env::posix(), s.dir.path(), 0, store::DatasetCheck::kFromManifest);
+  REQUIRE(every.is_ok());
+  REQUIRE(trusted.is_ok());
+  REQUIRE(resume_test::compare_trees(every->root, trusted->root).empty());
+  REQUIRE(every->datasets.size() == trusted->datasets.size());
+  for (size_t i = 0; i < every->datasets.size(); ++i) {
+    const h5::DatasetInfo& a = every->datasets[i];
+    const h5::DatasetInfo& b = trusted->datasets[i];
+    INFO(a.path);
+    REQUIRE(a.path == b.path);
+    REQUIRE(a.alias_of == b.alias_of);
+    REQUIRE(a.shape == b.shape);
+    REQUIRE(a.xxh3 == b.xxh3);
+    if (a.nbytes > 0) REQUIRE(a.offset == b.offset);
+  }
+  // The manifest names a tensor the file does not have.
+  auto m = store::read_manifest(Env::posix(), s.dir.path(), 0);
+  REQUIRE(m.is_ok());
+  ManifestEntry extra;  // empty, so that it overlaps nothing
+  extra.path = "/model/not_in_the_file";
+  extra.shape = {0};
+  extra.xxh3 = xxh3_64(nullptr, 0);
+  m->tensors.push_back(extra);
+  REQUIRE(Env::posix()
+              ->write_atomic(path_join(s.dir.path(), rank_manifest_name(0)), encode_manifest(*m))
+              .is_ok());
+  auto missing =
+      store::open_rank_structure(Env::posix(), s.dir.path(), 0, store::DatasetCheck::kFromManifest);
+  INFO(missing.status().to_string());
+  REQUIRE(missing.status().code() == Code::kCorrupt);
+  REQUIRE(missing.status().message().find("the manifest lists") != std::string::npos);
 }
 
 }  // namespace
