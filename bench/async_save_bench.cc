@@ -6,6 +6,7 @@
 //   non-blocking stall   BackgroundSaver::submit() (the previous save is waited for first)
 //   non-blocking total   submit() to wait() returning: the checkpoint committed
 // The first non-blocking save also allocates the arena (printed apart); later ones reuse it.
+// Both saves write through Env::posix_direct_io(), the Checkpointer's default.
 // Usage: async_save_bench [--mb 512] [--tensor-mb 8] [--small 256] [--reps 5] [--dir /tmp/...]
 #include <thread>
 
@@ -34,7 +35,7 @@ Status save_steps(Env* env, const std::string& run, int64_t step, Node* root) {
 Node borrowed(const State& s) { return s.root; }
 
 int run(const BenchFlags& a) {
-  Env* env = Env::posix();
+  Env* env = Env::posix_direct_io();  // as the Checkpointer writes by default
   const std::string base = work_dir(a.dir, "ckpt-async-bench");
   if (base.empty()) return 1;
   State s;
