@@ -162,3 +162,34 @@ def test_handed_over_state_shares_tensors_and_copies_containers():
     assert got["state"][0]["betas"] == [0.9, 0.99] and got["state"][0]["betas"] is not inner["betas"]
     got["param_groups"][0]["lr"] = 1.0
     assert sd["param_groups"][0]["lr"] == 1e-3
+
+
+def test_a_dataset_header_that_disagrees_with_the_manifest_changes_nothing(tmp_path):
+    # The restore takes the datasets' descriptions from the manifest and checks every other
+    # byte of the file (their HDF5 headers among them) against COMMIT.json before writing.
+    saved_run(tmp_path)
+    step = pathlib.Path(tmp_path) / "step-000000000003"
+    man = json.loads((step / "rank-00000.manifest.json").read_text())
+    entry = next(t for t in man["tensors"] if t["path"] == "/model/0.weight")
+    data = bytearray((step / "rank-00000.h5").read_bytes())
+    at = data.find(entry["xxh3"].encode())
+    assert at > 0
+    data[at] = ord("1") if data[at] == ord("0") else ord("0")
+    (step / "rank-00000.h5").write_bytes(bytes(data))
+    model, opt = make(1)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with ckpt.Checkpointer(tmp_path) as ck:
+        ck.track(model=model, optimizer=opt)
+        with pytest.raises(ckpt.CorruptCheckpointError, match="outside every tensor"):
+            ck.restore_latest()
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_an_opened_rank_is_read_once(tmp_path):
+    from ckpt import _core
+    saved_run(tmp_path)
+    opened = _core.OpenRank(str(pathlib.Path(tmp_path) / "step-000000000003"), 0)
+    assert "model" in opened.tree["children"]
+    opened.read_into({}, False)
+    with pytest.raises(ValueError, match="read_into was called on this rank before"):
+        opened.read_into({}, False)
