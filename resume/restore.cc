@@ -346,6 +346,13 @@ Result<Node> restore_impl(Env* env, store::RankStructure rs, const RestoreOption
 
 }  // namespace
 
+void check_whole_file(const CommitFile& listed, RestoreOptions* options) {
+  options->check_file_hash = true;
+  options->file_bytes = listed.bytes;
+  options->file_xxh3 = listed.xxh3;
+  options->file_regions_xxh3 = listed.regions_xxh3;
+}
+
 void Undo::hold(std::shared_ptr<void> saved, std::vector<Range> ranges) {
   saved_ = std::move(saved);
   ranges_ = std::move(ranges);
@@ -372,9 +379,9 @@ Result<Node> restore_rank(Env* env, const std::string& step_dir, int64_t rank,
   const auto t0 = Clock::now();
   // The datasets come from the manifest when every byte of the file is then checked against the
   // commit record (dataset headers included), or when nothing is verified at all.
-  const bool file_checked = options.verify_hashes && options.check_file_hash;
-  const auto check = file_checked || !options.verify_hashes ? store::DatasetCheck::kFromManifest
-                                                            : store::DatasetCheck::kOpenEvery;
+  const auto check = options.check_file_hash || !options.verify_hashes
+                         ? store::DatasetCheck::kFromManifest
+                         : store::DatasetCheck::kOpenEvery;
   CKPT_ASSIGN_OR_RETURN(store::RankStructure rs,
                         store::open_rank_structure(env, step_dir, rank, check));
   try {

@@ -115,6 +115,10 @@ struct RestoreStats {
   double check_seconds = 0;     // check_first's first read, part of data_seconds
 };
 
+// Sets check_file_hash and the commit record's size, whole-file hash and region digest of the
+// file being restored (store::listed_rank_file), so that every byte of it is checked.
+void check_whole_file(const CommitFile& listed, RestoreOptions* options);
+
 // On success the tree holds every group and attribute, and the bytes of every tensor of the
 // requested components, each hash verified; aliases share their target's bytes. On failure a
 // Status naming the file and, where there is one, the tensor:

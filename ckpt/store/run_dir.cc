@@ -111,6 +111,15 @@ Status commit(Env* env, const std::string& run_dir, int64_t step, int64_t world_
   return env->write_atomic(path_join(run_dir, "LATEST"), name + "\n");
 }
 
+Result<CommitFile> listed_rank_file(const CommitRecord& rec, const std::string& step_dir,
+                                    int64_t rank) {
+  const std::string name = rank_file_name(rank);
+  for (const CommitFile& f : rec.files) {
+    if (f.name == name) return f;
+  }
+  return corrupt(path_join(step_dir, name) + ": not listed in COMMIT.json");
+}
+
 Result<CommitRecord> read_commit(Env* env, const std::string& step_dir) {
   const std::string p = path_join(step_dir, "COMMIT.json");
   CKPT_ASSIGN_OR_RETURN(FileKind kind, env->entry_kind(p));

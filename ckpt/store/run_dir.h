@@ -37,6 +37,11 @@ Status commit(Env* env, const std::string& run_dir, int64_t step, int64_t world_
 
 Result<CommitRecord> read_commit(Env* env, const std::string& step_dir);
 
+// Rank `rank`'s file as the commit record `rec` of `step_dir` lists it (its bytes, whole-file
+// and region hashes); corrupt ("DIR/rank-R.h5: not listed in COMMIT.json") when it is not.
+Result<CommitFile> listed_rank_file(const CommitRecord& rec, const std::string& step_dir,
+                                    int64_t rank);
+
 struct CheckpointEntry {
   int64_t step = 0;
   std::string dir;  // full path

@@ -207,11 +207,8 @@ Result<RestoreReport> Checkpointer::restore_latest() {
   const int64_t file_rank = std::min<int64_t>(options_.rank, commit.world_size - 1);
   rep.saved_world_size = commit.world_size;
   const std::string where = path_join(latest->dir, rank_file_name(file_rank));
-  const CommitFile* listed = nullptr;
-  for (const auto& f : commit.files) {
-    if (f.name == rank_file_name(file_rank)) listed = &f;
-  }
-  if (listed == nullptr) return corrupt(where + ": not listed in COMMIT.json");
+  CKPT_ASSIGN_OR_RETURN(const CommitFile listed,
+                        store::listed_rank_file(commit, latest->dir, file_rank));
   // The datasets' descriptions come from the manifest: the restore checks every byte of the
   // file, their HDF5 headers included, against the commit record before it writes anything live.
   CKPT_ASSIGN_OR_RETURN(
@@ -235,10 +232,7 @@ Result<RestoreReport> Checkpointer::restore_latest() {
     if (!reads_in_place(t.tensor)) continue;
     ro.destinations[t.path] = {t.tensor.data_ptr(), t.tensor.nbytes()};
   }
-  ro.check_file_hash = true;
-  ro.file_bytes = listed->bytes;
-  ro.file_xxh3 = listed->xxh3;
-  ro.file_regions_xxh3 = listed->regions_xxh3;
+  resume::check_whole_file(listed, &ro);
   ro.check_first = true;
   DeviceUndo device_undo;
   Node rng_before;

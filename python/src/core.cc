@@ -182,12 +182,9 @@ class OpenRank {
     auto commit = store::read_commit(env, dir_);
     if (!commit.is_ok() && commit.status().code() != Code::kNotFound) raise_status(commit.status());
     if (commit.is_ok()) {
-      for (const auto& f : commit->files) {
-        if (f.name == rank_file_name(rank_)) listed_ = f;
-      }
-      if (!listed_)
-        raise_status(
-            corrupt(path_join(dir_, rank_file_name(rank_)) + ": not listed in COMMIT.json"));
+      auto listed = store::listed_rank_file(*commit, dir_, rank_);
+      if (!listed.is_ok()) raise_status(listed.status());
+      listed_ = *listed;
     }
     auto st = store::open_rank_structure(
         env, dir, rank,
@@ -231,17 +228,13 @@ class OpenRank {
                               " dims or another size"));
       }
     }
-    // The fast pipeline, with the commit record's whole-file hash checked from the same reads.
+    // The fast pipeline; every byte of a committed file checked against the commit record.
     resume::RestoreOptions opts;
     opts.components = components;
     opts.check_first = check_first;  // destinations include live memory: every hash first
     for (auto& [path, d] : want) opts.destinations[path] = {d.ptr, d.nbytes};
-    if (listed_) {  // an uncommitted step directory has no whole-file hash to check
-      opts.check_file_hash = true;
-      opts.file_bytes = listed_->bytes;
-      opts.file_xxh3 = listed_->xxh3;
-      opts.file_regions_xxh3 = listed_->regions_xxh3;
-    }
+    // an uncommitted step directory has no whole-file hash to check
+    if (listed_) resume::check_whole_file(*listed_, &opts);
     store::RankStructure rs = std::move(*rs_);
     rs_.reset();
     Status s;

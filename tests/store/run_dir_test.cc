@@ -28,6 +28,23 @@ TEST_CASE("commit writes COMMIT.json and LATEST, find_latest follows it", "[stor
   REQUIRE(rep.tensors == 1);
 }
 
+TEST_CASE("listed_rank_file finds a rank's file in the commit record, or names it", "[store]") {
+  TempDir tmp;
+  Env* env = Env::posix();
+  REQUIRE(save_tiny(env, tmp.path(), 10, 1.0f).is_ok());
+  const std::string dir = path_join(tmp.path(), step_dir_name(10));
+  auto rec = store::read_commit(env, dir);
+  REQUIRE(rec.is_ok());
+  auto listed = store::listed_rank_file(*rec, dir, 0);
+  REQUIRE(listed.is_ok());
+  REQUIRE(listed->name == rank_file_name(0));
+  REQUIRE(listed->regions_xxh3.has_value());  // the restore checks the whole file with it
+  auto missing = store::listed_rank_file(*rec, dir, 1);
+  REQUIRE(missing.status().code() == Code::kCorrupt);
+  REQUIRE(missing.status().message() ==
+          path_join(dir, rank_file_name(1)) + ": not listed in COMMIT.json");
+}
+
 TEST_CASE("an uncommitted step directory is skipped and reported", "[store]") {
   TempDir tmp;
   Env* env = Env::posix();
