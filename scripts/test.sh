@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what is missing, builds everything, runs every Catch2 test
-# through ctest, then each fuzzer briefly. README's test command; .ci/run calls it.
+# The whole test suite, README's test command (.ci/run calls it): installs what is missing, builds
+# everything, runs every Catch2 test and the Python tests through ctest, then the sanitized part
+# (scripts/test-sanitized.sh: the untrusted-byte readers and the store under ASan + UBSan, then
+# each fuzzer briefly). Idempotent; quick when everything is built. Prints each phase's time at
+# the end, failed or not. CKPT_SKIP_SANITIZED=1 stops after the normal build's tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh --test
-# ccache keys on paths relative to the checkout (here and in the fuzz builds), so a fresh clone
+source scripts/phases.sh
+# ccache keys on paths relative to the checkout (here and in the sanitized tree), so a fresh clone
 # (CI) reuses earlier objects.
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
-scripts/build.sh
 build="${CKPT_BUILD_DIR:-build}"
-(cd "$build" && ctest --output-on-failure -j2 --timeout 1200)
-# Every fuzz target briefly (libFuzzer + ASan/UBSan, one shared build-fuzz/ tree).
-for runner in verify/fuzz/run_fuzzers.sh analytics/fuzz/run_fuzzers.sh profile/fuzz/run_fuzzer.sh; do
-  if [[ -x "$runner" ]]; then
-    "$runner" "${CKPT_FUZZ_SECONDS:-15}"
-  fi
-done
+phase "install dependencies" scripts/install-deps.sh --test
+phase "build" scripts/build.sh
+phase "tests" bash -c "cd '$build' && ctest --output-on-failure -j2 --timeout 1200"
+if [[ "${CKPT_SKIP_SANITIZED:-0}" != 1 ]]; then
+  scripts/test-sanitized.sh
+fi

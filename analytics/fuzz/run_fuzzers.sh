@@ -1,6 +1,6 @@
 #!/bin/sh
-# Builds the libFuzzer targets of analytics/ with clang (ASan + UBSan) in the same build folder as
-# verify/fuzz/run_fuzzers.sh and runs each for N seconds (default 10) from a corpus seeded with
+# Builds the libFuzzer targets of analytics/ in the sanitized tree (clang, ASan + UBSan), as
+# verify/fuzz/run_fuzzers.sh does, and runs each for N seconds (default 10) from a corpus seeded with
 # fixtures/analytics/ (event files, CSV, JSONL, trainer_state, MLflow metrics, run specs) and
 # fixtures/fuzz/. A crash leaves crash-* files in the corpus folder: copy them into fixtures/fuzz/
 # and fix the reader.
@@ -8,10 +8,9 @@
 set -eu
 SECONDS_EACH=${1:-10}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${2:-$ROOT/build-fuzz}
-cmake -S "$ROOT" -B "$BUILD" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" \
-  -DCKPT_FUZZ=ON -DCKPT_WITH_TORCH=OFF -DCKPT_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# The sanitized tree (scripts/sanitized-tree.sh): the fuzz targets link the objects the sanitized
+# tests ran; configured here if scripts/test-sanitized.sh has not done it yet.
+BUILD=$("$ROOT/scripts/sanitized-tree.sh" "${2:-${CKPT_ASAN_BUILD_DIR:-$ROOT/build-asan}}")
 cmake --build "$BUILD" --target fuzz_tfevents fuzz_lr_text fuzz_journal fuzz_run_spec fuzz_loader_state -j2
 seed() {  # seed CORPUS FILE...: copies the seed files (the first byte picks lr_text's reader)
   corpus=$1

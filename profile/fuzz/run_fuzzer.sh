@@ -1,16 +1,15 @@
 #!/bin/sh
-# Builds profile/'s libFuzzer target (the trace importer) with clang (ASan + UBSan) in its own
-# build folder and runs it for N seconds (default 10) from a corpus seeded with the profile
+# Builds profile/'s libFuzzer target (the trace importer) in the sanitized tree (clang, ASan +
+# UBSan) and runs it for N seconds (default 10) from a corpus seeded with the profile
 # fixtures (inflated) and fixtures/fuzz/. A crash leaves crash-* files in the corpus folder: copy
 # them into fixtures/fuzz/ and fix the importer.
 #   profile/fuzz/run_fuzzer.sh [SECONDS] [BUILD_DIR]
 set -eu
 SECONDS_EACH=${1:-10}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${2:-$ROOT/build-fuzz}
-cmake -S "$ROOT" -B "$BUILD" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" \
-  -DCKPT_FUZZ=ON -DCKPT_WITH_TORCH=OFF -DCKPT_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# The sanitized tree (scripts/sanitized-tree.sh): the fuzz targets link the objects the sanitized
+# tests ran; configured here if scripts/test-sanitized.sh has not done it yet.
+BUILD=$("$ROOT/scripts/sanitized-tree.sh" "${2:-${CKPT_ASAN_BUILD_DIR:-$ROOT/build-asan}}")
 cmake --build "$BUILD" --target fuzz_trace_import -j2
 corpus="$BUILD/corpus_trace_import"
 mkdir -p "$corpus"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Builds the libFuzzer targets of verify/ with clang (ASan + UBSan) in their own build folder and
+# Builds the libFuzzer targets of verify/ in the sanitized tree (clang, ASan + UBSan) and
 # runs each for N seconds (default 10) from a corpus seeded with fixtures/ and fixtures/fuzz/.
 # A crash leaves crash-* files in the corpus folder: copy them into fixtures/fuzz/ (the unit test
 # tests/verify/bad_input_test.cc replays every file there) and fix the reader.
@@ -7,10 +7,9 @@
 set -eu
 SECONDS_EACH=${1:-10}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${2:-$ROOT/build-fuzz}
-cmake -S "$ROOT" -B "$BUILD" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" \
-  -DCKPT_FUZZ=ON -DCKPT_WITH_TORCH=OFF -DCKPT_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# The sanitized tree (scripts/sanitized-tree.sh): the fuzz targets link the objects the sanitized
+# tests ran; configured here if scripts/test-sanitized.sh has not done it yet.
+BUILD=$("$ROOT/scripts/sanitized-tree.sh" "${2:-${CKPT_ASAN_BUILD_DIR:-$ROOT/build-asan}}")
 cmake --build "$BUILD" --target fuzz_pickle fuzz_zip fuzz_safetensors fuzz_scan fuzz_records -j2
 status=0
 for t in pickle zip safetensors scan records; do
