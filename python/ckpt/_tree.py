@@ -69,7 +69,8 @@ def escape_key(key):
     NUL, is "" or ".", or begins with "ckpt." (the format's own attribute names). Then "%",
     "/" and NUL become %25, %2F and %00, a leading "c" of "ckpt." becomes %63, "." is %2E and
     "" is "%" (docs/format.md, "Groups the Python package writes")."""
-    if key and key != "." and not _SPECIAL.search(key) and not key.startswith("ckpt."):
+    if (key and key != "." and "%" not in key and "/" not in key and "\0" not in key
+            and not key.startswith("ckpt.")):
         return key
     if key == "":
         return "%"
@@ -86,7 +87,6 @@ def unescape_key(name):
     return _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), name) if "%" in name else name
 
 
-_SPECIAL = re.compile("[%/\0]")
 _ESCAPE = re.compile("%([0-9A-F]{2})")
 
 
