@@ -1,7 +1,8 @@
 """What a process that ends without close() must not lose: the failure of its last non-blocking
 save (docs/python.md, "Ctrl-C and exit").
 
-At exit, every Checkpointer with a save in flight is waited for. A failure (or, with several
+At exit, every Checkpointer with a save in flight is waited for (one freed earlier without
+close() prints what it lost when it is freed, as the C++ destructor does). A failure (or, with several
 ranks, a save written but never committed) is printed on stderr, one line each starting "ckpt:",
 and the process's exit status is made non-zero: Python gives an exit handler no way to set it, so
 sys.stderr is wrapped in an object whose flush() fails once the interpreter is finalizing, and
@@ -41,20 +42,27 @@ class _FailAtFinalize:
         return getattr(self._stream, name)
 
 
+def print_lost(messages):
+    """Prints each message on stderr as one line starting "ckpt: "; False when there was
+    nothing to print or nowhere to print it."""
+    if not messages or sys.stderr is None:
+        return False
+    for m in messages:  # one line each, whatever the message holds (HDF5's carry a ctime "\n")
+        print("ckpt: " + m.strip().replace("\r", "\\r").replace("\n", "\\n"),
+              file=sys.stderr)
+    sys.stderr.flush()
+    return True
+
+
 def _report():
     lost = []
     for ck in list(_pending):
         try:
-            lost += ck._finish_at_exit()
+            lost += ck._finish_unclosed()
         except Exception as e:  # noqa: BLE001 - reported, never raised at exit
             lost.append(str(e))
-    if not lost or sys.stderr is None:
-        return
-    for line in lost:  # one line each, whatever the message holds (HDF5's carry a ctime "\n")
-        print("ckpt: " + line.strip().replace("\r", "\\r").replace("\n", "\\n"),
-              file=sys.stderr)
-    sys.stderr.flush()
-    sys.stderr = _FailAtFinalize(sys.stderr)
+    if print_lost(lost):
+        sys.stderr = _FailAtFinalize(sys.stderr)
 
 
 atexit.register(_report)

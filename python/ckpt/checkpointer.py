@@ -357,9 +357,9 @@ class Checkpointer:
                 self._lock.release()
                 self._lock = None
 
-    def _finish_at_exit(self):
-        """The interpreter is exiting and close() was not called: waits for the save in flight;
-        returns what was lost, one line each (ckpt._atexit prints them)."""
+    def _finish_unclosed(self):
+        """At exit or when freed without close(): waits for the save in flight; returns what
+        was lost, one message each (ckpt._atexit prints them)."""
         if self._pending is None:
             return []
         if self.world_size == 1:
@@ -386,6 +386,8 @@ class Checkpointer:
 
     def __del__(self):
         try:
+            if getattr(self, "_pending", None) is not None:  # freed without close()
+                _atexit.print_lost(self._finish_unclosed())  # as the C++ destructor does
             if getattr(self, "_bg", None) is not None:
                 self._bg = None  # the C++ destructor waits for the save in flight
             if getattr(self, "_lock", None) is not None:

@@ -2,6 +2,7 @@
 collide with the format's own names), live Python values, refused restores that touch nothing,
 damaged or newer checkpoints never stepped over silently, and Ctrl-C or an exit in the middle of
 a save (issues 27 and 29)."""
+import gc
 import json
 import os
 import pathlib
@@ -346,6 +347,17 @@ def test_a_good_last_non_blocking_save_is_committed_at_exit(tmp_path):
     """)
     assert p.returncode == 0 and p.stderr == "", p.stderr
     assert core.find_latest(str(tmp_path / "run"))["step"] == 3
+
+
+def test_a_failed_save_of_a_checkpointer_freed_without_close_is_printed(tmp_path, capfd):
+    (tmp_path / "step-000000000004").write_text("in the way")
+    ck = ckpt.Checkpointer(tmp_path)
+    ck.track(w=torch.ones(2))
+    ck.save(4, blocking=False)
+    del ck  # the last reference: freed here, its failure printed once
+    gc.collect()
+    err = capfd.readouterr().err
+    assert err.startswith("ckpt: background save of step 4: ") and err.count("\n") == 1, err
 
 
 # --- close() -----------------------------------------------------------------------------------
