@@ -1,11 +1,15 @@
-"""The checks restore_latest() makes before it reads a tensor byte (docs/python.md, "Refused
-restores"): which checkpoint it may restore at all — a damaged or newer-format checkpoint is
-never stepped over silently (``on_damaged``, as the C++ Checkpointer's OnDamaged) — and whether
-a module's state in it has exactly the live module's keys."""
+"""The checks restore_latest() makes before it reads a tensor byte (docs/python.md, "The API"
+and "Damaged and newer checkpoints"): which checkpoint it may restore at all — a damaged or
+newer-format checkpoint is never stepped over silently (``on_damaged``, as the C++
+Checkpointer's OnDamaged) — and what a tracked object's load_state_dict would refuse: a module's
+keys, a loader's dataset and cursor."""
 import os
+
+import torch
 
 from . import _core, _cxx, _tree
 from .errors import CorruptCheckpointError, InvalidArgumentError, MismatchError
+from .loader import ResumableLoader
 
 ON_DAMAGED = ("refuse", "fallback")
 FORMAT, FORMAT_VERSION = "ckpt", 1
@@ -68,6 +72,16 @@ def _format_problem(attrs):
         return None
     return (f"format {fmt!r} version {version}, this build reads format {FORMAT!r} version "
             f"{FORMAT_VERSION}")
+
+
+def check_object(name, meta, obj, live_state):
+    """What load_state_dict would refuse, checked from the stored structure alone: a module's
+    keys (check_module_keys) and a ResumableLoader's dataset, order and cursor."""
+    if isinstance(obj, torch.nn.Module):
+        check_module_keys(name, meta, live_state)
+    elif isinstance(obj, ResumableLoader):
+        obj._sampler.check_state({k: v for k, v in meta["attrs"].items()
+                                  if not k.startswith("ckpt.") and k != "samples_seen"})
 
 
 def check_module_keys(name, meta, live_state):

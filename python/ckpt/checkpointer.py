@@ -278,8 +278,7 @@ class Checkpointer:
         dests, allocs, in_place = {}, {}, set()
         for name in todo:
             sub = meta["children"][name]
-            if isinstance(self._objects.get(name), torch.nn.Module):
-                _restore_checks.check_module_keys(name, sub, live[name])
+            _restore_checks.check_object(name, sub, self._objects.get(name), live[name])
             fits = self._in_place(name, sub)
             allocs[name] = _tree.allocate(sub, f"/{name}", dests, live[name],
                                           in_place if fits else None)

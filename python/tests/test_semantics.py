@@ -186,6 +186,25 @@ def test_a_module_with_other_keys_is_refused_before_anything_changes(tmp_path, s
         assert torch.equal(v, before[k]), k
 
 
+def test_a_loader_over_another_dataset_is_refused_before_anything_changes(tmp_path):
+    torch.manual_seed(1)
+    src = _net(False)
+    with ckpt.Checkpointer(tmp_path) as ck:
+        ck.track(model=src, loader=ckpt.ResumableLoader(list(range(100)), batch_size=10))
+        ck.save(4)
+    torch.manual_seed(2)
+    live = _net(False)
+    before = {k: v.clone() for k, v in live.state_dict().items()}
+    rng = torch.get_rng_state()
+    with ckpt.Checkpointer(tmp_path) as ck:
+        ck.track(model=live, loader=ckpt.ResumableLoader(list(range(90)), batch_size=10))
+        with pytest.raises(ckpt.MismatchError, match=r"loader: .*dataset_size 100 vs 90"):
+            ck.restore_latest()
+    assert torch.equal(torch.get_rng_state(), rng)
+    for k, v in live.state_dict().items():
+        assert torch.equal(v, before[k]), k
+
+
 # --- damaged and newer checkpoints ---------------------------------------------------------------
 def _commit_record(step_dir, **changes):
     path = pathlib.Path(step_dir) / "COMMIT.json"
