@@ -158,6 +158,22 @@ def test_a_value_holder_saves_its_value_at_the_save(tmp_path):
     assert again.value == 800
 
 
+def test_a_scalar_component_of_an_older_file_restores_into_a_value(tmp_path):
+    with ckpt.Checkpointer(tmp_path) as ck:
+        ck.track(scale=ckpt.Value(0.5))
+        root, names = ck._capture(3, [], [])
+        attrs = root["children"]["scale"]["attrs"]
+        del attrs["ckpt.order"]  # the group track(scale=0.5) wrote before Value existed
+        attrs["ckpt.plain"] = True
+        core.save_rank(str(tmp_path), 3, 0, 1, root)
+        core.commit(str(tmp_path), 3, 1, names)
+    scale = ckpt.Value(1.0)
+    with ckpt.Checkpointer(tmp_path) as ck:
+        ck.track(scale=scale)
+        assert ck.restore_latest().components == ["scale", "rng"]
+    assert scale.value == 0.5
+
+
 # --- a refused restore writes nothing ------------------------------------------------------------
 def _net(extra):
     layers = [nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2)] + ([nn.Linear(2, 2)] if extra else [])
