@@ -2,13 +2,13 @@
 save (docs/python.md, "Ctrl-C and exit").
 
 At exit, every Checkpointer with a save in flight is waited for (one freed earlier without
-close() prints what it lost when it is freed, as the C++ destructor does). A failure (or, with several
-ranks, a save written but never committed) is printed on stderr, one line each starting "ckpt:",
-and the process's exit status is made non-zero: Python gives an exit handler no way to set it, so
-sys.stderr is wrapped in an object whose flush() fails once the interpreter is finalizing, and
-CPython then exits with status 120 ("flushing buffered data failed"), after every other exit
-handler has run and every stream was flushed. Where the interpreter has no sys.stderr the
-lines cannot be printed and the status stays what it was."""
+close() prints what it lost when it is freed, as the C++ destructor does). A failure (or, with
+several ranks, a save written but never committed) is printed on stderr, one line each starting
+"ckpt:", and the process's exit status is made non-zero: Python gives an exit handler no way to
+set it, so sys.stderr is wrapped in an object whose flush() fails once the interpreter is
+finalizing, and CPython then exits with status 120 ("flushing buffered data failed"), after
+every other exit handler has run and every stream was flushed. Where the interpreter has no
+sys.stderr the lines cannot be printed and the status stays what it was."""
 import atexit
 import sys
 import weakref
