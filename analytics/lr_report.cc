@@ -71,8 +71,11 @@ void print_lr_text(const LrSeries& s, const LrAnalysis& a, std::ostream& out) {
   out << ", " << a.points << " points, steps " << s.points.front().step << ".."
       << s.points.back().step << "\n";
   if (s.launches.size() > 1) out << "launches: " << s.launches.size() << "\n";
+  // "restarts: N, at step(s) S1, S2": the count first, so that a step is never read as one.
   out << "restarts: ";
   if (a.restarts.empty()) out << "none known";
+  if (!a.restarts.empty())
+    out << a.restarts.size() << (a.restarts.size() == 1 ? ", at step " : ", at steps ");
   for (size_t i = 0; i < a.restarts.size(); ++i) {
     const bool inferred =
         std::binary_search(a.inferred_restarts.begin(), a.inferred_restarts.end(), a.restarts[i]);
@@ -99,7 +102,7 @@ void print_lr_text(const LrSeries& s, const LrAnalysis& a, std::ostream& out) {
   }
   if (!a.restart_checks.empty()) out << "after each restart, against the schedule:\n";
   for (const auto& c : a.restart_checks) {
-    out << "  restart " << c.restart_step << ": " << c.points << " points, " << c.mismatched
+    out << "  restart at step " << c.restart_step << ": " << c.points << " points, " << c.mismatched
         << " off the schedule";
     if (c.mismatched > 0) {
       out << "; worst at step " << c.worst_step << ": lr " << short_number(c.worst_lr)

@@ -5,8 +5,9 @@ from .checkpointer import Checkpointer, RestoreReport
 from .errors import (CheckpointError, CorruptCheckpointError, InvalidArgumentError, LockedError,
                      MismatchError, MissingRequiredError, NotFoundError)
 from .loader import ResumableLoader
+from ._value import Value
 
 __version__ = "0.1.0"
-__all__ = ["Checkpointer", "RestoreReport", "ResumableLoader", "CheckpointError",
+__all__ = ["Checkpointer", "RestoreReport", "ResumableLoader", "Value", "CheckpointError",
            "CorruptCheckpointError", "MismatchError", "MissingRequiredError", "LockedError",
            "NotFoundError", "InvalidArgumentError"]

@@ -1,13 +1,18 @@
 """State-dict trees <-> the node dicts ckpt._core writes (docs/python.md, "Storage").
 
 A container becomes a group whose attribute ``ckpt.kind`` is dict / intdict (all keys ints) /
-list / tuple; its entries are named by key or index. Tensors become datasets written straight
-from their memory; bool/int/float/str become typed attributes; homogeneous lists of int, float
-or str become array attributes (``ckpt.tuples`` names those that were tuples); None values are
-named in ``ckpt.none``, bytes are uint8 datasets named in ``ckpt.bytes``. Anything else (a
-callable, an arbitrary object) is named in ``ckpt.skipped`` and kept from the live object on
-restore. No pickle anywhere.
+list / tuple; its entries are named by key or index. A dict's keys are escaped where they would
+collide with the format's own names or with what HDF5 treats specially (escape_key), and
+``ckpt.order`` lists its stored names in insertion order; in a dict group without ``ckpt.order``
+(written before it existed) the names are the keys as they are, in the file's order. Tensors
+become datasets written straight from their memory; bool/int/float/str become typed attributes;
+homogeneous lists of int, float or str become array attributes (``ckpt.tuples`` names those that
+were tuples); None values are named in ``ckpt.none``, bytes are uint8 datasets named in
+``ckpt.bytes``. Anything else (a callable, an arbitrary object) is named in ``ckpt.skipped`` and
+kept from the live object on restore. No pickle anywhere.
 """
+import re
+
 import torch
 
 _DTYPES = {
@@ -59,6 +64,32 @@ def _homogeneous(v):
     return all(type(x) is int and _INT64[0] <= x <= _INT64[1] for x in v)
 
 
+def escape_key(key):
+    """The stored name of dict key `key` (a str): the key itself unless it contains "%", "/" or
+    NUL, is "" or ".", or begins with "ckpt." (the format's own attribute names). Then "%",
+    "/" and NUL become %25, %2F and %00, a leading "c" of "ckpt." becomes %63, "." is %2E and
+    "" is "%" (docs/format.md, "Groups the Python package writes")."""
+    if (key and key != "." and "%" not in key and "/" not in key and "\0" not in key
+            and not key.startswith("ckpt.")):
+        return key
+    if key == "":
+        return "%"
+    out = key.replace("%", "%25").replace("/", "%2F").replace("\0", "%00")
+    if out.startswith("ckpt."):
+        out = "%63" + out[1:]
+    return "%2E" if out == "." else out
+
+
+def unescape_key(name):
+    """The dict key stored as `name` by escape_key."""
+    if name == "%":
+        return ""
+    return _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), name) if "%" in name else name
+
+
+_ESCAPE = re.compile("%([0-9A-F]{2})")
+
+
 def _new_node(kind):
     return {"attrs": {"ckpt.kind": kind}, "tensors": {}, "children": {}}
 
@@ -78,11 +109,13 @@ def encode(value, path, keep, skipped, seen=None):
         keys = list(value.keys())
         if all(type(k) is int for k in keys) and keys:
             node, items = _new_node("intdict"), [(str(k), value[k]) for k in keys]
-        elif all(isinstance(k, str) and "/" not in k and k not in (".", "") for k in keys):
-            node, items = _new_node("dict"), list(value.items())
+        elif all(isinstance(k, str) for k in keys):
+            node, items = _new_node("dict"), [(escape_key(k), v) for k, v in value.items()]
         else:
             skipped.append(path)
             return None
+        if items:
+            node["attrs"]["ckpt.order"] = [name for name, _ in items]
     else:
         node = _new_node("tuple" if isinstance(value, tuple) else "list")
         node["attrs"]["ckpt.len"] = len(value)
@@ -126,6 +159,19 @@ def encode(value, path, keep, skipped, seen=None):
     return node
 
 
+def encode_component(value, path, keep, skipped):
+    """encode() of a tracked object's whole state: a state that cannot be stored at all (a dict
+    whose keys mix types) is refused, naming the component."""
+    node = encode(value, path, keep, skipped) if isinstance(value, (dict, list, tuple)) else None
+    if node is None:
+        from .errors import InvalidArgumentError
+        kind = type(value).__name__
+        detail = ("its keys are not all str or all int" if isinstance(value, dict)
+                  else f"it is a {kind}, not a dict, list or tuple")
+        raise InvalidArgumentError(f"{path}: cannot store this state: {detail}")
+    return node
+
+
 def _writable_in_place(t, used):
     # A live CPU tensor that owns its bytes contiguously and shares them with no other entry.
     if t.device.type != "cpu" or not t.is_contiguous() or t.numel() == 0:
@@ -149,7 +195,7 @@ def allocate(meta, path, dests, live, in_place=None):
             raise TypeError(f"{sub}: dtype {dtype} has no torch equivalent")
         if alias_of:  # no bytes of its own (the file records no shape): decode() ties it
             continue
-        lv = _get(live, name)
+        lv = _get(live, _live_key(meta, name))
         t = None
         if isinstance(lv, torch.Tensor):
             if _DTYPES.get(lv.dtype) != dtype or list(lv.shape) != list(shape):
@@ -163,9 +209,36 @@ def allocate(meta, path, dests, live, in_place=None):
             t = torch.empty(shape, dtype=_TORCH[dtype], pin_memory=pin)
         dests[sub] = (t.data_ptr(), t.numel() * t.element_size(), dtype, list(shape))
         out[name] = t
-    children = {name: allocate(c, f"{path}/{name}", dests, _get(live, name), in_place)
+    children = {name: allocate(c, f"{path}/{name}", dests, _get(live, _live_key(meta, name)),
+                               in_place)
                 for name, c in meta["children"].items()}
     return {"tensors": out, "children": children}
+
+
+def _live_key(meta, name):
+    # The live container's key for stored name `name` (escaped where ckpt.order says so).
+    return unescape_key(name) if "ckpt.order" in meta["attrs"] else name
+
+
+def stored_keys(meta):
+    """The keys of the container `meta` describes, as the live object names them, in stored
+    order: what decode() returns the keys of, without reading a byte."""
+    attrs = meta["attrs"]
+    names = [n for n in attrs if not n.startswith("ckpt.")]
+    for special in ("ckpt.none", "ckpt.skipped"):
+        names += attrs.get(special, [])
+    names += list(meta["tensors"]) + list(meta["children"])
+    return [_live_key(meta, n) for n in _ordered(attrs, names)]
+
+
+def _ordered(attrs, names):
+    order = attrs.get("ckpt.order")
+    if order is None:
+        return names
+    present = set(names)
+    listed = [n for n in order if n in present]
+    seen = set(listed)
+    return listed + [n for n in names if n not in seen]
 
 
 def _get(live, name):
@@ -206,17 +279,18 @@ def decode(meta, tensors, live, path, skipped, root=None):
     for name, target in alias.items():
         entries[name] = _resolve_alias(target, root)
     for name, c in meta["children"].items():
-        entries[name] = decode(c, tensors["children"][name], _get(live, name), f"{path}/{name}",
-                               skipped, root)
+        entries[name] = decode(c, tensors["children"][name], _get(live, _live_key(meta, name)),
+                               f"{path}/{name}", skipped, root)
     for name in special["ckpt.skipped"]:
         skipped.append(f"{path}/{name}")
-        entries[name] = _get(live, name)
+        entries[name] = _get(live, _live_key(meta, name))
     if kind in ("list", "tuple"):
         seq = [entries[str(i)] for i in range(attrs.get("ckpt.len", len(entries)))]
         return tuple(seq) if kind == "tuple" else seq
+    names = _ordered(attrs, list(entries))
     if kind == "intdict":
-        return {int(k): v for k, v in entries.items()}
-    return entries
+        return {int(k): entries[k] for k in names}
+    return {_live_key(meta, k): entries[k] for k in names}
 
 
 def _resolve_alias(target, tensors):

@@ -9,7 +9,7 @@ from copy import copy, deepcopy
 
 import torch
 
-from . import _core, _cxx, _env, _rng, _tree
+from . import _atexit, _core, _cxx, _env, _interrupts, _restore_checks, _rng, _tree
 from .errors import CheckpointError, MissingRequiredError
 
 _RESERVED = ("rng", "train")
@@ -18,11 +18,13 @@ _RESERVED = ("rng", "train")
 class RestoreReport:
     """What restore_latest() did: restored (bool), step, components (restored), missing
     (tracked but not in the checkpoint), skipped (key paths kept from the live objects),
-    checkpoint (its directory) and note (why LATEST was not used, when it was not)."""
+    checkpoint (its directory), note (why LATEST was not used, when it was not) and
+    stepped_over (damaged or newer-format checkpoints passed over with on_damaged="fallback",
+    "step-N: why")."""
 
     def __init__(self):
         self.restored, self.step, self.checkpoint, self.note = False, 0, "", ""
-        self.components, self.missing, self.skipped = [], [], []
+        self.components, self.missing, self.skipped, self.stepped_over = [], [], [], []
 
     def __repr__(self):
         return (f"RestoreReport(restored={self.restored}, step={self.step}, "
@@ -41,8 +43,10 @@ class Checkpointer:
     # saved in every checkpoint's train component (config_digest), as TrainCounters::config in C++.
     config = ""
 
-    def __init__(self, run_dir, keep_last=3, keep_every=0, omit=(), required=()):
+    def __init__(self, run_dir, keep_last=3, keep_every=0, omit=(), required=(),
+                 on_damaged="refuse"):
         self.run_dir = os.fspath(run_dir)
+        self.on_damaged = _restore_checks.check_on_damaged(on_damaged)
         self.keep_last, self.keep_every = int(keep_last), int(keep_every)
         self.omit, self.required = set(omit), set(required)
         self.rank, self.world_size, self._barrier = _dist()
@@ -57,15 +61,18 @@ class Checkpointer:
 
     # --- tracking -----------------------------------------------------------------------------
     def track(self, **objects):
-        """Tracks objects by keyword: anything with state_dict()/load_state_dict(), tensors and
-        Python scalars. The keyword is the component's name in the checkpoint."""
+        """Tracks objects by keyword: anything with state_dict()/load_state_dict() (a
+        ckpt.Value holds a Python value) and tensors. The keyword is the component's name in the
+        checkpoint."""
         for name, obj in objects.items():
             if name in _RESERVED:
                 raise ValueError(f"track: {name!r} is reserved for ckpt's own component")
-            plain = isinstance(obj, (torch.Tensor, bool, int, float, str))
+            if isinstance(obj, (bool, int, float, str)):
+                raise TypeError(_immutable(name, obj))
+            plain = isinstance(obj, torch.Tensor)
             if not plain and not (hasattr(obj, "state_dict") and hasattr(obj, "load_state_dict")):
                 raise TypeError(f"track: {name}={type(obj).__name__} has no "
-                                "state_dict()/load_state_dict() and is not a tensor or scalar")
+                                "state_dict()/load_state_dict() and is not a tensor")
             self._objects[name] = obj
         return self
 
@@ -124,16 +131,16 @@ class Checkpointer:
         children = {}
         names = self._names()
         if "rng" in names:
-            children["rng"] = _tree.encode(_rng.capture(), "/rng", keep, skipped)
+            children["rng"] = _tree.encode_component(_rng.capture(), "/rng", keep, skipped)
         for name in names:
             if name == "rng":
                 continue
             obj = self._objects[name]
-            if isinstance(obj, (torch.Tensor, bool, int, float, str)):
-                node = _tree.encode({"value": obj}, f"/{name}", keep, skipped)
+            if isinstance(obj, torch.Tensor):
+                node = _tree.encode_component({"value": obj}, f"/{name}", keep, skipped)
                 node["attrs"]["ckpt.plain"] = True
             else:
-                node = _tree.encode(obj.state_dict(), f"/{name}", keep, skipped)
+                node = _tree.encode_component(obj.state_dict(), f"/{name}", keep, skipped)
             children[name] = node
         _tree.sync_device_copies()  # CUDA tensors' pinned host copies are complete from here
         loader = self._loader()
@@ -168,11 +175,13 @@ class Checkpointer:
         if not blocking:
             return self._submit(int(step), root, names, skipped, t1,
                                 (t1 - t0) if waited else None)
-        stats = _core.save_rank(self.run_dir, int(step), self.rank, self.world_size, root)
-        self._commit(int(step), names)
-        if self.rank == 0:
-            self._event("save", True, step=int(step), checkpoint=os.path.basename(stats["dir"]),
-                        components=names, bytes=stats["file_bytes"], skipped=skipped)
+        with _interrupts.held():  # a Ctrl-C from here on is raised after the commit
+            stats = _core.save_rank(self.run_dir, int(step), self.rank, self.world_size, root)
+            self._commit(int(step), names)
+            if self.rank == 0:
+                self._event("save", True, step=int(step),
+                            checkpoint=os.path.basename(stats["dir"]), components=names,
+                            bytes=stats["file_bytes"], skipped=skipped)
         return stats
 
     def _commit(self, step, names):
@@ -195,15 +204,17 @@ class Checkpointer:
                      skipped=skipped, blocking=False)
         if waited is not None:
             taken["waited_for_previous_seconds"] = waited
-        self._event("save", False, **taken)
         if self._bg is None:
             self._bg = _core.BackgroundSaver()
         single = self.world_size == 1
-        journal = self._journal if (single and self.rank == 0) else None
-        info = self._bg.submit(self.run_dir, step, self.rank, self.world_size, root, names,
-                               single, self.keep_last, self.keep_every, journal,
-                               time.perf_counter() - t_capture)
-        self._pending = (step, names)
+        with _interrupts.held():  # in flight and recorded so, or neither
+            self._event("save", False, **taken)
+            journal = self._journal if (single and self.rank == 0) else None
+            info = self._bg.submit(self.run_dir, step, self.rank, self.world_size, root, names,
+                                   single, self.keep_last, self.keep_every, journal,
+                                   time.perf_counter() - t_capture)
+            self._pending = (step, names)
+            _atexit.watch(self)
         return info
 
     def wait(self):
@@ -212,6 +223,10 @@ class Checkpointer:
         background is raised here as its ckpt.errors exception, once."""
         if self._pending is None:
             return None
+        with _interrupts.held():  # a Ctrl-C while waiting is raised once the save is settled
+            return self._wait_pending()
+
+    def _wait_pending(self):
         step, names = self._pending
         self._pending = None
         if self.world_size == 1:
@@ -239,13 +254,15 @@ class Checkpointer:
         self.wait()  # a save in flight is committed (or raises) first
         self._check_names()
         rep = RestoreReport()
-        latest = _core.find_latest(self.run_dir)
+        latest, opened, rep.stepped_over = _restore_checks.open_latest(
+            self.run_dir, self.rank, self.on_damaged)
+        if rep.stepped_over:
+            rep.note = "stepped over (on_damaged=\"fallback\"): " + "; ".join(rep.stepped_over)
         if not latest:  # a fresh start (required= applies to an existing checkpoint, as in C++)
             self._start(rep)
             return rep
-        rep.step, rep.checkpoint, rep.note = latest["step"], latest["dir"], latest["note"]
-        file_rank = min(self.rank, latest["world_size"] - 1)
-        opened = _core.OpenRank(latest["dir"], file_rank)
+        rep.step, rep.checkpoint = latest["step"], latest["dir"]
+        rep.note = "; ".join(n for n in (latest["note"], rep.note) if n)
         meta = opened.tree
         have = set(latest["components"]) & set(meta["children"])
         wanted = self._names()
@@ -261,6 +278,7 @@ class Checkpointer:
         dests, allocs, in_place = {}, {}, set()
         for name in todo:
             sub = meta["children"][name]
+            _restore_checks.check_object(name, sub, self._objects.get(name), live[name])
             fits = self._in_place(name, sub)
             allocs[name] = _tree.allocate(sub, f"/{name}", dests, live[name],
                                           in_place if fits else None)
@@ -285,7 +303,8 @@ class Checkpointer:
                     restored=rep.components, missing=rep.missing, skipped=rep.skipped,
                     loader=(dict(zip(("epoch", "position"), loader.cursor()))
                             if any(o is loader for o in restored_objs) else None),
-                    note=rep.note)
+                    note=rep.note, **({"stepped_over": rep.stepped_over}
+                                      if rep.stepped_over else {}))
         return rep
 
     def _in_place(self, name, sub):
@@ -304,7 +323,7 @@ class Checkpointer:
         if name == "rng":
             return None
         obj = self._objects[name]
-        if isinstance(obj, (torch.Tensor, bool, int, float, str)):
+        if isinstance(obj, torch.Tensor):
             return {"value": obj}
         return obj.state_dict()
 
@@ -313,8 +332,6 @@ class Checkpointer:
         if isinstance(obj, torch.Tensor):
             with torch.no_grad():
                 obj.copy_(state["value"])
-        elif isinstance(obj, (bool, int, float, str)):
-            self._objects[name] = state["value"]  # read it back with ck.value(name)
         elif isinstance(obj, torch.nn.Module) and _restored_in_place(obj, state):
             pass  # every tensor already is in the module's memory; loading would copy onto itself
         elif isinstance(obj, torch.nn.Module):
@@ -323,18 +340,41 @@ class Checkpointer:
             obj.load_state_dict(_Handover(state))
 
     def value(self, name):
-        """The current value of a tracked Python scalar (restore replaces it)."""
-        return self._objects[name]
+        """The current value of the ckpt.Value tracked as `name`."""
+        return self._objects[name].value
 
     # --- lifetime -------------------------------------------------------------------------------
     def close(self):
-        """Waits for the in-flight save and releases the run directory."""
+        """Waits for the in-flight save, closes the journal and releases the run directory."""
         try:
             self.wait()
         finally:
+            if self._journal is not None:
+                self._journal.close()
+                self._journal = None
             if self._lock is not None:
                 self._lock.release()
                 self._lock = None
+
+    def _finish_unclosed(self):
+        """At exit or when freed without close(): waits for the save in flight; returns what
+        was lost, one message each (ckpt._atexit prints them)."""
+        if self._pending is None:
+            return []
+        if self.world_size == 1:
+            try:
+                self.wait()
+            except CheckpointError as e:
+                return [str(e)]
+            return []
+        step = self._pending[0]  # the commit needs every rank's barrier: not at exit
+        self._pending = None
+        try:
+            self._bg.wait()
+        except CheckpointError as e:
+            return [str(e)]
+        return [f"background save of step {step}: written but not committed: close() or "
+                f"wait() was not called (world size {self.world_size})"]
 
     def __enter__(self):
         return self
@@ -345,12 +385,22 @@ class Checkpointer:
 
     def __del__(self):
         try:
+            if getattr(self, "_pending", None) is not None:  # freed without close()
+                _atexit.print_lost(self._finish_unclosed())  # as the C++ destructor does
             if getattr(self, "_bg", None) is not None:
                 self._bg = None  # the C++ destructor waits for the save in flight
             if getattr(self, "_lock", None) is not None:
                 self._lock.release()
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
+
+
+def _immutable(name, obj):
+    kind = type(obj).__name__
+    return (f"track: {name}={obj!r}: a Python {kind} cannot change in place, so every save "
+            f"would store {obj!r}. Track a holder and update its value: {name} = "
+            f"ckpt.Value({obj!r}); ck.track({name}={name}); {name}.value = ... (docs/python.md, "
+            "\"Python values\")")
 
 
 def _check_groups(sub, opt, name):

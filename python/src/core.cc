@@ -271,6 +271,32 @@ py::dict find_latest(const std::string& run_dir) {
   return out;
 }
 
+// store::list_checkpoints: every step directory, ascending, as {"step", "dir", "committed",
+// "damaged", "problem"}, with "world_size" and "components" from the commit record of a
+// committed one.
+py::list list_checkpoints(const std::string& run_dir) {
+  Env* env = Env::posix();
+  auto all = store::list_checkpoints(env, run_dir);
+  if (!all.is_ok()) raise_status(all.status());
+  py::list out;
+  for (const auto& e : *all) {
+    py::dict d;
+    d["step"] = e.step;
+    d["dir"] = e.dir;
+    d["committed"] = e.committed;
+    d["damaged"] = e.damaged;
+    d["problem"] = e.problem;
+    if (e.committed) {
+      auto commit = store::read_commit(env, e.dir);
+      if (!commit.is_ok()) raise_status(commit.status());
+      d["world_size"] = commit->world_size;
+      d["components"] = commit->components;
+    }
+    out.append(d);
+  }
+  return out;
+}
+
 // RUN/LOCK held by this process (store::lock_run_dir) until release() or destruction.
 class PyLock {
  public:
@@ -291,7 +317,12 @@ struct SharedJournal {
   std::unique_ptr<store::Journal> journal;
   Status append(store::JournalEventType t, nlohmann::json j, bool durable) {
     std::lock_guard<std::mutex> lock(mu);
+    if (!journal) return invalid_argument("journal.jsonl: appended to after close()");
     return journal->append(t, std::move(j), durable);
+  }
+  void close() {
+    std::lock_guard<std::mutex> lock(mu);
+    journal.reset();
   }
 };
 
@@ -310,6 +341,8 @@ class PyJournal {
       raise_status(invalid_argument("journal: event is not a JSON object"));
     check(shared_->append(*t, std::move(j), durable));
   }
+  // Closes journal.jsonl now (a BackgroundSaver's job may still hold the SharedJournal).
+  void close() { shared_->close(); }
   std::shared_ptr<SharedJournal> shared() const { return shared_; }
 
  private:
@@ -459,6 +492,7 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("run_dir"), py::arg("keep_last"), py::arg("keep_every"));
   m.def("find_latest", &find_latest, py::arg("run_dir"));
+  m.def("list_checkpoints", &list_checkpoints, py::arg("run_dir"));
   py::class_<OpenRank>(m, "OpenRank")
       .def(py::init<const std::string&, int64_t>(), py::arg("step_dir"), py::arg("rank"))
       .def_property_readonly("tree", &OpenRank::tree)
@@ -482,7 +516,8 @@ PYBIND11_MODULE(_core, m) {
       .def("release", &PyLock::release);
   py::class_<PyJournal>(m, "Journal")
       .def(py::init<const std::string&>(), py::arg("run_dir"))
-      .def("append", &PyJournal::append, py::arg("type"), py::arg("json"), py::arg("durable"));
+      .def("append", &PyJournal::append, py::arg("type"), py::arg("json"), py::arg("durable"))
+      .def("close", &PyJournal::close);
   // The destructor waits for the save in flight (without the GIL: the job never takes it).
   py::class_<PyBackgroundSaver>(m, "BackgroundSaver")
       .def(py::init<>())

@@ -49,9 +49,9 @@ py::dict state(const ResumableSampler& s) {
   return d;
 }
 
-// Applies a saved loader node to `s`: the cursor, resharded to s's world size; refuses a node
-// that describes another dataset or order.
-void load_state(ResumableSampler& s, const py::dict& d) {
+// The cursor a saved loader node gives `s`, resharded to s's world size; refuses a node that
+// describes another dataset or order. Changes nothing.
+loader::LoaderCursor checked_cursor(const ResumableSampler& s, const py::dict& d) {
   Node node;
   for (auto [k, v] : d) {
     const std::string name = k.cast<std::string>();
@@ -75,8 +75,11 @@ void load_state(ResumableSampler& s, const py::dict& d) {
         ", seed " + std::to_string(saved.seed) + " vs " + std::to_string(here.seed) + ")"));
   }
   check(loader::validate_cursor(here, sc->second));
-  s.set_cursor(sc->second);
+  return sc->second;
 }
+
+// Applies a saved loader node to `s` (checked_cursor's refusals first).
+void load_state(ResumableSampler& s, const py::dict& d) { s.set_cursor(checked_cursor(s, d)); }
 
 // The seed of batch `index` of `epoch`: XXH3 of the three words, so a batch's augmentation does
 // not depend on which worker served it or what it served before.
@@ -109,7 +112,9 @@ void bind_sampler(py::module_& m) {
       .def("steps_per_epoch", &ResumableSampler::steps_per_epoch)
       .def("copy", [](const ResumableSampler& s) { return ResumableSampler(s); })
       .def("state", &state)
-      .def("load_state", &load_state);
+      .def("load_state", &load_state)
+      .def("check_state",
+           [](const ResumableSampler& s, const py::dict& d) { checked_cursor(s, d); });
   m.def("batch_seed", &batch_seed, py::arg("seed"), py::arg("epoch"), py::arg("index"));
 }
 

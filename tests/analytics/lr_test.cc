@@ -5,6 +5,7 @@
 
 #include "analytics/lr_analysis.h"
 #include "analytics/lr_input.h"
+#include "analytics/lr_report.h"
 #include "ckpt/sched/schedule.h"
 #include "cli/commands.h"
 #include "tests/analytics/test_support.h"
@@ -136,6 +137,28 @@ TEST_CASE("with the spec known, post-restart LRs are compared with the schedule"
   CHECK(ok.discontinuities.empty());
   REQUIRE(ok.restart_checks.size() == 1);
   CHECK(ok.restart_checks[0].mismatched == 0);
+}
+
+TEST_CASE("the text report counts restarts and names their steps as steps", "[analytics]") {
+  const auto spec = spec_of("warmup_cosine");
+  LrSeries one = series_from(spec, 1, {31});
+  one.schedule = spec;
+  one.restarts = {31};
+  std::ostringstream text;
+  print_lr_text(one, analyze_lr(one, {}), text);
+  CHECK(text.str().find("restarts: 1, at step 31\n") != std::string::npos);
+  CHECK(text.str().find("  restart at step 31: ") != std::string::npos);
+
+  LrSeries two = series_from(spec, 1, {300, 650});
+  two.restarts = {300, 650};
+  std::ostringstream text2;
+  print_lr_text(two, analyze_lr(two, {}), text2);
+  CHECK(text2.str().find("restarts: 2, at steps 300, 650\n") != std::string::npos);
+
+  LrSeries none = series_from(spec, 1, {});
+  std::ostringstream text3;
+  print_lr_text(none, analyze_lr(none, {}), text3);
+  CHECK(text3.str().find("restarts: none known\n") != std::string::npos);
 }
 
 TEST_CASE("reset_to_base, jump_up and jump_down are told apart", "[analytics]") {

@@ -1,0 +1,109 @@
+"""The checks restore_latest() makes before it reads a tensor byte (docs/python.md, "The API"
+and "Damaged and newer checkpoints"): which checkpoint it may restore at all — a damaged or
+newer-format checkpoint is never stepped over silently (``on_damaged``, as the C++
+Checkpointer's OnDamaged) — and what a tracked object's load_state_dict would refuse: a module's
+keys, a loader's dataset and cursor."""
+import os
+
+import torch
+
+from . import _core, _cxx, _tree
+from .errors import CorruptCheckpointError, InvalidArgumentError, MismatchError
+from .loader import ResumableLoader
+
+ON_DAMAGED = ("refuse", "fallback")
+FORMAT, FORMAT_VERSION = "ckpt", 1
+
+
+def check_on_damaged(value):
+    if value not in ON_DAMAGED:
+        raise InvalidArgumentError(f"on_damaged: {value!r} is not one of {', '.join(ON_DAMAGED)}")
+    return value
+
+
+def _name(step):
+    return f"step-{step:012d}"
+
+
+def _refusal(where, problem, older):
+    instead = f"restore the older {_name(older)}" if older is not None else "start from scratch"
+    return (f"{where}: {problem}; refusing to {instead} instead "
+            "(on_damaged=\"fallback\" allows it)")
+
+
+def open_latest(run_dir, rank, on_damaged):
+    """(checkpoint, opened, stepped_over): the newest committed checkpoint that this build can
+    read ({"step", "dir", "note", "world_size", "components"}, as _core.find_latest), this rank's
+    file in it (_core.OpenRank), and one line per damaged or newer-format checkpoint stepped over
+    ("step-N: why"). (None, None, stepped_over) is a fresh start. With on_damaged="refuse" a
+    checkpoint that would be stepped over raises CorruptCheckpointError naming it instead: a
+    damaged commit record newer than every intact checkpoint (what C++'s check_damaged refuses),
+    or a rank file whose format or format_version is not this build's."""
+    entries = _core.list_checkpoints(run_dir) if os.path.isdir(run_dir) else []
+    intact = [e for e in entries if e["committed"]]
+    newest = intact[-1]["step"] if intact else None
+    stepped = []
+    for e in entries:
+        if e["damaged"] and (newest is None or e["step"] > newest):
+            if on_damaged == "refuse":
+                raise CorruptCheckpointError(
+                    _refusal(e["dir"], f"damaged checkpoint ({e['problem']})", newest))
+            stepped.append(f"{os.path.basename(e['dir'])}: {e['problem']}")
+    latest = _core.find_latest(run_dir) if intact else None
+    while latest:
+        file_rank = min(rank, latest["world_size"] - 1)
+        opened = _core.OpenRank(latest["dir"], file_rank)
+        problem = _format_problem(opened.tree["attrs"])
+        if problem is None:
+            return latest, opened, stepped
+        older = [e for e in intact if e["step"] < latest["step"]]
+        where = os.path.join(latest["dir"], f"rank-{file_rank:05d}.h5")
+        if on_damaged == "refuse":
+            raise CorruptCheckpointError(
+                _refusal(where, problem, older[-1]["step"] if older else None))
+        stepped.append(f"{os.path.basename(latest['dir'])}: {where}: {problem}")
+        latest = dict(older[-1], note="") if older else None
+    return None, None, stepped
+
+
+def _format_problem(attrs):
+    fmt, version = attrs.get("format"), attrs.get("format_version")
+    if fmt == FORMAT and version == FORMAT_VERSION:
+        return None
+    return (f"format {fmt!r} version {version}, this build reads format {FORMAT!r} version "
+            f"{FORMAT_VERSION}")
+
+
+def check_object(name, meta, obj, live_state):
+    """What load_state_dict would refuse, checked from the stored structure alone: a module's
+    keys (check_module_keys) and a ResumableLoader's dataset, order and cursor."""
+    if isinstance(obj, torch.nn.Module):
+        check_module_keys(name, meta, live_state)
+    elif isinstance(obj, ResumableLoader):
+        obj._sampler.check_state({k: v for k, v in meta["attrs"].items()
+                                  if not k.startswith("ckpt.") and k != "samples_seen"})
+
+
+def check_module_keys(name, meta, live_state):
+    """The keys of a module's stored state against its live state_dict()'s, as a strict
+    load_state_dict compares them, but before anything live is written."""
+    saved = _tree.stored_keys(meta)
+    if _cxx.is_cxx(meta):
+        saved = [k for k in saved if k not in ("param_names", "buffer_names")]
+    have, want = set(saved), set(live_state)
+    missing = [k for k in live_state if k not in have]
+    unexpected = [k for k in saved if k not in want]
+    if not missing and not unexpected:
+        return
+    parts = []
+    if missing:
+        parts.append(f"the checkpoint lacks {_few(missing)}")
+    if unexpected:
+        parts.append(f"the live module has no {_few(unexpected)}")
+    raise MismatchError(f"component \"{name}\": {'; '.join(parts)} (nothing was restored)")
+
+
+def _few(keys, at_most=5):
+    shown = ", ".join(f'"{k}"' for k in keys[:at_most])
+    more = len(keys) - at_most
+    return shown + (f" and {more} more" if more > 0 else "")
