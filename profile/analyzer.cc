@@ -231,8 +231,8 @@ std::vector<double> phase_series(const RankTrace& t, int p) {
   return x;
 }
 
-// The phases a longer batch lengthens. Unattributed time is not among them: it may be GC, logging or
-// a host sync as well.
+// The phases a longer batch lengthens. Unattributed time is not among them: it may be GC, logging
+// or a host sync as well.
 bool is_compute(int p) {
   return p == index(Phase::kForward) || p == index(Phase::kBackward) ||
          p == index(Phase::kOptimizer);
@@ -313,16 +313,17 @@ void check_periodicity(const std::vector<RankTrace>& traces, const AnalyzeOption
   }
   double mean_excess = explained / double(stalled.size());
   // Attribute the stall: which phase grows in the stalled steps compared with the others?
-  std::array<std::vector<double>, kNumPhases> base_p;
+  std::array<std::vector<double>, kNumPhases> series, base_p;
+  for (int p = 0; p < kNumPhases; ++p) series[p] = phase_series(*t, p);
   for (int p = 0; p < kNumPhases; ++p) {
-    auto x = phase_series(*t, p);
+    const auto& x = series[p];
     for (size_t i = 0; i < steps.size(); ++i) {
       if (!is_spike[i]) base_p[p].push_back(x[i]);
     }
   }
   PhaseTimes excess{};
   for (int p = 0; p < kNumPhases; ++p) {
-    auto x = phase_series(*t, p);
+    const auto& x = series[p];
     double med = percentile(base_p[p], 0.5);
     for (size_t i : stalled) excess[p] += x[i] - med;
   }
@@ -351,7 +352,7 @@ void check_periodicity(const std::vector<RankTrace>& traces, const AnalyzeOption
     for (const auto& s : steps) d.push_back(s.duration_s);
     double p50 = percentile(d, 0.5);
     for (int p = 0; p < kNumPhases; ++p) {
-      PeriodScan sc = scan_period(phase_series(*t, p), pos, 0.2 * p50, o.seed);
+      PeriodScan sc = scan_period(series[p], pos, 0.2 * p50, o.seed);
       if (!sc.found) continue;
       phase_periods[p == index(Phase::kOther) ? "unattributed"
                                               : phase_name(static_cast<Phase>(p))] = {
@@ -400,11 +401,10 @@ void check_periodicity(const std::vector<RankTrace>& traces, const AnalyzeOption
                         : cause_name;
   std::string when =
       period == 2 && per_period == 1
-          ? "every other step (" + fmt("%.3g s", period_s) + ")"
-          : "every " + std::to_string(period) + " steps (" + fmt("%.3g s", period_s) + ")";
-  std::string which =
-      per_period == 1 ? " a step is" : " " + std::to_string(per_period) + " steps are";
-  v.summary = when + which + " slower by " + fmt("%.3g s", mean_excess) + " (" +
+          ? "every other step (period " + fmt("%.3g s", period_s) + ") is"
+          : "every " + std::to_string(period) + " steps (" + fmt("%.3g s", period_s) + ")" +
+                (per_period == 1 ? " a step is" : " " + std::to_string(per_period) + " steps are");
+  v.summary = when + " slower by " + fmt("%.3g s", mean_excess) + " (" +
               fmt("%.1f%% of the time", 100 * v.impact) + "), caused by " + why;
   rep.verdicts.push_back(v);
 }

@@ -173,12 +173,13 @@ Result<std::vector<RankTrace>> load_traces(const std::vector<std::string>& args,
     } else if (group.size() > 1) {
       notes.push_back(join_names(g) + ": one process (" + key + ", no rank recorded): analysed " +
                       "as consecutive windows of rank " + std::to_string(next));
-    } else {
+    } else if (files.size() > 1) {
       notes.push_back(group.front()->source + ": no rank recorded (" + key +
                       "): analysed as rank " + std::to_string(next));
     }
   }
-  if (!guessed.empty()) {
+  // One file alone is rank 0 whatever it says: nothing to decide, nothing to warn about.
+  if (!guessed.empty() && files.size() > 1) {
     std::string ranks;
     for (const RankTrace* t : guessed)
       ranks += (ranks.empty() ? "" : ", ") + std::to_string(t->rank);
