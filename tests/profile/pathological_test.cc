@@ -173,6 +173,34 @@ TEST_CASE("layout of 5,000 nested empty folders finishes in a few MB (bounded de
   ::close(top);
 }
 
+TEST_CASE("input layouts through the executable: repeat cycles, a warning, --one-rank",
+          "[profile][cli]") {
+  TempDir d;
+  std::string fx = std::string(CKPT_SOURCE_DIR) + "/fixtures/profile/";
+  // schedule(repeat=2) with distributedInfo: was exit 64 "rank 0 also given by".
+  Child cycles = run_ckpt({"profile", "analyze", fx + "ddp_repeat2", "--json"}, d.path);
+  INFO(cycles.err);
+  REQUIRE(cycles.exit_code == 0);
+  REQUIRE(cycles.out.find("\"ranks\": 4") != std::string::npos);
+  REQUIRE(cycles.err.find("ckpt profile: warning: rank 0: 2 files") != std::string::npos);
+  // Two captures that name no rank: analysed as two ranks, but never silently.
+  Child two = run_ckpt({"profile", "analyze", fx + "two_captures", "--json"}, d.path);
+  REQUIRE(two.exit_code == 0);
+  REQUIRE(two.err.find("ckpt profile: warning:") != std::string::npos);
+  REQUIRE(two.err.find("pass --one-rank") != std::string::npos);
+  Child one = run_ckpt({"profile", "analyze", fx + "two_captures", "--one-rank", "--json"}, d.path);
+  REQUIRE(one.exit_code == 0);
+  REQUIRE(one.out.find("\"ranks\": 1") != std::string::npos);
+  REQUIRE(one.out.find("\"steps\": 16") != std::string::npos);
+  // One file alone needs no rank and gets no warning.
+  Child single = run_ckpt({"profile", "analyze", fx + "compute_bound.json"}, d.path);
+  REQUIRE(single.exit_code == 0);
+  REQUIRE(single.err.empty());
+  Child twice = run_ckpt(
+      {"profile", "analyze", fx + "compute_bound.json", fx + "compute_bound.json"}, d.path);
+  REQUIRE(twice.exit_code == 64);
+}
+
 TEST_CASE("files of a layout deeper than the cap are not counted, shallower ones are",
           "[profile]") {
   TempDir d;
