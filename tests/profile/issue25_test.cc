@@ -203,6 +203,72 @@ TEST_CASE("cause before symptom: GPU idle mostly waiting for data comes after in
   REQUIRE(other->verdicts[0].kind == VerdictId::kGpuIdle);
 }
 
+// Four ranks under a barrier: each step's own time (compute) then the collective, whose time is the
+// transfer plus the wait for the slowest rank.
+std::vector<RankTrace> barrier_ranks(const std::function<double(int rank, int step)>& own,
+                                     double transfer) {
+  std::vector<RankTrace> out(4);
+  double now = 0;
+  for (int i = 0; i < 60; ++i) {
+    double slowest = 0;
+    for (int r = 0; r < 4; ++r) slowest = std::max(slowest, own(r, i));
+    for (int r = 0; r < 4; ++r) {
+      StepRecord s;
+      s.step = i;
+      s.start_s = now;
+      s.phase_s[index(Phase::kForward)] = own(r, i);
+      s.phase_s[index(Phase::kCollective)] = slowest - own(r, i) + transfer;
+      s.duration_s = slowest + transfer;
+      out[static_cast<size_t>(r)].rank = r;
+      out[static_cast<size_t>(r)].steps.push_back(s);
+    }
+    now += slowest + transfer;
+  }
+  for (auto& t : out) t.end_s = now;
+  return out;
+}
+
+TEST_CASE("cause before symptom: collective time that is the wait for a straggler", "[profile]") {
+  std::mt19937 gen(5);
+  std::normal_distribution<double> nd(0, 0.001);
+  // Rank 2 computes 30 ms longer every step; the transfer itself is 20 ms of the 100 ms step.
+  auto ranks = barrier_ranks([&](int r, int) { return (r == 2 ? 0.08 : 0.05) + nd(gen); }, 0.02);
+  auto rep = analyze(ranks);
+  REQUIRE(rep.is_ok());
+  REQUIRE(rep->verdicts.at(0).kind == VerdictId::kStraggler);
+  REQUIRE(rep->verdicts.at(0).rank == 2);
+  const Verdict* coll = find(*rep, VerdictId::kCollectiveBound);
+  REQUIRE(coll != nullptr);
+  REQUIRE(coll->explained_by == VerdictId::kStraggler);
+  REQUIRE(rep->verdicts.at(1).kind == VerdictId::kCollectiveBound);
+  REQUIRE(coll->summary.find("mostly waiting for the straggler above") != std::string::npos);
+  // Without the straggler the same transfer is collective_bound on its own.
+  auto even = analyze(barrier_ranks([&](int, int) { return 0.05 + nd(gen); }, 0.02));
+  REQUIRE(even.is_ok());
+  REQUIRE(find(*even, VerdictId::kStraggler) == nullptr);
+  REQUIRE_FALSE(find(*even, VerdictId::kCollectiveBound)->explained_by.has_value());
+}
+
+TEST_CASE("cause before symptom: a periodic wait in the collective is the straggler's",
+          "[profile]") {
+  std::mt19937 gen(6);
+  std::normal_distribution<double> nd(0, 0.001);
+  // Every 5th step rank 1 alone is 60 ms slower (its own hiccup): the others wait for it.
+  auto ranks = barrier_ranks(
+      [&](int r, int i) { return 0.05 + (r == 1 && i % 5 == 3 ? 0.06 : 0) + nd(gen); }, 0.004);
+  auto rep = analyze(ranks);
+  REQUIRE(rep.is_ok());
+  const Verdict* s = find(*rep, VerdictId::kStraggler);
+  REQUIRE(s != nullptr);
+  REQUIRE(s->rank == 1);
+  const Verdict* p = find(*rep, VerdictId::kPeriodicStall);
+  REQUIRE(p != nullptr);
+  REQUIRE(p->period_steps == 5);
+  REQUIRE(p->evidence["cause"] == "collective");  // seen from a rank that waits
+  REQUIRE(p->explained_by == VerdictId::kStraggler);
+  REQUIRE(report_json(*rep)["verdicts"][1]["explained_by"] == "straggler");
+}
+
 TEST_CASE("cause before symptom: a loader refill stall is explained by input_bound", "[profile]") {
   // ddp_sawtooth: the loader refills every other step; the periodic stall is that input wait.
   Report r = analyze_paths({fixture("ddp_sawtooth")});
