@@ -29,6 +29,7 @@ namespace {
 struct ProfileOptions {
   std::vector<std::string> files;
   bool json = false;
+  bool one_rank = false;
   std::string svg;
   double gpus = 0, per_gpu = 0, loader_cap = 0;
   std::string dir, a, b, config;
@@ -57,8 +58,13 @@ Result<nlohmann::json> read_json(const std::string& path) {
 }  // namespace
 
 int run_profile_analyze(const ProfileOptions& o) {
-  auto traces = profile::load_traces(o.files);
+  profile::LoadOptions load;
+  load.one_rank = o.one_rank;
+  std::vector<std::string> warnings;
+  auto traces = profile::load_traces(o.files, load, &warnings);
   if (!traces.is_ok()) return fail(traces.status());
+  // How the files became ranks, when it had to be decided: on stderr as well as in the notes.
+  for (const auto& w : warnings) std::cerr << "ckpt profile: warning: " << w << "\n";
   auto report = profile::analyze(*traces);
   if (!report.is_ok()) return fail(report.status());
   if (!o.svg.empty()) {
@@ -166,6 +172,9 @@ Runner setup_profile(CLI::App& root, CLI::App*& sub) {
       ->required();
   analyze->add_flag("--json", o->json, "machine-readable output");
   analyze->add_option("--svg", o->svg, "write a chart of step time and data wait per rank");
+  analyze->add_flag("--one-rank", o->one_rank,
+                    "all files are captures of one process: analyse them as consecutive windows "
+                    "of one rank");
 
   auto* budget = sub->add_subcommand(
       "budget", "Throughput-budget MODEL: predicted GPU utilisation from rates");

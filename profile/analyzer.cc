@@ -21,7 +21,7 @@ using nlohmann::json;
 void check_liveness(const std::vector<RankTrace>& traces, Report& rep) {
   std::vector<int> hung_ranks;
   json per_rank = json::array();
-  double worst_gap = 0;
+  double worst_gap = 0, worst_alive = 0;
   int worst_rank = -1;
   for (const auto& t : traces) {
     if (t.steps.empty()) continue;
@@ -52,6 +52,7 @@ void check_liveness(const std::vector<RankTrace>& traces, Report& rep) {
       per_rank.push_back(r);
       if (tail > worst_gap) {
         worst_gap = tail;
+        worst_alive = t.end_s;
         worst_rank = t.rank;
       }
     }
@@ -79,7 +80,9 @@ void check_liveness(const std::vector<RankTrace>& traces, Report& rep) {
   }
   Verdict v;
   v.set(VerdictId::kHung);
-  v.impact = 2.0;  // always first: a hang has a different fix, rule it out before anything else
+  // The share of the rank's traced life spent after its last step. `hung` leads whatever its
+  // impact (analyzer_order.cc): a hang has a different fix, rule it out before anything else.
+  v.set_impact(worst_gap, worst_alive);
   v.rank = worst_rank;
   v.confidence = std::min(1.0, 0.6 + 0.4 * double(hung_ranks.size()) / double(traces.size()));
   v.evidence = {{"hung_ranks", hung_ranks}, {"ranks", per_rank}};
@@ -177,75 +180,232 @@ BestPeriod strongest_period(const std::vector<RankTrace>& traces) {
   return best;
 }
 
-void check_periodicity(const std::vector<RankTrace>& traces, Report& rep) {
-  BestPeriod best = strongest_period(traces);
-  if (best.t == nullptr) return;
-  const auto& steps = best.t->steps;
-  const auto& spikes = best.p.spikes;
-  std::vector<bool> is_spike(steps.size(), false);
-  for (size_t i : spikes) is_spike[i] = true;
-  // Attribute the stall: which phase grows in the spike steps compared with the others?
-  PhaseTimes excess{};
-  double unattributed_excess = 0;
-  std::vector<double> base_other;
-  std::array<std::vector<double>, kNumPhases> base;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    if (is_spike[i]) continue;
-    for (int p = 0; p < kNumPhases; ++p) base[p].push_back(steps[i].phase_s[p]);
-    base_other.push_back(steps[i].duration_s - named_sum(steps[i]));
+// The period scan (series_stats.h) on every rank's step time: a sawtooth or alternation the spike
+// and two-level detectors miss. The rank whose fold has the largest amplitude wins.
+struct ScanPick {
+  PeriodScan scan;
+  const RankTrace* t = nullptr;
+};
+
+std::vector<int64_t> step_numbers(const RankTrace& t) {
+  std::vector<int64_t> n;
+  n.reserve(t.steps.size());
+  bool increasing = true;
+  for (size_t i = 0; i < t.steps.size(); ++i) {
+    increasing &= i == 0 || t.steps[i].step > t.steps[i - 1].step;
+    n.push_back(t.steps[i].step);
   }
-  PhaseTimes med{};
-  for (int p = 0; p < kNumPhases; ++p) med[p] = percentile(base[p], 0.5);
-  double med_other = percentile(base_other, 0.5);
-  for (size_t i : spikes) {
-    for (int p = 0; p < kNumPhases; ++p) excess[p] += steps[i].phase_s[p] - med[p];
-    unattributed_excess += steps[i].duration_s - named_sum(steps[i]) - med_other;
+  // Captures that repeat step numbers: fold by position instead.
+  if (!increasing) {
+    for (size_t i = 0; i < n.size(); ++i) n[i] = static_cast<int64_t>(i);
   }
-  int cause = -1;
-  double cause_excess = unattributed_excess;
-  for (int p = 0; p < kNumPhases; ++p) {
-    if (p == index(Phase::kOther)) continue;
-    if (excess[p] > cause_excess) {
-      cause_excess = excess[p];
-      cause = p;
+  return n;
+}
+
+ScanPick strongest_scan(const std::vector<RankTrace>& traces, uint64_t seed) {
+  ScanPick best;
+  double best_rel = 0;
+  for (const auto& t : traces) {
+    if (t.steps.size() < 6) continue;
+    std::vector<double> d;
+    for (const auto& s : t.steps) d.push_back(s.duration_s);
+    double p50 = percentile(d, 0.5);
+    PeriodScan sc = scan_period(d, step_numbers(t), 0.25 * p50, seed);
+    double rel = p50 > 0 ? sc.amplitude / p50 : 0;
+    if (sc.found && rel > best_rel) {
+      best_rel = rel;
+      best = {std::move(sc), &t};
     }
   }
-  double total_excess = 0;
+  return best;
+}
+
+// Seconds of phase p in each step; kOther is the unattributed rest.
+std::vector<double> phase_series(const RankTrace& t, int p) {
+  std::vector<double> x;
+  x.reserve(t.steps.size());
+  for (const auto& s : t.steps) {
+    x.push_back(p == index(Phase::kOther) ? std::max(0.0, s.duration_s - named_sum(s))
+                                          : s.phase_s[p]);
+  }
+  return x;
+}
+
+// The phases a longer batch lengthens. Unattributed time is not among them: it may be GC, logging
+// or a host sync as well.
+bool is_compute(int p) {
+  return p == index(Phase::kForward) || p == index(Phase::kBackward) ||
+         p == index(Phase::kOptimizer);
+}
+
+// A phase that is periodic while the step time is not (the period is hidden by overlap, or too
+// small to matter): a note, from the first rank that has one.
+void note_phase_periods(const std::vector<RankTrace>& traces, const AnalyzeOptions& o,
+                        Report& rep) {
+  for (const auto& t : traces) {
+    if (t.steps.size() < 6) continue;
+    std::vector<double> d;
+    for (const auto& s : t.steps) d.push_back(s.duration_s);
+    double p50 = percentile(d, 0.5);
+    auto pos = step_numbers(t);
+    bool any = false;
+    for (int p = 0; p < kNumPhases; ++p) {
+      PeriodScan sc = scan_period(phase_series(t, p), pos, 0.2 * p50, o.seed);
+      if (!sc.found) continue;
+      any = true;
+      rep.notes.push_back(std::string(p == index(Phase::kOther)
+                                          ? "unattributed time"
+                                          : phase_name(static_cast<Phase>(p))) +
+                          " on rank " + std::to_string(t.rank) + " repeats every " +
+                          std::to_string(sc.period_steps) + " steps " +
+                          fmt("(amplitude %.3g s, p = %.3g) but the step time does not: no stall",
+                              sc.amplitude, sc.p_value));
+    }
+    if (any) return;
+  }
+}
+
+void check_periodicity(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, Report& rep) {
+  BestPeriod best = strongest_period(traces);
+  const RankTrace* t = best.t;
+  std::vector<size_t> stalled;
+  int64_t period = 0;
+  json detector;
+  if (t != nullptr) {
+    stalled = best.p.spikes;
+    period = best.p.period_steps;
+    detector = {{"series", best.series},
+                {"method", best.method},
+                {"gap_agreement", r4(best.p.gap_agreement)},
+                {"coverage", r4(best.p.coverage)}};
+  } else {
+    ScanPick sp = strongest_scan(traces, o.seed);
+    if (sp.t == nullptr) {
+      note_phase_periods(traces, o, rep);
+      return;
+    }
+    t = sp.t;
+    stalled = sp.scan.high;
+    period = sp.scan.period_steps;
+    detector = {{"series", "step_time"},
+                {"method", "period scan (fold by step mod K, permutation test)"},
+                {"strength", r4(sp.scan.strength)},
+                {"p_value", r4(sp.scan.p_value)},
+                {"permutations", sp.scan.shuffles},
+                {"amplitude_s", r6(sp.scan.amplitude)}};
+    best.p.confidence = sp.scan.strength * (1 - sp.scan.p_value);
+  }
+  const auto& steps = t->steps;
+  if (stalled.empty()) return;
+  std::vector<bool> is_spike(steps.size(), false);
+  for (size_t i : stalled) is_spike[i] = true;
+  // The stall in seconds, measured: each stalled step's duration over the median of the others.
+  std::vector<double> base_d;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (!is_spike[i]) base_d.push_back(steps[i].duration_s);
+  }
+  double base = percentile(base_d, 0.5);
+  double explained = 0, longest = 0, total_time = 0;
+  for (size_t i : stalled) explained += std::max(0.0, steps[i].duration_s - base);
+  for (const auto& s : steps) {
+    total_time += s.duration_s;
+    longest = std::max(longest, s.duration_s);
+  }
+  double mean_excess = explained / double(stalled.size());
+  // Attribute the stall: which phase grows in the stalled steps compared with the others?
+  std::array<std::vector<double>, kNumPhases> series, base_p;
+  for (int p = 0; p < kNumPhases; ++p) series[p] = phase_series(*t, p);
+  for (int p = 0; p < kNumPhases; ++p) {
+    const auto& x = series[p];
+    for (size_t i = 0; i < steps.size(); ++i) {
+      if (!is_spike[i]) base_p[p].push_back(x[i]);
+    }
+  }
+  PhaseTimes excess{};
+  for (int p = 0; p < kNumPhases; ++p) {
+    const auto& x = series[p];
+    double med = percentile(base_p[p], 0.5);
+    for (size_t i : stalled) excess[p] += x[i] - med;
+  }
+  int cause = index(Phase::kOther);
+  for (int p = 0; p < kNumPhases; ++p) {
+    if (excess[p] > excess[cause]) cause = p;
+  }
+  double total_excess = 0, compute_excess = 0;
+  json carriers = json::object();
   for (int p = 0; p < kNumPhases; ++p) total_excess += std::max(0.0, excess[p]);
-  total_excess += std::max(0.0, unattributed_excess);
-  std::string cause_name = cause < 0 ? "unattributed" : phase_name(static_cast<Phase>(cause));
-  double span_s = steps[spikes.back()].start_s - steps[spikes.front()].start_s;
-  double period_s = spikes.size() > 1 ? span_s / double(spikes.size() - 1) : 0;
-  double total_time = 0;
-  for (const auto& s : steps) total_time += s.duration_s;
+  for (int p = 0; p < kNumPhases; ++p) {
+    if (excess[p] <= 0 || total_excess <= 0) continue;
+    carriers[p == index(Phase::kOther) ? "unattributed" : phase_name(static_cast<Phase>(p))] =
+        r4(excess[p] / total_excess);
+    if (is_compute(p)) compute_excess += excess[p];
+  }
+  std::string cause_name =
+      cause == index(Phase::kOther) ? "unattributed" : phase_name(static_cast<Phase>(cause));
+  bool compute_carries = total_excess > 0 && compute_excess / total_excess >= 0.5;
+  // Every phase series, scanned on its own: which ones carry the period (and any that alternate
+  // while the step time does not).
+  json phase_periods = json::object();
+  {
+    auto pos = step_numbers(*t);
+    std::vector<double> d;
+    for (const auto& s : steps) d.push_back(s.duration_s);
+    double p50 = percentile(d, 0.5);
+    for (int p = 0; p < kNumPhases; ++p) {
+      PeriodScan sc = scan_period(series[p], pos, 0.2 * p50, o.seed);
+      if (!sc.found) continue;
+      phase_periods[p == index(Phase::kOther) ? "unattributed"
+                                              : phase_name(static_cast<Phase>(p))] = {
+          {"period_steps", sc.period_steps},
+          {"p_value", r4(sc.p_value)},
+          {"amplitude_s", r6(sc.amplitude)}};
+    }
+  }
+  size_t per_period =
+      std::max<size_t>(1, static_cast<size_t>(std::lround(double(stalled.size()) * double(period) /
+                                                          double(steps.size()))));
+  double span_s = steps[stalled.back()].start_s - steps[stalled.front()].start_s;
+  double period_s = per_period == 1 && stalled.size() > 1
+                        ? span_s / double(stalled.size() - 1)
+                        : double(period) * (steps.back().start_s - steps.front().start_s) /
+                              double(std::max<size_t>(1, steps.size() - 1));
 
   Verdict v;
   v.set(VerdictId::kPeriodicStall);
-  v.period_steps = best.p.period_steps;
+  v.period_steps = period;
   v.confidence = r4(best.p.confidence);
-  v.impact = total_time > 0 ? double(spikes.size()) * best.p.mean_excess / total_time : 0;
-  v.evidence = {
-      {"series", best.series},
-      {"method", best.method},
-      {"rank", best.t->rank},
-      {"period_steps", best.p.period_steps},
-      {"period_s", r4(period_s)},
-      {"stalled_steps", spikes.size()},
-      {"first_stalled_step", steps[spikes.front()].step},
-      {"mean_excess_s", r6(best.p.mean_excess)},
-      {"gap_agreement", r4(best.p.gap_agreement)},
-      {"coverage", r4(best.p.coverage)},
-      {"cause", cause_name},
-      {"cause_share", r4(total_excess > 0 ? std::max(0.0, cause_excess) / total_excess : 0)}};
-  std::string why = cause_name == "checkpoint"  ? "checkpoint saves"
-                    : cause_name == "eval"      ? "evaluation"
-                    : cause_name == "data_wait" ? "the data loader (buffer refill)"
+  v.set_impact(explained, total_time);
+  v.evidence = detector;
+  v.evidence.update(
+      json{{"rank", t->rank},
+           {"period_steps", period},
+           {"period_s", r4(period_s)},
+           {"stalled_steps", stalled.size()},
+           {"stalled_per_period", per_period},
+           {"first_stalled_step", steps[stalled.front()].step},
+           {"mean_excess_s", r6(mean_excess)},
+           {"longest_step_s", r6(longest)},
+           {"cause", cause_name},
+           {"cause_share", r4(total_excess > 0 ? std::max(0.0, excess[cause]) / total_excess : 0)},
+           {"carried_by", compute_carries ? "compute" : cause_name},
+           {"carriers", carriers},
+           {"phase_periods", phase_periods}});
+  std::string why = cause_name == "checkpoint"   ? "checkpoint saves"
+                    : cause_name == "eval"       ? "evaluation"
+                    : cause_name == "data_wait"  ? "the data loader (buffer refill)"
+                    : cause_name == "collective" ? "the collective (waiting for another rank)"
+                    : compute_carries ? "computation (forward/backward: longer batches in those "
+                                        "steps?)"
                     : cause_name == "unattributed"
                         ? "time outside any named phase (GC? logging? annotate it)"
                         : cause_name;
-  v.summary = "every " + std::to_string(best.p.period_steps) + " steps (" +
-              fmt("%.3g s", period_s) + ") a step is slower by " +
-              fmt("%.3g s", best.p.mean_excess) + ", caused by " + why;
+  std::string when =
+      period == 2 && per_period == 1
+          ? "every other step (period " + fmt("%.3g s", period_s) + ") is"
+          : "every " + std::to_string(period) + " steps (" + fmt("%.3g s", period_s) + ")" +
+                (per_period == 1 ? " a step is" : " " + std::to_string(per_period) + " steps are");
+  v.summary = when + " slower by " + fmt("%.3g s", mean_excess) + " (" +
+              fmt("%.1f%% of the time", 100 * v.impact) + "), caused by " + why;
   rep.verdicts.push_back(v);
 }
 
@@ -305,11 +465,14 @@ void check_input(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, 
   double dw = rep.breakdown[index(Phase::kDataWait)];
   if (dw < o.input_moderate) return;
   size_t waiting = 0, n = 0;
+  double wait_s = 0, step_s = 0;
   std::vector<double> waits;
   for (const auto& t : traces) {
     for (const auto& s : t.steps) {
       ++n;
       double w = s.phase_s[index(Phase::kDataWait)];
+      wait_s += w;
+      step_s += s.duration_s;
       waits.push_back(w);
       if (s.duration_s > 0 && w / s.duration_s >= o.input_moderate) ++waiting;
     }
@@ -318,7 +481,7 @@ void check_input(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, 
   bool high = dw >= o.input_high;
   Verdict v;
   v.set(VerdictId::kInputBound);
-  v.impact = dw;
+  v.set_impact(wait_s, step_s);
   v.confidence = r4(std::min(1.0, (high ? 0.6 : 0.4) + 0.4 * consistent));
   v.evidence = {{"data_wait_fraction", dw},
                 {"level", high ? "high" : "moderate"},
@@ -353,7 +516,8 @@ void check_input(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, 
   }
   double mb = mean_of(busy), mi = mean_of(iowait), mp = mean_of(proc);
   Verdict c;
-  c.impact = dw - 1e-9;  // right after input_bound: it refines it
+  c.set_impact(wait_s, step_s);
+  c.refines = VerdictId::kInputBound;  // placed right after it (analyzer_order.cc)
   c.evidence = {{"host_cpu_busy_mean", r4(mb)}, {"host_cpu_busy_p90", r4(percentile(busy, 0.9))},
                 {"host_iowait_mean", r4(mi)},   {"process_cpu_mean", r4(mp)},
                 {"samples", busy.size()},       {"data_wait_fraction", dw}};
@@ -424,7 +588,7 @@ Result<Report> analyze(const std::vector<RankTrace>& traces, const AnalyzeOption
 
   summarise_utilisation(traces, rep);
   check_liveness(traces, rep);
-  check_periodicity(traces, rep);
+  check_periodicity(traces, o, rep);
   compute_breakdown(traces, rep);
   check_input(traces, o, rep);
   detail::check_ranks(traces, o, rep);
@@ -444,7 +608,7 @@ Result<Report> analyze(const std::vector<RankTrace>& traces, const AnalyzeOption
   if (!owned && compute >= o.compute_bound) {
     Verdict v;
     v.set(VerdictId::kComputeBound);
-    v.impact = compute;
+    v.set_impact(compute * total_time, total_time);
     v.confidence = r4(compute);
     v.evidence = {{"compute_fraction", r4(compute)},
                   {"data_wait_fraction", rep.breakdown[index(Phase::kDataWait)]},
@@ -455,8 +619,10 @@ Result<Report> analyze(const std::vector<RankTrace>& traces, const AnalyzeOption
   } else if (!owned) {
     rep.notes.push_back("no single cause owns the step time; see the breakdown");
   }
-  std::stable_sort(rep.verdicts.begin(), rep.verdicts.end(),
-                   [](const Verdict& a, const Verdict& b) { return a.impact > b.impact; });
+  for (const auto& t : traces) {
+    for (const auto& n : t.layout_notes) rep.notes.push_back(n);
+  }
+  detail::order_verdicts(rep);
   return rep;
 }
 

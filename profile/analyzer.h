@@ -3,9 +3,13 @@
 // (host CPU, every-K-step stalls, tokens, pageable copies).
 //
 // Each finding is a Verdict with an id from verdict_catalog.h, a confidence in [0, 1], evidence
-// numbers, and an impact (the share of step time it explains) that orders the list: the primary
-// verdict comes first, except that `hung` always leads. A Report owns its data; analyze() is a
-// pure function of its input and thread-safe.
+// numbers, and an impact: measured seconds it explains over the measured seconds it is a share of
+// (impact_s / of_s, never above 1, both from the trace). A verdict whose impact is below its
+// minimum share (verdict_min_share) becomes a note. The order (analyzer_order.cc): `hung` first,
+// then by impact, except that a verdict another one explains (input wait → GPU idle, straggler →
+// collective wait, a loader refill → periodic stall, …) comes right after its cause and names it
+// (explained_by), and a refinement (cpu_bound_loader of input_bound) right after what it refines.
+// A Report owns its data; analyze() is a pure function of its input and thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +33,7 @@ struct AnalyzeOptions {
   double compute_bound = 0.80;
   double cpu_saturated = 0.85;  // host busy (iowait excluded) at or above: CPU-bound loader
   double cpu_idle = 0.50;       // at or below: the loader waits on I/O
+  uint64_t seed = 25;           // the period scan's permutation test (deterministic)
 };
 
 struct Verdict {
@@ -36,7 +41,17 @@ struct Verdict {
   std::string id() const { return verdict_name(kind); }  // the output name ("input_bound")
   void set(VerdictId k) { kind = k; }
   double confidence = 0;
-  double impact = 0;  // share of step time explained; orders the verdicts
+  double impact = 0;    // impact_s / of_s: the share of measured time explained; orders the list
+  double impact_s = 0;  // measured seconds the verdict explains ...
+  double of_s = 0;      // ... out of these measured seconds (step time of the ranks it covers)
+  void set_impact(double explained_s, double base_s) {
+    impact_s = explained_s;
+    of_s = base_s;
+    impact = base_s > 0 ? explained_s / base_s : 0;
+  }
+  std::optional<VerdictId> explained_by;  // the verdict above that causes this one
+  double explained_share = 0;             // the share of this one that cause accounts for
+  std::optional<VerdictId> refines;       // a more specific reading of that verdict
   nlohmann::json evidence = nlohmann::json::object();
   std::optional<int> rank;              // straggler, hung
   std::optional<int64_t> period_steps;  // periodic_stall

@@ -38,7 +38,7 @@ void check_gpu(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, Re
   if (u.gpu_idle < o.input_high) return;
   Verdict v;
   v.set(VerdictId::kGpuIdle);
-  v.impact = u.gpu_idle;
+  v.set_impact(std::max(0.0, total - busy), total);
   v.confidence = r4(std::min(1.0, 0.5 + u.gpu_idle / 2));
   double dw_share = u.gpu_idle > 0 ? u.gpu_idle_in_data_wait / u.gpu_idle : 0;
   v.evidence = {{"gpu_idle_fraction", u.gpu_idle},

@@ -70,5 +70,8 @@ void check_ranks(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, 
 void check_correlations(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, Report& rep);
 // analyzer_gpu.cc: GPU utilisation per step, GPU idle waiting for the host, exposed communication.
 void check_gpu(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, Report& rep);
+// analyzer_order.cc: verdicts below their minimum share become notes; causes explain symptoms;
+// the final order (hung, then by impact, each explained or refining verdict after its cause).
+void order_verdicts(Report& rep);
 
 }  // namespace ckpt::profile::detail

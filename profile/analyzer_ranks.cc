@@ -176,17 +176,22 @@ void collective_transfer(const StepMatrix& m, const AnalyzeOptions& o, Report& r
   // Medians, not sums: one step where every rank was descheduled inside the all-reduce is noise,
   // not transfer.
   std::vector<double> lows;
+  double transfer_s = 0, wall_s = 0;
   for (size_t k = 0; k < m.rows; ++k) {
-    double lo = m.at(m.coll, k, 0);
+    double lo = m.at(m.coll, k, 0), wall = 0;
     for (size_t r = 1; r < m.ranks; ++r) lo = std::min(lo, m.at(m.coll, k, r));
+    for (size_t r = 0; r < m.ranks; ++r)
+      wall = std::max(wall, m.at(m.own, k, r) + m.at(m.coll, k, r));
     lows.push_back(lo);
+    transfer_s += lo;
+    wall_s += wall;
   }
   double transfer = percentile(lows, 0.5), step = m.wall_p50;
   if (step <= 0 || transfer / step < o.collective_bound) return;
   Verdict v;
   v.set(VerdictId::kCollectiveBound);
-  v.impact = transfer / step;
-  v.confidence = r4(std::min(1.0, 0.5 + v.impact));
+  v.set_impact(transfer_s, wall_s);  // every step's transfer over its longest rank's step
+  v.confidence = r4(std::min(1.0, 0.5 + transfer / step));
   v.evidence = {{"transfer_fraction", r4(transfer / step)},
                 {"transfer_p50_s", r6(transfer)},
                 {"collective_fraction", rep.breakdown[index(Phase::kCollective)]},
@@ -196,7 +201,7 @@ void collective_transfer(const StepMatrix& m, const AnalyzeOptions& o, Report& r
   v.summary =
       fmt("%.1f%% of step time is collective transfer (the minimum over ranks, "
           "waiting excluded)",
-          100 * v.impact);
+          100 * transfer / step);
   rep.verdicts.push_back(v);
 }
 
@@ -275,7 +280,12 @@ void check_ranks(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, 
   if (traces.size() == 1 && c >= o.collective_bound) {
     Verdict v;
     v.set(VerdictId::kCollectiveBound);
-    v.impact = c;
+    double coll_s = 0, step_s = 0;
+    for (const auto& s : traces[0].steps) {
+      coll_s += coll(s);
+      step_s += s.duration_s;
+    }
+    v.set_impact(coll_s, step_s);
     v.confidence = r4(std::min(0.6, 0.3 + c));  // one rank cannot separate waiting from transfer
     v.evidence = {{"collective_fraction", c},
                   {"method", "single rank: collective time includes waiting for other ranks"}};
@@ -288,7 +298,7 @@ void check_ranks(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, 
 void check_correlations(const std::vector<RankTrace>& traces, const AnalyzeOptions& o,
                         Report& rep) {
   // --- step time against tokens: sequence-length imbalance -------------------------------------
-  double best_r = 0, best_cv = 0, best_slope = 0;
+  double best_r = 0, best_cv = 0, best_slope = 0, best_explained = 0, best_total = 0;
   int best_rank = -1;
   bool any_tokens = false;
   for (const auto& t : traces) {
@@ -312,6 +322,15 @@ void check_correlations(const std::vector<RankTrace>& traces, const AnalyzeOptio
       double mc = mean_of(comp), cov = 0;
       for (size_t i = 0; i < tok.size(); ++i) cov += (tok[i] - m) * (comp[i] - mc);
       best_slope = var > 0 ? cov / var : 0;
+      // What the longer batches cost: each step's compute above what its tokens would take at
+      // the fewest tokens seen, at most its measured compute.
+      double tok_min = *std::min_element(tok.begin(), tok.end());
+      best_explained = 0;
+      best_total = 0;
+      for (size_t i = 0; i < tok.size(); ++i) {
+        best_explained += std::clamp(best_slope * (tok[i] - tok_min), 0.0, comp[i]);
+        best_total += t.steps[i].duration_s;
+      }
     }
   }
   if (best_r >= 0.6) {
@@ -319,7 +338,7 @@ void check_correlations(const std::vector<RankTrace>& traces, const AnalyzeOptio
     v.set(VerdictId::kSequenceImbalance);
     v.rank = best_rank;
     v.confidence = r4(best_r);
-    v.impact = best_r * best_r * best_cv;
+    v.set_impact(best_explained, best_total);
     v.evidence = {{"pearson_r", r4(best_r)},
                   {"tokens_cv", r4(best_cv)},
                   {"seconds_per_1k_tokens", r6(best_slope * 1000)},
@@ -333,10 +352,16 @@ void check_correlations(const std::vector<RankTrace>& traces, const AnalyzeOptio
 
   // --- pageable host-to-device copies -----------------------------------------------------------
   int64_t pageable = 0, pinned = 0;
+  double h2d_s = 0, gpu_pageable_s = 0, step_s = 0;
+  bool gpu = false;
   for (const auto& t : traces) {
+    gpu |= t.has_gpu;
     for (const auto& s : t.steps) {
       pageable += s.pageable_h2d;
       pinned += s.pinned_h2d;
+      h2d_s += s.phase_s[index(Phase::kH2D)];
+      gpu_pageable_s += s.gpu.pageable_h2d_s;
+      step_s += s.duration_s;
     }
   }
   if (pageable > 0) {
@@ -344,16 +369,17 @@ void check_correlations(const std::vector<RankTrace>& traces, const AnalyzeOptio
     double share = double(pageable) / double(pageable + pinned);
     Verdict v;
     v.set(VerdictId::kPageableH2D);
-    v.impact = h2d * share;
+    // GPU traces time the pageable copies themselves; otherwise the h2d phase's pageable share.
+    v.set_impact(gpu ? gpu_pageable_s : h2d_s * share, step_s);
     v.confidence = r4(h2d >= 0.02 ? 0.9 : 0.6);
     v.evidence = {{"pageable_copies", pageable},
                   {"pinned_copies", pinned},
                   {"pageable_share", r4(share)},
-                  {"h2d_fraction", h2d}};
-    v.summary =
-        fmt("%.0f of %.0f host-to-device copies come from pageable memory (h2d is %.1f%% "
-            "of step time)",
-            double(pageable), double(pageable + pinned), 100 * h2d);
+                  {"h2d_fraction", h2d},
+                  {"pageable_fraction", r6(v.impact)}};
+    v.summary = fmt("%.0f of %.0f host-to-device copies come from pageable memory (",
+                    double(pageable), double(pageable + pinned)) +
+                fmt("%.3g%% of step time)", 100 * v.impact);
     rep.verdicts.push_back(v);
   }
   (void)o;

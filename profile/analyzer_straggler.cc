@@ -84,7 +84,12 @@ bool consistent_straggler(const std::vector<RankTrace>& traces, const StepMatrix
   Verdict v;
   v.set(VerdictId::kStraggler);
   v.rank = traces[best].rank;
-  v.impact = lead_p50 / step;
+  double lead_s = 0, sync_s = 0;
+  for (size_t k = 0; k < m.rows; ++k) {
+    lead_s += std::max(0.0, lead[k]);  // the time the others waited for it
+    sync_s += m.sync_s[k];
+  }
+  v.set_impact(lead_s, sync_s);
   v.confidence = r4(consistency * std::min(1.0, lead_p50 / (0.1 * step)));
   double gap_p50 = percentile(wait_gap, 0.5);
   v.evidence = {
@@ -152,7 +157,7 @@ void tail_straggler(const std::vector<RankTrace>& traces, const StepMatrix& m, R
   Verdict v;
   v.set(VerdictId::kStraggler);
   v.rank = traces[best].rank;
-  v.impact = total > 0 ? lost / total : 0;
+  v.set_impact(lost, total);
   v.confidence =
       r4(std::min(1.0, std::max(share, time_share) * std::min(1.0, culprit_count[best] / 3.0)));
   v.evidence = {{"kind", "tail"},

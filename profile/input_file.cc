@@ -27,7 +27,12 @@ std::string cap_text(uint64_t bytes) {
                                       : std::to_string(bytes >> 20) + " MiB";
 }
 
+// Every buffer handed to the JSON parser keeps this many spare bytes after the text (simdjson
+// reads up to 64 bytes past the end), so the parser works on it in place instead of on a copy.
+constexpr size_t kSlack = 64;
+
 Status read_all(int fd, const std::string& path, uint64_t size, std::string* out) {
+  out->reserve(size + kSlack);
   out->resize(size);
   uint64_t done = 0;
   while (done < size) {
@@ -41,14 +46,15 @@ Status read_all(int fd, const std::string& path, uint64_t size, std::string* out
   return Status::ok();
 }
 
-// Inflates gzip (one or more members) as a stream, stopping as soon as the output passes the cap:
-// a bomb costs the cap, never more.
-Result<std::string> inflate_gzip(const std::string& in, const std::string& path,
-                                 uint64_t max_bytes) {
+// One streaming pass over gzip input (one or more members). With `out` null it only counts the
+// inflated bytes; otherwise it appends them to *out, which the caller reserved. Either way it stops
+// as soon as the output passes the cap.
+Status inflate_pass(const std::string& in, const std::string& path, uint64_t max_bytes,
+                    uint64_t* produced_total, std::string* out) {
   z_stream z{};
   if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) return internal_error(path + ": inflateInit2");
-  std::string out;
   size_t fed = 0;
+  uint64_t total = 0;
   char buf[1 << 16];
   Status st = Status::ok();
   for (;;) {
@@ -61,11 +67,12 @@ Result<std::string> inflate_gzip(const std::string& in, const std::string& path,
     z.avail_out = sizeof buf;
     int rc = inflate(&z, Z_NO_FLUSH);
     size_t produced = sizeof buf - z.avail_out;
-    out.append(buf, produced);
-    if (out.size() > max_bytes) {
+    total += produced;
+    if (total > max_bytes) {
       st = corrupt(path + ": inflates to more than " + cap_text(max_bytes) + " (the cap)");
       break;
     }
+    if (out != nullptr) out->append(buf, produced);  // within the reservation: never reallocates
     if (rc == Z_STREAM_END) {
       if (z.avail_in == 0 && fed >= in.size()) break;
       if (inflateReset(&z) != Z_OK) break;  // another member follows
@@ -83,7 +90,21 @@ Result<std::string> inflate_gzip(const std::string& in, const std::string& path,
     }
   }
   inflateEnd(&z);
-  if (!st.is_ok()) return st;
+  *produced_total = total;
+  return st;
+}
+
+// Inflates gzip in two passes: the first counts the output without keeping it (a bomb is refused
+// there, having cost 64 KiB), the second inflates into a buffer reserved to the exact size. The
+// memory is the inflated text and nothing more: no doubling growth, no second copy.
+Result<std::string> inflate_gzip(const std::string& in, const std::string& path,
+                                 uint64_t max_bytes) {
+  uint64_t size = 0;
+  CKPT_RETURN_IF_ERROR(inflate_pass(in, path, max_bytes, &size, nullptr));
+  std::string out;
+  out.reserve(size + kSlack);
+  uint64_t again = 0;
+  CKPT_RETURN_IF_ERROR(inflate_pass(in, path, size, &again, &out));
   return out;
 }
 

@@ -6,7 +6,13 @@
 // Rules: only regular files are opened (the path is opened O_NONBLOCK and fstat'ed, so a FIFO never
 // blocks); a file larger than its cap is refused before it is read; gzip input (magic 1f 8b, what
 // tensorboard_trace_handler(use_gzip=True) writes) is inflated as a stream and refused as soon as
-// its output passes the cap. Caps are documented in docs/cli.md. Free functions; thread-safe.
+// its output passes the cap (a first pass counts, a second fills a buffer reserved to the exact
+// size, so the text is held once and never regrown). Caps are documented in docs/cli.md.
+//
+// Memory bound of one trace (docs/cli.md "Input caps"): its text, at most kMaxTraceBytes after
+// inflating, plus the JSON parser's index of 4 bytes per token, together at most
+// kMaxTraceParseBytes; trace_import counts the tokens before parsing and refuses a trace over the
+// bound. Free functions; thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -17,8 +23,9 @@
 
 namespace ckpt::profile {
 
-constexpr uint64_t kMaxTraceBytes = uint64_t(2) << 30;      // one trace, after inflating: 2 GiB
-constexpr uint64_t kMaxSnapshotBytes = uint64_t(64) << 20;  // env/layout JSON, configs: 64 MiB
+constexpr uint64_t kMaxTraceBytes = uint64_t(1) << 30;       // one trace, after inflating: 1 GiB
+constexpr uint64_t kMaxTraceParseBytes = uint64_t(2) << 30;  // its text + parse index: 2 GiB
+constexpr uint64_t kMaxSnapshotBytes = uint64_t(64) << 20;   // env/layout JSON, configs: 64 MiB
 
 // The file's bytes, inflated when it is gzip and `inflate` is set (a config digest wants the raw
 // bytes). On failure: NotFound (no such file), IoError (cannot

@@ -1,11 +1,16 @@
 #include "profile/layout.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <set>
 
 namespace ckpt::profile {
@@ -65,21 +70,64 @@ std::string sniff_format(const unsigned char* h, size_t n) {
   return "";
 }
 
+// One directory open per level of the walk, at most kMaxLayoutDepth + 1 of them.
+struct OpenDir {
+  DIR* d = nullptr;
+  int depth = 0;
+};
+
 Result<LayoutScan> scan_layout(const std::string& dir) {
-  std::error_code ec;
-  if (!fs::exists(dir, ec)) return not_found(dir + ": no such directory");
-  if (!fs::is_directory(dir, ec)) return io_error(dir + ": not a directory");
+  struct stat root_st {};
+  if (::stat(dir.c_str(), &root_st) != 0) {
+    if (errno == ENOENT) return not_found(dir + ": no such directory");
+    return io_error(dir + ": cannot stat (" + std::strerror(errno) + ")");
+  }
+  if (!S_ISDIR(root_st.st_mode)) return io_error(dir + ": not a directory");
   LayoutScan s;
   s.root = dir;
   std::vector<uint64_t> sizes;
   std::vector<uint64_t> hist(std::size(kBuckets), 0);
-  fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
-  if (ec) return io_error(dir + ": cannot list (" + ec.message() + ")");
-  for (; it != end; it.increment(ec)) {
-    if (ec) return io_error(dir + ": cannot list (" + ec.message() + ")");
-    if (!it->is_regular_file(ec)) continue;
-    uint64_t size = it->file_size(ec);
-    if (ec) continue;
+  // Iterative depth-first walk through directory descriptors (openat), so memory holds the open
+  // directories of one path (bounded by the depth cap), never a stack of path strings, and no
+  // path is ever longer than one name.
+  std::vector<OpenDir> stack;
+  DIR* top = ::opendir(dir.c_str());
+  if (top == nullptr) return io_error(dir + ": cannot list (" + std::strerror(errno) + ")");
+  stack.push_back({top, 0});
+  while (!stack.empty()) {
+    OpenDir& cur = stack.back();
+    errno = 0;
+    dirent* e = ::readdir(cur.d);
+    if (e == nullptr) {
+      ::closedir(cur.d);
+      stack.pop_back();
+      continue;
+    }
+    const char* name = e->d_name;
+    if (std::strcmp(name, ".") == 0 || std::strcmp(name, "..") == 0) continue;
+    int dfd = ::dirfd(cur.d);
+    struct stat st {};
+    if (::fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISDIR(st.st_mode)) {
+      if (cur.depth >= kMaxLayoutDepth) {
+        ++s.skipped_deep_dirs;  // not entered: deeper than the cap
+        continue;
+      }
+      int fd = ::openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd < 0) continue;  // permission denied: skipped, like the files it holds
+      DIR* sub = ::fdopendir(fd);
+      if (sub == nullptr) {
+        ::close(fd);
+        continue;
+      }
+      int depth = cur.depth + 1;
+      stack.push_back({sub, depth});  // `cur` is not used past this point
+      continue;
+    }
+    // Symbolic links to files count as the file (directories behind links are not followed).
+    if (S_ISLNK(st.st_mode) && ::fstatat(dfd, name, &st, 0) != 0) continue;
+    if (!S_ISREG(st.st_mode)) continue;
+    uint64_t size = uint64_t(st.st_size);
     ++s.files;
     s.bytes += size;
     sizes.push_back(size);
@@ -89,14 +137,18 @@ Result<LayoutScan> scan_layout(const std::string& dir) {
         break;
       }
     }
-    std::string ext = it->path().extension().string();
+    std::string ext = fs::path(name).extension().string();
     for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     ++s.extensions[ext.empty() ? "(none)" : ext];
     if (s.sniffed < kSniffLimit) {
       unsigned char head[512];
-      std::ifstream in(it->path(), std::ios::binary);
-      in.read(reinterpret_cast<char*>(head), sizeof head);
-      std::string f = sniff_format(head, static_cast<size_t>(in.gcount()));
+      ssize_t n = 0;
+      int fd = ::openat(dfd, name, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+      if (fd >= 0) {
+        n = ::read(fd, head, sizeof head);
+        ::close(fd);
+      }
+      std::string f = sniff_format(head, n > 0 ? static_cast<size_t>(n) : 0);
       if (f.empty() && (ext == ".tfrecord" || ext == ".tfrecords")) f = "tfrecord";
       if (f.empty() && (ext == ".txt" || ext == ".csv" || ext == ".jsonl")) f = "text";
       ++s.formats[f.empty() ? "unknown" : f];
@@ -126,11 +178,17 @@ Result<LayoutScan> scan_layout(const std::string& dir) {
 nlohmann::json layout_json(const LayoutScan& s) {
   nlohmann::json hist = nlohmann::json::object();
   for (const auto& [label, n] : s.size_histogram) hist[label] = n;
-  return {{"root", s.root},         {"files", s.files},
-          {"bytes", s.bytes},       {"median_size", s.median_size},
-          {"size_histogram", hist}, {"extensions", s.extensions},
-          {"formats", s.formats},   {"compression", s.compression},
-          {"sniffed", s.sniffed},   {"layout", s.layout}};
+  return {{"root", s.root},
+          {"files", s.files},
+          {"bytes", s.bytes},
+          {"median_size", s.median_size},
+          {"size_histogram", hist},
+          {"extensions", s.extensions},
+          {"formats", s.formats},
+          {"compression", s.compression},
+          {"sniffed", s.sniffed},
+          {"layout", s.layout},
+          {"skipped_deep_dirs", s.skipped_deep_dirs}};
 }
 
 Result<LayoutScan> layout_from_json(const nlohmann::json& j, const std::string& source) {
@@ -147,6 +205,7 @@ Result<LayoutScan> layout_from_json(const nlohmann::json& j, const std::string& 
     s.formats = j.at("formats").get<std::map<std::string, uint64_t>>();
     s.compression = j.at("compression").get<std::vector<std::string>>();
     s.sniffed = j.value("sniffed", uint64_t{0});
+    s.skipped_deep_dirs = j.value("skipped_deep_dirs", uint64_t{0});
     s.layout = j.at("layout").get<std::string>();
     return s;
   } catch (const nlohmann::json::exception& e) {
@@ -172,7 +231,13 @@ std::string layout_text(const LayoutScan& s) {
   o += "\n  compression: ";
   if (s.compression.empty()) o += "none detected";
   for (size_t i = 0; i < s.compression.size(); ++i) o += (i ? ", " : "") + s.compression[i];
-  return o + "\n";
+  o += "\n";
+  if (s.skipped_deep_dirs > 0) {
+    o += "  " + std::to_string(s.skipped_deep_dirs) + " director" +
+         (s.skipped_deep_dirs == 1 ? "y" : "ies") + " deeper than " +
+         std::to_string(kMaxLayoutDepth) + " levels not scanned\n";
+  }
+  return o;
 }
 
 std::vector<std::string> diff_layouts(const LayoutScan& a, const LayoutScan& b) {

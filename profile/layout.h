@@ -1,8 +1,10 @@
 // Dataset layout scan and diff: "what did the re-export change?" (DOMAIN.md, check 6).
 //
-// scan_layout walks a directory tree and reports file count, total size, a size histogram,
-// extensions, formats detected from magic bytes (sniffed on up to kSniffLimit files) and the
-// layout class: "shards" (few large files), "loose files" (many small files: the storage
+// scan_layout walks a directory tree (iteratively, through directory descriptors, at most
+// kMaxLayoutDepth levels below the root: deeper directories are counted, not entered, so memory
+// stays a few open directories whatever the nesting) and reports file count, total size, a size
+// histogram, extensions, formats detected from magic bytes (sniffed on up to kSniffLimit files) and
+// the layout class: "shards" (few large files), "loose files" (many small files: the storage
 // metadata server becomes the bottleneck) or "mixed". The JSON form is what `layout --json`
 // prints and what `layout-diff` reads back. Values and pure functions; thread-safe.
 #pragma once
@@ -18,6 +20,7 @@
 namespace ckpt::profile {
 
 constexpr size_t kSniffLimit = 4000;
+constexpr int kMaxLayoutDepth = 64;
 
 struct LayoutScan {
   std::string root;
@@ -29,7 +32,8 @@ struct LayoutScan {
   std::map<std::string, uint64_t> formats;                       // "tar", "jpeg", "gzip" ...
   std::vector<std::string> compression;                          // codecs seen
   uint64_t sniffed = 0;
-  std::string layout;  // "shards", "loose files", "mixed", "empty"
+  std::string layout;              // "shards", "loose files", "mixed", "empty"
+  uint64_t skipped_deep_dirs = 0;  // directories more than kMaxLayoutDepth levels down
 };
 
 // NotFound/IoError when `dir` is missing or not a directory.

@@ -25,6 +25,15 @@ std::string pct(double f) {
   return buf;
 }
 
+// The cause the fixes follow: a periodic stall's carrying phase ("compute" when forward, backward
+// and optimizer together carry it), else its cause.
+std::string fix_cause(const Verdict& v) {
+  if (v.evidence.contains("carried_by") && v.evidence["carried_by"].is_string()) {
+    return v.evidence["carried_by"].get<std::string>();
+  }
+  return v.evidence.value("cause", std::string());
+}
+
 std::string scale_text(const ScaleModel& sc) {
   char buf[600];
   std::snprintf(buf, sizeof buf,
@@ -84,9 +93,24 @@ nlohmann::json report_json(const Report& r) {
   j["breakdown"] = b;
   nlohmann::json vs = nlohmann::json::array();
   for (const auto& v : r.verdicts) {
-    nlohmann::json x = {{"id", v.id()}, {"confidence", v.confidence}, {"evidence", v.evidence}};
+    nlohmann::json x = {{"id", v.id()},
+                        {"confidence", v.confidence},
+                        {"evidence", v.evidence},
+                        {"impact", detail::r6(v.impact)},
+                        {"impact_s", r6(v.impact_s)},
+                        {"of_s", r6(v.of_s)}};
     if (v.kind == VerdictId::kStraggler && v.rank) x["rank"] = *v.rank;
     if (v.period_steps) x["period_steps"] = *v.period_steps;
+    if (v.explained_by) {
+      x["explained_by"] = verdict_name(*v.explained_by);
+      x["explained_share"] = v.explained_share;
+    }
+    if (v.refines) x["refines"] = verdict_name(*v.refines);
+    nlohmann::json fixes = nlohmann::json::array();
+    for (const auto& f : verdict_fixes(v.kind, fix_cause(v))) {
+      fixes.push_back({{"what", f.what}, {"cost", f.cost}});
+    }
+    x["fixes"] = fixes;
     vs.push_back(x);
   }
   j["verdicts"] = vs;
@@ -204,11 +228,21 @@ std::string report_text(const Report& r) {
   for (const auto& v : r.verdicts) {
     char head[64];
     std::snprintf(head, sizeof head, " (confidence %.2f)", v.confidence);
+    char share[160];
+    std::snprintf(share, sizeof share, "   impact: %.1f%% (%.4g s of %.4g s measured)\n",
+                  100 * v.impact, v.impact_s, v.of_s);
     o << " * " << v.id() << head << ": " << v.summary << "\n";
+    o << share;
+    if (v.explained_by) {
+      o << "   explained by: " << verdict_name(*v.explained_by) << " (" << pct(v.explained_share)
+        << " of it)\n";
+    }
     o << "   evidence: " << v.evidence.dump() << "\n";
     if (const VerdictText* t = verdict_text(v.kind)) {
       o << "   next measurement: " << t->next_measurement << "\n";
-      for (const auto& f : t->fixes) o << "   fix: " << f.what << " [" << f.cost << "]\n";
+      for (const auto& f : verdict_fixes(v.kind, fix_cause(v))) {
+        o << "   fix: " << f.what << " [" << f.cost << "]\n";
+      }
       for (const auto& d : t->decline) o << "   decline: " << d << "\n";
     }
   }

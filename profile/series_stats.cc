@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <random>
 
 namespace ckpt::profile {
 
@@ -181,6 +182,111 @@ Periodicity detect_two_level_period(const std::vector<double>& x, double min_exc
     out.confidence = std::min(1.0, acf) * coverage * low_share;
     return out;
   }
+  return out;
+}
+
+namespace {
+
+// ω² of the fold of x by pos mod k; also the position means when `means` is given.
+double fold_effect(const std::vector<double>& x, const std::vector<int64_t>& pos, size_t k,
+                   std::vector<double>* means = nullptr) {
+  size_t n = x.size();
+  std::vector<double> sum(k, 0);
+  std::vector<size_t> cnt(k, 0);
+  double total = 0, sq = 0;
+  for (size_t i = 0; i < n; ++i) {
+    size_t p = static_cast<size_t>(((pos[i] % int64_t(k)) + int64_t(k)) % int64_t(k));
+    sum[p] += x[i];
+    ++cnt[p];
+    total += x[i];
+    sq += x[i] * x[i];
+  }
+  double m = total / double(n);
+  double sst = sq - double(n) * m * m;
+  double ssb = 0;
+  size_t groups = 0;
+  for (size_t p = 0; p < k; ++p) {
+    if (cnt[p] == 0) continue;
+    ++groups;
+    double mp = sum[p] / double(cnt[p]);
+    ssb += double(cnt[p]) * (mp - m) * (mp - m);
+  }
+  if (means != nullptr) {
+    means->assign(k, std::nan(""));
+    for (size_t p = 0; p < k; ++p) {
+      if (cnt[p]) (*means)[p] = sum[p] / double(cnt[p]);
+    }
+  }
+  if (sst <= 1e-300 || groups < 2 || n <= groups) return 0;
+  double msw = std::max(0.0, sst - ssb) / double(n - groups);
+  return (ssb - double(groups - 1) * msw) / (sst + msw);
+}
+
+double best_effect(const std::vector<double>& x, const std::vector<int64_t>& pos, size_t max_k) {
+  double best = 0;
+  for (size_t k = 2; k <= max_k; ++k) best = std::max(best, fold_effect(x, pos, k));
+  return best;
+}
+
+}  // namespace
+
+PeriodScan scan_period(const std::vector<double>& all_x, const std::vector<int64_t>& all_step,
+                       double min_amplitude, uint64_t seed, int shuffles) {
+  PeriodScan out;
+  constexpr size_t kScan = 2048, kPermute = 1024, kMaxPeriod = 64;
+  size_t off = all_x.size() > kScan ? all_x.size() - kScan : 0;
+  std::vector<double> x(all_x.begin() + static_cast<std::ptrdiff_t>(off), all_x.end());
+  std::vector<int64_t> pos(all_step.begin() + static_cast<std::ptrdiff_t>(off), all_step.end());
+  size_t n = x.size();
+  if (n < 6 || pos.size() != n) return out;
+  size_t max_k = std::min(kMaxPeriod, n / 3);
+  std::vector<double> effect(max_k + 1, 0);
+  double best = 0;
+  for (size_t k = 2; k <= max_k; ++k) {
+    effect[k] = fold_effect(x, pos, k);
+    best = std::max(best, effect[k]);
+  }
+  if (best <= 0) return out;
+  size_t k = 2;
+  while (k < max_k && effect[k] < 0.9 * best) ++k;
+  std::vector<double> means;
+  out.strength = fold_effect(x, pos, k, &means);
+  out.period_steps = static_cast<int64_t>(k);
+  double hi = -INFINITY, lo = INFINITY;
+  for (double m : means) {
+    if (std::isnan(m)) continue;
+    hi = std::max(hi, m);
+    lo = std::min(lo, m);
+  }
+  out.amplitude = hi - lo;
+  double mid = 0.5 * (hi + lo);
+  for (size_t i = 0; i < n; ++i) {
+    size_t p = static_cast<size_t>(((pos[i] % int64_t(k)) + int64_t(k)) % int64_t(k));
+    if (means[p] > mid) out.high.push_back(i + off);
+  }
+  if (out.strength < 0.3 || out.amplitude < min_amplitude) return out;
+  // The permutation test on the last kPermute values: the same scan over every K on shuffled
+  // copies. Fisher-Yates with a fixed-seed mt19937_64 (not std::shuffle, whose algorithm the
+  // standard leaves open), so every platform gives the same p-value.
+  size_t poff = n > kPermute ? n - kPermute : 0;
+  std::vector<double> px(x.begin() + static_cast<std::ptrdiff_t>(poff), x.end());
+  std::vector<int64_t> ppos(pos.begin() + static_cast<std::ptrdiff_t>(poff), pos.end());
+  size_t pmax_k = std::min(kMaxPeriod, px.size() / 3);
+  double observed = fold_effect(px, ppos, k);
+  std::mt19937_64 rng(seed);
+  int reached = 0, run = 0;
+  int allowed = static_cast<int>(0.01 * double(shuffles + 1)) - 1;  // more: p > 0.01
+  for (; run < shuffles; ++run) {
+    for (size_t i = px.size() - 1; i > 0; --i) std::swap(px[i], px[rng() % (i + 1)]);
+    if (best_effect(px, ppos, pmax_k) >= observed) ++reached;
+    if (reached > allowed) {
+      ++run;
+      break;
+    }
+  }
+  out.shuffles = run;
+  out.p_value = double(1 + reached) / double(1 + run);
+  out.found = reached <= allowed && observed >= 0.3;
   return out;
 }
 

@@ -55,4 +55,28 @@ Periodicity detect_two_level_period(const std::vector<double>& x, double min_exc
 // Autocorrelation of x at `lag` (0 for a constant series or lag ≥ n).
 double autocorrelation(const std::vector<double>& x, size_t lag);
 
+// Any period, not only spikes or two levels: a sawtooth, an alternation (period 2), a stall that
+// spreads over several steps. For each K in [2, min(64, n/3)] the series is folded by step number
+// mod K (so missing steps keep the phase) and the fold's effect size is estimated as ω² =
+// (SSB − (K−1)·MSW) / (SST + MSW), the share of the variance the position in the period explains,
+// corrected for the K − 1 degrees of freedom every fold gets by chance. The period is the smallest
+// K whose ω² is within 90 % of the best (multiples of a period fold as well). It is significant
+// when no more than 1 % of `shuffles` random permutations of the series (fixed seed: the result is
+// deterministic) reach that ω² at any K — a max-statistic test, so scanning many K does not
+// inflate it. Found when ω² ≥ 0.3, the fold's amplitude (highest − lowest position mean) ≥
+// min_amplitude, and p ≤ 0.01. At most the last 2048 values are scanned, the last 1024 permuted,
+// and permutations run only when the effect and amplitude pass: O(64 × n) for a flat series.
+struct PeriodScan {
+  bool found = false;
+  int64_t period_steps = 0;
+  double strength = 0;       // ω² at the chosen period
+  double p_value = 1;        // (1 + permutations reaching it) / (1 + permutations run)
+  double amplitude = 0;      // highest − lowest fold position mean, in the series' units
+  int shuffles = 0;          // permutations run
+  std::vector<size_t> high;  // indices (into x) of the steps at the fold positions above the
+                             // midpoint of the highest and lowest position means
+};
+PeriodScan scan_period(const std::vector<double>& x, const std::vector<int64_t>& step,
+                       double min_amplitude, uint64_t seed = 25, int shuffles = 199);
+
 }  // namespace ckpt::profile

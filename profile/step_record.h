@@ -84,6 +84,14 @@ struct RankTrace {
   // The DataLoader iterator class a trace names ("_MultiProcessingDataLoaderIter",
   // "_SingleProcessDataLoaderIter"), empty when unknown.
   std::string loader_iter;
+  // Traces only: the first step's start on the trace's own clock (Kineto: µs since the epoch, so
+  // captures of one process order in time; the legacy form starts each capture near 0), and the
+  // OS process id of the step events (-1 when the trace does not record one).
+  double origin_s = 0;
+  int64_t pid = -1;
+  // How the input files became this rank (several captures joined, a rank that had to be
+  // guessed): the analyzer copies these into Report::notes.
+  std::vector<std::string> layout_notes;
 };
 
 }  // namespace ckpt::profile

@@ -49,7 +49,11 @@ std::optional<Phase> classify(std::string_view name, std::string_view cat) {
   if (starts_with(name, "autograd::engine::evaluate_function")) return Phase::kBackward;
   // User annotations: record_function names. Operators ("aten::...") never match below.
   if (contains(name, "::") && !starts_with(name, "[pl]")) return std::nullopt;
-  if (cat == "kernel" || cat == "cuda_runtime" || cat == "cpu_op") return std::nullopt;
+  // Kineto's categories, as written today and by 2021's Kineto ("Kernel", "Runtime", "Operator").
+  std::string c = lower(cat);
+  if (c == "kernel" || c == "cuda_runtime" || c == "cpu_op" || c == "runtime" || c == "operator") {
+    return std::nullopt;
+  }
   std::string l = lower(name);
   if (contains(l, "checkpoint") || contains(l, "save_state") || contains(l, "ckpt")) {
     return Phase::kCheckpoint;
@@ -104,6 +108,7 @@ namespace od = simdjson::ondemand;
 struct EventFields {
   std::string_view ph, name, cat;
   double ts = 0, dur = 0;
+  int64_t pid = -1;  // numeric pids only: Kineto's OS process id (the legacy form writes a label)
   bool has_ts = false, ts_ok = true, dur_ok = true;
 };
 
@@ -122,6 +127,7 @@ struct Collected {
   double first_ts = 0, last_end = 0;
   bool any = false;
   std::string loader_iter;
+  int64_t step_pid = -1;  // the process that ran the steps (pid of the ProfilerStep events)
 };
 
 // A number, or a number written as a string (some exporters do that).
@@ -155,6 +161,9 @@ simdjson::error_code read_event(od::object obj, EventFields* e) {
       e->ts_ok = read_number(v, &e->ts);
     } else if (key == "dur") {
       e->dur_ok = read_number(v, &e->dur);
+    } else if (key == "pid") {
+      int64_t pid = -1;
+      if (!v.get_int64().get(pid)) e->pid = pid;
     }
   }
   return simdjson::SUCCESS;
@@ -189,6 +198,7 @@ Status collect_event(const EventFields& e, const std::string& source, Collected&
     char* stop = nullptr;
     long long n = std::strtoll(num.c_str(), &stop, 10);
     if (stop != num.c_str()) c.windows.push_back({n, start, end});
+    if (c.step_pid < 0) c.step_pid = e.pid;
     return Status::ok();
   }
   if (gpu) c.gpu.push_back(gpu_span(e.name, start, end));
@@ -223,12 +233,11 @@ Status parse_event_array(od::array events, const std::string& source, Collected&
 }
 
 // The document: the object form {"traceEvents": [...], "distributedInfo": {...}} or a plain array.
-Status parse_document(std::string_view json, const std::string& source, RankTrace& trace,
-                      Collected& c) {
+Status parse_document(simdjson::padded_string_view json, const std::string& source,
+                      RankTrace& trace, Collected& c) {
   od::parser parser;
-  simdjson::padded_string padded(json);
   od::document doc;
-  if (auto err = parser.iterate(padded).get(doc)) {
+  if (auto err = parser.iterate(json).get(doc)) {
     return corrupt(source + ": not valid JSON (" + simdjson::error_message(err) + ")");
   }
   od::json_type type;
@@ -363,79 +372,94 @@ RankTrace build_steps(Collected& c, RankTrace trace) {
     trace.steps.push_back(r);
   }
   trace.end_s = c.last_end - origin;
+  trace.origin_s = origin;
+  trace.pid = c.step_pid;
   return trace;
+}
+
+// What parsing costs beyond the text: the parser's index holds 4 bytes per token (structural
+// characters, strings and scalars outside strings) and its string buffer the unescaped keys and
+// values it is asked for (at most every byte inside quotes). Counted in one pass before parsing,
+// so that a document of nothing but tokens ("[0,0,0,…", a gzip bomb's favourite) is refused
+// instead of taking 5 bytes of memory per byte of text.
+uint64_t parse_cost_bytes(std::string_view s) {
+  uint64_t tokens = 0, string_bytes = 0;
+  bool in_string = false, escaped = false, in_scalar = false;
+  for (char ch : s) {
+    if (in_string) {
+      ++string_bytes;
+      if (escaped) {
+        escaped = false;
+      } else if (ch == '\\') {
+        escaped = true;
+      } else if (ch == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    switch (ch) {
+      case '"':
+        ++tokens;
+        in_string = true;
+        in_scalar = false;
+        break;
+      case '{':
+      case '}':
+      case '[':
+      case ']':
+      case ':':
+      case ',':
+        ++tokens;
+        in_scalar = false;
+        break;
+      case ' ':
+      case '\t':
+      case '\n':
+      case '\r':
+        in_scalar = false;
+        break;
+      default:
+        if (!in_scalar) ++tokens;
+        in_scalar = true;
+    }
+  }
+  return 4 * tokens + string_bytes;
 }
 
 }  // namespace
 
 Result<RankTrace> import_pytorch_trace_text(std::string_view json, const std::string& source) {
+  simdjson::padded_string padded(json);
+  return import_pytorch_trace_padded(std::string_view(padded.data(), padded.size()),
+                                     padded.size() + simdjson::SIMDJSON_PADDING, source);
+}
+
+Result<RankTrace> import_pytorch_trace_padded(std::string_view json, size_t capacity,
+                                              const std::string& source) {
   if (json.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     return corrupt(source + ": empty file (expected a PyTorch profiler trace)");
+  }
+  uint64_t cost = json.size() + parse_cost_bytes(json);
+  if (cost > kMaxTraceParseBytes) {
+    return corrupt(source + ": parsing would take " + std::to_string(cost >> 20) +
+                   " MiB (the text and 4 bytes per JSON token), more than the " +
+                   std::to_string(kMaxTraceParseBytes >> 30) + " GiB bound");
   }
   RankTrace trace;
   trace.source = source;
   trace.format = "pytorch-trace";
   Collected c;
-  CKPT_RETURN_IF_ERROR(parse_document(json, source, trace, c));
+  simdjson::padded_string_view view(json.data(), json.size(), capacity);
+  if (capacity < json.size() + simdjson::SIMDJSON_PADDING) {
+    return internal_error(source + ": trace buffer without parser padding");
+  }
+  CKPT_RETURN_IF_ERROR(parse_document(view, source, trace, c));
   if (c.windows.empty()) {
     return corrupt(source +
                    ": no ProfilerStep#N events (profile with a schedule and call "
                    "prof.step() every iteration)");
   }
   return build_steps(c, std::move(trace));
-}
-
-std::optional<int> rank_from_file_name(const std::string& path) {
-  std::string name = lower(
-      path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1));
-  size_t pos = 0;
-  while ((pos = name.find("rank", pos)) != std::string::npos) {
-    size_t i = pos + 4;
-    while (i < name.size() && (name[i] == '_' || name[i] == '-' || name[i] == '.')) ++i;
-    size_t j = i;
-    while (j < name.size() && std::isdigit(static_cast<unsigned char>(name[j]))) ++j;
-    if (j > i && j - i < 9) return std::stoi(name.substr(i, j - i));
-    pos += 4;
-  }
-  return std::nullopt;
-}
-
-Result<std::string> read_file_text(const std::string& path) {
-  return read_bounded_file(path, kMaxTraceBytes);
-}
-
-Result<std::vector<RankTrace>> load_traces(const std::vector<std::string>& args) {
-  CKPT_ASSIGN_OR_RETURN(std::vector<std::string> paths, expand_trace_paths(args));
-  std::vector<RankTrace> out;
-  out.reserve(paths.size());
-  for (size_t i = 0; i < paths.size(); ++i) {
-    Result<RankTrace> t = corrupt(paths[i] + ": not read");
-    {
-      // One file in memory at a time: the text is gone before the next file is read.
-      CKPT_ASSIGN_OR_RETURN(std::string text, read_file_text(paths[i]));
-      t = looks_like_recorder_file(text) ? decode_recorder_text(text, paths[i])
-                                         : import_pytorch_trace_text(text, paths[i]);
-    }
-    if (!t.is_ok()) return t.status();
-    if (t->rank < 0) {
-      auto r = rank_from_file_name(paths[i]);
-      t->rank = r ? *r : static_cast<int>(i);
-    }
-    out.push_back(std::move(*t));
-  }
-  std::stable_sort(out.begin(), out.end(),
-                   [](const RankTrace& a, const RankTrace& b) { return a.rank < b.rank; });
-  for (size_t i = 1; i < out.size(); ++i) {
-    if (out[i].rank == out[i - 1].rank) {
-      return invalid_argument(out[i].source + ": rank " + std::to_string(out[i].rank) +
-                              " also given by " + out[i - 1].source);
-    }
-  }
-  int world = static_cast<int>(out.size());
-  for (auto& t : out) {
-    if (t.world_size < world) t.world_size = world;
-  }
-  return out;
 }
 
 }  // namespace ckpt::profile

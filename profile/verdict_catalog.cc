@@ -133,6 +133,49 @@ std::optional<VerdictId> verdict_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+double verdict_min_share(VerdictId id) {
+  static constexpr double kMinShare[kNumVerdicts] = {/*hung*/ 0,
+                                                     /*input_bound*/ 0.05,
+                                                     /*cpu_bound_loader*/ 0,
+                                                     /*io_bound_loader*/ 0,
+                                                     /*straggler*/ 0.01,
+                                                     /*periodic_stall*/ 0.02,
+                                                     /*collective_bound*/ 0.10,
+                                                     /*pageable_h2d*/ 0.01,
+                                                     /*sequence_imbalance*/ 0.02,
+                                                     /*compute_bound*/ 0.80,
+                                                     /*gpu_idle*/ 0.20};
+  auto i = static_cast<size_t>(id);
+  return i < size_t(kNumVerdicts) ? kMinShare[i] : 0;
+}
+
+std::vector<Fix> verdict_fixes(VerdictId id, std::string_view cause) {
+  const VerdictText* t = verdict_text(id);
+  if (t == nullptr) return {};
+  if (id != VerdictId::kPeriodicStall) return t->fixes;
+  const std::vector<Fix>& f = t->fixes;  // async checkpoint, eval less often, scheduled GC
+  if (cause == "checkpoint") return {f[0]};
+  if (cause == "eval") return {f[1]};
+  if (cause == "data_wait") {
+    auto input = verdict_text(VerdictId::kInputBound)->fixes;
+    input.insert(input.begin(), {"deeper prefetch (prefetch_factor) so the workers' bursts are "
+                                 "absorbed instead of stalling one step in K",
+                                 "free"});
+    return input;
+  }
+  if (cause == "collective") return verdict_text(VerdictId::kStraggler)->fixes;
+  if (cause == "compute" || cause == "forward" || cause == "backward" || cause == "optimizer") {
+    return verdict_text(VerdictId::kSequenceImbalance)->fixes;
+  }
+  if (cause == "unattributed") {
+    return {f[2],
+            {"annotate the stalled steps' untimed work (record_function around logging, "
+             "metrics, host syncs) so the next trace names it",
+             "free"}};
+  }
+  return f;
+}
+
 const VerdictText* verdict_text(VerdictId id) {
   return verdict_text(std::string(verdict_name(id)));
 }

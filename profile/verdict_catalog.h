@@ -44,6 +44,19 @@ struct VerdictText {
   std::vector<std::string> decline;
 };
 
+// The smallest impact (share of measured step time explained) that makes a finding a verdict;
+// below it the analyzer writes a note instead. The table is docs/cli.md's "Minimum shares":
+// hung 0, input_bound 5%, cpu_bound_loader/io_bound_loader 0 (they refine an input_bound that
+// passed), straggler 1%, periodic_stall 2%, collective_bound 10%, pageable_h2d 1%,
+// sequence_imbalance 2%, compute_bound 80%, gpu_idle 20%.
+double verdict_min_share(VerdictId id);
+
+// The fixes to show for a verdict. For periodic_stall they follow the phase its evidence names as
+// the cause (checkpoint: asynchronous saves; eval: evaluate less often; data_wait: the input
+// pipeline's fixes; collective: the straggler's; compute phases: batch by length; unattributed:
+// GC and logging); for every other verdict they are its catalog fixes.
+std::vector<Fix> verdict_fixes(VerdictId id, std::string_view cause = "");
+
 // The text for a verdict; nullptr for an unknown name.
 const VerdictText* verdict_text(VerdictId id);
 const VerdictText* verdict_text(const std::string& name);

@@ -127,7 +127,7 @@ TEST_CASE("DDP checkpoint every 6 steps on rank 0: periodic_stall, not a straggl
   require_scale_agrees(r);
 }
 
-TEST_CASE("HTA GPU traces: GPU busy per step, NCCL, pageable copies, gpu_idle", "[profile]") {
+TEST_CASE("HTA GPU traces: GPU busy per step, NCCL, pageable copies noted, gpu_idle", "[profile]") {
   Report r = analyze_dir("hta_trace_filter");
   REQUIRE(r.ranks == 2);
   REQUIRE(r.utilisation.source == "gpu_busy");
@@ -141,7 +141,12 @@ TEST_CASE("HTA GPU traces: GPU busy per step, NCCL, pageable copies, gpu_idle", 
   REQUIRE(r.utilisation.gpu_exposed_comm > 0.1);
   REQUIRE(r.utilisation.gpu_exposed_comm <= r.utilisation.gpu_comm);
   REQUIRE(find(r, "gpu_idle") != nullptr);
-  REQUIRE(find(r, "pageable_h2d") != nullptr);
+  // 16 pageable copies, but worth 0.005 % of step time: below pageable_h2d's 1 % minimum share,
+  // a note with the numbers, not a verdict (issue 25).
+  REQUIRE(find(r, "pageable_h2d") == nullptr);
+  bool noted = false;
+  for (const auto& n : r.notes) noted |= n.rfind("pageable_h2d: 0.00", 0) == 0;
+  REQUIRE(noted);
   auto j = report_json(r);
   REQUIRE(j["utilisation"]["gpu"]["idle_fraction"].get<double>() > 0.5);
   REQUIRE(j["per_rank"][0].contains("gpu_busy_fraction"));
