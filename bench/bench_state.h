@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/bench_shapes.h"
 #include "bench/bench_util.h"
 #include "ckpt/format/manifest.h"
 #include "ckpt/format/tree.h"
@@ -38,18 +39,25 @@ inline void add_tensor(State* s, Node& n, const std::string& name, size_t nbytes
   s->bytes += nbytes;
 }
 
-// `big` tensors of tensor_mb in /model, `small` tensors of 4 B..64 KiB in /optimizer/state.
-inline void build_state(uint64_t mb, uint64_t tensor_mb, uint64_t small, State* s) {
-  Node& model = s->root.child("model");
-  const uint64_t big = std::max<uint64_t>(1, mb / tensor_mb);
-  for (uint64_t i = 0; i < big; ++i)
-    add_tensor(s, model, "layer" + std::to_string(i) + ".weight", tensor_mb << 20);
-  Node& state = s->root.child("optimizer").child("state");
-  for (uint64_t i = 0; i < small; ++i) {
-    add_tensor(s, state.child("p" + std::to_string(i)), "exp_avg",
-               4 * (1 + (i * 2654435761u) % 16384));
+// The tensors of `shape` (bench_shapes.h), each at its path, plus /train's global_step.
+inline void build_state(const std::vector<ShapeTensor>& shape, State* s) {
+  for (const ShapeTensor& t : shape) {
+    Node* n = &s->root;
+    size_t start = 1;
+    for (size_t slash; (slash = t.path.find('/', start)) != std::string::npos; start = slash + 1) {
+      n = &n->child(t.path.substr(start, slash - start));
+    }
+    add_tensor(s, *n, t.path.substr(start), t.nbytes);
   }
   s->root.child("train").attrs["global_step"] = int64_t{1};
+}
+
+// The README's state: `big` tensors of tensor_mb in /model, `small` tensors of 4 B..64 KiB in
+// /optimizer/state (shape "readme").
+inline void build_state(uint64_t mb, uint64_t tensor_mb, uint64_t small, State* s) {
+  std::vector<ShapeTensor> shape;
+  shape_tensors("readme", mb, tensor_mb, small, &shape);
+  build_state(shape, s);
 }
 
 // The raw peer of a save: every tensor at a 4 KiB-aligned offset of one file, then fdatasync.
