@@ -159,7 +159,7 @@ def run_ckpt(a, keep_dir=None):
 
 
 LIB = "library restore, verified (as restore_latest)"
-LOAD = "load into fresh memory, verified (as load-bench)"
+LOAD = "load-bench's load, verified (as ckpt load-bench)"
 UNV = "library restore, unverified"
 SEQ = "raw sequential read of the file"
 

@@ -39,10 +39,10 @@ double since(Clock::time_point t0) {
 }
 
 // One anonymous mapping for every tensor of a rank file, each at a 64-byte boundary, faulted in
-// before the reads: a fault per 4 KiB page taken by the readers costs more than the copy (on the
-// development VM, first-touch memory runs at 0.3-0.4 GB/s). Transparent huge pages are asked
-// for where the kernel offers them (a third of the cost there); the populate is one call
-// (MADV_POPULATE_WRITE, Linux 5.14), else a write per page.
+// before the reads in one call (MADV_POPULATE_WRITE, Linux 5.14; else a write per page): on the
+// development VM first-touch memory costs 2-7 s per GB, more than the reads, and would otherwise
+// land inside them. Transparent huge pages are not asked for: populating them was as slow or
+// slower there (2.7-6.9 s against 2.4-2.8 s per GB, loaded machine).
 class Arena {
  public:
   static Result<Arena> populated(uint64_t bytes, const std::string& fpath) {
@@ -54,9 +54,6 @@ class Arena {
       return io_error(fpath + ": cannot map " + std::to_string(a.len_) +
                       " bytes of host memory to load it into");
     }
-#ifdef MADV_HUGEPAGE
-    (void)::madvise(a.base_, a.len_, MADV_HUGEPAGE);  // advice only
-#endif
 #ifdef MADV_POPULATE_WRITE
     if (::madvise(a.base_, a.len_, MADV_POPULATE_WRITE) == 0) return a;
     if (errno != EINVAL) {  // out of memory: say so now, not with a SIGBUS later

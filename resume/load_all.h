@@ -2,7 +2,7 @@
 // pipeline into memory, timed in-process — what `ckpt load-bench` measures. Both paths read into
 // memory they allocate before the clock runs, as a restore into a live model's tensors finds it
 // there: the host path one arena per rank file (populated: every page faulted in, which on a
-// virtual machine costs as much as the reads — `alloc_seconds`), the device path
+// virtual machine costs more than the reads — `alloc_seconds`), the device path
 // (resume/cuda/load_all_device.h) device buffers. Every byte of each file is verified against
 // the commit record (each tensor's hash and the region digest, or the streamed whole-file hash)
 // unless verify_hashes is off. Stateless; thread-compatible.
