@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -82,15 +83,20 @@ inline double raw_save(const std::string& path, const State& s) {
 }
 
 // Zeroed (so pre-touched) host memory for every manifest tensor, in manifest order, as a live
-// model's and optimizer's tensors are.
+// model's and optimizer's tensors are: 64-byte aligned, as torch's CPU allocator aligns them (a
+// destination 16 bytes off, operator new's promise, makes the kernel's copy 2-3x slower here).
 struct HostDestinations {
-  std::vector<std::unique_ptr<unsigned char[]>> mem;
+  struct Free {
+    void operator()(unsigned char* p) const { std::free(p); }
+  };
+  std::vector<std::unique_ptr<unsigned char[], Free>> mem;
   std::vector<unsigned char*> ptrs;
 
   explicit HostDestinations(const Manifest& m) {
     for (const auto& e : m.tensors) {
-      mem.emplace_back(new unsigned char[e.nbytes ? e.nbytes : 1]);
-      std::memset(mem.back().get(), 0, e.nbytes);
+      const size_t n = static_cast<size_t>((std::max<uint64_t>(e.nbytes, 1) + 63) / 64 * 64);
+      mem.emplace_back(static_cast<unsigned char*>(std::aligned_alloc(64, n)));
+      std::memset(mem.back().get(), 0, n);
       ptrs.push_back(mem.back().get());
     }
   }

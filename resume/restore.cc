@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <functional>
 #include <map>
 #include <memory>
+#include <new>
 #include <vector>
 
 #include "ckpt/base/hash.h"
@@ -27,6 +29,23 @@ double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// Memory the kernel copies file bytes into is page-aligned (staging) or 64-byte aligned (tensors
+// the tree owns, as torch's allocator aligns its own): the file's tensors start on 4 KiB
+// boundaries, and a copy whose destination sits 16 bytes off the source's alignment — all that
+// operator new promises — ran 2-3x slower on the development machine (AMD EPYC, `rep movsb`).
+struct FreeAligned {
+  void operator()(unsigned char* p) const { std::free(p); }
+};
+using AlignedBytes = std::unique_ptr<unsigned char[], FreeAligned>;
+
+AlignedBytes aligned_bytes(size_t alignment, uint64_t nbytes) {
+  const size_t n =
+      static_cast<size_t>((std::max<uint64_t>(nbytes, 1) + alignment - 1) / alignment * alignment);
+  auto* p = static_cast<unsigned char*>(std::aligned_alloc(alignment, n));
+  if (p == nullptr) throw std::bad_alloc();
+  return AlignedBytes(p);
+}
+
 // One staging buffer per worker, grown to the largest coalesced chunk that worker meets; shared by
 // the reads of one restore (check_first's two), so its pages are faulted in once. Each worker
 // touches only its own.
@@ -37,7 +56,7 @@ class Staging {
     if (worker >= buffers_.size()) return internal_error("restore: worker index out of range");
     Buffer& b = buffers_[worker];
     if (b.size < nbytes) {
-      b.bytes.reset(new unsigned char[nbytes]);
+      b.bytes = aligned_bytes(4096, nbytes);
       b.size = nbytes;
     }
     return b.bytes.get();
@@ -45,7 +64,7 @@ class Staging {
 
  private:
   struct Buffer {
-    std::unique_ptr<unsigned char[]> bytes;
+    AlignedBytes bytes;
     uint64_t size = 0;
   };
   std::vector<Buffer> buffers_;
@@ -316,7 +335,8 @@ Result<Node> restore_impl(Env* env, store::RankStructure rs, const RestoreOption
       t->data = dst[i];
       ++local.placed;
     } else {
-      std::shared_ptr<unsigned char[]> owned(new unsigned char[pt.nbytes == 0 ? 1 : pt.nbytes]);
+      AlignedBytes bytes = aligned_bytes(64, pt.nbytes);
+      std::shared_ptr<unsigned char> owned(bytes.release(), FreeAligned());
       dst[i] = owned.get();
       t->data = owned.get();
       t->keepalive = std::shared_ptr<const void>(owned, owned.get());

@@ -2,6 +2,7 @@
 // a few large weights), the shape real checkpoints have: many tensors share each read, larger ones
 // read alone, and the result is still every byte, every hash checked, all or nothing.
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <map>
 
 #include "ckpt/format/regions.h"
@@ -155,6 +156,25 @@ TEST_CASE("load_all_host reads every tensor into its arena and times the allocat
     REQUIRE(got->seconds > 0);
     REQUIRE(got->alloc_seconds > 0);
   }
+}
+
+TEST_CASE("tensors the restored tree owns are 64-byte aligned, as torch allocates", "[resume]") {
+  LayerList l;
+  save_layer_list(&l);
+  RestoreOptions o;
+  check_whole_file(l.listed, &o);
+  auto got = restore_rank(Env::posix(), l.step_dir, 0, o);
+  REQUIRE(got.is_ok());
+  size_t seen = 0;
+  for (const auto& [path, b] : l.saved) {
+    const Tensor* t = store::find_tensor(&*got, path);
+    REQUIRE(t != nullptr);
+    INFO(path);
+    REQUIRE(reinterpret_cast<uintptr_t>(t->data) % 64 == 0);
+    REQUIRE(std::memcmp(t->data, b->data(), b->size()) == 0);
+    ++seen;
+  }
+  REQUIRE(seen == 180);
 }
 
 // Counts the reads made through it.
