@@ -98,6 +98,8 @@ Result<LoadAllStats> load_all_host(Env* env, const std::string& step_dir,
   for (int64_t rank = 0; rank < commit.world_size; ++rank) {
     auto t0 = Clock::now();
     CKPT_ASSIGN_OR_RETURN(const CommitFile listed, store::listed_rank_file(commit, step_dir, rank));
+    // The datasets come from the manifest: every byte of the file, their headers included, is
+    // then checked against the commit record (unverified, nothing is).
     CKPT_ASSIGN_OR_RETURN(
         store::RankStructure rs,
         store::open_rank_structure(env, step_dir, rank, store::DatasetCheck::kFromManifest));
@@ -115,8 +117,6 @@ Result<LoadAllStats> load_all_host(Env* env, const std::string& step_dir,
       at += aligned(e.nbytes);
     }
     out.alloc_seconds += since(ta);
-    // The datasets come from the manifest (every byte of the file, their headers included, is
-    // then checked against the commit record; unverified, nothing is).
 
     t0 = Clock::now();
     RestoreStats stats;
