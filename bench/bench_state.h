@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -16,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/bench_shapes.h"
 #include "bench/bench_util.h"
 #include "ckpt/format/manifest.h"
 #include "ckpt/format/tree.h"
@@ -38,18 +40,25 @@ inline void add_tensor(State* s, Node& n, const std::string& name, size_t nbytes
   s->bytes += nbytes;
 }
 
-// `big` tensors of tensor_mb in /model, `small` tensors of 4 B..64 KiB in /optimizer/state.
-inline void build_state(uint64_t mb, uint64_t tensor_mb, uint64_t small, State* s) {
-  Node& model = s->root.child("model");
-  const uint64_t big = std::max<uint64_t>(1, mb / tensor_mb);
-  for (uint64_t i = 0; i < big; ++i)
-    add_tensor(s, model, "layer" + std::to_string(i) + ".weight", tensor_mb << 20);
-  Node& state = s->root.child("optimizer").child("state");
-  for (uint64_t i = 0; i < small; ++i) {
-    add_tensor(s, state.child("p" + std::to_string(i)), "exp_avg",
-               4 * (1 + (i * 2654435761u) % 16384));
+// The tensors of `shape` (bench_shapes.h), each at its path, plus /train's global_step.
+inline void build_state(const std::vector<ShapeTensor>& shape, State* s) {
+  for (const ShapeTensor& t : shape) {
+    Node* n = &s->root;
+    size_t start = 1;
+    for (size_t slash; (slash = t.path.find('/', start)) != std::string::npos; start = slash + 1) {
+      n = &n->child(t.path.substr(start, slash - start));
+    }
+    add_tensor(s, *n, t.path.substr(start), t.nbytes);
   }
   s->root.child("train").attrs["global_step"] = int64_t{1};
+}
+
+// The README's state: `big` tensors of tensor_mb in /model, `small` tensors of 4 B..64 KiB in
+// /optimizer/state (shape "readme").
+inline void build_state(uint64_t mb, uint64_t tensor_mb, uint64_t small, State* s) {
+  std::vector<ShapeTensor> shape;
+  shape_tensors("readme", mb, tensor_mb, small, &shape);
+  build_state(shape, s);
 }
 
 // The raw peer of a save: every tensor at a 4 KiB-aligned offset of one file, then fdatasync.
@@ -74,15 +83,20 @@ inline double raw_save(const std::string& path, const State& s) {
 }
 
 // Zeroed (so pre-touched) host memory for every manifest tensor, in manifest order, as a live
-// model's and optimizer's tensors are.
+// model's and optimizer's tensors are: 64-byte aligned, as torch's CPU allocator aligns them (a
+// destination 16 bytes off, operator new's promise, makes the kernel's copy 2-3x slower here).
 struct HostDestinations {
-  std::vector<std::unique_ptr<unsigned char[]>> mem;
+  struct Free {
+    void operator()(unsigned char* p) const { std::free(p); }
+  };
+  std::vector<std::unique_ptr<unsigned char[], Free>> mem;
   std::vector<unsigned char*> ptrs;
 
   explicit HostDestinations(const Manifest& m) {
     for (const auto& e : m.tensors) {
-      mem.emplace_back(new unsigned char[e.nbytes ? e.nbytes : 1]);
-      std::memset(mem.back().get(), 0, e.nbytes);
+      const size_t n = static_cast<size_t>((std::max<uint64_t>(e.nbytes, 1) + 63) / 64 * 64);
+      mem.emplace_back(static_cast<unsigned char*>(std::aligned_alloc(64, n)));
+      std::memset(mem.back().get(), 0, n);
       ptrs.push_back(mem.back().get());
     }
   }

@@ -4,10 +4,16 @@
 // N threads, warm (page cache) and cold (page cache dropped before every run). Two other ways to
 // be all or nothing are measured beside it: the snapshot-and-roll-back restore_latest used
 // before, and one hashed read with no rollback at all (the lower bound of any verified restore).
-// bench/restore_bench.py runs it and adds torch.load + copy_ and safetensors peers.
+// The peers that bound a restore from the page cache are measured in the same run: a plain
+// sequential read(2) of the whole file into one reused 8 MiB buffer (what `cat` or `dd` does, and
+// what issue 26's goals are against) and `ckpt load-bench`'s load into fresh memory
+// (resume::load_all_host). bench/restore_bench.py runs it and adds torch.load + copy_ and
+// safetensors peers. --shape picks the state (bench/bench_shapes.h); --list-tensors prints its
+// tensors ("TENSOR <path> <bytes>" lines) and exits, so the peers build the same ones.
 //
-// Usage: restore_bench [--mb 512] [--tensor-mb 8] [--small 256] [--reps 5] [--cold-reps 3]
-//                      [--threads N] [--dir DIR]
+// Usage: restore_bench [--shape readme|adamw344|gpt2|llama] [--mb 512] [--tensor-mb 8]
+//                      [--small 256] [--reps 5] [--cold-reps 3] [--threads N] [--dir DIR]
+//                      [--list-tensors]
 // Every result is one line "RESULT <warm|cold> <name> <seconds> <MB/s>" (medians), so a driver
 // can parse it; the prose around it is for people.
 #include <cstdio>
@@ -18,9 +24,11 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_shapes.h"
 #include "bench/bench_state.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
+#include "resume/load_all.h"
 #include "resume/pipeline.h"
 #include "resume/restore.h"
 
@@ -37,13 +45,45 @@ void report(const char* kind, const std::vector<TimedMethod>& methods, uint64_t 
   }
 }
 
-int run(const BenchFlags& a) {
+constexpr const char* kLoadBench = "load-bench's load, verified (as ckpt load-bench)";
+
+struct Args : BenchFlags {
+  std::string shape = "readme";
+  bool list_tensors = false;
+};
+
+// read(2) of the whole file, front to back, into one reused buffer; -1 on an error.
+double sequential_read(const std::string& file) {
+  const auto t0 = Clock::now();
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  static std::vector<unsigned char> buf(8u << 20);
+  ssize_t r;
+  while ((r = ::read(fd, buf.data(), buf.size())) > 0) {
+  }
+  ::close(fd);
+  return r < 0 ? -1 : seconds_since(t0);
+}
+
+int run(const Args& a) {
+  std::vector<ShapeTensor> shape;
+  if (!shape_tensors(a.shape, a.mb, a.tensor_mb, a.small, &shape)) {
+    std::fprintf(stderr, "restore_bench: --shape %s: expected one of %s\n", a.shape.c_str(),
+                 shape_names());
+    return 64;
+  }
+  if (a.list_tensors) {
+    for (const ShapeTensor& t : shape) {
+      std::printf("TENSOR %s %llu\n", t.path.c_str(), static_cast<unsigned long long>(t.nbytes));
+    }
+    return 0;
+  }
   Env* env = Env::posix();
   const std::string base = work_dir(a.dir, "ckpt-restore-bench");
   if (base.empty()) return 1;
   const unsigned threads = a.threads ? a.threads : resume::default_io_threads();
   State s;
-  build_state(a.mb, a.tensor_mb, a.small, &s);
+  build_state(shape, &s);
   const std::string run_dir = path_join(base, "run");
   const std::string step_dir = path_join(run_dir, step_dir_name(1));
   auto fail = [](const Status& st) {
@@ -67,9 +107,9 @@ int run(const BenchFlags& a) {
   }
   if (listed == nullptr) return 1;
   std::printf(
-      "restore_bench: %zu tensors, %.1f MB of tensor bytes in a %.1f MB file, %u I/O threads, "
-      "%llu reps (median), load average %s (%u cores)\n",
-      m->tensors.size(), s.bytes / 1e6, m->file_bytes / 1e6, threads,
+      "restore_bench: shape %s, %zu tensors, %.1f MB of tensor bytes in a %.1f MB file, "
+      "%u I/O threads, %llu reps (median), load average %s (%u cores)\n",
+      a.shape.c_str(), m->tensors.size(), s.bytes / 1e6, m->file_bytes / 1e6, threads,
       static_cast<unsigned long long>(a.reps), load_average().c_str(),
       std::thread::hardware_concurrency());
 
@@ -97,17 +137,46 @@ int run(const BenchFlags& a) {
     if (!r.is_ok()) std::fprintf(stderr, "%s\n", r.status().to_string().c_str());
     return r.is_ok();
   };
+  resume::LoadAllOptions load_bench;
+  load_bench.io_threads = threads;
+  std::vector<std::pair<double, double>> load_runs;  // load-bench's own (seconds, alloc_seconds)
   std::vector<TimedMethod> methods = {
+      {"raw sequential read of the file", [&] { return sequential_read(file) >= 0; }, {}, {}},
       {"raw pread, 1 thread", [&] { return raw_read(file, *m, dst, 1) >= 0; }, {}, {}},
       {"raw pread, N threads", [&] { return raw_read(file, *m, dst, threads) >= 0; }, {}, {}},
       {"library restore, verified (as restore_latest)", [&] { return restore(lib); }, {}, {}},
       {"library restore, verified, snapshot + rollback", [&] { return restore(snapshot); }, {}, {}},
       {"library restore, verified once, no rollback", [&] { return restore(one_read); }, {}, {}},
       {"library restore, unverified", [&] { return restore(unverified); }, {}, {}},
+      {kLoadBench,
+       [&] {
+         auto r = resume::load_all_host(env, step_dir, load_bench);
+         if (!r.is_ok()) std::fprintf(stderr, "%s\n", r.status().to_string().c_str());
+         if (r.is_ok()) load_runs.push_back({r->seconds, r->alloc_seconds});
+         return r.is_ok();
+       },
+       {},
+       {}},
   };
   make_warm({file});
+  // load-bench's row is its own clock, as `ckpt load-bench` reports it, the allocation apart.
+  auto report_runs = [&](const char* kind, std::vector<double> TimedMethod::*runs) {
+    TimedMethod alloc{"  its arena: allocate + fault in + free (apart)", {}, {}, {}};
+    for (TimedMethod& mt : methods) {
+      if (mt.name != kLoadBench) continue;
+      (mt.*runs).clear();
+      for (const auto& [load, allocate] : load_runs) {
+        (mt.*runs).push_back(load);
+        (alloc.*runs).push_back(allocate);
+      }
+    }
+    load_runs.clear();
+    methods.push_back(alloc);
+    report(kind, methods, s.bytes, runs);
+    methods.pop_back();
+  };
   if (!run_rotated(methods, a.reps, &TimedMethod::warm)) return 1;
-  report("warm", methods, s.bytes, &TimedMethod::warm);
+  report_runs("warm", &TimedMethod::warm);
   // Where one more warm restore_latest-style restore, and an unverified one, spend their time.
   for (const auto* o : {&lib, &unverified}) {
     resume::RestoreStats st;
@@ -116,13 +185,19 @@ int run(const BenchFlags& a) {
                 o == &lib ? "as restore_latest" : "unverified", st.metadata_seconds,
                 st.check_seconds, st.data_seconds - st.check_seconds);
   }
+  if (auto l = resume::load_all_host(env, step_dir, load_bench); l.is_ok()) {
+    std::printf(
+        "phases (as load-bench): load %.4f s; allocating and faulting in its memory "
+        "%.4f s more (not in its time)\n",
+        l->seconds, l->alloc_seconds);
+  }
   ColdCache cold;
   const std::vector<std::string> files = {file, path_join(step_dir, rank_manifest_name(0))};
   if (!run_rotated(methods, a.cold_reps, &TimedMethod::cold, [&] { cold.drop(files); })) return 1;
   if (a.cold_reps > 0) {
     std::printf("cold: page cache dropped with %s before every run (at most %.1f%% resident)\n",
                 cold.how.c_str(), 100 * cold.resident_max);
-    report("cold", methods, s.bytes, &TimedMethod::cold);
+    report_runs("cold", &TimedMethod::cold);
   }
   std::printf("load average at end: %s\n", load_average().c_str());
   if (a.dir.empty()) (void)env->remove_tree(base);
@@ -133,12 +208,16 @@ int run(const BenchFlags& a) {
 }  // namespace ckpt::bench
 
 int main(int argc, char** argv) {
-  ckpt::bench::BenchFlags a;
+  ckpt::bench::Args a;
   ckpt::bench::FlagParser p;
-  p.bench_flags(&a, /*restores=*/true);
-  if (!ckpt::bench::parse_or_usage(p, argc, argv,
-                                   "usage: restore_bench [--mb 512] [--tensor-mb 8] [--small 256] "
-                                   "[--reps 5] [--cold-reps 3] [--threads N] [--dir DIR]")) {
+  p.bench_flags(&a, /*restores=*/true)
+      .text("--shape", &a.shape)
+      .flag("--list-tensors", &a.list_tensors);
+  if (!ckpt::bench::parse_or_usage(
+          p, argc, argv,
+          "usage: restore_bench [--shape readme|adamw344|gpt2|llama] [--mb 512] [--tensor-mb 8] "
+          "[--small 256] [--reps 5] [--cold-reps 3] [--threads N] [--dir DIR] "
+          "[--list-tensors]")) {
     return 64;
   }
   return ckpt::bench::run(a);

@@ -1,20 +1,28 @@
 #!/usr/bin/python3
 """Restore benchmark: ckpt's library restore against the peers a user would pick, same state.
 
-The state is restore_bench's (N float32 tensors of --tensor-mb MiB plus --small small ones):
+The state is restore_bench's --shape (bench/bench_shapes.h: the README's 64 x 8 MiB + 256 small,
+issue 26's 1,376-tensor AdamW checkpoint, GPT-2 small's weights, a Llama-like layer list with
+AdamW), its tensor list taken from `restore_bench --list-tensors`, so every peer builds the same
+tensors:
   * ckpt: bench/restore_bench (C++), the library restore as Checkpointer::restore_latest calls it
-    (verified: tensor + whole-file hashes checked first, then the copy), the snapshot-and-roll-back
-    restore it replaced, one hashed read with no rollback, unverified, raw pread 1/N threads;
+    (verified: tensor + whole-file hashes checked first, then the copy), `ckpt load-bench`'s load
+    into fresh memory (verified), the snapshot-and-roll-back restore, one hashed read with no
+    rollback, unverified, and the raw peers: a sequential read(2) of the whole file into one
+    buffer, pread 1/N threads into the destinations;
   * torch.load + copy_ into existing tensors (this interpreter's torch; Debian's torch 1.13 in CI),
     timed inside Python;
   * safetensors loading into existing numpy arrays (safe_open + get_tensor + np.copyto), run by
-    --st-python (default /work/venv2/bin/python); skipped with a note when that interpreter has no
-    safetensors (CI never depends on it).
-Warm = file in the page cache; cold = page cache dropped before every run with
-`echo 3 > /proc/sys/vm/drop_caches` (root), else posix_fadvise(DONTNEED) on the file (printed).
-Medians of --reps runs. Prints every rate and the goals of issue 9 with met/missed.
+    --st-python; skipped with a note when that interpreter has no safetensors (CI never depends
+    on it).
+--rounds N runs ours, torch and safetensors N times in turn (interleaved, so they see the same
+load) and prints each round and the median over rounds. Warm = file in the page cache; cold =
+page cache dropped before every run with `echo 3 > /proc/sys/vm/drop_caches` (root), else
+posix_fadvise(DONTNEED) on the file (printed). Medians of --reps runs per round. Prints every
+rate, the load average, and the goals of issues 9 and 26 with met/missed.
 
-  /usr/bin/python3 bench/restore_bench.py --bench build/bench/restore_bench
+  /usr/bin/python3 bench/restore_bench.py --bench build/bench/restore_bench --shape adamw344 \
+      --st-python /work/venvs/restore26/bin/python --rounds 3 --cold-reps 0
 """
 import argparse
 import json
@@ -46,11 +54,23 @@ def make_warm(path):
             pass
 
 
-def shapes(mb, tensor_mb, small):
-    """(name, float32 element count) of restore_bench's state (bench/bench_state.h)."""
-    out = [(f"model.layer{i}.weight", tensor_mb << 18) for i in range(max(1, mb // tensor_mb))]
-    out += [(f"optimizer.p{i}.exp_avg", 1 + (i * 2654435761) % 16384) for i in range(small)]
-    return out
+def shape_args(a):
+    return ["--shape", a.shape, "--mb", str(a.mb), "--tensor-mb", str(a.tensor_mb), "--small",
+            str(a.small)]
+
+
+def shapes(a):
+    """(name, float32 element count) of restore_bench's state, from restore_bench itself."""
+    if a.tensors:
+        with open(a.tensors) as f:
+            return [tuple(x) for x in json.load(f)]
+    out = subprocess.run([a.bench] + shape_args(a) + ["--list-tensors"], check=True,
+                         capture_output=True, text=True).stdout
+    res = []
+    for line in out.splitlines():
+        _, path, nbytes = line.split()
+        res.append((path.lstrip("/").replace("/", "."), int(nbytes) // 4))
+    return res
 
 
 def timed_runs(fn, path, reps, cold):
@@ -66,9 +86,9 @@ def timed_runs(fn, path, reps, cold):
     return statistics.median(times), how
 
 
-def torch_peer(a, d):
+def torch_peer(a, d, tensors):
     import torch
-    state = {n: torch.rand(k) for n, k in shapes(a.mb, a.tensor_mb, a.small)}
+    state = {n: torch.rand(k) for n, k in tensors}
     path = os.path.join(d, "state.pt")
     torch.save(state, path)
     live = {n: torch.zeros_like(t) for n, t in state.items()}  # the model's existing tensors
@@ -94,7 +114,7 @@ def safetensors_peer(a):
     from safetensors.numpy import save_file
     import safetensors
     rng = np.random.default_rng(0)
-    state = {n: rng.random(k, dtype=np.float32) for n, k in shapes(a.mb, a.tensor_mb, a.small)}
+    state = {n: rng.random(k, dtype=np.float32) for n, k in shapes(a)}
     with tempfile.TemporaryDirectory(prefix="ckpt-st-bench-") as d:
         path = os.path.join(d, "state.safetensors")
         save_file(state, path)
@@ -113,22 +133,22 @@ def safetensors_peer(a):
     print(json.dumps(res))
 
 
-def run_safetensors(a):
+def run_safetensors(a, tensors_file):
     if not a.st_python or not os.path.exists(a.st_python):
         return None, f"no interpreter {a.st_python!r}"
     probe = subprocess.run([a.st_python, "-c", "import safetensors, numpy"], capture_output=True)
     if probe.returncode != 0:
         return None, f"{a.st_python} has no safetensors/numpy"
-    out = subprocess.run([a.st_python, __file__, "--peer", "safetensors", "--mb", str(a.mb),
-                          "--tensor-mb", str(a.tensor_mb), "--small", str(a.small),
-                          "--reps", str(a.reps), "--cold-reps", str(a.cold_reps)],
+    out = subprocess.run([a.st_python, __file__, "--peer", "safetensors", "--tensors",
+                          tensors_file, "--reps", str(a.reps), "--cold-reps", str(a.cold_reps)],
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1]), None
 
 
-def run_ckpt(a):
-    out = subprocess.run([a.bench, "--mb", str(a.mb), "--tensor-mb", str(a.tensor_mb), "--small",
-                          str(a.small), "--reps", str(a.reps), "--cold-reps", str(a.cold_reps)],
+def run_ckpt(a, keep_dir=None):
+    extra = ["--dir", keep_dir] if keep_dir else []
+    out = subprocess.run([a.bench] + shape_args(a) + ["--reps", str(a.reps), "--cold-reps",
+                                                      str(a.cold_reps)] + extra,
                          check=True, capture_output=True, text=True).stdout
     res = {}
     for line in out.splitlines():
@@ -138,62 +158,134 @@ def run_ckpt(a):
     return res, out
 
 
+LIB = "library restore, verified (as restore_latest)"
+LOAD = "load-bench's load, verified (as ckpt load-bench)"
+UNV = "library restore, unverified"
+SEQ = "raw sequential read of the file"
+
+
+def sequential_read(path):
+    buf = bytearray(8 << 20)
+    t0 = time.perf_counter()
+    with open(path, "rb", buffering=0) as f:
+        while f.readinto(buf):
+            pass
+    return time.perf_counter() - t0
+
+
+def run_cli(a, run_dir):
+    """`ckpt load-bench RUN --json` as processes, each beside a sequential read of the file."""
+    rank = os.path.join(run_dir, sorted(d for d in os.listdir(run_dir)
+                                        if d.startswith("step-"))[-1], "rank-00000.h5")
+    make_warm(rank)
+    loads, allocs, seqs = [], [], []
+    for _ in range(a.reps):
+        seqs.append(sequential_read(rank))
+        out = subprocess.run([a.cli, "load-bench", run_dir, "--json"], check=True,
+                             capture_output=True, text=True).stdout
+        j = json.loads(out)
+        loads.append(j["seconds"])
+        allocs.append(j["alloc_seconds"])
+    return statistics.median(loads), statistics.median(allocs), statistics.median(seqs)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bench", help="path to the restore_bench binary")
-    ap.add_argument("--st-python", default="/work/venv2/bin/python")
+    ap.add_argument("--st-python", default="/work/venvs/restore26/bin/python")
+    ap.add_argument("--shape", default="readme", help="readme, adamw344, gpt2 or llama")
     ap.add_argument("--mb", type=int, default=512)
     ap.add_argument("--tensor-mb", type=int, default=8)
     ap.add_argument("--small", type=int, default=256)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--cold-reps", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--cli", help="the ckpt executable: also time `ckpt load-bench` processes")
     ap.add_argument("--peer", choices=["safetensors"], help=argparse.SUPPRESS)
+    ap.add_argument("--tensors", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.peer == "safetensors":
         return safetensors_peer(a)
     if not a.bench:
         sys.exit("--bench is required")
 
-    ours, text = run_ckpt(a)
-    print(text, end="")
-    nbytes = 4 * sum(k for _, k in shapes(a.mb, a.tensor_mb, a.small))
+    tensors = shapes(a)
+    nbytes = 4 * sum(k for _, k in tensors)
+    kinds = ["warm"] + (["cold"] if a.cold_reps else [])
+    rounds = []
+    why = None
     with tempfile.TemporaryDirectory(prefix="ckpt-torch-bench-") as d:
-        tp = torch_peer(a, d)
-    st, why = run_safetensors(a)
+        tensors_file = os.path.join(d, "tensors.json")
+        with open(tensors_file, "w") as f:
+            json.dump(tensors, f)
+        for r in range(a.rounds):
+            load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+            keep = tempfile.mkdtemp(prefix="ckpt-restore-bench-", dir="/tmp") if a.cli else None
+            ours, text = run_ckpt(a, keep)
+            print(text, end="")
+            if a.cli:
+                cl, ca, cs = run_cli(a, os.path.join(keep, "run"))
+                subprocess.run(["rm", "-rf", keep], check=True)
+                ours[("warm", "ckpt load-bench process (its in-process seconds)")] = cl
+                ours[("warm", "  its alloc_seconds (not in its time)")] = ca
+                ours[("warm", "sequential read beside it (Python readinto)")] = cs
+            tp = torch_peer(a, d, tensors)
+            st, why = run_safetensors(a, tensors_file)
+            rows = {}
+            for kind in kinds:
+                for (k, n), s in ours.items():
+                    if k == kind:
+                        rows[(kind, n)] = s
+                rows[(kind, f"torch.load + copy_ (torch {tp['version']})")] = tp[kind]
+                if st is not None:
+                    rows[(kind, f"safetensors into existing arrays ({st['version']})")] = st[kind]
+            rounds.append((load, rows, tp, st))
+            print(f"round {r + 1} of {a.rounds} done (load average at its start {load})")
 
     def rate(s):
         return nbytes / 1e6 / s
 
-    kinds = ["warm"] + (["cold"] if a.cold_reps else [])
+    print(f"\nshape {a.shape}: {len(tensors)} tensors, {nbytes / 1e6:.1f} MB; "
+          f"load averages at each round's start: {'; '.join(r[0] for r in rounds)}")
+    names = list(rounds[0][1].keys())
     for kind in kinds:
-        print(f"\n{kind.upper()}: {nbytes / 1e6:.1f} MB of tensors")
-        rows = [(n, s) for (k, n), s in ours.items() if k == kind]
-        rows.append((f"torch.load + copy_ (torch {tp['version']})", tp[kind]))
-        if st is not None:
-            rows.append((f"safetensors into existing arrays ({st['version']})", st[kind]))
-        for n, s in rows:
-            print(f"  {n:56s} {s:8.4f} s {rate(s):9.0f} MB/s")
-        if kind == "cold":
-            print(f"  (cold: peers dropped the cache with {tp.get('cold_how')})")
-    if st is None:
+        print(f"\n{kind.upper()} (median over rounds; per round)")
+        for k, n in names:
+            if k != kind:
+                continue
+            per = [r[1][(k, n)] for r in rounds]
+            m = statistics.median(per)
+            print(f"  {n:56s} {m:8.4f} s {rate(m):9.0f} MB/s   "
+                  f"[{', '.join(f'{x:.4f}' for x in per)}]")
+    if rounds[0][3] is None:
         print(f"\nsafetensors peer skipped: {why}")
 
-    lib = ours[("warm", "library restore, verified (as restore_latest)")]
-    unv = ours[("warm", "library restore, unverified")]
-    raw_n = ours[("warm", "raw pread, N threads")]
-    print("\nGoals (issue 9):")
+    def goal(text, key_peer, key_ours, target, kind="warm"):
+        per = [r[1][(kind, key_peer)] / r[1][(kind, key_ours)] for r in rounds]
+        met = sum(x >= target for x in per)
+        print(f"  {text}: {statistics.median(per):.2f}x (per round "
+              f"{', '.join(f'{x:.2f}' for x in per)}; goal >= {target}x) — "
+              f"{'met' if met == len(per) else 'met in %d of %d' % (met, len(per))}")
 
-    def goal(text, ratio, target):
-        print(f"  {text}: {ratio:.2f}x (goal >= {target}x) — {'met' if ratio >= target else 'missed'}")
-
-    if st is not None:
-        goal("verified restore vs safetensors into existing arrays, warm", st["warm"] / lib, 0.8)
-    goal("verified restore vs torch.load + copy_, warm", tp["warm"] / lib, 3)
-    goal("unverified restore vs raw pread N threads, warm", raw_n / unv, 0.9)
+    torch_key = [n for k, n in names if k == "warm" and n.startswith("torch.load")][0]
+    st_keys = [n for k, n in names if k == "warm" and n.startswith("safetensors")]
+    print(f"\nGoals (issue 26), shape {a.shape}, warm:")
+    goal("restore_latest vs a raw sequential read of the file", SEQ, LIB, 0.8)
+    goal("load-bench vs a raw sequential read of the file", SEQ, LOAD, 0.8)
+    if st_keys:
+        goal("restore_latest vs safetensors into existing arrays", st_keys[0], LIB, 1.5)
+        goal("load-bench vs safetensors into existing arrays", st_keys[0], LOAD, 1.5)
+    goal("restore_latest vs torch.load + copy_", torch_key, LIB, 3)
+    goal("load-bench vs torch.load + copy_", torch_key, LOAD, 3)
+    if a.cli:
+        goal("`ckpt load-bench` process vs the sequential read beside it",
+             "sequential read beside it (Python readinto)",
+             "ckpt load-bench process (its in-process seconds)", 0.8)
+    print("Goals (issue 9):")
+    goal("unverified restore vs raw pread N threads, warm", "raw pread, N threads", UNV, 0.9)
     if a.cold_reps:
-        best_raw = min(ours[("cold", "raw pread, 1 thread")], ours[("cold", "raw pread, N threads")])
-        goal("verified restore vs best raw pread, cold", best_raw /
-             ours[("cold", "library restore, verified (as restore_latest)")], 0.9)
+        goal("verified restore vs raw pread 1 thread, cold", "raw pread, 1 thread", LIB, 0.9,
+             "cold")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,11 @@
 // load_all: every tensor of one committed checkpoint (all its rank files) through the restore
-// pipeline into memory, timed in-process — what `ckpt load-bench` measures. The host path reads
-// into memory the restored trees own; the device path (resume/cuda/load_all_device.h) into device
-// buffers it allocates. Stateless; thread-compatible.
+// pipeline into memory, timed in-process — what `ckpt load-bench` measures. Both paths read into
+// memory they allocate before the clock runs, as a restore into a live model's tensors finds it
+// there: the host path one arena per rank file (populated: every page faulted in, which on a
+// virtual machine costs more than the reads — `alloc_seconds`), the device path
+// (resume/cuda/load_all_device.h) device buffers. Every byte of each file is verified against
+// the commit record (each tensor's hash and the region digest, or the streamed whole-file hash)
+// unless verify_hashes is off. Stateless; thread-compatible.
 #pragma once
 
 #include <cstdint>
@@ -18,9 +22,10 @@ struct LoadAllOptions {
 };
 
 struct LoadAllStats {
-  uint64_t bytes = 0;    // tensor bytes loaded
-  double seconds = 0;    // wall time of the loads, excluding process start and path resolution
-  unsigned threads = 0;  // I/O threads used
+  uint64_t bytes = 0;        // tensor bytes loaded
+  double seconds = 0;        // wall time of the loads: metadata and data, not alloc_seconds
+  double alloc_seconds = 0;  // allocating and faulting in the host memory read into
+  unsigned threads = 0;      // I/O threads used
   int64_t ranks = 0;
   uint64_t tensors = 0;
 };

@@ -9,7 +9,12 @@ namespace {
 
 class PlanBuilder {
  public:
-  PlanBuilder(ReadPlan* plan, const PlanOptions& options) : plan_(plan), options_(options) {}
+  PlanBuilder(ReadPlan* plan, const PlanOptions& options)
+      : plan_(plan),
+        options_(options),
+        coalesce_bytes_(options.coalesce_bytes == 0
+                            ? options.chunk_bytes
+                            : std::min(options.coalesce_bytes, options.chunk_bytes)) {}
 
   void add(uint32_t tensor_index) {
     const PlanTensor& t = plan_->tensors[tensor_index];
@@ -19,7 +24,7 @@ class PlanBuilder {
       return;
     }
     if (open_ && (t.offset < end_ || t.offset - end_ > options_.max_gap ||
-                  t.offset + t.nbytes - chunk().offset > options_.chunk_bytes)) {
+                  t.offset + t.nbytes - chunk().offset > coalesce_bytes_)) {
       close();
     }
     if (!open_) open_chunk(t.offset, /*new_unit=*/true);
@@ -77,6 +82,7 @@ class PlanBuilder {
 
   ReadPlan* plan_;
   PlanOptions options_;
+  uint64_t coalesce_bytes_;
   bool open_ = false;
   uint64_t end_ = 0;  // file offset just past the open chunk's last piece
 };

@@ -4,7 +4,11 @@
 //
 // Tensors are sorted by file offset. Neighbouring extents (4 KiB-aligned, so separated by at most
 // a little padding) are coalesced into one chunk while the gap stays ≤ max_gap and the chunk
-// ≤ chunk_bytes; a tensor larger than chunk_bytes is split into several chunks of its own. Each
+// ≤ coalesce_bytes (≤ chunk_bytes); a tensor larger than chunk_bytes is split into several
+// chunks of its own. A tensor that would take a coalesced chunk past coalesce_bytes starts a new
+// one, so a tensor of more than coalesce_bytes always reads alone, straight into its
+// destination: only small tensors go through a staging buffer, one that stays cache-sized while
+// single reads of large tensors may be larger. Each
 // chunk lists its pieces (tensor, offset inside the tensor, offset inside the chunk, length).
 // Chunks are grouped into units: a unit never shares a tensor with another unit, so the one worker
 // that owns a unit sees every piece of its tensors in order and can stream each tensor's XXH3
@@ -51,8 +55,11 @@ struct PlanUnit {
 };
 
 struct PlanOptions {
-  uint64_t chunk_bytes = 1u << 20;  // largest read; also the size of a staging buffer
+  uint64_t chunk_bytes = 1u << 20;  // largest read
   uint64_t max_gap = 64u << 10;     // padding worth reading to save a syscall
+  // Largest chunk of more than one tensor (the size of a staging buffer); 0 or more than
+  // chunk_bytes = chunk_bytes.
+  uint64_t coalesce_bytes = 0;
 };
 
 struct ReadPlan {

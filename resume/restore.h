@@ -68,9 +68,11 @@ struct RestoreOptions {
   // Tensor path ("/model/fc1.weight") → where its bytes go. A path the file does not have, one
   // outside `components`, or a span of the wrong size is an error before any byte is read.
   std::map<std::string, HostSpan> destinations;
-  unsigned io_threads = 0;          // 0 = default_io_threads()
-  uint64_t chunk_bytes = 1u << 20;  // largest read that is hashed; L2-sized so the hash reads cache
-  uint64_t max_gap = 64u << 10;     // padding read to coalesce neighbouring tensors
+  unsigned io_threads = 0;  // 0 = default_io_threads()
+  // Largest read that is hashed, and largest read of several small tensors (through a staging
+  // buffer); L2-sized so the hash and the copy out read cache.
+  uint64_t chunk_bytes = 1u << 20;
+  uint64_t max_gap = 64u << 10;  // padding read to coalesce neighbouring tensors
   bool verify_hashes = true;
   // Also check the XXH3-64 of the whole file against the commit record's (CommitFile bytes and
   // xxh3), streamed from the same reads: every byte of the file is read once, those of tensors
@@ -99,7 +101,8 @@ struct RestoreOptions {
   // the restore with caller memory untouched.
   std::function<Status(Node*)> before_in_place;
   // Largest read of a read that hashes nothing: check_first's second read, or every read with
-  // verify_hashes off (no hash to keep in cache, so fewer, larger reads).
+  // verify_hashes off (no hash to keep in cache, so fewer, larger reads). Small tensors still
+  // share reads of at most chunk_bytes; a larger tensor reads alone, straight into place.
   uint64_t unhashed_chunk_bytes = 8u << 20;
 };
 

@@ -12,7 +12,8 @@
 
 namespace ckpt::store {
 
-// Reads only the gaps (bounded, 1 MiB at a time); errors name the file.
+// Reads the gaps, neighbours joined across small tensors (≤ 32 KiB) into reads of ≤ 1 MiB, so a
+// file of many small tensors costs a few reads rather than one per tensor; errors name the file.
 Result<uint64_t> regions_digest_of(const RandomAccessFile& file, const Manifest& m,
                                    uint64_t file_bytes);
 

@@ -40,6 +40,7 @@ Result<LoadAllStats> load_all_device(Env* env, const std::string& step_dir, int 
   for (int64_t rank = 0; rank < commit.world_size; ++rank) {
     CKPT_ASSIGN_OR_RETURN(Manifest m, store::read_manifest(env, step_dir, rank));
     DeviceBuffers buffers;
+    const auto ta = std::chrono::steady_clock::now();
     for (const ManifestEntry& e : m.tensors) {
       if (e.nbytes == 0) continue;
       void* p = nullptr;
@@ -49,6 +50,8 @@ Result<LoadAllStats> load_all_device(Env* env, const std::string& step_dir, int 
       }
       buffers.spans[e.path] = DeviceSpan{p, e.nbytes};
     }
+    out.alloc_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - ta).count();
     const auto t0 = std::chrono::steady_clock::now();
     CKPT_ASSIGN_OR_RETURN(
         DeviceRestoreStats stats,

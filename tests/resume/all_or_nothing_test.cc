@@ -47,18 +47,6 @@ RestoreOptions with_file_hash(const Saved& s) {
   return o;
 }
 
-// The first padding byte after a tensor that is followed by a gap before the next one.
-uint64_t padding_offset(const Manifest& m) {
-  std::vector<ManifestEntry> t = m.tensors;
-  std::sort(t.begin(), t.end(), [](auto& a, auto& b) { return a.offset < b.offset; });
-  for (size_t i = 1; i < t.size(); ++i) {
-    const uint64_t end = t[i - 1].offset + t[i - 1].nbytes;
-    if (t[i - 1].nbytes > 0 && t[i].offset > end) return end;
-  }
-  FAIL("no padding between tensors");
-  return 0;
-}
-
 TEST_CASE("cover_file tiles the whole file with the plan's chunks in order", "[resume]") {
   Saved s;
   save(&s);
@@ -119,7 +107,7 @@ TEST_CASE("the whole-file hash streamed from the reads equals the commit's", "[r
 TEST_CASE("a flipped byte in HDF5 padding fails the whole-file hash, naming the file", "[resume]") {
   Saved s;
   save(&s);
-  resume_test::flip_bit(s.file, padding_offset(s.manifest));
+  resume_test::flip_bit(s.file, resume_test::padding_offset(s.manifest));
   REQUIRE(restore_rank(Env::posix(), s.dir.path(), 0).is_ok());  // every tensor is intact
   for (unsigned threads : {1u, 4u}) {
     RestoreOptions o = with_file_hash(s);
@@ -177,8 +165,8 @@ void save_damaged(Saved* s, bool padding) {
   for (const auto& e : s->manifest.tensors) {
     if (e.nbytes > 0 && e.offset > last->offset) last = &e;
   }
-  resume_test::flip_bit(s->file,
-                        padding ? padding_offset(s->manifest) : last->offset + last->nbytes - 1);
+  resume_test::flip_bit(s->file, padding ? resume_test::padding_offset(s->manifest)
+                                         : last->offset + last->nbytes - 1);
 }
 
 TEST_CASE("a failed restore leaves every destination bitwise as it was", "[resume]") {

@@ -41,8 +41,9 @@ TEST_CASE("load-bench --json: exactly the contract's keys, every tensor byte", "
     const auto j = nlohmann::json::parse(out);
     std::set<std::string> keys;
     for (auto it = j.begin(); it != j.end(); ++it) keys.insert(it.key());
-    CHECK(keys ==
-          std::set<std::string>{"bytes", "seconds", "gb_per_s", "path", "threads", "verified"});
+    CHECK(keys == std::set<std::string>{"bytes", "seconds", "gb_per_s", "alloc_seconds", "path",
+                                        "threads", "verified"});
+    CHECK(j["alloc_seconds"].get<double>() >= 0);
     CHECK(j["bytes"].get<uint64_t>() == bytes);
     CHECK(j["path"] == "cpu");
     CHECK(j["verified"].get<bool>() == (std::string(flags).empty()));
@@ -79,6 +80,21 @@ TEST_CASE("load-bench refuses a flipped byte, names the tensor, usage and input 
   CHECK(testing::run_command(kCkpt + " load-bench " + dir + " --device tpu 2>&1", &out) == 64);
   CHECK(testing::run_command(kCkpt + " load-bench " + t.path() + "/nope 2>&1", &out) == 66);
   CHECK(testing::run_command(kCkpt + " load-bench " + CKPT_SOURCE_DIR + " 2>&1", &out) == 66);
+}
+
+TEST_CASE("load-bench checks every byte of the file against the commit record", "[resume][cli]") {
+  TempDir t;
+  write_run(t.path());
+  const std::string dir = path_join(t.path(), step_dir_name(7));
+  auto m = store::read_manifest(Env::posix(), dir, 0);
+  REQUIRE(m.is_ok());
+  // Every tensor intact, one flipped bit in the HDF5 padding between two of them.
+  const std::string file = path_join(dir, rank_file_name(0));
+  resume_test::flip_bit(file, resume_test::padding_offset(*m));
+  std::string out;
+  CHECK(testing::run_command(kCkpt + " load-bench " + dir + " 2>&1", &out) == 65);
+  CHECK(out.find(file + ": whole-file xxh3 mismatch") != std::string::npos);
+  CHECK(testing::run_command(kCkpt + " load-bench " + dir + " --no-verify", &out) == 0);
 }
 
 }  // namespace

@@ -30,6 +30,7 @@ void check_invariants(const ReadPlan& plan, const PlanOptions& o) {
       const PlanChunk& c = plan.chunks.at(ci);
       REQUIRE(c.nbytes > 0);
       REQUIRE(c.nbytes <= o.chunk_bytes);
+      if (c.piece_count > 1 && o.coalesce_bytes != 0) REQUIRE(c.nbytes <= o.coalesce_bytes);
       REQUIRE(c.offset >= prev_end);
       prev_end = c.offset + c.nbytes;
       REQUIRE(c.piece_count > 0);
@@ -104,6 +105,40 @@ TEST_CASE("a tensor larger than a chunk is split into one unit of ordered chunks
   REQUIRE(plan->chunks[3].nbytes == 10000 - 8192);
 }
 
+TEST_CASE("only tensors that fit coalesce_bytes share a read and larger ones read alone",
+          "[resume]") {
+  // 16 KiB tensors around a 4 MiB one, as in a model's layer list, planned as the unhashed copy
+  // read of a check-first restore plans them: 8 MiB reads, 1 MiB staging.
+  std::vector<ManifestEntry> es;
+  uint64_t off = 4096;
+  for (int i = 0; i < 80; ++i) {
+    const uint64_t n = i == 40 ? (4u << 20) : (16u << 10);
+    es.push_back(entry("/t" + std::to_string(i), off, n));
+    off += n + 4096;  // a dataset header between neighbours
+  }
+  const PlanOptions o{8u << 20, 64u << 10, 1u << 20};
+  auto plan = make_read_plan(es, o);
+  REQUIRE(plan.is_ok());
+  check_invariants(*plan, o);
+  size_t big_chunks = 0;
+  for (const PlanChunk& c : plan->chunks) {
+    const PlanTensor& first = plan->tensors[plan->pieces[c.first_piece].tensor];
+    if (first.nbytes == (4u << 20)) {
+      ++big_chunks;
+      REQUIRE(plan->is_direct(c));
+    } else {
+      REQUIRE(c.nbytes <= (1u << 20));
+    }
+  }
+  REQUIRE(big_chunks == 1);
+  // 40 small tensors on each side, 20 KiB apart: 1 MiB holds 51 of them, so one read per side.
+  REQUIRE(plan->chunks.size() == 3);
+  // Without coalesce_bytes the 4 MiB tensor shares an 8 MiB read with its neighbours.
+  auto wide = make_read_plan(es, PlanOptions{8u << 20, 64u << 10});
+  REQUIRE(wide.is_ok());
+  REQUIRE(wide->chunks.size() == 1);
+}
+
 TEST_CASE("plans of many shapes keep their invariants", "[resume]") {
   for (uint64_t chunk : {4096ull, 5000ull, 65536ull, 1ull << 20}) {
     for (uint64_t gap : {0ull, 4096ull, 65536ull}) {
@@ -116,11 +151,13 @@ TEST_CASE("plans of many shapes keep their invariants", "[resume]") {
         es.push_back(entry("/t" + std::to_string(i), n == 0 ? 0 : off, n));
         if (n > 0) off += (n + 4095) / 4096 * 4096 + ((seed >> 4) % 3) * 4096 * (seed % 20);
       }
-      const PlanOptions o{chunk, gap};
-      auto plan = make_read_plan(es, o);
-      INFO("chunk " << chunk << " gap " << gap);
-      REQUIRE(plan.is_ok());
-      check_invariants(*plan, o);
+      for (uint64_t coalesce : {uint64_t{0}, uint64_t{4096}, chunk / 2}) {
+        const PlanOptions o{chunk, gap, coalesce};
+        auto plan = make_read_plan(es, o);
+        INFO("chunk " << chunk << " gap " << gap << " coalesce " << coalesce);
+        REQUIRE(plan.is_ok());
+        check_invariants(*plan, o);
+      }
     }
   }
 }

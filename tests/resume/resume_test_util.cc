@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -80,6 +82,17 @@ std::string compare_trees(const Node& a, const Node& b, const std::string& path)
     if (!d.empty()) return d;
   }
   return "";
+}
+
+uint64_t padding_offset(const Manifest& m) {
+  std::vector<ManifestEntry> t = m.tensors;
+  std::sort(t.begin(), t.end(), [](auto& a, auto& b) { return a.offset < b.offset; });
+  for (size_t i = 1; i < t.size(); ++i) {
+    const uint64_t end = t[i - 1].offset + t[i - 1].nbytes;
+    if (t[i - 1].nbytes > 0 && t[i].offset > end) return end;
+  }
+  FAIL("no padding between tensors");
+  return 0;
 }
 
 void flip_bit(const std::string& file, uint64_t offset) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/format/manifest.h"
 #include "ckpt/format/tree.h"
 #include "tests/common/test_util.h"
 
@@ -21,6 +22,10 @@ Node varied_tree(std::vector<std::vector<unsigned char>>* storage);
 // Empty string when a and b hold the same groups, attributes and tensors (dtype, shape, hash,
 // alias, bytes — tensors without bytes must be without bytes in both); else the first difference.
 std::string compare_trees(const Node& a, const Node& b, const std::string& path = "");
+
+// The first padding byte after a tensor that is followed by a gap before the next one (fails the
+// test when there is none).
+uint64_t padding_offset(const Manifest& m);
 
 // Flips one bit of the file at `offset`.
 void flip_bit(const std::string& file, uint64_t offset);
