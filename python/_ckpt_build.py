@@ -1,7 +1,7 @@
 """The build backend of python/ (pyproject.toml): setuptools' (setup.py runs CMake), and then
 `auditwheel repair` of the wheel it built, so the wheel pip installs or `pip wheel` writes carries
 the shared libraries ckpt._core needs beyond those a manylinux wheel may assume (HDF5 and what it
-links; xxHash is linked statically) in ckpt.libs/, with a manylinux platform tag. docs/install.md.
+links, xxHash) in ckpt.libs/, with a manylinux platform tag. docs/install.md.
 
 A --no-build-isolation build into an environment without auditwheel keeps setuptools' wheel as it
 is (it links this system's HDF5, so it runs where that is installed) and says so in one line."""

@@ -1,6 +1,6 @@
 """`pip install ./python` / `pip wheel ./python`: setuptools drives the same CMake build as the
 README (the repository root one level up), configured for the wheel (CKPT_PYTHON_WHEEL: only
-ckpt._core and what it links, xxHash static), building only ckpt._core, then packages it with
+ckpt._core and what it links), building only ckpt._core, then packages it with
 python/ckpt/*.py. _ckpt_build.py (the build backend) then vendors the shared libraries the
 extension needs beyond what a manylinux wheel may assume (auditwheel repair). docs/install.md."""
 import os

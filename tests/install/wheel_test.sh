@@ -30,11 +30,13 @@ fi
 work="$build/tests/install/wheel"
 rm -rf "$work/venv" "$work/dist" "$work/run"
 mkdir -p "$work/dist"
-export PIP_DISABLE_PIP_VERSION_CHECK=1 CKPT_PIP_CMAKE_DIR="$work/cmake"  # reused: ccache hits
+# The CMake folder is kept between runs (a rerun recompiles only what changed); a caller may
+# name another (CKPT_PIP_CMAKE_DIR) to reuse a folder an earlier `pip wheel ./python` built.
+export PIP_DISABLE_PIP_VERSION_CHECK=1 CKPT_PIP_CMAKE_DIR="${CKPT_PIP_CMAKE_DIR:-$work/cmake}"
 unset PYTHONPATH
 "$py" -m venv --system-site-packages --without-pip "$work/venv"
 vpy="$work/venv/bin/python"
-"$vpy" -m pip wheel --no-deps -w "$work/dist" "$src/python"
+"$vpy" -m pip wheel -v --no-deps -w "$work/dist" "$src/python"  # -v: the build's progress
 wheels=("$work"/dist/ckpt-*.whl)
 [[ ${#wheels[@]} == 1 ]] || { echo "install_wheel: expected one wheel, got ${wheels[*]}"; exit 1; }
 whl="${wheels[0]}"
@@ -78,7 +80,7 @@ case "$core" in
   "$work/venv/"*) ;;
   *) echo "install_wheel: ckpt._core imported from $core, not the venv"; exit 1 ;;
 esac
-if ldd "$core" | grep -E "not found|libhdf5_serial\.so|libxxhash\.so" | grep -v "$work/venv"; then
+if ldd "$core" | grep -E "not found|libhdf5|libxxhash" | grep -v "$work/venv"; then
   echo "install_wheel: $core resolves a library outside the wheel (ldd above)"
   exit 1
 fi
