@@ -32,7 +32,9 @@ attention c_attn/c_proj and MLP c_fc/c_proj with biases, a final LayerNorm; --wi
 (--reps), interleaved in one process: torch.save + fsync, ckpt blocking, and the stall of a
 non-blocking save of a Checkpointer made for that round (its first save: the arena is allocated
 there) followed by a second one (the steady stall); the very first non-blocking save of the
-process is listed apart. Printed: each round, median, spread (min-max) and the ratios
+process is listed apart. Printed: each round, median, spread (min-max), the blocking save's
+breakdown (write_rank's phases from save()'s "seconds", and the rest: capture, commit,
+retention, journal) and the ratios
 torch.save+fsync / ckpt blocking (goal >= 1x) and first stall / steady stall (goal <= 2x).
 
   PYTHONPATH=build/python /usr/bin/python3 bench/python_save_bench.py --small [--reps 5]
@@ -145,6 +147,7 @@ def small_case(a, base):
           f"{nbytes / 1e6:.2f} MB, {a.reps} interleaved rounds, dir {base}")
     print(f"load average at start: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
     t_torch, t_block, t_first, t_steady = [], [], [], []
+    phases = {}  # write_rank's own breakdown of each blocking save (save()'s "seconds")
     process_first = None
     step = 0
     for r in range(a.reps + 1):  # round 0 warms up (imports, first file system touches)
@@ -156,7 +159,7 @@ def small_case(a, base):
             ck.track(model=model, optimizer=opt)
             step += 1
             t0 = time.perf_counter()
-            ck.save(step)
+            info = ck.save(step)
             tb = time.perf_counter() - t0
         with ckpt.Checkpointer(os.path.join(base, "async"), keep_last=1) as ck:
             ck.track(model=model, optimizer=opt)
@@ -173,16 +176,22 @@ def small_case(a, base):
             continue
         t_torch.append(tt)
         t_block.append(tb)
+        for k, v in info["seconds"].items():
+            phases.setdefault(k, []).append(v)
         t_first.append(stalls[0])
         t_steady.append(stalls[1])
     med = statistics.median
 
     def row(label, xs):
-        print(f"  {label:34s} {med(xs) * 1e3:7.2f} ms  spread {min(xs) * 1e3:.2f}-"
+        print(f"  {label:48s} {med(xs) * 1e3:7.2f} ms  spread {min(xs) * 1e3:.2f}-"
               f"{max(xs) * 1e3:.2f}  ({', '.join(f'{x * 1e3:.2f}' for x in xs)})")
 
     row("torch.save + fsync", t_torch)
     row("ckpt blocking save", t_block)
+    for k, v in phases.items():
+        row(f"  of which write_rank {k}", v)
+    row("  the rest (commit, retention, journal, capture)",
+        [b - sum(p[i] for p in phases.values()) for i, b in enumerate(t_block)])
     row("ckpt first non-blocking stall", t_first)
     row("ckpt steady non-blocking stall", t_steady)
     print(f"  the process's first non-blocking stall: {process_first * 1e3:.2f} ms")
