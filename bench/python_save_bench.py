@@ -24,6 +24,20 @@ writes its tensor bodies with O_DIRECT, so its file is not cached after the save
 Ratio: torch.load+load_state_dict / ckpt restore (issue goal: >= 3x, warm).
 
   PYTHONPATH=build/python /usr/bin/python3 bench/python_save_bench.py [--mb 1024] [--reps 3]
+
+--small: instead, a small state, where the fixed costs (file creation, fsyncs, manifest, commit)
+dominate: a GPT-2-shaped model (token and position embeddings, --layers blocks of 2 LayerNorms,
+attention c_attn/c_proj and MLP c_fc/c_proj with biases, a final LayerNorm; --width 64,
+--vocab 1000: 3.3 MB with AdamW's moments and step tensors, 208 tensors). Five rounds
+(--reps), interleaved in one process: torch.save + fsync, ckpt blocking, and the stall of a
+non-blocking save of a Checkpointer made for that round (its first save: the arena is allocated
+there) followed by a second one (the steady stall); the very first non-blocking save of the
+process is listed apart. Printed: each round, median, spread (min-max), the blocking save's
+breakdown (write_rank's phases from save()'s "seconds", and the rest: capture, commit,
+retention, journal) and the ratios
+torch.save+fsync / ckpt blocking (goal >= 1x) and first stall / steady stall (goal <= 2x).
+
+  PYTHONPATH=build/python /usr/bin/python3 bench/python_save_bench.py --small [--reps 5]
 """
 import argparse
 import os
@@ -88,6 +102,109 @@ def make_cold():
         return False
 
 
+class TinyGPT2(nn.Module):
+    """GPT-2's parameter layout (transformers' names and shapes, Linear for Conv1D), no forward
+    pass beyond what makes AdamW's state exist."""
+
+    def __init__(self, vocab, width, layers, ctx=128):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(vocab, width), nn.Embedding(ctx, width)
+        self.h = nn.ModuleList()
+        for _ in range(layers):
+            b = nn.Module()
+            b.ln_1, b.ln_2 = nn.LayerNorm(width), nn.LayerNorm(width)
+            b.c_attn, b.attn_proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
+            b.c_fc, b.mlp_proj = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+            self.h.append(b)
+        self.ln_f = nn.LayerNorm(width)
+
+    def forward(self, ids):
+        x = self.wte(ids) + self.wpe(torch.arange(ids.shape[1]))
+        for b in self.h:
+            a = b.c_attn(b.ln_1(x))[..., :x.shape[-1]]
+            x = x + b.attn_proj(a)
+            x = x + b.mlp_proj(torch.relu(b.c_fc(b.ln_2(x))))
+        return self.ln_f(x)
+
+
+def small_case(a, base):
+    torch.manual_seed(0)
+    model = TinyGPT2(a.vocab, a.width, a.layers)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step_once():
+        loss = model(torch.randint(0, a.vocab, (2, 16))).pow(2).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    step_once()
+    sd = list(model.state_dict().values()) + [t for st in opt.state.values()
+                                              for t in st.values() if torch.is_tensor(t)]
+    nbytes = sum(t.numel() * t.element_size() for t in sd)
+    print(f"python_save_bench --small: torch {torch.__version__}, GPT-2-shaped "
+          f"(vocab {a.vocab}, width {a.width}, {a.layers} blocks) + AdamW: {len(sd)} tensors, "
+          f"{nbytes / 1e6:.2f} MB, {a.reps} interleaved rounds, dir {base}")
+    print(f"load average at start: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
+    t_torch, t_block, t_first, t_steady = [], [], [], []
+    phases = {}  # write_rank's own breakdown of each blocking save (save()'s "seconds")
+    process_first = None
+    step = 0
+    for r in range(a.reps + 1):  # round 0 warms up (imports, first file system touches)
+        step_once()
+        cur = os.path.join(base, f"torch-{r}.pt")
+        prev = os.path.join(base, f"torch-{r - 1}.pt") if r > 0 else None
+        tt = torch_save(model, opt, cur, prev)
+        with ckpt.Checkpointer(os.path.join(base, "block"), keep_last=1) as ck:
+            ck.track(model=model, optimizer=opt)
+            step += 1
+            t0 = time.perf_counter()
+            info = ck.save(step)
+            tb = time.perf_counter() - t0
+        with ckpt.Checkpointer(os.path.join(base, "async"), keep_last=1) as ck:
+            ck.track(model=model, optimizer=opt)
+            stalls = []
+            for _ in range(2):
+                step_once()
+                step += 1
+                t0 = time.perf_counter()
+                ck.save(step, blocking=False)
+                stalls.append(time.perf_counter() - t0)
+                ck.wait()
+        if r == 0:
+            process_first = stalls[0]
+            continue
+        t_torch.append(tt)
+        t_block.append(tb)
+        for k, v in info["seconds"].items():
+            phases.setdefault(k, []).append(v)
+        t_first.append(stalls[0])
+        t_steady.append(stalls[1])
+    med = statistics.median
+
+    def row(label, xs):
+        print(f"  {label:48s} {med(xs) * 1e3:7.2f} ms  spread {min(xs) * 1e3:.2f}-"
+              f"{max(xs) * 1e3:.2f}  ({', '.join(f'{x * 1e3:.2f}' for x in xs)})")
+
+    row("torch.save + fsync", t_torch)
+    row("ckpt blocking save", t_block)
+    for k, v in phases.items():
+        row(f"  of which write_rank {k}", v)
+    row("  the rest (commit, retention, journal, capture)",
+        [b - sum(p[i] for p in phases.values()) for i, b in enumerate(t_block)])
+    row("ckpt first non-blocking stall", t_first)
+    row("ckpt steady non-blocking stall", t_steady)
+    print(f"  the process's first non-blocking stall: {process_first * 1e3:.2f} ms")
+    ratios = [t / b for t, b in zip(t_torch, t_block)]
+    print(f"  torch.save+fsync / ckpt blocking: {med(ratios):.2f}x (per round "
+          f"{min(ratios):.2f}-{max(ratios):.2f})  (goal >= 1x)")
+    ratios = [f / s for f, s in zip(t_first, t_steady)]
+    print(f"  first stall / steady stall:       {med(ratios):.2f}x (per round "
+          f"{min(ratios):.2f}-{max(ratios):.2f}; the process's first: "
+          f"{process_first / med(t_steady):.2f}x)  (goal <= 2x)")
+    return 0
+
+
 def memcpy_peer(model, opt):
     """The floor of a snapshot: one copy of every tensor into preallocated memory (torch's
     copy_, the same bytes)."""
@@ -125,9 +242,20 @@ def main():
     ap.add_argument("--dim", type=int, default=2048)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--dir", default="", help="where to write (default: a temp dir under /tmp)")
+    ap.add_argument("--small", action="store_true", help="the small-state case (see the top)")
+    ap.add_argument("--vocab", type=int, default=1000)
+    ap.add_argument("--width", type=int, default=64)
+    ap.add_argument("--layers", type=int, default=4)
     a = ap.parse_args()
     base = a.dir or tempfile.mkdtemp(prefix="ckpt-pysave-")
     os.makedirs(base, exist_ok=True)
+    if a.small:
+        if "--reps" not in sys.argv:
+            a.reps = 5
+        rc = small_case(a, base)
+        if not a.dir:
+            shutil.rmtree(base, ignore_errors=True)
+        return rc
     torch.manual_seed(0)
     model, opt = build(a.mb, a.dim)
     train_step(model, opt, a.dim)

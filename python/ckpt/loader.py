@@ -54,7 +54,13 @@ class _SeededDataset(tud.Dataset):
 
 class _BatchSampler:
     """Batches of one epoch from a copy of the sampler, starting at the loader's cursor; records
-    the cursor after each batch so the loader can advance when the loop receives it."""
+    the cursor after each batch so the loader can advance when the loop receives it.
+
+    Without drop_last the epoch's last step may hold fewer positions than ranks; each rank's batch
+    is then padded, as DistributedSampler pads, to ceil(positions left / world size) with samples
+    from the head of the epoch (Sampler.tail_padding), so no rank gets an empty batch and all get
+    the same size. The padding comes after the rank's own samples; the cursor, samples_seen and
+    the journal count only the real positions."""
 
     def __init__(self, loader):
         self.loader = loader
@@ -71,11 +77,13 @@ class _BatchSampler:
             if cur[0] != epoch or s.at_epoch_end():
                 return
             ids = s.next_batch()
+            pad = s.tail_padding(*cur)
             seed = _core.batch_seed(self.loader.seed, epoch, index)
             after = s.cursor()
             n = (after[1] if after[0] == cur[0] else self.loader._n) - cur[1]  # global samples
-            self.loader._pending.append((cur, after, n))
+            self.loader._pending.append((cur, after, n, len(pad)))
             index += 1
+            ids = ids + pad
             yield [(int(i), seed, p, len(ids)) for p, i in enumerate(ids)]
 
     def __len__(self):
@@ -85,7 +93,12 @@ class _BatchSampler:
 
 class ResumableLoader:
     """Iterates batches like torch.utils.data.DataLoader; one `for` loop = the rest of the
-    current epoch (the next epoch once it is exhausted). Track it with Checkpointer.track."""
+    current epoch (the next epoch once it is exhausted). Track it with Checkpointer.track.
+
+    Every rank takes the same number of steps per epoch and never an empty batch: without
+    drop_last an epoch's last step pads each rank's batch with samples from the head of the epoch
+    (padding() says how many); with drop_last=True the global tail that does not fill a whole
+    step is left out of that epoch."""
 
     def __init__(self, dataset, batch_size, seed=0, shuffle=True, drop_last=False, num_workers=0,
                  world_size=None, rank=None, **dataloader_kwargs):
@@ -104,6 +117,7 @@ class ResumableLoader:
         self._n = len(dataset)
         self._samples = 0
         self._last = None  # (epoch, position, global samples) of the batch last consumed
+        self._padding = 0  # padding items at the end of that batch
         self._pending = []
         # A private generator: DataLoader draws its base seed from it, never from torch's global.
         self._generator = torch.Generator()
@@ -121,10 +135,11 @@ class ResumableLoader:
     def __iter__(self):
         self._pending = []
         for batch in self._loader:
-            start, after, n = self._pending.pop(0)
+            start, after, n, pad = self._pending.pop(0)
             self._sampler.set_cursor(*after)
             self._samples += n
             self._last = (start[0], start[1], n)
+            self._padding = pad
             yield batch
 
     def __len__(self):
@@ -138,6 +153,12 @@ class ResumableLoader:
         """(epoch, position, global samples) of the batch the loop received last: the cursor it
         started at, as the journal's progress events record it; None before the first."""
         return self._last
+
+    def padding(self):
+        """How many items at the end of the batch the loop received last repeat samples from the
+        head of the epoch (0 except in an epoch's last step without drop_last): mask them out of
+        the loss, or not, as with DistributedSampler's padding. Never counted as consumed."""
+        return self._padding
 
     def samples_seen(self):
         return self._samples

@@ -84,9 +84,9 @@ AttrValue to_attr(const std::string& path, const py::handle& v) {
       return v.cast<std::vector<std::string>>();
     return v.cast<std::vector<int64_t>>();
   }
-  raise_status(invalid_argument(path + ": cannot store a " +
-                                py::str(v.get_type().attr("__name__")).cast<std::string>() +
-                                " as an attribute"));
+  raise_status(invalid_argument(
+      path + ": cannot store a " +
+      py::str(py::type::handle_of(v).attr("__name__")).cast<std::string>() + " as an attribute"));
 }
 
 py::object from_attr(const AttrValue& a) {
@@ -168,6 +168,14 @@ py::dict save_rank(const std::string& run_dir, int64_t step, int64_t rank, int64
   out["file_bytes"] = stats.file_bytes;
   out["tensor_bytes"] = stats.tensor_bytes;
   out["tensors"] = stats.tensors;
+  out["direct_io"] = stats.direct_io;
+  py::dict secs;  // where write_rank's time went (store::RankWriteStats)
+  secs["hash"] = stats.hash_seconds;
+  secs["structure"] = stats.structure_seconds;
+  secs["write"] = stats.write_seconds;
+  secs["sync"] = stats.sync_seconds;
+  secs["manifest"] = stats.manifest_seconds;
+  out["seconds"] = secs;
   return out;
 }
 

@@ -20,6 +20,7 @@ namespace py = pybind11;
 namespace ckpt::python {
 namespace {
 
+using loader::EpochPermutation;
 using loader::LoaderCursor;
 using loader::ResumableSampler;
 using loader::SamplerSpec;
@@ -81,6 +82,24 @@ loader::LoaderCursor checked_cursor(const ResumableSampler& s, const py::dict& d
 // Applies a saved loader node to `s` (checked_cursor's refusals first).
 void load_state(ResumableSampler& s, const py::dict& d) { s.set_cursor(checked_cursor(s, d)); }
 
+// Under drop_last = false an epoch's last step holds L = N - position < G positions, so rank r
+// gets floor(L / W) or ceil(L / W) of them, none when L < W (and default_collate fails on an empty
+// batch). DistributedSampler pads instead, and so does ResumableLoader: every rank gets
+// ceil(L / W). These are the ids rank s.rank() adds after its own: the virtual positions g in
+// [N, position + ceil(L / W) * W) with g mod W == rank, each the sample at position g mod N of
+// the epoch's order (the head of the epoch, repeated). Empty for every other step, under
+// drop_last, and at an epoch end. The cursor never counts them: it stops at N.
+std::vector<uint64_t> tail_padding(const ResumableSampler& s, uint64_t epoch, uint64_t position) {
+  const SamplerSpec& spec = s.spec();
+  const uint64_t n = spec.dataset_size, w = spec.world_size;
+  std::vector<uint64_t> ids;
+  if (spec.drop_last || position >= n || n - position >= spec.global_batch()) return ids;
+  const uint64_t end = position + (n - position + w - 1) / w * w;
+  const EpochPermutation order = s.order(epoch);
+  for (uint64_t g = n + (s.rank() + w - n % w) % w; g < end; g += w) ids.push_back(order.at(g % n));
+  return ids;
+}
+
 // The seed of batch `index` of `epoch`: XXH3 of the three words, so a batch's augmentation does
 // not depend on which worker served it or what it served before.
 uint64_t batch_seed(uint64_t seed, uint64_t epoch, uint64_t index) {
@@ -109,6 +128,7 @@ void bind_sampler(py::module_& m) {
       .def("at_epoch_end", [](const ResumableSampler& s) { return s.at_epoch_end(s.cursor()); })
       .def("remaining_steps",
            [](const ResumableSampler& s) { return s.remaining_steps(s.cursor()); })
+      .def("tail_padding", &tail_padding, py::arg("epoch"), py::arg("position"))
       .def("steps_per_epoch", &ResumableSampler::steps_per_epoch)
       .def("copy", [](const ResumableSampler& s) { return ResumableSampler(s); })
       .def("state", &state)

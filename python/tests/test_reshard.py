@@ -13,7 +13,7 @@ from conftest import BUILD
 SCRIPT = pathlib.Path(__file__).with_name("dist_reshard.py")
 
 
-def launch(run_dir, steps, stop_after, ids_out, world):
+def launch(run_dir, steps, stop_after, ids_out, world, n=100):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -22,7 +22,7 @@ def launch(run_dir, steps, stop_after, ids_out, world):
         env = dict(os.environ, PYTHONPATH=str(BUILD / "python"), RANK=str(r),
                    WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         procs.append(subprocess.Popen([sys.executable, str(SCRIPT), str(run_dir), str(steps),
-                                       str(stop_after), str(ids_out)], env=env,
+                                       str(stop_after), str(ids_out), str(n)], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     for p in procs:
         out, _ = p.communicate(timeout=300)
@@ -58,8 +58,10 @@ def test_two_rank_run_resumed_at_three_ranks_covers_the_epoch_once(tmp_path):
         steps = rec[1:]
         assert [e["step"] for e in steps] == [6, 7, 8]
         assert steps[0]["epoch"] == 0 and steps[1]["epoch"] == 1 and steps[2]["epoch"] == 1
-        tail.update(steps[0]["ids"])
-    assert sum(len(rec[1]["ids"]) for rec in w3) == 20  # the 20 left, split over 3 ranks
+        tail.update(steps[0]["ids"][:len(steps[0]["ids"]) - steps[0]["pad"]])
+    # the 20 left (positions 80-99), split over 3 ranks: 7, 6 + one of padding, 7 (docs/python.md)
+    assert [len(rec[1]["ids"]) for rec in w3] == [7, 7, 7]
+    assert [rec[1]["pad"] for rec in w3] == [0, 1, 0]
     epoch0.update(tail)
     assert sorted(epoch0) == list(range(100)) and set(epoch0.values()) == {1}
     epoch1 = Counter(i for rec in w3 for e in rec[2:] for i in e["ids"])

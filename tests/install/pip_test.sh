@@ -4,6 +4,9 @@
 # The venv has --system-site-packages so Debian's python3-torch, numpy, setuptools and wheel are
 # visible; --no-build-isolation --no-deps keeps pip off the network. It uses Debian's pip module
 # (python3-pip) from the system site, so python3-venv's ensurepip is not needed either.
+# The build backend (python/_ckpt_build.py) finds no auditwheel in this environment and installs
+# setuptools' wheel unrepaired (it links the system's HDF5): install_wheel (wheel_test.sh) checks
+# the repaired, portable wheel, with its build requirements from PyPI.
 # Exits 77 (ctest: skipped) with one line saying what is missing when the interpreter lacks
 # pip, setuptools, wheel or torch. Usage: pip_test.sh SOURCE_DIR BUILD_DIR PYTHON
 set -euo pipefail
