@@ -244,6 +244,13 @@ Result<CommitRecord> decode_commit(const std::string& text, const std::string& w
   return c;
 }
 
+Status check_step(int64_t step) {
+  if (step >= 0 && step <= kMaxStep) return Status::ok();
+  return invalid_argument("step " + std::to_string(step) +
+                          " is out of range: a checkpoint's step is in [0, " +
+                          std::to_string(kMaxStep) + "] (its directory name holds 12 digits)");
+}
+
 std::string step_dir_name(int64_t step) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "step-%012lld", static_cast<long long>(step));

@@ -66,7 +66,14 @@ std::string encode_commit(const CommitRecord& c);
 // Verifies the record's own hash; a damaged record is kCorrupt.
 Result<CommitRecord> decode_commit(const std::string& json, const std::string& where);
 
-// "step-000000012000"
+// The steps a checkpoint can have, [0, kMaxStep]: a step directory's name holds 12 digits
+// (docs/format.md §1). Every writer checks a step with check_step before it writes anything.
+constexpr int64_t kMaxStep = 999'999'999'999;
+// invalid_argument "step S is out of range: a checkpoint's step is in [0, 999999999999]" unless
+// 0 <= step <= kMaxStep.
+Status check_step(int64_t step);
+
+// "step-000000012000" (step in [0, kMaxStep]: check_step)
 std::string step_dir_name(int64_t step);
 // Parses "step-<12 digits>"; false otherwise.
 bool parse_step_dir_name(const std::string& name, int64_t* step);

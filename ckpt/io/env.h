@@ -64,6 +64,10 @@ enum class FileKind { kMissing, kRegular, kDirectory, kSymlink, kOther };
 class FileLock {
  public:
   virtual ~FileLock() = default;
+  // Whether `path` (the lock file's own path) still names the file this lock holds: false once
+  // it was removed or replaced (its directory deleted and made again), when another process can
+  // take a fresh lock there. Its owner must stop writing then.
+  virtual bool still_at(const std::string& path) const = 0;
 };
 
 // A read-only "file" over bytes held in memory (fuzzers, unit tests, an item nested in a byte
@@ -100,6 +104,9 @@ class Env {
   }
   virtual Result<std::unique_ptr<RandomAccessFile>> open_random(const std::string& path) = 0;
   virtual Status rename(const std::string& from, const std::string& to) = 0;
+  // Swaps two existing directory entries atomically (renameat2 RENAME_EXCHANGE): a crash leaves
+  // either both as they were or both swapped. kUnsupported where the filesystem cannot.
+  virtual Status exchange(const std::string& a, const std::string& b) = 0;
   virtual Status sync_dir(const std::string& dir) = 0;
   virtual Status make_dirs(const std::string& dir) = 0;
   virtual Status remove_file(const std::string& path) = 0;

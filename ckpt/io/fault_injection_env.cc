@@ -123,6 +123,29 @@ Status FaultInjectionEnv::rename(const std::string& from, const std::string& to)
   return Status::ok();
 }
 
+Status FaultInjectionEnv::exchange(const std::string& a, const std::string& b) {
+  CKPT_RETURN_IF_ERROR(tick("exchange " + a));
+  CKPT_RETURN_IF_ERROR(base_->exchange(a, b));
+  // The bytes and fsync state of every file under one entry move to the other.
+  auto swapped = [&](const std::string& p) -> std::string {
+    for (const auto& [from, to] : {std::make_pair(a, b), std::make_pair(b, a)}) {
+      if (p == from) return to;
+      if (p.compare(0, from.size() + 1, from + "/") == 0) return to + p.substr(from.size());
+    }
+    return p;
+  };
+  std::map<std::string, std::string> dirty;
+  for (auto& [p, bytes] : dirty_) dirty[swapped(p)] = std::move(bytes);
+  dirty_ = std::move(dirty);
+  std::set<std::string> synced;
+  for (const auto& p : synced_) synced.insert(swapped(p));
+  synced_ = std::move(synced);
+  // changes_ keeps the paths as they were: undone newest first, the exchange is undone before
+  // any of them.
+  changes_.push_back({DirChange::kExchange, path_dirname(b), b, a, std::nullopt});
+  return Status::ok();
+}
+
 Status FaultInjectionEnv::sync_dir(const std::string& dir) {
   CKPT_RETURN_IF_ERROR(tick("fsync " + dir));
   CKPT_RETURN_IF_ERROR(base_->sync_dir(dir));
@@ -199,6 +222,9 @@ Status FaultInjectionEnv::undo(const DirChange& c) {
       return write(c.path, c.old_bytes.value_or(""));
     case DirChange::kRemoveDir:
       return base_->make_dirs(c.path);
+    case DirChange::kExchange:
+      return base_->exists(c.path) && base_->exists(c.from) ? base_->exchange(c.path, c.from)
+                                                            : Status::ok();
   }
   return Status::ok();
 }

@@ -7,8 +7,8 @@
 //   - a file's bytes written since its last fsync revert to what they were at that fsync (a file
 //     never synced through this Env — new, or written by HDF5's own driver — reverts to empty);
 //   - with CrashLoss::kDataAndEntries, every directory change (create, mkdir, rename, unlink,
-//     rmdir) since the last fsync of that directory is undone too, newest first; a rename over a
-//     file brings the old file back.
+//     rmdir, exchange) since the last fsync of that directory is undone too, newest first; a rename
+//     over a file brings the old file back.
 // Without drop_unsynced() a crash is fail-stop: everything done before it stays. Not thread-safe.
 #pragma once
 
@@ -49,6 +49,8 @@ class FaultInjectionEnv final : public Env {
     return base_->open_random(path);
   }
   Status rename(const std::string& from, const std::string& to) override;
+  // Counted as one operation; a crash before the directory's fsync swaps the two back.
+  Status exchange(const std::string& a, const std::string& b) override;
   Status sync_dir(const std::string& dir) override;
   Status make_dirs(const std::string& dir) override;
   Status remove_file(const std::string& path) override;
@@ -74,10 +76,10 @@ class FaultInjectionEnv final : public Env {
 
  private:
   struct DirChange {
-    enum Kind { kCreate, kMkdir, kRename, kRemove, kRemoveDir } kind;
+    enum Kind { kCreate, kMkdir, kRename, kRemove, kRemoveDir, kExchange } kind;
     std::string dir;                       // the directory whose fsync makes it durable
     std::string path;                      // created/removed path, or the rename target
-    std::string from;                      // rename source
+    std::string from;                      // rename source (kExchange: the other entry)
     std::optional<std::string> old_bytes;  // a replaced or removed file's durable bytes
   };
   Result<std::unique_ptr<WritableFile>> wrap(Result<std::unique_ptr<WritableFile>> f,

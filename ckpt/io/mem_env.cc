@@ -56,6 +56,7 @@ class MemLock final : public FileLock {
  public:
   MemLock(MemEnv* env, std::string path) : env_(env), path_(std::move(path)) {}
   ~MemLock() override { env_->unlock(path_); }
+  bool still_at(const std::string& path) const override { return env_->exists(path); }
 
  private:
   MemEnv* env_;
@@ -126,6 +127,30 @@ Status MemEnv::rename(const std::string& raw_from, const std::string& raw_to) {
   Bytes b = it->second;
   files_.erase(it);
   files_[to] = b;
+  return Status::ok();
+}
+
+// Swaps every file and directory under `a` with those under `b` (both must exist).
+Status MemEnv::exchange(const std::string& raw_a, const std::string& raw_b) {
+  const std::string a = strip(raw_a), b = strip(raw_b);
+  std::lock_guard<std::mutex> g(mu_);
+  const bool a_dir = dirs_.count(a) != 0, b_dir = dirs_.count(b) != 0;
+  if ((!a_dir && files_.count(a) == 0) || (!b_dir && files_.count(b) == 0)) {
+    return not_found(a + ": exchange with " + b + " failed: No such file or directory");
+  }
+  auto swap_prefix = [&](const std::string& p) -> std::string {
+    for (const auto& [from, to] : {std::make_pair(a, b), std::make_pair(b, a)}) {
+      if (p == from) return to;
+      if (p.compare(0, from.size() + 1, from + "/") == 0) return to + p.substr(from.size());
+    }
+    return p;
+  };
+  std::map<std::string, Bytes> files;
+  for (auto& [p, bytes] : files_) files[swap_prefix(p)] = bytes;
+  std::set<std::string> dirs;
+  for (const auto& d : dirs_) dirs.insert(swap_prefix(d));
+  files_ = std::move(files);
+  dirs_ = std::move(dirs);
   return Status::ok();
 }
 

@@ -27,6 +27,7 @@ class MemEnv final : public Env {
   Result<std::unique_ptr<WritableFile>> open_append(const std::string& path) override;
   Result<std::unique_ptr<RandomAccessFile>> open_random(const std::string& path) override;
   Status rename(const std::string& from, const std::string& to) override;
+  Status exchange(const std::string& a, const std::string& b) override;
   Status sync_dir(const std::string& dir) override;
   Status make_dirs(const std::string& dir) override;
   Status remove_file(const std::string& path) override;

@@ -1,13 +1,18 @@
 // PosixEnv: Env over open/pread/pwrite/fsync/rename. Every error names the path and errno text.
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 
 #include "ckpt/io/env.h"
 
@@ -106,13 +111,66 @@ class PosixRandom final : public RandomAccessFile {
   uint64_t size_;
 };
 
+// A flock belongs to the open file description, which fork() shares with the child: a
+// DataLoader worker forked from the trainer would keep RUN/LOCK locked after the trainer died
+// (O_CLOEXEC only helps an exec). So the child drops its copy at fork (pthread_atfork): each
+// held lock's descriptor is replaced, in the child, by one on /dev/null (dup3, which closes the
+// child's reference without unlocking — LOCK_UN would unlock the parent's too), and the lock
+// dies with the process that took it. The fds sit in a fixed table of atomics because the child
+// handler must not take a mutex another thread may have held at the fork.
+class ForkGuard {
+ public:
+  static ForkGuard& get() {
+    static ForkGuard* g = new ForkGuard();  // never destroyed: a fork may come at exit
+    return *g;
+  }
+  bool add(int fd) {
+    for (auto& slot : slots_) {
+      int free = -1;
+      if (slot.compare_exchange_strong(free, fd)) return true;
+    }
+    return false;
+  }
+  void remove(int fd) {
+    for (auto& slot : slots_) {
+      int held = fd;
+      if (slot.compare_exchange_strong(held, -1)) return;
+    }
+  }
+
+ private:
+  ForkGuard() {
+    for (auto& slot : slots_) slot.store(-1);
+    devnull_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    pthread_atfork(nullptr, nullptr, &ForkGuard::in_child);
+  }
+  static void in_child() {
+    ForkGuard& g = get();
+    for (auto& slot : g.slots_) {
+      const int fd = slot.exchange(-1);
+      if (fd >= 0 && g.devnull_ >= 0) (void)::dup3(g.devnull_, fd, O_CLOEXEC);
+    }
+  }
+  std::array<std::atomic<int>, 64> slots_;
+  int devnull_ = -1;
+};
+
 class PosixLock final : public FileLock {
  public:
-  explicit PosixLock(int fd) : fd_(fd) {}
-  ~PosixLock() override { ::close(fd_); }  // closing the last descriptor releases the flock
+  explicit PosixLock(int fd) : fd_(fd) { guarded_ = ForkGuard::get().add(fd_); }
+  ~PosixLock() override {
+    if (guarded_) ForkGuard::get().remove(fd_);
+    ::close(fd_);  // closing the last descriptor releases the flock
+  }
+  bool still_at(const std::string& path) const override {
+    struct stat held, now;
+    if (::fstat(fd_, &held) != 0 || ::stat(path.c_str(), &now) != 0) return false;
+    return held.st_dev == now.st_dev && held.st_ino == now.st_ino;
+  }
 
  private:
   int fd_;
+  bool guarded_ = false;
 };
 
 class PosixEnv final : public Env {
@@ -163,6 +221,17 @@ class PosixEnv final : public Env {
   Status rename(const std::string& from, const std::string& to) override {
     if (::rename(from.c_str(), to.c_str()) != 0) return errno_status("rename to " + to, from);
     return Status::ok();
+  }
+  Status exchange(const std::string& a, const std::string& b) override {
+#ifdef SYS_renameat2
+    constexpr unsigned kRenameExchange = 1u << 1;  // RENAME_EXCHANGE, <linux/fs.h>
+    if (::syscall(SYS_renameat2, AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), kRenameExchange) == 0) {
+      return Status::ok();
+    }
+    if (errno != EINVAL && errno != ENOSYS) return errno_status("exchange with " + b, a);
+#endif
+    return unsupported(a + ": the filesystem cannot exchange it with " + b +
+                       " atomically (renameat2 RENAME_EXCHANGE)");
   }
   Status sync_dir(const std::string& dir) override {
     int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

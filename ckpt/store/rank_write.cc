@@ -227,6 +227,7 @@ Result<Filled> fill_and_hash(Env* env, const std::string& tmp_path,
 
 Result<Manifest> write_rank(Env* env, const std::string& step_dir, int64_t rank, int64_t step,
                             int64_t world_size, Node* root, RankWriteStats* stats) {
+  CKPT_RETURN_IF_ERROR(check_step(step));
   const std::string name = rank_file_name(rank);
   const std::string final_path = path_join(step_dir, name);
   const std::string tmp_path = final_path + ".tmp";

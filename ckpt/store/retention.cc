@@ -95,42 +95,73 @@ Status apply_retention(Env* env, const std::string& run_dir, int keep_last, int6
       continue;
     }
     CKPT_RETURN_IF_ERROR(remove_checkpoint(env, e->dir));
+    // What a re-save of this step left when it was killed (run_dir.h, "Re-saving a step").
+    const std::string attempt = resave_dir(run_dir, e->step);
+    auto kind = env->entry_kind(attempt);
+    if (kind.is_ok() && *kind != FileKind::kMissing) {
+      const std::string no = refuse_reason(env, attempt);
+      if (no.empty()) {
+        CKPT_RETURN_IF_ERROR(remove_checkpoint(env, attempt));
+      } else if (skipped != nullptr) {
+        skipped->push_back(no);
+      }
+    }
   }
   return Status::ok();
 }
 
 namespace {
 
+// The lock itself, shared by every RunDirLock of one process on one run directory.
+struct HeldLock {
+  std::unique_ptr<FileLock> lock;
+  std::string path;  // RUN/LOCK
+  std::mutex saving;
+};
+
 // Checkpointers of one process on one run directory share its lock: the lock keeps other
 // processes out (a relaunched job), not a restore that opens a second Checkpointer.
-class SharedLock final : public FileLock {
+class SharedLock final : public RunDirLock {
  public:
-  explicit SharedLock(std::shared_ptr<FileLock> held) : held_(std::move(held)) {}
+  explicit SharedLock(std::shared_ptr<HeldLock> held) : held_(std::move(held)) {}
+  Status check() const override {
+    if (held_->lock->still_at(held_->path)) return Status::ok();
+    return io_error(held_->path +
+                    ": the run directory was removed or replaced while this process held its "
+                    "lock (the lock is on a file no longer there, and another process may hold "
+                    "a new one); refusing to write");
+  }
+  std::mutex& save_mutex() override { return held_->saving; }
 
  private:
-  std::shared_ptr<FileLock> held_;
+  std::shared_ptr<HeldLock> held_;
 };
 
 }  // namespace
 
-Result<std::unique_ptr<FileLock>> lock_run_dir(Env* env, const std::string& run_dir) {
+Result<std::unique_ptr<RunDirLock>> lock_run_dir(Env* env, const std::string& run_dir) {
   static std::mutex mu;
   // Keyed by pid too: a forked child inherits the map but is another process.
-  static std::map<std::tuple<Env*, std::string, long>, std::weak_ptr<FileLock>> held;
+  static std::map<std::tuple<Env*, std::string, long>, std::weak_ptr<HeldLock>> held;
   const std::string path = path_join(run_dir, "LOCK");
   const auto key = std::make_tuple(env, path, static_cast<long>(getpid()));
   std::lock_guard<std::mutex> g(mu);
-  std::shared_ptr<FileLock> lock = held[key].lock();
+  std::shared_ptr<HeldLock> lock = held[key].lock();
+  if (lock && !lock->lock->still_at(path)) {
+    lock.reset();  // the run directory was replaced: this lock protects nothing there any more
+  }
   if (!lock) {
     char host[256] = {0};
     gethostname(host, sizeof host - 1);
     const std::string owner =
         "pid " + std::to_string(static_cast<long>(getpid())) + " host " + host + "\n";
     CKPT_ASSIGN_OR_RETURN(std::unique_ptr<FileLock> taken, env->lock_file(path, owner));
-    lock = std::move(taken);
+    lock = std::make_shared<HeldLock>();
+    lock->lock = std::move(taken);
+    lock->path = path;
     held[key] = lock;
   }
-  return std::unique_ptr<FileLock>(new SharedLock(std::move(lock)));
+  return std::unique_ptr<RunDirLock>(new SharedLock(std::move(lock)));
 }
 
 }  // namespace ckpt::store

@@ -87,10 +87,40 @@ Result<std::pair<CommitFile, CommitFile>> hash_rank_files(Env* env, const std::s
 
 }  // namespace
 
+std::string resave_dir(const std::string& run_dir, int64_t step) {
+  return path_join(run_dir, step_dir_name(step) + ".resave");
+}
+
+Result<std::string> save_dir(Env* env, const std::string& run_dir, int64_t step) {
+  CKPT_RETURN_IF_ERROR(check_step(step));
+  const std::string dir = path_join(run_dir, step_dir_name(step));
+  CKPT_ASSIGN_OR_RETURN(FileKind kind, env->entry_kind(path_join(dir, "COMMIT.json")));
+  return kind == FileKind::kMissing ? dir : resave_dir(run_dir, step);
+}
+
+namespace {
+
+// 3' of a re-save: a leftover attempt may hold files of ranks the new record does not list (a
+// world size that changed); they would make the checkpoint fail verify.
+Status remove_unlisted(Env* env, const std::string& dir, const CommitRecord& rec) {
+  CKPT_ASSIGN_OR_RETURN(auto names, env->list_dir(dir));
+  for (const auto& n : names) {
+    if (n == "COMMIT.json" || !is_data_file(n)) continue;
+    bool listed = false;
+    for (const CommitFile& f : rec.files) listed = listed || f.name == n;
+    if (!listed) CKPT_RETURN_IF_ERROR(env->remove_file(path_join(dir, n)));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Status commit(Env* env, const std::string& run_dir, int64_t step, int64_t world_size,
               const std::vector<std::string>& components) {
+  CKPT_ASSIGN_OR_RETURN(const std::string dir, save_dir(env, run_dir, step));
   const std::string name = step_dir_name(step);
-  const std::string dir = path_join(run_dir, name);
+  const std::string final_dir = path_join(run_dir, name);
+  const bool resave = dir != final_dir;
   CommitRecord rec;
   rec.step = step;
   rec.world_size = world_size;
@@ -107,8 +137,15 @@ Status commit(Env* env, const std::string& run_dir, int64_t step, int64_t world_
     rec.files.push_back(files.first);
     rec.files.push_back(files.second);
   }
+  if (resave) CKPT_RETURN_IF_ERROR(remove_unlisted(env, dir, rec));
   CKPT_RETURN_IF_ERROR(env->write_atomic(path_join(dir, "COMMIT.json"), encode_commit(rec)));
-  return env->write_atomic(path_join(run_dir, "LATEST"), name + "\n");
+  if (resave) {
+    CKPT_RETURN_IF_ERROR(
+        env->exchange(dir, final_dir)
+            .with_context("re-save of " + name + " (the committed checkpoint is kept)"));
+  }
+  CKPT_RETURN_IF_ERROR(env->write_atomic(path_join(run_dir, "LATEST"), name + "\n"));
+  return resave ? env->remove_tree(dir) : Status::ok();  // the replaced checkpoint
 }
 
 Result<CommitFile> listed_rank_file(const CommitRecord& rec, const std::string& step_dir,

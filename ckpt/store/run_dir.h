@@ -9,6 +9,17 @@
 //      COMMIT.json.tmp, fsync, rename to COMMIT.json, fsync the directory;
 //   4. commit(): write LATEST.tmp, fsync, rename over LATEST, fsync the run directory;
 //   5. apply_retention(): delete the oldest committed checkpoints beyond keep_last.
+// Re-saving a step (its directory already has a COMMIT.json: a relaunched run saving the step it
+// restored) never touches the committed checkpoint until the new one is complete:
+//   1'. save_dir() names the attempt directory step-N.resave; each rank writes its files there
+//       (a leftover of an earlier attempt is reused: each file is replaced whole);
+//   3'. commit() removes data files there that the new record does not list, writes COMMIT.json
+//       there, then swaps step-N.resave and step-N with one atomic exchange (Env::exchange,
+//       renameat2 RENAME_EXCHANGE): a kill before it leaves the old checkpoint, after it the new;
+//   4'. LATEST as in 4, then the replaced checkpoint (now step-N.resave) is removed.
+// Readers never see step-N.resave (not a step directory name); retention removes a leftover
+// one with its step. Where the filesystem cannot exchange directories, a re-save fails (the
+// committed checkpoint is kept) rather than replace the files in place.
 // A step directory without COMMIT.json (an interrupted save) is ignored by find_latest() and
 // reported by list_checkpoints(); one whose COMMIT.json exists but fails its own hash, does not
 // parse or names another step is *damaged*, which is not the same thing: verify reports it and a
@@ -18,6 +29,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -31,7 +43,14 @@ namespace ckpt::store {
 // XXH3-64 of a whole file, streamed.
 Result<uint64_t> hash_file(Env* env, const std::string& path);
 
-// Steps 3 and 4 of the protocol for the step directory of `step`.
+// Step 1 writes into this directory (see "Re-saving a step" above): run_dir/step-N, or
+// run_dir/step-N.resave when step-N already has a COMMIT.json. invalid_argument for a step
+// outside [0, kMaxStep] (check_step).
+Result<std::string> save_dir(Env* env, const std::string& run_dir, int64_t step);
+// run_dir/step-N.resave
+std::string resave_dir(const std::string& run_dir, int64_t step);
+
+// Steps 3 and 4 of the protocol (3' and 4' for a re-save) for the files save_dir() named.
 Status commit(Env* env, const std::string& run_dir, int64_t step, int64_t world_size,
               const std::vector<std::string>& components);
 
@@ -81,12 +100,28 @@ Status apply_retention(Env* env, const std::string& run_dir, int keep_last, int6
 Status check_rank_against_commit(const CommitRecord& rec, const Node& root,
                                  const std::string& step_dir, const std::string& file);
 
+// RUN/LOCK as one process holds it (lock_run_dir).
+class RunDirLock {
+ public:
+  virtual ~RunDirLock() = default;
+  // ok while RUN/LOCK is still the file this lock holds; kIoError "RUN/LOCK: the run directory
+  // was removed or replaced while this process held its lock ..." once it is not (an `rm -rf` of
+  // the run, perhaps a relaunch that took a fresh lock there): a writer checks before each save
+  // and before it commits, and stops.
+  virtual Status check() const = 0;
+  // Held by one save at a time of all the Checkpointers of this process on this run directory,
+  // from its first write to its commit: two of them saving at once (non-blocking saves on two
+  // threads) are serialised instead of writing the same .tmp files together.
+  virtual std::mutex& save_mutex() = 0;
+};
+
 // One process writes a run directory. Takes RUN/LOCK (flock; released when the returned object
-// is destroyed or the process dies) and writes "pid P host H" into it; kIoError "RUN/LOCK: locked
-// by pid P host H" when another writer holds it. Within one process, calls for the same Env and
-// path share one lock (a second Checkpointer restoring what the first saved is not a second
-// job). Readers never call this.
-Result<std::unique_ptr<FileLock>> lock_run_dir(Env* env, const std::string& run_dir);
+// is destroyed or the process that took it dies — a child it forks does not inherit it, see
+// PosixEnv) and writes "pid P host H" into it; kIoError "RUN/LOCK: locked by pid P host H" when
+// another writer holds it. Within one process, calls for the same Env and path share one lock (a
+// second Checkpointer restoring what the first saved is not a second job).
+// Readers never call this.
+Result<std::unique_ptr<RunDirLock>> lock_run_dir(Env* env, const std::string& run_dir);
 
 struct VerifyReport {
   std::vector<std::string> problems;  // one line each; empty = the checkpoint is intact

@@ -62,14 +62,26 @@ Status Checkpointer::append_journal(store::JournalEventType type, nlohmann::json
 }
 
 Status Checkpointer::acquire_lock() {
-  if (lock_ || options_.rank != 0) return Status::ok();
+  if (options_.read_only || options_.rank != 0) return Status::ok();
+  if (lock_) return lock_->check();
   if (options_.run_dir.empty()) return invalid_argument("Checkpointer: run_dir is empty");
   CKPT_RETURN_IF_ERROR(env_->make_dirs(options_.run_dir));
   CKPT_ASSIGN_OR_RETURN(lock_, store::lock_run_dir(env_, options_.run_dir));
   return Status::ok();
 }
 
+std::unique_lock<std::mutex> Checkpointer::take_turn() {
+  return lock_ ? std::unique_lock<std::mutex>(lock_->save_mutex()) : std::unique_lock<std::mutex>();
+}
+
+Status Checkpointer::check_writable(const char* call) const {
+  if (!options_.read_only) return Status::ok();
+  return invalid_argument(std::string(call) + ": this Checkpointer of " + options_.run_dir +
+                          " is read-only (CheckpointerOptions::read_only)");
+}
+
 Status Checkpointer::open_journal() {
+  if (options_.read_only) return Status::ok();  // restore_latest of a reader journals nothing
   CKPT_RETURN_IF_ERROR(acquire_lock());
   if (journal_ || options_.rank != 0) return Status::ok();
   CKPT_ASSIGN_OR_RETURN(journal_, store::Journal::open(env_, options_.run_dir));
@@ -78,6 +90,7 @@ Status Checkpointer::open_journal() {
 
 Status Checkpointer::log_start(const RestoreReport& restored, const nlohmann::json& extra) {
   if (!extra.is_object()) return invalid_argument("log_start: extra is not a JSON object");
+  CKPT_RETURN_IF_ERROR(check_writable("log_start"));
   CKPT_RETURN_IF_ERROR(open_journal());
   if (!journal_) return Status::ok();
   nlohmann::json info = extra;
@@ -109,6 +122,7 @@ Status Checkpointer::log_start(const RestoreReport& restored, const nlohmann::js
 }
 
 Status Checkpointer::log_progress(const ProgressEvent& e) {
+  CKPT_RETURN_IF_ERROR(check_writable("log_progress"));
   CKPT_RETURN_IF_ERROR(open_journal());
   if (!journal_) return Status::ok();
   nlohmann::json j = {{"step", e.step},         {"lr", e.lr},
@@ -190,7 +204,7 @@ Status Checkpointer::check_save_options() const {
 
 // Step 1 of the protocol: this rank's file, durable.
 Status Checkpointer::write_files(Node* root, int64_t step, uint64_t* file_bytes) {
-  const std::string dir = path_join(options_.run_dir, step_dir_name(step));
+  CKPT_ASSIGN_OR_RETURN(const std::string dir, store::save_dir(env_, options_.run_dir, step));
   CKPT_RETURN_IF_ERROR(env_->make_dirs(dir));
   store::RankWriteStats stats;
   CKPT_RETURN_IF_ERROR(
@@ -208,6 +222,7 @@ Status Checkpointer::commit_files(int64_t step, const std::vector<std::string>& 
     CKPT_RETURN_IF_ERROR(options_.barrier().with_context("save barrier"));
   }
   if (options_.rank != 0) return options_.barrier().with_context("commit barrier");
+  CKPT_RETURN_IF_ERROR(lock_->check());  // the run directory is still the one this rank locked
   CKPT_RETURN_IF_ERROR(
       store::commit(env_, options_.run_dir, step, options_.world_size, components));
   if (options_.world_size > 1)
@@ -230,6 +245,8 @@ Status Checkpointer::journal_failure(int64_t step, const Status& failed) {
 
 Status Checkpointer::save(int64_t step, const SaveOptions& save_options) {
   const auto t0 = std::chrono::steady_clock::now();
+  CKPT_RETURN_IF_ERROR(check_writable("save"));
+  CKPT_RETURN_IF_ERROR(check_step(step).with_context("save"));
   CKPT_RETURN_IF_ERROR(check_save_options());
   CKPT_RETURN_IF_ERROR(acquire_lock());
   const bool had_in_flight = saver_ != nullptr && saver_->in_flight();
@@ -253,6 +270,7 @@ Status Checkpointer::save(int64_t step, const SaveOptions& save_options) {
     return save_in_background(step, std::move(root), std::move(components), t0, waited);
   }
   uint64_t file_bytes = 0;
+  std::unique_lock<std::mutex> turn = take_turn();
   CKPT_RETURN_IF_ERROR(write_files(&root, step, &file_bytes));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   nlohmann::json event = {{"step", step},
@@ -299,12 +317,14 @@ Status Checkpointer::save_in_background(int64_t step, Node root,
   job.label = "step " + std::to_string(step);
   job.write = [=](Node* tree, const store::SubmitReport& report) -> Status {
     out->stall_seconds = capture_seconds + report.snapshot_seconds;
+    std::unique_lock<std::mutex> turn = take_turn();
     Status s = write_files(tree, step, &out->file_bytes);
     if (s.is_ok() && commit_here) s = commit_files(step, components, done_event());
     return s.is_ok() ? s : journal_failure(step, s);
   };
   if (!commit_here) {  // world_size > 1: collectives stay on the training thread
     job.finish = [=]() -> Status {
+      std::unique_lock<std::mutex> turn = take_turn();
       Status s = commit_files(step, components, done_event());
       return s.is_ok() ? s : journal_failure(step, s);
     };

@@ -13,8 +13,14 @@
 // clear error a hash mismatch, a tensor that does not fit the model, or a missing component the
 // caller declared required. The tracked objects are borrowed: they must outlive the Checkpointer.
 // Rank 0 is the run directory's one writer: its first call takes RUN/LOCK (store::lock_run_dir)
-// and holds it until the Checkpointer is destroyed or the process dies; while another process
-// holds it every call fails with "locked by pid P host H".
+// and holds it until the Checkpointer is destroyed or the process dies (not a child it forks);
+// while another process holds it every call fails with "locked by pid P host H". Checkpointers
+// of one process on one run directory share the lock and take turns to save (one save's write
+// and commit at a time). A save checks first that RUN/LOCK is still the file it locked (the run
+// directory was not deleted under it) and fails otherwise. Saving step N again when step N is
+// committed (a relaunched run) replaces it atomically (store/run_dir.h, "Re-saving a step").
+// Steps are in [0, kMaxStep] (check_step); save() refuses others before it writes.
+// options.read_only: a reader of a live run — restore_latest() only, no lock, nothing written.
 // save(step, {.blocking = false}) returns after a snapshot of the captured tensors into memory
 // the Checkpointer owns (store::BackgroundSaver: one copy of the state, allocated once) and writes,
 // hashes, fsyncs and commits on one background thread; wait() returns its Status, and a failure
@@ -57,6 +63,7 @@ struct LoaderCursor;
 }  // namespace ckpt::loader
 namespace ckpt::store {
 class Journal;
+class RunDirLock;
 enum class JournalEventType;
 }  // namespace ckpt::store
 
@@ -99,6 +106,10 @@ struct CheckpointerOptions {
   // filesystem allows it, through pwrite otherwise (README.md, "Blocking save"); Env::posix()
   // writes everything through the page cache.
   Env* env = nullptr;
+  // A reader of a live run (an evaluation script): restore_latest() takes no RUN/LOCK and writes
+  // nothing — no journal event, no directory; save(), log_start() and log_progress() refuse
+  // (invalid_argument). Several read-only Checkpointers and the run's writer coexist.
+  bool read_only = false;
   // With world_size > 1: waits until every rank reached this point (e.g. a c10d Gloo barrier).
   // save() calls it after this rank's file is durable and again after rank 0 committed. If rank
   // 0's commit fails it returns without the second barrier, so the other ranks fail at their
@@ -186,6 +197,9 @@ class Checkpointer {
   Status append_journal(store::JournalEventType type, nlohmann::json event, bool durable);
   Status open_journal();
   Status acquire_lock();
+  Status check_writable(const char* call) const;
+  // This process's turn to save to the run directory (RunDirLock::save_mutex); empty off rank 0.
+  std::unique_lock<std::mutex> take_turn();
   Status check_damaged(RestoreReport* rep);
   Status journal_restore(const RestoreReport& rep, const loader::LoaderCursor* cursor);
 
@@ -194,7 +208,7 @@ class Checkpointer {
   Tracked tracked_;
   torch_adapter::GeneratorRegistry generators_;
   torch_adapter::ExtraRegistry extra_;
-  std::unique_ptr<FileLock> lock_;  // declared first: released after the journal is closed
+  std::unique_ptr<store::RunDirLock> lock_;  // declared first: released after the journal
   std::unique_ptr<store::Journal> journal_;
   std::mutex journal_mu_;  // the background thread journals its save's end
   // Declared last: destroyed (its thread joined) before the journal and the lock.

@@ -3,6 +3,7 @@
 Python walks state_dict() trees and hands tensors to ckpt._core; the file format, hashing, the
 commit protocol, retention and the journal are the C++ core's (docs/python.md)."""
 import json
+import operator
 import os
 import time
 from copy import copy, deepcopy
@@ -10,7 +11,7 @@ from copy import copy, deepcopy
 import torch
 
 from . import _atexit, _core, _cxx, _env, _interrupts, _restore_checks, _rng, _tree
-from .errors import CheckpointError, MissingRequiredError
+from .errors import CheckpointError, InvalidArgumentError, MissingRequiredError
 
 _RESERVED = ("rng", "train")
 
@@ -44,9 +45,10 @@ class Checkpointer:
     config = ""
 
     def __init__(self, run_dir, keep_last=3, keep_every=0, omit=(), required=(),
-                 on_damaged="refuse"):
+                 on_damaged="refuse", read_only=False):
         self.run_dir = os.fspath(run_dir)
         self.on_damaged = _restore_checks.check_on_damaged(on_damaged)
+        self.read_only, self._closed = bool(read_only), False
         self.keep_last, self.keep_every = int(keep_last), int(keep_every)
         self.omit, self.required = set(omit), set(required)
         self.rank, self.world_size, self._barrier = _dist()
@@ -55,6 +57,9 @@ class Checkpointer:
         self._started = False
         self._bg = None        # _core.BackgroundSaver, made on the first non-blocking save
         self._pending = None   # (step, components, skipped) of the save in flight
+        self._lock = None
+        if self.read_only:  # a reader of a live run: no lock, nothing written (docs/python.md)
+            return
         os.makedirs(self.run_dir, exist_ok=True)
         # One process writes a run (C++ store::lock_run_dir: RUN/LOCK, flock); rank 0 takes it.
         self._lock = _core.RunLock(self.run_dir) if self.rank == 0 else None
@@ -99,8 +104,9 @@ class Checkpointer:
 
     # --- journal --------------------------------------------------------------------------------
     def _event(self, kind, durable, **fields):
-        if self.rank != 0:
+        if self.rank != 0 or self.read_only:
             return
+        self._check_writable("journal")
         if self._journal is None:
             self._journal = _core.Journal(self.run_dir)
         self._journal.append(kind, json.dumps(fields), durable)
@@ -118,6 +124,7 @@ class Checkpointer:
 
     def log_progress(self, step, lr=None, loss=None, **more):
         """A journal progress event (rank 0; flushed, not fsynced)."""
+        self._check_writable("log_progress")
         ev = {"step": int(step), "lr": lr, "loss": loss}
         loader = self._loader()
         if loader is not None and loader.last_batch() is not None:
@@ -165,6 +172,10 @@ class Checkpointer:
         into memory the C++ core owns and reuses); the write, fsync, commit, retention and
         journal run on a background thread. A save still in flight is waited for first either
         way, and its failure is raised here (docs/python.md, "Non-blocking saves")."""
+        step = _checked_step(step)
+        self._check_writable("save")
+        if self._lock is not None:
+            self._lock.check()  # RUN/LOCK is still the file locked: the run was not deleted
         t0 = time.perf_counter()
         waited = self._pending is not None
         self.wait()
@@ -176,8 +187,14 @@ class Checkpointer:
             return self._submit(int(step), root, names, skipped, t1,
                                 (t1 - t0) if waited else None)
         with _interrupts.held():  # a Ctrl-C from here on is raised after the commit
-            stats = _core.save_rank(self.run_dir, int(step), self.rank, self.world_size, root)
-            self._commit(int(step), names)
+            if self._lock is not None:  # one save at a time of this process's Checkpointers
+                self._lock.begin_save()
+            try:
+                stats = _core.save_rank(self.run_dir, int(step), self.rank, self.world_size, root)
+                self._commit(int(step), names)
+            finally:
+                if self._lock is not None:
+                    self._lock.end_save()
             if self.rank == 0:
                 self._event("save", True, step=int(step),
                             checkpoint=os.path.basename(stats["dir"]), components=names,
@@ -190,6 +207,7 @@ class Checkpointer:
         if self._barrier:
             self._barrier()
         if self.rank == 0:
+            self._lock.check()  # the run directory is still the one this process locked
             _core.commit(self.run_dir, step, self.world_size, names)
         if self._barrier:
             self._barrier()
@@ -212,7 +230,7 @@ class Checkpointer:
             journal = self._journal if (single and self.rank == 0) else None
             info = self._bg.submit(self.run_dir, step, self.rank, self.world_size, root, names,
                                    single, self.keep_last, self.keep_every, journal,
-                                   time.perf_counter() - t_capture)
+                                   time.perf_counter() - t_capture, self._lock)
             self._pending = (step, names)
             _atexit.watch(self)
         return info
@@ -251,6 +269,8 @@ class Checkpointer:
     def restore_latest(self):
         """Restores every tracked object from the newest committed checkpoint; a fresh start
         when there is none. Nothing live changes unless every tensor was read and verified."""
+        if not self.read_only:
+            self._check_writable("restore_latest")
         self.wait()  # a save in flight is committed (or raises) first
         self._check_names()
         rep = RestoreReport()
@@ -344,11 +364,23 @@ class Checkpointer:
         return self._objects[name].value
 
     # --- lifetime -------------------------------------------------------------------------------
+    def _check_writable(self, call):
+        """A read-only or closed Checkpointer writes nothing: save(), log_progress() and (once
+        closed) restore_latest() raise instead of writing without RUN/LOCK."""
+        if self.read_only:
+            raise InvalidArgumentError(f"{call}: this Checkpointer of {self.run_dir} is "
+                                       "read-only (read_only=True)")
+        if self._closed:
+            raise CheckpointError(f"{call}: this Checkpointer of {self.run_dir} is closed "
+                                  "(close() released RUN/LOCK); make a new one to write")
+
     def close(self):
-        """Waits for the in-flight save, closes the journal and releases the run directory."""
+        """Waits for the in-flight save, closes the journal and releases the run directory; the
+        Checkpointer writes nothing after it."""
         try:
             self.wait()
         finally:
+            self._closed = True
             if self._journal is not None:
                 self._journal.close()
                 self._journal = None
@@ -401,6 +433,23 @@ def _immutable(name, obj):
             f"would store {obj!r}. Track a holder and update its value: {name} = "
             f"ckpt.Value({obj!r}); ck.track({name}={name}); {name}.value = ... (docs/python.md, "
             "\"Python values\")")
+
+
+def _checked_step(step):
+    """save()'s step as an int in [0, _core.MAX_STEP] (the step directory's name holds 12
+    digits): TypeError for a bool or anything that is not an integer (9.7 is not step 9),
+    InvalidArgumentError (a ValueError) for one out of range, as the C++ core refuses it."""
+    if isinstance(step, bool):
+        raise TypeError("save: step must be an int, not bool")
+    try:
+        value = operator.index(step)
+    except TypeError:
+        raise TypeError(f"save: step must be an int, not {type(step).__name__}") from None
+    if not 0 <= value <= _core.MAX_STEP:
+        raise InvalidArgumentError(f"save: step {value} is out of range: a checkpoint's step is "
+                                   f"in [0, {_core.MAX_STEP}] (its directory name holds 12 "
+                                   "digits)")
+    return value
 
 
 def _check_groups(sub, opt, name):

@@ -147,8 +147,18 @@ std::string step_dir(const std::string& run_dir, int64_t step) {
   return path_join(run_dir, step_dir_name(step));
 }
 
+// Step 1 of a save into the directory store::save_dir names (the attempt directory of a re-save);
+// "dir" is the step directory either way.
+Status write_rank_files(Env* env, const std::string& run_dir, int64_t step, int64_t rank,
+                        int64_t world_size, Node* root, store::RankWriteStats* stats) {
+  CKPT_ASSIGN_OR_RETURN(const std::string dir, store::save_dir(env, run_dir, step));
+  CKPT_RETURN_IF_ERROR(env->make_dirs(dir));
+  return store::write_rank(env, dir, rank, step, world_size, root, stats).status();
+}
+
 py::dict save_rank(const std::string& run_dir, int64_t step, int64_t rank, int64_t world_size,
                    const py::dict& tree) {
+  check(check_step(step));
   Node root;
   to_node("", tree, &root);
   const std::string dir = step_dir(run_dir, step);
@@ -156,8 +166,7 @@ py::dict save_rank(const std::string& run_dir, int64_t step, int64_t rank, int64
   store::RankWriteStats stats;
   {
     py::gil_scoped_release nogil;
-    Status s = env->make_dirs(dir);
-    if (s.is_ok()) s = store::write_rank(env, dir, rank, step, world_size, &root, &stats).status();
+    Status s = write_rank_files(env, run_dir, step, rank, world_size, &root, &stats);
     if (!s.is_ok()) {
       py::gil_scoped_acquire gil;
       raise_status(s);
@@ -306,17 +315,41 @@ py::list list_checkpoints(const std::string& run_dir) {
 }
 
 // RUN/LOCK held by this process (store::lock_run_dir) until release() or destruction.
+// check(): raises while RUN/LOCK is no longer the file locked (the run directory was deleted).
+// begin_save()/end_save(): this process's turn to save to the run directory, shared by every
+// Checkpointer of it there (RunDirLock::save_mutex); a BackgroundSaver job takes it too.
 class PyLock {
  public:
   explicit PyLock(const std::string& run_dir) {
     auto l = store::lock_run_dir(Env::posix(), run_dir);
     if (!l.is_ok()) raise_status(l.status());
-    lock_ = std::move(*l);
+    lock_ = std::shared_ptr<store::RunDirLock>(std::move(*l));
   }
-  void release() { lock_.reset(); }
+  void release() {
+    if (turn_.owns_lock()) turn_.unlock();
+    lock_.reset();
+  }
+  void check_held() const {
+    if (!lock_) raise_status(invalid_argument("RUN/LOCK: released (the Checkpointer was closed)"));
+    check(lock_->check());
+  }
+  void begin_save() {
+    check_held();
+    std::unique_lock<std::mutex> turn(lock_->save_mutex(), std::defer_lock);
+    {
+      py::gil_scoped_release nogil;  // a background save of another Checkpointer may hold it
+      turn.lock();
+    }
+    turn_ = std::move(turn);
+  }
+  void end_save() {
+    if (turn_.owns_lock()) turn_.unlock();
+  }
+  std::shared_ptr<store::RunDirLock> held() const { return lock_; }
 
  private:
-  std::unique_ptr<FileLock> lock_;
+  std::shared_ptr<store::RunDirLock> lock_;
+  std::unique_lock<std::mutex> turn_;
 };
 
 // The journal, shared with a BackgroundSaver's thread (which appends its save's end).
@@ -373,7 +406,12 @@ class PyBackgroundSaver {
   // caller runs the barrier and commit after wait() on its own thread.
   py::dict submit(const std::string& run_dir, int64_t step, int64_t rank, int64_t world_size,
                   const py::dict& tree, const std::vector<std::string>& components, bool commit,
-                  int keep_last, int64_t keep_every, PyJournal* journal, double capture_seconds) {
+                  int keep_last, int64_t keep_every, PyJournal* journal, double capture_seconds,
+                  PyLock* lock) {
+    check(check_step(step));
+    if (lock != nullptr) lock->check_held();
+    // Shared with the job: the lock outlives a Checkpointer's close() while its save runs.
+    std::shared_ptr<store::RunDirLock> run_lock = lock != nullptr ? lock->held() : nullptr;
     const auto t0 = std::chrono::steady_clock::now();
     Node root;
     to_node("", tree, &root);
@@ -391,9 +429,10 @@ class PyBackgroundSaver {
       Env* env = Env::posix_direct_io();
       out->stall_seconds = capture_seconds + report.snapshot_seconds;
       store::RankWriteStats stats;
-      Status s = env->make_dirs(out->dir);
-      if (s.is_ok())
-        s = store::write_rank(env, out->dir, rank, step, world_size, tree, &stats).status();
+      std::unique_lock<std::mutex> turn;
+      if (run_lock != nullptr) turn = std::unique_lock<std::mutex>(run_lock->save_mutex());
+      Status s = write_rank_files(env, run_dir, step, rank, world_size, tree, &stats);
+      if (s.is_ok() && commit && run_lock != nullptr) s = run_lock->check();
       out->file_bytes = stats.file_bytes;
       if (s.is_ok() && commit) s = store::commit(env, run_dir, step, world_size, components);
       if (s.is_ok() && commit) s = store::apply_retention(env, run_dir, keep_last, keep_every);
@@ -501,6 +540,7 @@ PYBIND11_MODULE(_core, m) {
       py::arg("run_dir"), py::arg("keep_last"), py::arg("keep_every"));
   m.def("find_latest", &find_latest, py::arg("run_dir"));
   m.def("list_checkpoints", &list_checkpoints, py::arg("run_dir"));
+  m.attr("MAX_STEP") = kMaxStep;  // a checkpoint's step is in [0, MAX_STEP] (check_step)
   py::class_<OpenRank>(m, "OpenRank")
       .def(py::init<const std::string&, int64_t>(), py::arg("step_dir"), py::arg("rank"))
       .def_property_readonly("tree", &OpenRank::tree)
@@ -521,7 +561,10 @@ PYBIND11_MODULE(_core, m) {
   m.def("read_journal", &read_journal, py::arg("run_dir"));
   py::class_<PyLock>(m, "RunLock")
       .def(py::init<const std::string&>(), py::arg("run_dir"))
-      .def("release", &PyLock::release);
+      .def("release", &PyLock::release)
+      .def("check", &PyLock::check_held)
+      .def("begin_save", &PyLock::begin_save)
+      .def("end_save", &PyLock::end_save);
   py::class_<PyJournal>(m, "Journal")
       .def(py::init<const std::string&>(), py::arg("run_dir"))
       .def("append", &PyJournal::append, py::arg("type"), py::arg("json"), py::arg("durable"))
@@ -532,7 +575,7 @@ PYBIND11_MODULE(_core, m) {
       .def("submit", &PyBackgroundSaver::submit, py::arg("run_dir"), py::arg("step"),
            py::arg("rank"), py::arg("world_size"), py::arg("tree"), py::arg("components"),
            py::arg("commit"), py::arg("keep_last"), py::arg("keep_every"), py::arg("journal"),
-           py::arg("capture_seconds") = 0.0)
+           py::arg("capture_seconds") = 0.0, py::arg("lock") = nullptr)
       .def("wait", &PyBackgroundSaver::wait)
       .def("in_flight", &PyBackgroundSaver::in_flight)
       .def("stats", &PyBackgroundSaver::stats);

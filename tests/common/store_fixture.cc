@@ -9,7 +9,7 @@ namespace ckpt::testing {
 
 Status write_and_commit(Env* env, const std::string& run, int64_t step, Node* root,
                         const TinySave& how) {
-  const std::string dir = path_join(run, step_dir_name(step));
+  CKPT_ASSIGN_OR_RETURN(const std::string dir, store::save_dir(env, run, step));
   CKPT_RETURN_IF_ERROR(env->make_dirs(dir));
   CKPT_RETURN_IF_ERROR(store::write_rank(env, dir, 0, step, 1, root).status());
   CKPT_RETURN_IF_ERROR(store::commit(env, run, step, 1, how.components));

@@ -309,6 +309,11 @@ Result<ConvertReport> convert_checkpoint(Env* env, const std::string& input,
   Routing r =
       route(s.trees, [&s](size_t tree, const TensorRecord& t) { return scalar_of(s, tree, t); });
   rep.step = std::max<int64_t>(0, r.global_step.value_or(0));
+  if (!check_step(rep.step).is_ok()) {  // data, not usage: exit 65
+    return corrupt(input + ": global_step " + std::to_string(rep.step) +
+                   " cannot name a ckpt checkpoint (a step is in [0, " + std::to_string(kMaxStep) +
+                   "])");
+  }
 
   std::set<const Value*> seen;
   uint64_t total = 0;
