@@ -9,9 +9,6 @@
 namespace ckpt::analytics {
 namespace {
 
-// How many never-visited ids are mapped per chunk when intersecting epochs (bounds memory).
-constexpr size_t kIntersectChunk = size_t{1} << 20;
-
 // Adds the folded image of unfolded positions [b, e) in [0, n): DistributedSampler's padding
 // repeats the order from its start, so position p reads the order at p mod n.
 void fold_into(uint64_t b, uint64_t e, uint64_t n, std::vector<PositionRange>* out) {
@@ -132,19 +129,6 @@ struct EpochState {
   std::unique_ptr<Roaring64Map> ids;   // visited ids (mixed orders)
 };
 
-class EpochMembership {
- public:
-  EpochMembership(const EpochState& s, std::shared_ptr<const SampleOrder> order)
-      : s_(s), order_(std::move(order)) {}
-  bool visited(uint64_t id) const {
-    return s_.single_order ? in_ranges(s_.visited, order_->position_of(id)) : s_.ids->contains(id);
-  }
-
- private:
-  const EpochState& s_;
-  std::shared_ptr<const SampleOrder> order_;
-};
-
 // The order of `key`: the input's own (nullptr when unknown) or the sampler's.
 Result<std::shared_ptr<const SampleOrder>> order_of(const CoverageInput& in, uint64_t key) {
   if (!in.orders_given) return make_order(in.sampler, key);
@@ -226,6 +210,66 @@ void bound_overall(CoverageReport* r) {
   if (r->overall_exact) r->overall_expected = double(lower);
 }
 
+// The samples visited in any epoch, at a cost that follows what was trained, not the dataset's
+// size. Two ways, whichever touches fewer ids (chosen before any order is built):
+//   union:      the ids of every epoch's visited positions, added up — sum over epochs of the
+//               visits;
+//   candidates: the ids the least-missed epoch never visited, minus those each other epoch
+//               visited (per epoch the fewer of its candidates and its visits are looked up) —
+//               that epoch's never-visited count plus, per other epoch, at most its visits.
+// A full epoch leaves no candidate, so finished runs cost nothing here; a run of 21 single-sample
+// epochs over 10^18 samples costs 21 lookups. Memory: one bitmap of the ids kept, at most
+// ~N/8 bytes when dense and a few bytes per id when sparse.
+class OverallSet {
+ public:
+  // `base` is the epoch whose never-visited positions seed the candidates, or -1 for the union.
+  OverallSet(long base) : base_(base) {}
+  bool union_mode() const { return base_ < 0; }
+  long base() const { return base_; }
+
+  void seed_candidates(const SampleOrder& order, const std::vector<PositionRange>& never) {
+    for (const auto& r : never) {
+      for (uint64_t p = r.begin; p < r.end; ++p) set_.add(order.id_at(p));
+    }
+  }
+  // An epoch that used one order: `visited` are merged folded positions.
+  void add_epoch(const SampleOrder& order, const std::vector<PositionRange>& visited,
+                 uint64_t unique) {
+    if (union_mode()) {
+      for (const auto& r : visited) {
+        for (uint64_t p = r.begin; p < r.end; ++p) set_.add(order.id_at(p));
+      }
+      return;
+    }
+    if (set_.cardinality() <= unique) {
+      std::vector<uint64_t> seen;
+      for (uint64_t id : set_) {
+        if (in_ranges(visited, order.position_of(id))) seen.push_back(id);
+      }
+      for (uint64_t id : seen) set_.remove(id);
+    } else {
+      for (const auto& r : visited) {
+        for (uint64_t p = r.begin; p < r.end && !set_.isEmpty(); ++p) set_.remove(order.id_at(p));
+      }
+    }
+  }
+  // An epoch that mixed orders: its visited ids.
+  void add_epoch(const Roaring64Map& ids) {
+    if (union_mode()) {
+      set_ |= ids;
+    } else {
+      set_ -= ids;
+    }
+  }
+  uint64_t unique(uint64_t n) const {
+    return union_mode() ? set_.cardinality() : n - set_.cardinality();
+  }
+
+ private:
+  long base_;
+  Roaring64Map set_;
+};
+
 }  // namespace
 
 std::vector<PositionRange> runs_of(const std::vector<uint64_t>& ascending) {
@@ -263,13 +307,53 @@ Result<CoverageReport> compute_coverage(const CoverageInput& input,
     if (v.end > v.begin) by_epoch[v.epoch].push_back(&v);
   }
 
-  std::vector<EpochState> states;
+  // How the overall union is counted (OverallSet): decided from interval arithmetic alone.
+  bool ids_everywhere = true;
+  uint64_t union_cost = 0;
+  long base = -1;
+  uint64_t base_never = 0;
+  {
+    long index = 0;
+    for (const auto& [epoch, visits] : by_epoch) {
+      ids_everywhere = ids_everywhere && all_orders_known(input, visits);
+      bool single = true;
+      uint64_t visited = 0;
+      for (const Visit* v : visits) {
+        single = single && v->order_key == visits.front()->order_key;
+        visited += v->end - v->begin;
+      }
+      union_cost += std::min(visited, n);
+      if (single) {
+        std::vector<PositionRange> folded;
+        for (const Visit* v : visits) fold_into(v->begin, v->end, n, &folded);
+        const uint64_t never = n - ranges_size(merge_ranges(std::move(folded)));
+        if (base < 0 || never < base_never) {
+          base = index;
+          base_never = never;
+        }
+      }
+      ++index;
+    }
+  }
+  OverallSet overall(base >= 0 && base_never < union_cost ? base : -1);
+  const bool count_overall = ids_everywhere && by_epoch.size() > 1;
+
   const size_t epoch_count = by_epoch.size();
+  if (count_overall && !overall.union_mode()) {
+    // The candidates first: the base epoch's never-visited ids.
+    auto it = std::next(by_epoch.begin(), overall.base());
+    std::vector<PositionRange> folded;
+    for (const Visit* v : it->second) fold_into(v->begin, v->end, n, &folded);
+    CKPT_ASSIGN_OR_RETURN(auto order, order_of(input, it->second.front()->order_key));
+    overall.seed_candidates(*order, complement(merge_ranges(std::move(folded)), n));
+  }
+  size_t index = 0;
   for (const auto& [epoch, visits] : by_epoch) {
-    const size_t index = states.size();
+    const bool is_base = static_cast<long>(index) == overall.base();
     const bool keep_strip = epoch_count <= options.strip_epochs ||
                             index < options.strip_epochs / 2 ||
                             index >= epoch_count - options.strip_epochs / 2;
+    ++index;
     EpochCoverage ec;
     ec.epoch = epoch;
     EpochState st;
@@ -289,6 +373,7 @@ Result<CoverageReport> compute_coverage(const CoverageInput& input,
       if (order != nullptr) {
         ec.never_visited_ids =
             list_never_ids(*order, st.never, ec.never_visited_count, options.max_ids);
+        if (count_overall && !is_base) overall.add_epoch(*order, st.visited, ec.unique);
       } else {
         ec.ids_known = false;
       }
@@ -328,6 +413,7 @@ Result<CoverageReport> compute_coverage(const CoverageInput& input,
       for (uint64_t id = 0; id < n && ec.never_visited_ids.size() < options.max_ids; ++id) {
         if (!st.ids->contains(id)) ec.never_visited_ids.push_back(id);
       }
+      if (count_overall) overall.add_epoch(*st.ids);
     }
     if (ec.exact) {
       ec.unique_max = ec.unique;
@@ -340,72 +426,17 @@ Result<CoverageReport> compute_coverage(const CoverageInput& input,
     }
     report.total_visits += ec.visits;
     report.epochs.push_back(std::move(ec));
-    states.push_back(std::move(st));
   }
 
-  // Overall: a sample counts once if any epoch visited it. Finished epochs usually cover all of
-  // [0, N); otherwise intersect the never-visited sets, starting from the smallest one.
-  bool ids_everywhere = true;
-  for (const auto& e : report.epochs) ids_everywhere = ids_everywhere && e.ids_known;
+  // Overall: a sample counts once if any epoch visited it.
   if (report.epochs.empty()) {
     report.overall_unique = 0;
   } else if (!ids_everywhere) {
     bound_overall(&report);
+  } else if (!count_overall) {
+    report.overall_unique = report.epochs.front().unique;
   } else {
-    size_t smallest = 0;
-    for (size_t i = 0; i < report.epochs.size(); ++i) {
-      if (report.epochs[i].never_visited_count < report.epochs[smallest].never_visited_count) {
-        smallest = i;
-      }
-    }
-    const EpochState& base = states[smallest];
-    uint64_t never_anywhere = report.epochs[smallest].never_visited_count;
-    if (never_anywhere > 0 && report.epochs.size() > 1) {
-      std::vector<EpochMembership> others;
-      for (size_t i = 0; i < states.size(); ++i) {
-        if (i == smallest) continue;
-        std::shared_ptr<const SampleOrder> order;
-        if (states[i].single_order) {
-          CKPT_ASSIGN_OR_RETURN(order, order_of(input, states[i].order_key));
-        }
-        others.emplace_back(states[i], std::move(order));
-      }
-      std::shared_ptr<const SampleOrder> base_order;
-      if (base.single_order) {
-        CKPT_ASSIGN_OR_RETURN(base_order, order_of(input, base.order_key));
-      }
-      never_anywhere = 0;
-      std::vector<uint64_t> chunk;
-      auto flush = [&] {
-        for (uint64_t id : chunk) {
-          bool seen = false;
-          for (const auto& o : others) {
-            if (o.visited(id)) {
-              seen = true;
-              break;
-            }
-          }
-          if (!seen) ++never_anywhere;
-        }
-        chunk.clear();
-      };
-      if (base.single_order) {
-        for (const auto& r : base.never) {
-          for (uint64_t p = r.begin; p < r.end; ++p) {
-            chunk.push_back(base_order->id_at(p));
-            if (chunk.size() == kIntersectChunk) flush();
-          }
-        }
-      } else {
-        for (uint64_t id = 0; id < n; ++id) {
-          if (base.ids->contains(id)) continue;
-          chunk.push_back(id);
-          if (chunk.size() == kIntersectChunk) flush();
-        }
-      }
-      flush();
-    }
-    report.overall_unique = n - never_anywhere;
+    report.overall_unique = overall.unique(n);
   }
   report.overall_fraction = double(report.overall_unique) / double(n);
   if (report.overall_exact) {

@@ -9,6 +9,7 @@
 
 #include "analytics/json_text.h"
 #include "analytics/lr_foreign.h"
+#include "ckpt/format/printable.h"
 #include "ckpt/io/env.h"
 
 namespace ckpt::analytics {
@@ -194,7 +195,7 @@ std::string run_spec_json(const RunSpec& spec) {
                     {"end_step", s.end_step},
                     {"loader_resumed", s.loader_resumed}});
   }
-  return j.dump(2);
+  return json_text(j, 2);
 }
 
 }  // namespace ckpt::analytics

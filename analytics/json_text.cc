@@ -10,58 +10,12 @@
 #include <cstdio>
 #include <cstring>
 
+#include "ckpt/format/python_json.h"
+
 namespace ckpt::analytics {
-namespace {
-
-bool starts_with(std::string_view s, size_t at, std::string_view word) {
-  return s.size() - at >= word.size() && s.compare(at, word.size(), word) == 0;
-}
-
-// Replaces NaN, Infinity and -Infinity outside strings by null. Infinity keeps its length (padded
-// with spaces); NaN grows by one byte, so parser offsets past a NaN are off by the NaNs before
-// them.
-std::string strip_python_literals(std::string_view text) {
-  std::string out;
-  out.reserve(text.size() + 16);
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      out.push_back(c);
-      if (c == '\\' && i + 1 < text.size()) {
-        out.push_back(text[++i]);  // the escaped character may be a quote
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-      out.push_back(c);
-    } else if (starts_with(text, i, "NaN")) {
-      out += "null";
-      i += 2;
-    } else if (starts_with(text, i, "Infinity")) {
-      out += "null    ";
-      i += 7;
-    } else if (starts_with(text, i, "-Infinity")) {
-      out += "null     ";
-      i += 8;
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 Result<nlohmann::json> parse_python_json(std::string_view text, const std::string& where) {
-  try {
-    return nlohmann::json::parse(strip_python_literals(text));
-  } catch (const nlohmann::json::exception& e) {
-    return corrupt(where + ": malformed JSON: " + escape_bytes(e.what(), 200));
-  }
+  return ckpt::parse_python_json(text, where);
 }
 
 Result<std::string> read_text_file(const std::string& path, uint64_t max_bytes) {

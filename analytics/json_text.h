@@ -1,7 +1,6 @@
-// Reading JSON written by Python: `json.dumps` emits the non-standard literals NaN, Infinity and
-// -Infinity (Hugging Face's trainer_state.json does, e.g. `"grad_norm": NaN`), which strict JSON
-// parsers reject. parse_python_json() turns those literals into null outside string literals and
-// parses the rest with nlohmann::json, so callers see null where Python had a non-finite number.
+// Reading the analytics commands' inputs: JSON written by Python (parse_python_json, which is
+// ckpt/format/python_json.h's: NaN / Infinity outside strings read as null), whole files with a
+// size cap, and bytes made safe to echo.
 //
 // Free functions on values; thread-safe.
 #pragma once

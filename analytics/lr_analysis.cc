@@ -68,7 +68,9 @@ bool smooth_gap(const std::vector<LrPoint>& p, size_t i, double noise_floor) {
   return j >= lo - tol && j <= hi + tol;
 }
 
-JumpKind classify(const std::vector<LrPoint>& p, size_t i, const LrSeries& s, double noise_floor) {
+// `running_max[k]`: the highest LR among points 0..k (the base LR when there is no schedule).
+JumpKind classify(const std::vector<LrPoint>& p, size_t i, const LrSeries& s, double noise_floor,
+                  const std::vector<double>& running_max) {
   const double before = p[i].lr, after = p[i + 1].lr;
   if (after < before) {
     if (i + 2 < p.size()) {
@@ -88,7 +90,7 @@ JumpKind classify(const std::vector<LrPoint>& p, size_t i, const LrSeries& s, do
     base = s.schedule->kind == sched::ScheduleKind::kOneCycle ? s.schedule->max_lr
                                                               : s.schedule->base_lr;
   } else {
-    for (size_t k = 0; k <= i; ++k) base = std::max(base, p[k].lr);
+    base = std::max(0.0, running_max[i]);
   }
   if (base > 0 && std::abs(after - base) <= kBaseMatch * base &&
       before < after * (1 - kBaseMatch)) {
@@ -156,6 +158,11 @@ LrAnalysis analyze_lr(const LrSeries& series, const LrOptions& options) {
 
   double scale = 0;
   for (const auto& q : p) scale = std::max(scale, std::abs(q.lr));
+  // One pass, so that a log that is discontinuous at every point stays linear.
+  std::vector<double> running_max(p.size());
+  for (size_t k = 0; k < p.size(); ++k) {
+    running_max[k] = k == 0 ? p[0].lr : std::max(running_max[k - 1], p[k].lr);
+  }
   const double noise_floor = 1e-9 * scale;
 
   for (size_t i = 0; i + 1 < p.size(); ++i) {
@@ -183,7 +190,7 @@ LrAnalysis analyze_lr(const LrSeries& series, const LrOptions& options) {
     d.at_restart = at_restart;
     d.restart_inferred = at_restart && std::binary_search(out.inferred_restarts.begin(),
                                                           out.inferred_restarts.end(), restart);
-    d.kind = classify(p, i, series, noise_floor);
+    d.kind = classify(p, i, series, noise_floor, running_max);
     out.discontinuities.push_back(d);
   }
 
@@ -193,8 +200,11 @@ LrAnalysis analyze_lr(const LrSeries& series, const LrOptions& options) {
       c.restart_step = out.restarts[r];
       const int64_t end = r + 1 < out.restarts.size() ? out.restarts[r + 1] : INT64_MAX;
       double worst = -1;
-      for (const auto& q : p) {
-        if (q.step < c.restart_step || q.step >= end) continue;
+      // Points are in step order: only this restart's segment is visited.
+      auto first = std::lower_bound(p.begin(), p.end(), c.restart_step,
+                                    [](const LrPoint& q, int64_t step) { return q.step < step; });
+      for (auto it = first; it != p.end() && it->step < end; ++it) {
+        const LrPoint& q = *it;
         const double want = sched::lr_at(*series.schedule, q.step);
         const double abs_err = std::abs(q.lr - want);
         const double rel_err = want != 0 ? abs_err / std::abs(want) : (abs_err == 0 ? 0 : INFINITY);

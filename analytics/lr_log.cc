@@ -4,6 +4,8 @@
 #include <cctype>
 #include <map>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "analytics/json_text.h"
 
@@ -105,19 +107,20 @@ void add_launch(const std::string& source, double start_wall_time,
   out->launches.push_back(info);
 }
 
-LrSeries build_series(const ScalarLog& log, const std::string& tag) {
+// One tag's samples, launch by launch (only the launches that logged it), in the order written.
+struct TagSamples {
+  std::vector<std::pair<size_t, std::vector<ScalarSample>>> launches;  // (launch index, samples)
+};
+
+LrSeries build_series(const ScalarLog& log, const std::string& tag, TagSamples samples) {
   LrSeries out;
   out.source = log.source;
   out.format = log.format;
   out.tag = tag;
   out.warnings = log.warnings;
   std::map<int64_t, double> merged;
-  for (const auto& launch : log.launches) {
-    std::vector<ScalarSample> mine;
-    for (const auto& s : launch.samples) {
-      if (s.tag == tag) mine.push_back(s);
-    }
-    if (mine.empty()) continue;
+  for (auto& [index, mine] : samples.launches) {
+    const ScalarLaunch& launch = log.launches[index];
     bool first_part = true;
     for (const auto& part : split_on_rewind(std::move(mine))) {
       add_launch(launch.source, first_part ? launch.start_wall_time : part.front().wall_time, part,
@@ -189,12 +192,16 @@ bool lr_tag_order(const std::string& a, const std::string& b) {
 }
 
 Result<std::vector<LrSeries>> lr_series_from_log(const ScalarLog& log, const std::string& tag) {
+  // Distinct tags by hash first (a log of many rows repeats each tag once per row), sorted once.
+  std::unordered_set<std::string> distinct;
+  for (const auto& launch : log.launches) {
+    for (const auto& s : launch.samples) distinct.insert(s.tag);
+  }
   std::set<std::string, bool (*)(const std::string&, const std::string&)> all(lr_tag_order),
       lr(lr_tag_order);
-  for (const auto& launch : log.launches) {
-    for (const auto& s : launch.samples) {
-      if (all.insert(s.tag).second && is_lr_tag(s.tag)) lr.insert(s.tag);
-    }
+  for (const auto& t : distinct) {
+    all.insert(t);
+    if (is_lr_tag(t)) lr.insert(t);
   }
   std::vector<std::string> chosen;
   if (!tag.empty()) {
@@ -210,8 +217,26 @@ Result<std::vector<LrSeries>> lr_series_from_log(const ScalarLog& log, const std
     return corrupt(log.source + ": no learning-rate series (tags found: " + tag_list(all, 12) +
                    "); name one with --tag");
   }
+  // Each sample goes to its series in one pass over the log: the cost is linear in the samples
+  // whatever the number of series (a CSV with 20,000 LR columns).
+  std::unordered_map<std::string, size_t> series_of;
+  for (size_t i = 0; i < chosen.size(); ++i) series_of.emplace(chosen[i], i);
+  std::vector<TagSamples> grouped(chosen.size());
+  for (size_t li = 0; li < log.launches.size(); ++li) {
+    for (const auto& s : log.launches[li].samples) {
+      auto it = series_of.find(s.tag);
+      if (it == series_of.end()) continue;
+      auto& launches = grouped[it->second].launches;
+      if (launches.empty() || launches.back().first != li)
+        launches.emplace_back(li, std::vector<ScalarSample>{});
+      launches.back().second.push_back(s);
+    }
+  }
   std::vector<LrSeries> out;
-  for (const auto& t : chosen) out.push_back(build_series(log, t));
+  out.reserve(chosen.size());
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    out.push_back(build_series(log, chosen[i], std::move(grouped[i])));
+  }
   return out;
 }
 

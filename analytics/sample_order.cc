@@ -35,14 +35,12 @@ class KeyedOrder final : public SampleOrder {
   loader::EpochPermutation perm_;
 };
 
-// A permutation drawn as torch.randperm draws it, kept with its inverse.
+// A permutation drawn as torch.randperm draws it, kept with its inverse: 8 bytes a sample (the
+// sampler's cap keeps N below 2^32).
 class TableOrder final : public SampleOrder {
  public:
-  explicit TableOrder(const std::vector<int64_t>& perm) : ids_(perm.size()), pos_(perm.size()) {
-    for (size_t p = 0; p < perm.size(); ++p) {
-      ids_[p] = static_cast<uint64_t>(perm[p]);
-      pos_[ids_[p]] = p;
-    }
+  explicit TableOrder(std::vector<uint32_t> ids) : ids_(std::move(ids)), pos_(ids_.size()) {
+    for (size_t p = 0; p < ids_.size(); ++p) pos_[ids_[p]] = static_cast<uint32_t>(p);
   }
   uint64_t size() const override { return ids_.size(); }
   uint64_t id_at(uint64_t p) const override { return ids_[p]; }
@@ -50,8 +48,8 @@ class TableOrder final : public SampleOrder {
   bool cheap() const override { return true; }
 
  private:
-  std::vector<uint64_t> ids_;
-  std::vector<uint64_t> pos_;
+  std::vector<uint32_t> ids_;
+  std::vector<uint32_t> pos_;
 };
 
 }  // namespace
@@ -123,17 +121,20 @@ Status validate_sampler(const SamplerConfig& c) {
   }
   const bool needs_torch = c.shuffle && (c.kind == SamplerKind::kTorchRandom ||
                                          c.kind == SamplerKind::kTorchDistributed);
-  // randperm plus the order and its inverse cost 24 bytes a sample.
-  if (needs_torch && c.dataset_size > (uint64_t{1} << 31)) {
-    return unsupported("sampler " + kind + ": a materialised randperm of " +
-                       std::to_string(c.dataset_size) +
-                       " samples (24 bytes each) is beyond this tool; the limit is 2^31");
+  // torch.randperm's order cannot be computed piecewise (the "inside-out" shuffle of large N
+  // moves every position until its last step), so it is materialised with its inverse: 8 bytes a
+  // sample, at most 2 GiB under this cap.
+  if (needs_torch && c.dataset_size > kMaxTorchOrderSamples) {
+    return unsupported("sampler " + kind + ": dataset_size " + std::to_string(c.dataset_size) +
+                       " is over the " + std::to_string(kMaxTorchOrderSamples) +
+                       "-sample limit for a replayed torch.randperm order (it is materialised, 8 "
+                       "bytes a sample)");
   }
   return Status::ok();
 }
 
 std::shared_ptr<const SampleOrder> make_table_order(const std::vector<int64_t>& perm) {
-  return std::make_shared<TableOrder>(perm);
+  return std::make_shared<TableOrder>(std::vector<uint32_t>(perm.begin(), perm.end()));
 }
 
 uint64_t default_order_key(const SamplerConfig& c, uint64_t epoch) {
@@ -148,10 +149,10 @@ Result<std::shared_ptr<const SampleOrder>> make_order(const SamplerConfig& c, ui
   if (c.kind == SamplerKind::kCkpt) {
     return std::shared_ptr<const SampleOrder>(std::make_shared<KeyedOrder>(n, c.seed, key));
   }
-  const std::vector<int64_t> perm = c.kind == SamplerKind::kTorchDistributed
-                                        ? torch_randperm_after(n, c.seed + key, 0)
-                                        : torch_randperm_after(n, c.seed, key);
-  return std::shared_ptr<const SampleOrder>(std::make_shared<TableOrder>(perm));
+  std::vector<uint32_t> perm = c.kind == SamplerKind::kTorchDistributed
+                                   ? torch_randperm_after_u32(n, c.seed + key, 0)
+                                   : torch_randperm_after_u32(n, c.seed, key);
+  return std::shared_ptr<const SampleOrder>(std::make_shared<TableOrder>(std::move(perm)));
 }
 
 }  // namespace ckpt::analytics

@@ -58,9 +58,13 @@ struct SamplerConfig {
   uint64_t steps_per_epoch() const;  // ceil(L / S)
 };
 
+// The most samples a shuffled torch kind may have: its order is materialised (8 bytes a sample,
+// so at most 2 GiB). Over it, validate_sampler() refuses (unsupported, exit 65).
+inline constexpr uint64_t kMaxTorchOrderSamples = uint64_t{1} << 28;
+
 // Ok when the geometry is usable: N, B, W, A >= 1, N <= 2^62, L >= 1, torch_random with W == 1
-// (RandomSampler is single-process; use torch_distributed), and at most 2^31 samples for the
-// shuffled torch kinds (their order is materialised). Messages name the field and the value.
+// (RandomSampler is single-process; use torch_distributed), and at most kMaxTorchOrderSamples
+// samples for the shuffled torch kinds. Messages name the field and the value.
 Status validate_sampler(const SamplerConfig& c);
 
 class SampleOrder {
@@ -74,7 +78,7 @@ class SampleOrder {
 };
 
 // The order of `order_key` (see above) for a validated config; for the shuffled torch kinds the
-// permutation is drawn as torch.randperm draws it (8·N bytes, plus 8·N for the
+// permutation is drawn as torch.randperm draws it (4·N bytes, plus 4·N for the
 // inverse).
 Result<std::shared_ptr<const SampleOrder>> make_order(const SamplerConfig& c, uint64_t order_key);
 // The order `perm` names (position p holds sample perm[p]); perm must be a permutation of

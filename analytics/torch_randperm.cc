@@ -3,7 +3,6 @@
 #include <limits>
 #include <memory>
 #include <mutex>
-#include <numeric>
 
 namespace ckpt::analytics {
 namespace {
@@ -68,25 +67,31 @@ uint32_t TorchCpuGenerator::random() {
   return y;
 }
 
-std::vector<int64_t> torch_randperm(uint64_t n, TorchCpuGenerator& gen) {
-  std::vector<int64_t> r(n);
+namespace {
+
+// randperm's CPU kernel into r[0, n): values < n, so uint32_t holds them for n <= 2^32.
+template <typename T>
+void randperm_into(uint64_t n, TorchCpuGenerator& gen, T* r) {
   if (n < std::numeric_limits<uint32_t>::max() / 20) {
-    std::iota(r.begin(), r.end(), int64_t{0});
+    for (uint64_t i = 0; i < n; ++i) r[i] = static_cast<T>(i);
     for (uint64_t i = 0; i + 1 < n; ++i) {
       const uint64_t z = gen.random() % (n - i);
       std::swap(r[i], r[z + i]);
     }
-    return r;
+    return;
   }
   for (uint64_t i = 0; i < n; ++i) {
     const uint64_t z = gen.random64() % (i + 1);
     r[i] = r[z];
-    r[z] = static_cast<int64_t>(i);
+    r[z] = static_cast<T>(i);
   }
-  return r;
 }
 
-std::vector<int64_t> torch_randperm_after(uint64_t n, uint64_t seed, uint64_t draws_before) {
+// The generator torch.randperm(n) leaves behind after `draws_before` draws from manual_seed(seed),
+// drawn into `out` (n values): one cached generator continues across calls with increasing
+// `draws_before`; the earlier draws only advance it (skip_torch_randperm), holding no memory.
+template <typename T>
+void randperm_after_into(uint64_t n, uint64_t seed, uint64_t draws_before, T* out) {
   struct Cache {
     std::mutex mu;
     std::unique_ptr<TorchCpuGenerator> gen;
@@ -102,11 +107,36 @@ std::vector<int64_t> torch_randperm_after(uint64_t n, uint64_t seed, uint64_t dr
     cache.seed = seed;
     cache.draws = 0;
   }
-  std::vector<int64_t> perm;
-  while (cache.draws <= draws_before) {
-    perm = torch_randperm(n, *cache.gen);
-    ++cache.draws;
+  for (; cache.draws < draws_before; ++cache.draws) skip_torch_randperm(n, *cache.gen);
+  randperm_into(n, *cache.gen, out);
+  ++cache.draws;
+}
+
+}  // namespace
+
+std::vector<int64_t> torch_randperm(uint64_t n, TorchCpuGenerator& gen) {
+  std::vector<int64_t> r(n);
+  randperm_into(n, gen, r.data());
+  return r;
+}
+
+void skip_torch_randperm(uint64_t n, TorchCpuGenerator& gen) {
+  if (n < std::numeric_limits<uint32_t>::max() / 20) {
+    for (uint64_t i = 0; i + 1 < n; ++i) (void)gen.random();
+    return;
   }
+  for (uint64_t i = 0; i < n; ++i) (void)gen.random64();
+}
+
+std::vector<int64_t> torch_randperm_after(uint64_t n, uint64_t seed, uint64_t draws_before) {
+  std::vector<int64_t> perm(n);
+  randperm_after_into(n, seed, draws_before, perm.data());
+  return perm;
+}
+
+std::vector<uint32_t> torch_randperm_after_u32(uint64_t n, uint64_t seed, uint64_t draws_before) {
+  std::vector<uint32_t> perm(n);
+  randperm_after_into(n, seed, draws_before, perm.data());
   return perm;
 }
 

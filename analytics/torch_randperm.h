@@ -55,10 +55,14 @@ class TorchCpuGenerator {
 
 // One torch.randperm(n, generator=gen) draw (int64, as PyTorch's default dtype).
 std::vector<int64_t> torch_randperm(uint64_t n, TorchCpuGenerator& gen);
+// Advances `gen` exactly as torch_randperm(n, gen) does (n - 1 or 2n outputs), in O(1) memory.
+void skip_torch_randperm(uint64_t n, TorchCpuGenerator& gen);
 
 // The permutation torch.randperm(n, generator) returns after `draws_before` earlier randperm(n)
 // draws from a generator freshly seeded with manual_seed(seed). Consecutive calls for increasing
 // `draws_before` with the same (n, seed) continue one cached generator instead of redrawing.
 std::vector<int64_t> torch_randperm_after(uint64_t n, uint64_t seed, uint64_t draws_before);
+// The same permutation in 4 bytes a value, for n <= 2^32.
+std::vector<uint32_t> torch_randperm_after_u32(uint64_t n, uint64_t seed, uint64_t draws_before);
 
 }  // namespace ckpt::analytics

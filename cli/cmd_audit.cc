@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "cli/command.h"
+#include "cli/diagnostics.h"
 #include "cli/exit_codes.h"
 #include "verify/audit/audit.h"
 
@@ -28,14 +29,14 @@ int run_audit(const AuditCliOptions& o) {
   if (!o.require.empty()) {
     auto req = verify::parse_component_list(o.require);
     if (!req.is_ok()) {
-      std::cerr << "ckpt audit: " << req.status().message() << "\n";
+      print_diagnostic(std::cerr, "audit", req.status().message());
       return kExitUsage;
     }
     ao.require = *req;
   }
   auto r = verify::audit_path(o.path, ao);
   if (!r.is_ok()) {
-    std::cerr << "ckpt audit: " << r.status().to_string() << "\n";
+    print_diagnostic(std::cerr, "audit", r.status().to_string());
     return exit_code_for(r.status());
   }
   if (o.json) {

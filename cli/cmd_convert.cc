@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "cli/command.h"
+#include "cli/diagnostics.h"
 #include "cli/exit_codes.h"
 #include "verify/convert/convert.h"
 
@@ -25,7 +26,7 @@ int run_convert(const ConvertCliOptions& o) {
   co.progress = !o.json && ::isatty(2) != 0;
   auto r = verify::convert::convert_checkpoint(Env::posix(), o.input, o.out_dir, co);
   if (!r.is_ok()) {
-    std::cerr << "ckpt convert: " << r.status().to_string() << "\n";
+    print_diagnostic(std::cerr, "convert", r.status().to_string());
     return exit_code_for(r.status());
   }
   if (o.json) {

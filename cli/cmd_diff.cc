@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cli/command.h"
+#include "cli/diagnostics.h"
 #include "cli/exit_codes.h"
 #include "verify/audit/audit.h"
 #include "verify/audit/diff.h"
@@ -21,7 +22,7 @@ struct DiffCliOptions {
 int run_diff(const DiffCliOptions& o) {
   auto d = verify::diff_paths(o.a, o.b, o.deep);
   if (!d.is_ok()) {
-    std::cerr << "ckpt diff: " << d.status().to_string() << "\n";
+    print_diagnostic(std::cerr, "diff", d.status().to_string());
     return exit_code_for(d.status());
   }
   if (o.json) {

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cli/command.h"
+#include "cli/diagnostics.h"
 #include "cli/exit_codes.h"
 #include "verify/audit/audit.h"
 
@@ -19,12 +20,12 @@ struct InspectCliOptions {
 int run_inspect(const InspectCliOptions& o) {
   auto v = verify::inspect_path(o.path);
   if (!v.is_ok()) {
-    std::cerr << "ckpt inspect: " << v.status().to_string() << "\n";
+    print_diagnostic(std::cerr, "inspect", v.status().to_string());
     return exit_code_for(v.status());
   }
   for (const auto& f : v->findings) {  // e.g. a damaged checkpoint newer than the one shown
     if (f.severity == verify::Severity::kError) {
-      std::cerr << "ckpt inspect: warning: " << f.message << "\n";
+      print_diagnostic(std::cerr, "inspect", "warning: " + std::string(f.message));
     }
   }
   if (o.json) {

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "cli/command.h"
+#include "cli/diagnostics.h"
 #include "cli/exit_codes.h"
 #include "resume/load_all.h"
 #ifdef CKPT_HAVE_RESUME_CUDA
@@ -54,13 +55,14 @@ Result<resume::LoadAllStats> load(Env* env, const std::string& dir, int device,
 int run_load_bench(const LoadBenchOptions& o) {
   const std::optional<int> device = parse_device(o.device);
   if (!device) {
-    std::cerr << "ckpt load-bench: --device " << o.device << ": expected cpu, cuda or cuda:N\n";
+    print_diagnostic(std::cerr, "load-bench",
+                     "--device " + o.device + ": expected cpu, cuda or cuda:N");
     return kExitUsage;
   }
   Env* env = Env::posix();
   auto dir = resume::resolve_checkpoint(env, o.path);
   if (!dir.is_ok()) {
-    std::cerr << "ckpt load-bench: " << dir.status().message() << "\n";
+    print_diagnostic(std::cerr, "load-bench", dir.status().message());
     return exit_code_for(dir.status());
   }
   resume::LoadAllOptions lo;
@@ -68,7 +70,7 @@ int run_load_bench(const LoadBenchOptions& o) {
   lo.verify_hashes = !o.no_verify;
   auto stats = load(env, *dir, *device, lo);
   if (!stats.is_ok()) {
-    std::cerr << "ckpt load-bench: " << stats.status().message() << "\n";
+    print_diagnostic(std::cerr, "load-bench", stats.status().message());
     // No usable device is an input that cannot be opened, not a damaged checkpoint.
     return stats.status().code() == Code::kUnsupported ? kExitNoInput
                                                        : exit_code_for(stats.status());
@@ -85,7 +87,7 @@ int run_load_bench(const LoadBenchOptions& o) {
                                 {"threads", stats->threads},
                                 {"verified", lo.verify_hashes}}
                      .dump(2)
-              << "\n";
+              << "\n";  // numbers and fixed words only: always valid UTF-8
   } else {
     std::cout << "ckpt load-bench: " << *dir << ": " << stats->tensors << " tensors, "
               << stats->bytes << " bytes from " << stats->ranks << " rank file(s) into "

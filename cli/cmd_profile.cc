@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/diagnostics.h"
 #include "cli/exit_codes.h"
 #include "profile/analyzer.h"
 #include "profile/budget.h"
@@ -36,7 +37,7 @@ struct ProfileOptions {
 };
 
 int fail(const Status& s) {
-  std::cerr << "ckpt profile: " << s.message() << "\n";
+  print_diagnostic(std::cerr, "profile", s.message());
   return exit_code_for(s);
 }
 

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "cli/command.h"
+#include "cli/diagnostics.h"
 #include "cli/exit_codes.h"
 #include "verify/scan/scan.h"
 
@@ -21,13 +22,11 @@ struct ScanCliOptions {
 int run_scan(const ScanCliOptions& o) {
   auto r = verify::scan_path(o.path);
   if (!r.is_ok()) {
-    std::cerr << "ckpt scan: " << r.status().to_string() << "\n";
+    print_diagnostic(std::cerr, "scan", r.status().to_string());
     return exit_code_for(r.status());
   }
   if (o.json) {
-    std::cout << verify::scan_report_to_json(*r).dump(2, ' ', false,
-                                                      nlohmann::json::error_handler_t::replace)
-              << "\n";
+    std::cout << json_text(verify::scan_report_to_json(*r)) << "\n";
   } else {
     std::cout << verify::scan_report_to_text(*r);
   }

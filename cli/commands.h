@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ckpt/base/status.h"
+#include "ckpt/io/env.h"
 
 namespace ckpt::cli {
 
@@ -43,6 +44,16 @@ struct CoverageCommandOptions {
   std::string svg_path;
 };
 int run_coverage_command(const CoverageCommandOptions& o, std::ostream& out, std::ostream& err);
+
+struct VerifyCommandOptions {
+  std::string path;  // a step directory, or a run directory (every checkpoint is checked)
+  bool json = false;
+};
+// `ckpt verify` through `env`: 0 every committed checkpoint intact, 2 damaged (or only
+// interrupted saves), 65 not a ckpt checkpoint, 66 cannot open the input or a file of a
+// checkpoint, or every checkpoint was removed while verifying.
+int run_verify_command(const VerifyCommandOptions& o, Env* env, std::ostream& out,
+                       std::ostream& err);
 
 struct ReportCommandOptions {
   std::string run_dir;

@@ -14,6 +14,7 @@
 #include "analytics/hf_run.h"
 #include "analytics/run_spec.h"
 #include "cli/commands.h"
+#include "cli/diagnostics.h"
 #include "cli/exit_codes.h"
 #include "cli/hf_training_args.h"
 #include "cli/loader_checkpoint.h"
@@ -107,7 +108,7 @@ int run_coverage_command(const CoverageCommandOptions& o, std::ostream& out, std
   if (!o.run_dir.empty() && !has_journal(o.run_dir) && is_hf_output_dir(o.run_dir)) {
     auto d = derive_from_hf(o);
     if (!d.is_ok()) {
-      err << "ckpt coverage: " << d.status().message() << "\n";
+      print_diagnostic(err, "coverage", d.status().message());
       return exit_code_for(d.status());
     }
     derived = std::move(d).value();
@@ -125,7 +126,7 @@ int run_coverage_command(const CoverageCommandOptions& o, std::ostream& out, std
   if (!derived && !o.run_dir.empty() && !has_journal(o.run_dir)) {
     auto l = derive_from_loader_states(o);
     if (!l.is_ok()) {
-      err << "ckpt coverage: " << l.status().message() << "\n";
+      print_diagnostic(err, "coverage", l.status().message());
       return exit_code_for(l.status());
     }
     loader_run = std::move(l).value();
@@ -139,13 +140,14 @@ int run_coverage_command(const CoverageCommandOptions& o, std::ostream& out, std
     }
     if (!o.run_dir.empty()) {
       CKPT_ASSIGN_OR_RETURN(RunJournal journal, read_journal(o.run_dir));
-      for (const auto& w : journal.warnings) err << "ckpt coverage: warning: " << w << "\n";
+      for (const auto& w : journal.warnings)
+        print_diagnostic(err, "coverage", "warning: " + std::string(w));
       auto checks = check_checkpoint_cursors(o.run_dir, journal);
       if (checks.is_ok()) {
         checkpoints = std::move(checks).value();
       } else {
-        err << "ckpt coverage: warning: checkpoints not checked: " << checks.status().message()
-            << "\n";
+        print_diagnostic(err, "coverage",
+                         "warning: checkpoints not checked: " + checks.status().message());
       }
       return coverage_input_from_journal(journal);
     }
@@ -157,20 +159,20 @@ int run_coverage_command(const CoverageCommandOptions& o, std::ostream& out, std
     return replayed;
   }();
   if (!input.is_ok()) {
-    err << "ckpt coverage: " << input.status().message() << "\n";
+    print_diagnostic(err, "coverage", input.status().message());
     return exit_code_for(input.status());
   }
   CoverageOptions opts;
   opts.max_ids = o.max_ids;
   auto report = compute_coverage(*input, opts);
   if (!report.is_ok()) {
-    err << "ckpt coverage: " << src << ": " << report.status().message() << "\n";
+    print_diagnostic(err, "coverage", src + ": " + report.status().message());
     return exit_code_for(report.status());
   }
   if (!o.svg_path.empty()) {
     Status st = write_text_file(o.svg_path, coverage_chart_svg(*report, src));
     if (!st.is_ok()) {
-      err << "ckpt coverage: " << st.message() << "\n";
+      print_diagnostic(err, "coverage", st.message());
       return exit_code_for(st);
     }
   }
@@ -187,7 +189,7 @@ int run_coverage_command(const CoverageCommandOptions& o, std::ostream& out, std
       j["assumptions"] = loader_run->derived.assumptions;
       j["certainty"] = loader_run->derived.certainty;
     }
-    out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    out << json_text(j) << "\n";
   } else {
     print_coverage_text(*report, *input, src, checkpoints, out);
     if (derived) {

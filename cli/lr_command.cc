@@ -6,6 +6,7 @@
 #include "analytics/lr_input.h"
 #include "analytics/lr_report.h"
 #include "cli/commands.h"
+#include "cli/diagnostics.h"
 #include "cli/exit_codes.h"
 
 namespace ckpt::cli {
@@ -22,10 +23,11 @@ Status write_text_file(const std::string& path, const std::string& text) {
 int run_lr_command(const LrCommandOptions& o, std::ostream& out, std::ostream& err) {
   auto series = analytics::load_lr_log(o.input, o.format, o.tag);
   if (!series.is_ok()) {
-    err << "ckpt lr: " << series.status().message() << "\n";
+    print_diagnostic(err, "lr", series.status().message());
     return exit_code_for(series.status());
   }
-  for (const auto& w : series->front().warnings) err << "ckpt lr: warning: " << w << "\n";
+  for (const auto& w : series->front().warnings)
+    print_diagnostic(err, "lr", "warning: " + std::string(w));
   analytics::LrOptions opts;
   opts.restarts = o.restarts;
   opts.milestones = o.milestones;
@@ -40,16 +42,13 @@ int run_lr_command(const LrCommandOptions& o, std::ostream& out, std::ostream& e
     Status st =
         write_text_file(o.svg_path, analytics::lr_chart_svg(series->front(), analyses.front()));
     if (!st.is_ok()) {
-      err << "ckpt lr: " << st.message() << "\n";
+      print_diagnostic(err, "lr", st.message());
       return exit_code_for(st);
     }
   }
-  // Names from the input (tags, file names) may hold invalid UTF-8: replaced (U+FFFD), never a
-  // throw.
+  // Names from the input (tags, file names) may hold invalid UTF-8: escaped, never a throw.
   if (o.json) {
-    out << analytics::lr_log_to_json(*series, analyses)
-               .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
-        << "\n";
+    out << json_text(analytics::lr_log_to_json(*series, analyses)) << "\n";
   } else {
     analytics::print_lr_log_text(*series, analyses, out);
   }

@@ -4,6 +4,7 @@
 #include <exception>
 #include <iostream>
 
+#include "ckpt/format/printable.h"
 #include "cli/command.h"
 #include "cli/exit_codes.h"
 #include "verify/ours/ours_reader.h"
@@ -47,7 +48,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    // CLI11 quotes the offending argument: escaped, so that a name holding a newline stays on
+    // its line (as app.exit() words it otherwise).
+    std::cerr << ckpt::printable_line(e.what()) << "\nRun with --help for more information.\n";
     return kExitUsage;
   }
 
@@ -56,7 +59,7 @@ int main(int argc, char** argv) {
       if (sub != nullptr && sub->parsed()) return run();
     }
   } catch (const std::exception& e) {
-    std::cerr << "ckpt: internal error: " << e.what() << "\n";
+    std::cerr << "ckpt: internal error: " << ckpt::printable_line(e.what()) << "\n";
     return kExitInternal;
   }
   std::cerr << "ckpt: no subcommand chosen (see ckpt --help)\n";

@@ -1,5 +1,6 @@
 // `ckpt report`: build the HTML page (report/report_html.h) and write it.
 #include "cli/commands.h"
+#include "cli/diagnostics.h"
 #include "cli/exit_codes.h"
 #include "report/report_html.h"
 
@@ -12,12 +13,12 @@ int run_report_command(const ReportCommandOptions& o, std::ostream& out, std::os
   }
   auto report = report::build_run_report(o.run_dir);
   if (!report.is_ok()) {
-    err << "ckpt report: " << report.status().message() << "\n";
+    print_diagnostic(err, "report", report.status().message());
     return exit_code_for(report.status());
   }
   Status st = write_text_file(o.html_path, report->html);
   if (!st.is_ok()) {
-    err << "ckpt report: " << st.message() << "\n";
+    print_diagnostic(err, "report", st.message());
     return exit_code_for(st);
   }
   out << "ckpt report: wrote " << o.html_path << (report->findings ? " (with findings)" : "")

@@ -1,3 +1,4 @@
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -114,6 +115,14 @@ Result<Node> read_structure(const std::string& path, std::vector<DatasetInfo>* d
     const int e = errno;
     const std::string msg = path + ": cannot open: " + std::strerror(e);
     return e == ENOENT ? not_found(msg) : io_error(msg);
+  }
+  // HDF5 opens without O_NONBLOCK: a FIFO named like a rank file would block it forever. Only
+  // regular files are read, as Env::open_random() reads them.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    return io_error(path + ": cannot stat: " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) {
+    return corrupt(path + ": not a regular file (a FIFO, socket or device is never read)");
   }
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     H5Eclear2(H5E_DEFAULT);

@@ -314,7 +314,7 @@ std::string event_record(const std::string& tag, int64_t step, float value, doub
   return len_bytes + u32(tb::masked_crc32c(len_bytes)) + event + u32(tb::masked_crc32c(event));
 }
 
-TEST_CASE("event files with invalid UTF-8 tags and a step rewind: JSON replaces, never throws",
+TEST_CASE("event files with invalid UTF-8 tags and a step rewind: JSON escapes, never throws",
           "[analytics]") {
   ScratchDir dir;
   std::string file;
@@ -337,7 +337,7 @@ TEST_CASE("event files with invalid UTF-8 tags and a step rewind: JSON replaces,
   o.json = true;
   CHECK(run_lr_command(o, out, err) == 2);  // the rewind lands at 0.01: a jump at the restart
   const auto j = nlohmann::json::parse(out.str());
-  CHECK(j["tag"] == "\xef\xbf\xbd\xef\xbf\xbd/lr");
+  CHECK(j["tag"] == "\\xff\\xfe/lr");  // the bytes as text, as ckpt::json_text writes them
   o.json = false;
   out.str("");
   CHECK(run_lr_command(o, out, err) == 2);

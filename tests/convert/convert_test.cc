@@ -449,3 +449,36 @@ TEST_CASE("Accelerate folders, sharded and single safetensors convert bit for bi
     if (format == "accelerate") CHECK(group_at(c.root, "/optimizer/state") != nullptr);
   }
 }
+
+namespace {
+
+// Every string attribute value anywhere under `n` (arrays of strings included).
+void collect_strings(const Node& n, std::set<std::string>* out) {
+  for (const auto& [k, v] : n.attrs) {
+    if (const auto* s = std::get_if<std::string>(&v)) out->insert(*s);
+    if (const auto* l = std::get_if<std::vector<std::string>>(&v))
+      out->insert(l->begin(), l->end());
+  }
+  for (const auto& [k, c] : n.children) collect_strings(c, out);
+}
+
+}  // namespace
+
+TEST_CASE("convert reads NaN / Infinity in trainer_state.json as null, never inside strings",
+          "[verify][convert]") {
+  TempDir tmp;
+  const fs::path in = fs::path(tmp.path()) / "checkpoint-6";
+  fs::copy(kFixtures / "foreign" / "hf" / "checkpoint-6", in, fs::copy_options::recursive);
+  testing::write_file((in / "trainer_state.json").string(),
+                      "{\"global_step\": 6, \"epoch\": 1.5, \"run_name\": \"runs/NaN-sweep\",\n"
+                      " \"note\": \"Infinity and -Infinity \\\"NaN\\\"\",\n"
+                      " \"log_history\": [{\"step\": 2, \"loss\": NaN, \"grad_norm\": Infinity},\n"
+                      "                   {\"step\": 4, \"loss\": -Infinity}]}\n");
+  Converted c = convert_ok(in, tmp.path() + "/run");
+  CHECK(c.report.step == 6);
+  std::set<std::string> strings;
+  collect_strings(c.root, &strings);
+  CHECK(strings.count("runs/NaN-sweep") == 1);
+  CHECK(strings.count("Infinity and -Infinity \"NaN\"") == 1);
+  CHECK(strings.count("runs/null-sweep") == 0);
+}

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "ckpt/format/printable.h"
 #include "verify/audit/reader_registry.h"
 
 namespace ckpt::verify {
@@ -60,9 +61,7 @@ nlohmann::json report_to_json(const AuditReport& r) {
   return j;
 }
 
-std::string json_text(const nlohmann::json& j) {
-  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
-}
+std::string json_text(const nlohmann::json& j) { return ckpt::json_text(j, 2); }
 
 namespace {
 

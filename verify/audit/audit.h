@@ -36,7 +36,7 @@ Result<std::set<AuditComponent>> parse_component_list(const std::string& list);
 // "fix", "required"}}, "findings": [{"severity", "component", "message"}]}
 nlohmann::json report_to_json(const AuditReport& report);
 // `j` as indented JSON text that never throws: bytes from outside (pickle keys, file names) that
-// are not UTF-8 are replaced by U+FFFD instead of making nlohmann's dump() throw.
+// are not UTF-8 are escaped as \xNN (ckpt::json_text, ckpt/format/printable.h).
 std::string json_text(const nlohmann::json& j);
 
 // The table for a person: component, status, evidence, consequence, fix; then findings.

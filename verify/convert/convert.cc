@@ -19,6 +19,9 @@ namespace ckpt::verify::convert {
 namespace {
 
 Status check_out_dir(Env* env, const std::string& out) {
+  // "" is no directory: a path_join() with it would write LOCK and the run into the working
+  // directory.
+  if (out.empty()) return invalid_argument("OUT_DIR is empty: name the new run directory");
   if (!env->exists(out)) return Status::ok();
   if (!env->is_dir(out)) return invalid_argument(out + ": exists and is not a directory");
   CKPT_ASSIGN_OR_RETURN(auto names, env->list_dir(out));

@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "ckpt/format/printable.h"
 #include "verify/convert/convert.h"
 
 namespace ckpt::verify::convert {
@@ -20,7 +21,7 @@ std::string report_json(const ConvertReport& r) {
                       {"components", r.components},
                       {"mapped", std::move(mapped)},
                       {"unmapped", std::move(unmapped)}};
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return ckpt::json_text(j, -1);
 }
 
 std::string report_text(const ConvertReport& r) {

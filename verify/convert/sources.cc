@@ -4,6 +4,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "ckpt/format/python_json.h"
 #include "verify/audit/reader_registry.h"
 #include "verify/formats/dcp.h"
 
@@ -124,13 +125,10 @@ Status add_json(Source* s, const std::string& path, const std::string& label) {
   CKPT_ASSIGN_OR_RETURN(auto f, Env::posix()->open_random(path));
   if (f->size() > kMaxJsonBytes) return corrupt(path + ": JSON file larger than 64 MiB");
   CKPT_ASSIGN_OR_RETURN(std::string text, f->read_string(0, f->size()));
-  // Python's json.dumps writes NaN / Infinity literals; nlohmann does not accept them.
-  for (const char* lit : {"-Infinity", "Infinity", "NaN"}) {
-    for (size_t pos = 0; (pos = text.find(lit, pos)) != std::string::npos;)
-      text.replace(pos, std::strlen(lit), "null");
-  }
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded()) return corrupt(path + ": not valid JSON");
+  // Python's json.dumps writes NaN / Infinity literals: null, outside strings only, in one pass.
+  auto parsed = parse_python_json(text, path);
+  if (!parsed.is_ok()) return corrupt(path + ": not valid JSON");
+  const nlohmann::json j = std::move(parsed).value();
   auto doc = std::make_shared<PickleDoc>();
   doc->root = json_value(j, doc.get(), 0);
   add_tree(

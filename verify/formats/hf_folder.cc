@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 
+#include "ckpt/format/python_json.h"
 #include "ckpt/io/env.h"
 #include "verify/audit/detect.h"
 #include "verify/formats/builtin_readers.h"
@@ -393,15 +394,10 @@ class HfFolderReader : public FormatReader {
     CKPT_ASSIGN_OR_RETURN(auto f, Env::posix()->open_random(p));
     if (f->size() > kMaxJsonBytes) return corrupt(p + ": trainer_state.json is larger than 64 MiB");
     CKPT_ASSIGN_OR_RETURN(std::string text, f->read_string(0, f->size()));
-    // Python's json.dumps writes NaN / Infinity literals; nlohmann does not accept them.
-    for (const char* lit : {"-Infinity", "Infinity", "NaN"}) {
-      for (size_t pos = 0; (pos = text.find(lit, pos)) != std::string::npos;) {
-        text.replace(pos, std::strlen(lit), "null");
-      }
-    }
-    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object())
-      return corrupt(p + ": trainer_state.json is not a JSON object");
+    // Python's json.dumps writes NaN / Infinity literals: null, outside strings only, in one pass.
+    auto parsed = parse_python_json(text, p);
+    nlohmann::json j = parsed.is_ok() ? std::move(parsed).value() : nlohmann::json();
+    if (!j.is_object()) return corrupt(p + ": trainer_state.json is not a JSON object");
     CountersPart& c = view->counters;
     if (j.contains("global_step") && j["global_step"].is_number_integer()) {
       c.found = true;

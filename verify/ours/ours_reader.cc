@@ -418,6 +418,13 @@ class OursReader : public FormatReader {
   // the tree is read as the file holds it, so every component is still judged.
   static Result<Node> read_tree(Env* env, const std::string& step_dir, int64_t rank, bool deep,
                                 bool values, CheckpointView* view) {
+    // A FIFO or device named like the rank file is refused as what it is, before its size (0)
+    // is compared with the manifest's; h5::read_structure refuses it too, never opening it.
+    const std::string file = path_join(step_dir, rank_file_name(rank));
+    auto kind = env->entry_kind(file);
+    if (kind.is_ok() && *kind == FileKind::kOther) {
+      return corrupt(file + ": not a regular file (a FIFO, socket or device is never read)");
+    }
     store::ReadOptions ro;
     if (deep) ro.components.insert("optimizer");
     if (values) ro.components.insert("model");

@@ -1,0 +1,137 @@
+// The body of `ckpt verify` (cli/commands.h): every committed checkpoint of a step or run
+// directory checked by store::verify_checkpoint, and what its problems mean.
+//
+// A live run keeps saving while it is checked, and retention removes old checkpoints (COMMIT.json
+// first, ckpt/store/retention.cc): a checkpoint whose commit record is gone once its check failed
+// was removed while verifying — reported as such, never as damage. A file that exists but cannot
+// be opened (EACCES) is not damage either: it is named, and the exit code is 66.
+#include <nlohmann/json.hpp>
+
+#include "ckpt/store/run_dir.h"
+#include "cli/commands.h"
+#include "cli/diagnostics.h"
+#include "cli/exit_codes.h"
+
+namespace ckpt::cli {
+
+namespace {
+
+enum class Outcome { kIntact, kDamaged, kRemoved, kUnreadable };
+
+// Why a checkpoint whose check found problems may not be damaged: it is gone (kRemoved), or one
+// of its entries cannot be opened (kUnreadable, `why` naming it). kDamaged otherwise.
+Outcome explain_problems(Env* env, const std::string& dir, Status* why) {
+  auto commit = env->entry_kind(path_join(dir, "COMMIT.json"));
+  if (commit.is_ok() && *commit == FileKind::kMissing) return Outcome::kRemoved;
+  auto names = env->list_dir(dir);
+  if (!names.is_ok()) {
+    if (names.status().code() == Code::kNotFound) return Outcome::kRemoved;
+    *why = names.status();
+    return Outcome::kUnreadable;
+  }
+  for (const auto& n : *names) {
+    const std::string p = path_join(dir, n);
+    auto kind = env->entry_kind(p);
+    if (!kind.is_ok() || *kind != FileKind::kRegular) continue;
+    auto f = env->open_random(p);
+    if (!f.is_ok() && f.status().code() == Code::kIoError) {
+      *why = f.status();
+      return Outcome::kUnreadable;
+    }
+  }
+  return Outcome::kDamaged;
+}
+
+}  // namespace
+
+int run_verify_command(const VerifyCommandOptions& o, Env* env, std::ostream& out,
+                       std::ostream& err) {
+  if (!env->exists(o.path)) {
+    auto kind = env->entry_kind(o.path);  // EACCES on a parent is not "no such file"
+    print_diagnostic(
+        err, "verify",
+        kind.is_ok() ? o.path + ": no such file or directory" : kind.status().message());
+    return kExitNoInput;
+  }
+  std::vector<std::string> dirs;
+  std::vector<std::string> uncommitted;
+  if (env->exists(path_join(o.path, "COMMIT.json"))) {
+    dirs.push_back(o.path);
+  } else if (env->is_dir(o.path)) {
+    auto all = store::list_checkpoints(env, o.path);
+    if (!all.is_ok()) {
+      print_diagnostic(err, "verify", all.status().message());
+      return exit_code_for(all.status());
+    }
+    for (const auto& e : *all) {  // a damaged commit record is a finding, not a skipped save
+      (e.committed || e.damaged ? dirs : uncommitted).push_back(e.dir);
+    }
+    if (dirs.empty() && uncommitted.empty()) {
+      print_diagnostic(err, "verify",
+                       o.path +
+                           ": not a ckpt checkpoint (no COMMIT.json, no step-NNNNNNNNNNNN "
+                           "directories)");
+      return kExitDataErr;
+    }
+  } else {
+    print_diagnostic(
+        err, "verify",
+        o.path + ": expected a checkpoint directory (step-NNNNNNNNNNNN) or a run directory");
+    return kExitDataErr;
+  }
+  nlohmann::json doc = {{"path", o.path},
+                        {"checkpoints", nlohmann::json::array()},
+                        {"uncommitted", uncommitted},
+                        {"removed", nlohmann::json::array()},
+                        {"unreadable", nlohmann::json::array()}};
+  size_t intact = 0, damaged = 0, unreadable = 0;
+  for (const auto& d : dirs) {
+    store::VerifyReport rep = store::verify_checkpoint(env, d);
+    Status why;
+    const Outcome outcome =
+        rep.problems.empty() ? Outcome::kIntact : explain_problems(env, d, &why);
+    if (outcome == Outcome::kRemoved) {
+      doc["removed"].push_back(d);
+      if (!o.json) out << "removed  " << printable_line(d) << "  (removed while verifying)\n";
+      continue;
+    }
+    if (outcome == Outcome::kUnreadable) {
+      ++unreadable;
+      doc["unreadable"].push_back({{"dir", d}, {"error", why.message()}});
+      print_diagnostic(err, "verify", why.message());
+      if (!o.json) out << "unread   " << printable_line(d) << "  (cannot open a file)\n";
+      continue;
+    }
+    (outcome == Outcome::kIntact ? intact : damaged) += 1;
+    doc["checkpoints"].push_back({{"dir", d},
+                                  {"ok", rep.problems.empty()},
+                                  {"files", rep.files},
+                                  {"tensors", rep.tensors},
+                                  {"bytes", rep.bytes},
+                                  {"problems", rep.problems}});
+    if (!o.json) {
+      out << (rep.problems.empty() ? "ok       " : "DAMAGED  ") << printable_line(d) << "  ("
+          << rep.files << " files, " << rep.tensors << " tensors, " << rep.bytes << " bytes)\n";
+      for (const auto& p : rep.problems) out << "  - " << printable_line(p) << "\n";
+    }
+  }
+  if (!o.json) {
+    for (const auto& u : uncommitted) {
+      out << "skipped  " << printable_line(u) << "  (no COMMIT.json: an interrupted save)\n";
+    }
+  }
+  // Only interrupted saves, nothing committed: the run holds no checkpoint to restore.
+  const bool only_interrupted = dirs.empty() && !uncommitted.empty();
+  const bool ok = damaged == 0 && unreadable == 0 && !only_interrupted && intact > 0;
+  doc["ok"] = ok;
+  if (o.json) out << json_text(doc) << "\n";
+  if (damaged > 0 || only_interrupted) return kExitFindings;
+  if (unreadable > 0) return kExitNoInput;
+  if (intact == 0) {  // every checkpoint went while it was checked
+    print_diagnostic(err, "verify", o.path + ": every checkpoint was removed while verifying");
+    return kExitNoInput;
+  }
+  return kExitOk;
+}
+
+}  // namespace ckpt::cli
