@@ -94,7 +94,7 @@ TEST_CASE("a re-save writes beside the committed step and swaps it in", "[store]
   REQUIRE_FALSE(mem.exchange("run/b", "run/none").is_ok());
 }
 
-TEST_CASE("steps outside [0, kMaxStep] are refused before anything is written", "[store]") {
+TEST_CASE("steps outside 0..kMaxStep are refused before anything is written", "[store]") {
   REQUIRE(check_step(0).is_ok());
   REQUIRE(check_step(kMaxStep).is_ok());
   REQUIRE(step_dir_name(kMaxStep) == "step-999999999999");

@@ -77,7 +77,7 @@ TEST_CASE("re-saving a committed step replaces it whole", "[torch]") {
   REQUIRE(torch::equal(a.model->weight, b.model->weight));
 }
 
-TEST_CASE("save refuses a step outside [0, 999999999999] before writing", "[torch]") {
+TEST_CASE("save refuses a step outside 0..999999999999 before writing", "[torch]") {
   Dir d;
   Training a;
   Checkpointer ck(options(d.path()));
