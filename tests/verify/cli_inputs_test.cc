@@ -99,6 +99,9 @@ class HookEnv final : public Env {
     return base_->open_append(p);
   }
   Status rename(const std::string& a, const std::string& b) override { return base_->rename(a, b); }
+  Status exchange(const std::string& a, const std::string& b) override {
+    return base_->exchange(a, b);
+  }
   Status sync_dir(const std::string& d) override { return base_->sync_dir(d); }
   Status make_dirs(const std::string& d) override { return base_->make_dirs(d); }
   Status remove_file(const std::string& p) override { return base_->remove_file(p); }
