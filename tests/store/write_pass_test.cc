@@ -8,6 +8,7 @@
 
 #include "ckpt/base/hash.h"
 #include "ckpt/format/regions.h"
+#include "ckpt/io/env_wrapper.h"
 #include "ckpt/io/fault_injection_env.h"
 #include "ckpt/store/direct_writer.h"
 #include "ckpt/store/rank_io.h"
@@ -21,43 +22,15 @@ using testing::TempDir;
 
 // The real filesystem, except that opening a rank file (*.h5) for reading fails: whatever
 // succeeds through it did not read a rank file.
-class NoRankReadsEnv final : public Env {
+class NoRankReadsEnv final : public EnvWrapper {
  public:
-  Result<std::unique_ptr<WritableFile>> new_writable(const std::string& p) override {
-    return base_->new_writable(p);
-  }
-  Result<std::unique_ptr<WritableFile>> open_for_update(const std::string& p) override {
-    return base_->open_for_update(p);
-  }
-  Result<std::unique_ptr<WritableFile>> open_append(const std::string& p) override {
-    return base_->open_append(p);
-  }
+  NoRankReadsEnv() : EnvWrapper(Env::posix()) {}
   Result<std::unique_ptr<RandomAccessFile>> open_random(const std::string& p) override {
     if (p.size() > 3 && p.compare(p.size() - 3, 3, ".h5") == 0) {
       ++refused;
       return io_error(p + ": this test's Env refuses to read rank files");
     }
-    return base_->open_random(p);
-  }
-  Status rename(const std::string& a, const std::string& b) override { return base_->rename(a, b); }
-  Status exchange(const std::string& a, const std::string& b) override {
-    return base_->exchange(a, b);
-  }
-  Status sync_dir(const std::string& d) override { return base_->sync_dir(d); }
-  Status make_dirs(const std::string& d) override { return base_->make_dirs(d); }
-  Status remove_file(const std::string& p) override { return base_->remove_file(p); }
-  Status remove_tree(const std::string& d) override { return base_->remove_tree(d); }
-  Status remove_dir(const std::string& d) override { return base_->remove_dir(d); }
-  Result<FileKind> entry_kind(const std::string& p) override { return base_->entry_kind(p); }
-  Result<std::unique_ptr<FileLock>> lock_file(const std::string& p,
-                                              const std::string& owner) override {
-    return base_->lock_file(p, owner);
-  }
-  bool exists(const std::string& p) override { return base_->exists(p); }
-  bool is_dir(const std::string& p) override { return base_->is_dir(p); }
-  Result<uint64_t> file_size(const std::string& p) override { return base_->file_size(p); }
-  Result<std::vector<std::string>> list_dir(const std::string& d) override {
-    return base_->list_dir(d);
+    return EnvWrapper::open_random(p);
   }
   // Direct handles that open but whose writes fail, as on filesystems that take O_DIRECT at
   // open and refuse it at the first write.
@@ -74,9 +47,6 @@ class NoRankReadsEnv final : public Env {
   }
   int refused = 0;
   bool break_direct_writes = false;
-
- private:
-  Env* base_ = Env::posix();
 };
 
 struct Run {

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/io/env_wrapper.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
 #include "cli/commands.h"
@@ -80,46 +81,17 @@ Status save(Env* env, const std::string& run, int64_t step) {
 
 // Env::posix() with a hook on open_random: the hook may act (remove a checkpoint, as retention
 // does) or answer in the file's place.
-class HookEnv final : public Env {
+class HookEnv final : public EnvWrapper {
  public:
   using Hook = std::function<std::optional<Status>(const std::string& path)>;
-  explicit HookEnv(Hook hook) : base_(Env::posix()), hook_(std::move(hook)) {}
+  explicit HookEnv(Hook hook) : EnvWrapper(Env::posix()), hook_(std::move(hook)) {}
 
   Result<std::unique_ptr<RandomAccessFile>> open_random(const std::string& path) override {
     if (auto answer = hook_(path)) return *answer;
-    return base_->open_random(path);
-  }
-  Result<std::unique_ptr<WritableFile>> new_writable(const std::string& p) override {
-    return base_->new_writable(p);
-  }
-  Result<std::unique_ptr<WritableFile>> open_for_update(const std::string& p) override {
-    return base_->open_for_update(p);
-  }
-  Result<std::unique_ptr<WritableFile>> open_append(const std::string& p) override {
-    return base_->open_append(p);
-  }
-  Status rename(const std::string& a, const std::string& b) override { return base_->rename(a, b); }
-  Status exchange(const std::string& a, const std::string& b) override {
-    return base_->exchange(a, b);
-  }
-  Status sync_dir(const std::string& d) override { return base_->sync_dir(d); }
-  Status make_dirs(const std::string& d) override { return base_->make_dirs(d); }
-  Status remove_file(const std::string& p) override { return base_->remove_file(p); }
-  Status remove_tree(const std::string& d) override { return base_->remove_tree(d); }
-  Status remove_dir(const std::string& d) override { return base_->remove_dir(d); }
-  Result<FileKind> entry_kind(const std::string& p) override { return base_->entry_kind(p); }
-  Result<std::unique_ptr<FileLock>> lock_file(const std::string& p, const std::string& o) override {
-    return base_->lock_file(p, o);
-  }
-  bool exists(const std::string& p) override { return base_->exists(p); }
-  bool is_dir(const std::string& p) override { return base_->is_dir(p); }
-  Result<uint64_t> file_size(const std::string& p) override { return base_->file_size(p); }
-  Result<std::vector<std::string>> list_dir(const std::string& d) override {
-    return base_->list_dir(d);
+    return EnvWrapper::open_random(path);
   }
 
  private:
-  Env* base_;
   Hook hook_;
 };
 
