@@ -234,9 +234,11 @@ TEST_CASE("permission denied is 66 with the OS's reason, COMMIT.json as a direct
   REQUIRE(::chmod(run.path().c_str(), 0755) == 0);
   const std::string rank = step + "/rank-00000.h5";
   REQUIRE(::chmod(rank.c_str(), 0) == 0);
-  REQUIRE(run_command(ckpt + "verify '" + step + "'", &out) == 2);
+  // An unreadable rank file is not damage: verify names it and exits 66 (issue 27, item 19).
+  REQUIRE(run_command(ckpt + "verify '" + step + "'", &out) == 66);
   INFO(out);
   REQUIRE(out.find("Permission denied") != std::string::npos);
+  REQUIRE(out.find("rank-00000.h5") != std::string::npos);
   REQUIRE(out.find("not an HDF5 file") == std::string::npos);
   REQUIRE(run_command(ckpt + "inspect '" + step + "'", &out) == 66);
   REQUIRE(out.find("not an HDF5 file") == std::string::npos);
