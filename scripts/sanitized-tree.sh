@@ -24,4 +24,4 @@ if [[ ! -f "$build/CMakeCache.txt" ]]; then
     -DCKPT_WITH_TORCH=OFF -DCKPT_WITH_CUDA=OFF -DCKPT_WITH_PYTHON=OFF \
     -DCKPT_SKIP_DIRS="bench;examples" >/dev/null
 fi
-echo "$build"
+cd "$build" && pwd  # absolute: the fuzz runners run from their corpus folders
