@@ -22,7 +22,9 @@ posix_fadvise(DONTNEED) on the file (printed). Medians of --reps runs per round.
 rate, the load average, and the goals of issues 9 and 26 with met/missed.
 
   /usr/bin/python3 bench/restore_bench.py --bench build/bench/restore_bench --shape adamw344 \
-      --st-python /work/venvs/restore26/bin/python --rounds 3 --cold-reps 0
+      --st-python .venv-st/bin/python --rounds 3 --cold-reps 0
+
+(.venv-st: `python3 -m venv .venv-st && .venv-st/bin/pip install safetensors numpy`.)
 """
 import argparse
 import json
@@ -192,7 +194,8 @@ def run_cli(a, run_dir):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bench", help="path to the restore_bench binary")
-    ap.add_argument("--st-python", default="/work/venvs/restore26/bin/python")
+    ap.add_argument("--st-python", default=sys.executable,
+                    help="an interpreter with safetensors and numpy (default: this one)")
     ap.add_argument("--shape", default="readme", help="readme, adamw344, gpt2 or llama")
     ap.add_argument("--mb", type=int, default=512)
     ap.add_argument("--tensor-mb", type=int, default=8)
