@@ -2,8 +2,8 @@
 # The sanitized part of the suite, in one tree (scripts/sanitized-tree.sh, build-asan/ or
 # $CKPT_ASAN_BUILD_DIR): the Catch2 tests of everything that parses untrusted bytes and of the
 # store, built with clang under AddressSanitizer + UndefinedBehaviorSanitizer (UBSan reports
-# fatal, LSan with tests/lsan.supp), then every libFuzzer target briefly, linked from the same
-# objects. scripts/test.sh runs it after the normal build's tests; idempotent like it.
+# fatal, LSan with tests/lsan.supp), then clang-tidy over the sources it compiles (scripts/tidy.py,
+# .clang-tidy), then every libFuzzer target briefly, linked from the same objects. scripts/test.sh runs it after the normal build's tests; idempotent like it.
 # Left out here (the normal build tests them): libtorch, CUDA, the Python extension, and
 # format_check (no code of ours runs in it). Extra arguments go to ctest (e.g. -R test_store);
 # the fuzzers run only without them.
@@ -20,6 +20,8 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 phase "sanitized tests" bash -c "cd '$build' && ctest --output-on-failure -j2 --timeout 1800 \
   -E '^(format_check|install_)' $(printf '%q ' "$@")"
 if (($# == 0)); then
+  # .clang-tidy's checks over the sources this tree compiles (tests excluded); cached per TU.
+  phase "clang-tidy" scripts/tidy.py "$build"
   for runner in verify/fuzz/run_fuzzers.sh analytics/fuzz/run_fuzzers.sh profile/fuzz/run_fuzzer.sh; do
     phase "fuzz ${runner%%/*}" "$runner" "${CKPT_FUZZ_SECONDS:-15}" "$build"
   done

@@ -98,7 +98,10 @@ class [[nodiscard]] Result {
 // `CKPT_ASSIGN_OR_RETURN(auto x, f());` binds the value of a Result or returns its Status.
 #define CKPT_ASSIGN_OR_RETURN(lhs, expr) \
   CKPT_ASSIGN_OR_RETURN_IMPL(CKPT_CONCAT(ckpt_result_, __LINE__), lhs, expr)
+// `lhs` is a declaration (`auto x`), so it cannot be parenthesized; `tmp` is a name.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define CKPT_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                               \
   if (!tmp.is_ok()) return tmp.status();           \
   lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)

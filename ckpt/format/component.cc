@@ -108,6 +108,7 @@ Result<std::set<AuditComponent>> parse_audit_components(const std::vector<std::s
 
 std::vector<std::string> component_names(const std::set<Component>& set) {
   std::vector<std::string> out;
+  out.reserve(set.size());
   for (Component c : set) out.push_back(component_name(c));
   return out;
 }

@@ -43,7 +43,7 @@ struct Manifest {
 std::string encode_manifest(const Manifest& m);
 // `where` names the manifest in errors. Checks types and the rules that need no other file:
 // alignment, nbytes = numel × dtype size, offset + nbytes ≤ file_bytes, no overlap, unique paths.
-Result<Manifest> decode_manifest(const std::string& json, const std::string& where);
+Result<Manifest> decode_manifest(const std::string& text, const std::string& where);
 
 struct CommitFile {
   std::string name;
@@ -64,7 +64,7 @@ struct CommitRecord {
 
 std::string encode_commit(const CommitRecord& c);
 // Verifies the record's own hash; a damaged record is kCorrupt.
-Result<CommitRecord> decode_commit(const std::string& json, const std::string& where);
+Result<CommitRecord> decode_commit(const std::string& text, const std::string& where);
 
 // The steps a checkpoint can have, [0, kMaxStep]: a step directory's name holds 12 digits
 // (docs/format.md §1). Every writer checks a step with check_step before it writes anything.

@@ -137,6 +137,7 @@ Status write_attr(hid_t obj, const std::string& name, const AttrValue& v,
   }
   const auto& strs = std::get<std::vector<std::string>>(v);
   std::vector<const char*> ptrs;
+  ptrs.reserve(strs.size());
   for (const auto& s : strs) ptrs.push_back(s.c_str());
   Handle t = vlen_string();
   Handle sp = vector_space(strs.size());

@@ -40,7 +40,7 @@ class Scheduler {
   // On success a scheduler at the node's last_step. On failure: a missing or ill-typed attribute,
   // an invalid spec, last_step < 0, or a last_lr that disagrees with the closed form at last_step
   // (relative difference > 1e-9: the checkpoint contradicts itself) — each named in the message.
-  static Result<Scheduler> from_node(const Node& scheduler_node);
+  static Result<Scheduler> from_node(const Node& n);
 
  private:
   Scheduler(ScheduleSpec validated, int64_t last_step, bool);
@@ -52,7 +52,7 @@ class Scheduler {
 
 // The spec alone, validated: `kind` is required; other spec fields default to ScheduleSpec's
 // values when absent, must have the right type when present (ints are accepted for doubles).
-Result<ScheduleSpec> spec_from_node(const Node& scheduler_node);
+Result<ScheduleSpec> spec_from_node(const Node& n);
 
 // Relative tolerance used to compare a recorded LR with the closed form.
 inline constexpr double kLrRelativeTolerance = 1e-9;

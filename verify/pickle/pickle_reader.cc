@@ -186,7 +186,7 @@ class Machine {
         return false;
     }
   }
-  Result<Value*> make_tuple(std::vector<Value*> items) {
+  Result<Value*> make_tuple(const std::vector<Value*>& items) {
     CKPT_ASSIGN_OR_RETURN(Value * t, make(Kind::kTuple));
     for (Value* it : items) {
       t->items.push_back(it);
@@ -477,14 +477,14 @@ Result<Value*> Machine::op_tuple(uint8_t op) {
   if (op == ')') return make_tuple({});
   if (op == 't') {
     CKPT_ASSIGN_OR_RETURN(auto items, pop_mark());
-    return make_tuple(std::move(items));
+    return make_tuple(items);
   }
   size_t n = op - 0x84u;  // TUPLE1..3
   std::vector<Value*> items(n);
   for (size_t k = n; k-- > 0;) {
     CKPT_ASSIGN_OR_RETURN(items[k], pop());
   }
-  return make_tuple(std::move(items));
+  return make_tuple(items);
 }
 
 Result<Value*> Machine::op_list_or_set(uint8_t op) {
@@ -560,7 +560,7 @@ Result<Value*> Machine::op_call(uint8_t op) {
     CKPT_ASSIGN_OR_RETURN(std::string name, line());
     CKPT_ASSIGN_OR_RETURN(auto items, pop_mark());
     CKPT_ASSIGN_OR_RETURN(fn, make_global(module, name));
-    CKPT_ASSIGN_OR_RETURN(args, make_tuple(std::move(items)));
+    CKPT_ASSIGN_OR_RETURN(args, make_tuple(items));
   } else {  // OBJ: MARK cls args...
     CKPT_ASSIGN_OR_RETURN(auto items, pop_mark());
     if (items.empty()) return fail("OBJ without a class");
