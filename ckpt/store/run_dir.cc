@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "ckpt/base/hash.h"
+#include "ckpt/format/root_attrs.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/regions_check.h"
 
@@ -244,6 +245,7 @@ Result<Latest> find_latest(Env* env, const std::string& run_dir) {
 
 Status check_rank_against_commit(const CommitRecord& rec, const Node& root,
                                  const std::string& step_dir, const std::string& file) {
+  CKPT_RETURN_IF_ERROR(check_root_format(root, file));
   auto join = [](const std::vector<std::string>& v) {
     std::string out;
     for (const auto& x : v) out += (out.empty() ? "" : ", ") + x;

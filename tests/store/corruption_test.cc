@@ -108,5 +108,31 @@ TEST_CASE("a damaged attribute is caught by the attribute digest even with valid
   REQUIRE(named);
 }
 
+TEST_CASE("a rank file of a newer format version is refused by verify, naming the file",
+          "[store]") {
+  TempDir tmp;
+  std::vector<std::vector<unsigned char>> storage;
+  Node root = testing::sample_tree(&storage);
+  root.attrs["step"] = int64_t{5};
+  root.attrs["format"] = std::string("ckpt");
+  root.attrs["format_version"] = int64_t{2};  // as a later build would write it, hashes intact
+  const std::string dir = tmp.path() + "/step-000000000005";
+  REQUIRE(Env::posix()->make_dirs(dir).is_ok());
+  REQUIRE(store::write_rank(Env::posix(), dir, 0, 5, 1, &root).is_ok());
+  REQUIRE(store::commit(Env::posix(), tmp.path(), 5, 1, {"model", "optimizer"}).is_ok());
+  store::VerifyReport rep = store::verify_checkpoint(Env::posix(), dir);
+  REQUIRE(rep.problems.size() == 1);
+  CHECK(rep.problems[0].find("rank-00000.h5: format version 2, this build reads versions 1..1") !=
+        std::string::npos);
+
+  root.attrs["format_version"] = int64_t{1};
+  const std::string ok_dir = tmp.path() + "/step-000000000006";
+  root.attrs["step"] = int64_t{6};
+  REQUIRE(Env::posix()->make_dirs(ok_dir).is_ok());
+  REQUIRE(store::write_rank(Env::posix(), ok_dir, 0, 6, 1, &root).is_ok());
+  REQUIRE(store::commit(Env::posix(), tmp.path(), 6, 1, {"model", "optimizer"}).is_ok());
+  CHECK(store::verify_checkpoint(Env::posix(), ok_dir).problems.empty());
+}
+
 }  // namespace
 }  // namespace ckpt
