@@ -6,13 +6,13 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "analytics/checkpoint_cursors.h"
-#include "analytics/coverage.h"
-#include "analytics/coverage_chart.h"
-#include "analytics/coverage_from_journal.h"
-#include "analytics/coverage_report.h"
-#include "analytics/hf_run.h"
-#include "analytics/run_spec.h"
+#include "analytics/coverage/checkpoint_cursors.h"
+#include "analytics/coverage/coverage.h"
+#include "analytics/coverage/coverage_from_journal.h"
+#include "analytics/coverage/hf_run.h"
+#include "analytics/coverage/run_spec.h"
+#include "analytics/render/coverage_chart.h"
+#include "analytics/render/coverage_report.h"
 #include "cli/commands.h"
 #include "cli/diagnostics.h"
 #include "cli/exit_codes.h"
@@ -27,7 +27,7 @@ bool has_journal(const std::string& dir) {
   return ::stat((dir + "/journal.jsonl").c_str(), &st) == 0;
 }
 
-// A Hugging Face Trainer output folder: the run spec derived from it (analytics/hf_run.h).
+// A Hugging Face Trainer output folder: the run spec derived from it (analytics/coverage/hf_run.h).
 Result<analytics::DerivedRunSpec> derive_from_hf(const CoverageCommandOptions& o) {
   CKPT_ASSIGN_OR_RETURN(analytics::HfRunFacts facts, analytics::scan_hf_output_dir(o.run_dir));
   CKPT_ASSIGN_OR_RETURN(analytics::HfTrainingArgs args,

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "analytics/hf_run.h"
+#include "analytics/coverage/hf_run.h"
 #include "ckpt/base/status.h"
 
 namespace ckpt::cli {

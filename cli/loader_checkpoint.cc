@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "analytics/torch_randperm.h"
+#include "analytics/coverage/torch_randperm.h"
 #include "ckpt/io/env.h"
 #include "verify/formats/torch_file.h"
 

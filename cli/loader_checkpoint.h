@@ -3,13 +3,13 @@
 // loops.fit_loop's batch progress, hyper_parameters) and any torch.save'd file holding a
 // torchdata StatefulDataLoader state_dict (a dict with `_num_yielded`, or `_snapshot` with
 // workers), wherever it sits in the pickle. Lives in cli/ because it composes verify/ and
-// analytics/ (analytics/loader_run.h decides what the facts mean).
+// analytics/ (analytics/coverage/loader_run.h decides what the facts mean).
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "analytics/loader_run.h"
+#include "analytics/coverage/loader_run.h"
 #include "ckpt/base/status.h"
 
 namespace ckpt::cli {

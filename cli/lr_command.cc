@@ -1,10 +1,10 @@
 // `ckpt lr`: load the series, analyse it, print text or JSON, optionally write the SVG.
 #include <fstream>
 
-#include "analytics/lr_analysis.h"
-#include "analytics/lr_chart.h"
-#include "analytics/lr_input.h"
-#include "analytics/lr_report.h"
+#include "analytics/lr/lr_analysis.h"
+#include "analytics/lr/lr_input.h"
+#include "analytics/render/lr_chart.h"
+#include "analytics/render/lr_report.h"
 #include "cli/commands.h"
 #include "cli/diagnostics.h"
 #include "cli/exit_codes.h"

@@ -10,17 +10,17 @@
 #include <map>
 #include <vector>
 
-#include "analytics/coverage.h"
-#include "analytics/coverage_chart.h"
-#include "analytics/coverage_from_journal.h"
-#include "analytics/lr_analysis.h"
-#include "analytics/lr_chart.h"
-#include "analytics/lr_input.h"
-#include "analytics/svg_canvas.h"
+#include "analytics/coverage/coverage.h"
+#include "analytics/coverage/coverage_from_journal.h"
+#include "analytics/lr/lr_analysis.h"
+#include "analytics/lr/lr_input.h"
+#include "analytics/render/coverage_chart.h"
+#include "analytics/render/lr_chart.h"
+#include "analytics/render/svg_canvas.h"
 #include "ckpt/io/env.h"
-#include "profile/analyzer.h"
-#include "profile/report_render.h"
-#include "profile/trace_import.h"
+#include "profile/analyze/analyzer.h"
+#include "profile/analyze/report_render.h"
+#include "profile/import/trace_import.h"
 #include "verify/audit/audit.h"
 #include "verify/ours/ours_reader.h"
 

@@ -1,4 +1,4 @@
-#include "analytics/coverage.h"
+#include "analytics/coverage/coverage.h"
 
 #include <sys/stat.h>
 
@@ -11,11 +11,11 @@
 #include <set>
 #include <sstream>
 
-#include "analytics/checkpoint_cursors.h"
-#include "analytics/checkpoint_lr.h"
-#include "analytics/coverage_from_journal.h"
-#include "analytics/json_text.h"
-#include "analytics/run_spec.h"
+#include "analytics/coverage/checkpoint_cursors.h"
+#include "analytics/coverage/coverage_from_journal.h"
+#include "analytics/coverage/run_spec.h"
+#include "analytics/input/json_text.h"
+#include "analytics/lr/checkpoint_lr.h"
 #include "ckpt/loader/resumable_sampler.h"
 #include "ckpt/sched/schedule.h"
 #include "cli/commands.h"

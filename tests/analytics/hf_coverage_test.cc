@@ -8,12 +8,12 @@
 #include <set>
 #include <sstream>
 
-#include "analytics/coverage.h"
-#include "analytics/hf_run.h"
-#include "analytics/json_text.h"
-#include "analytics/lr_analysis.h"
-#include "analytics/lr_input.h"
-#include "analytics/run_spec.h"
+#include "analytics/coverage/coverage.h"
+#include "analytics/coverage/hf_run.h"
+#include "analytics/coverage/run_spec.h"
+#include "analytics/input/json_text.h"
+#include "analytics/lr/lr_analysis.h"
+#include "analytics/lr/lr_input.h"
 #include "cli/commands.h"
 #include "cli/hf_training_args.h"
 #include "tests/analytics/test_support.h"

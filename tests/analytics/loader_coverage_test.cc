@@ -11,10 +11,10 @@
 #include <random>
 #include <sstream>
 
-#include "analytics/coverage.h"
-#include "analytics/json_text.h"
-#include "analytics/loader_run.h"
-#include "analytics/torch_randperm.h"
+#include "analytics/coverage/coverage.h"
+#include "analytics/coverage/loader_run.h"
+#include "analytics/coverage/torch_randperm.h"
+#include "analytics/input/json_text.h"
 #include "cli/commands.h"
 #include "cli/loader_checkpoint.h"
 #include "tests/analytics/test_support.h"

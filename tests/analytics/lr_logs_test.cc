@@ -10,12 +10,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "analytics/json_text.h"
-#include "analytics/lr_analysis.h"
-#include "analytics/lr_input.h"
-#include "analytics/lr_log.h"
-#include "analytics/tb/tb_events.h"
-#include "analytics/tb/tfrecord.h"
+#include "analytics/input/json_text.h"
+#include "analytics/lr/lr_analysis.h"
+#include "analytics/lr/lr_input.h"
+#include "analytics/lr/lr_log.h"
+#include "analytics/lr/tb/tb_events.h"
+#include "analytics/lr/tb/tfrecord.h"
 #include "cli/commands.h"
 #include "tests/analytics/test_support.h"
 

@@ -3,9 +3,9 @@
 #include <cstdio>
 #include <sstream>
 
-#include "analytics/lr_analysis.h"
-#include "analytics/lr_input.h"
-#include "analytics/lr_report.h"
+#include "analytics/lr/lr_analysis.h"
+#include "analytics/lr/lr_input.h"
+#include "analytics/render/lr_report.h"
 #include "ckpt/sched/schedule.h"
 #include "cli/commands.h"
 #include "tests/analytics/test_support.h"

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "analytics/json_text.h"
+#include "analytics/input/json_text.h"
 #include "ckpt/sched/schedule.h"
 #include "cli/commands.h"
 #include "tests/analytics/test_support.h"
