@@ -11,6 +11,7 @@
 
 #include "analytics/coverage/loader_run.h"
 #include "ckpt/base/status.h"
+#include "ckpt/io/env.h"
 
 namespace ckpt::cli {
 
@@ -18,9 +19,11 @@ namespace ckpt::cli {
 // checkpoint or holds a StatefulDataLoader state (other torch.save files are passed over).
 // Empty when there is none. On failure corrupt naming the file: a .ckpt that is not a readable
 // torch.save archive, a loader state without a top-level step.
-Result<std::vector<analytics::LoaderCheckpoint>> read_loader_checkpoints(const std::string& dir);
+Result<std::vector<analytics::LoaderCheckpoint>> read_loader_checkpoints(Env* env,
+                                                                         const std::string& dir);
 
 // One file; `*found` false when it is neither kind.
-Result<analytics::LoaderCheckpoint> read_loader_checkpoint(const std::string& path, bool* found);
+Result<analytics::LoaderCheckpoint> read_loader_checkpoint(Env* env, const std::string& path,
+                                                           bool* found);
 
 }  // namespace ckpt::cli

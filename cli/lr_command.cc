@@ -20,8 +20,8 @@ Status write_text_file(const std::string& path, const std::string& text) {
   return Status::ok();
 }
 
-int run_lr_command(const LrCommandOptions& o, std::ostream& out, std::ostream& err) {
-  auto series = analytics::load_lr_log(o.input, o.format, o.tag);
+int run_lr_command(const LrCommandOptions& o, Env* env, std::ostream& out, std::ostream& err) {
+  auto series = analytics::load_lr_log(env, o.input, o.format, o.tag);
   if (!series.is_ok()) {
     print_diagnostic(err, "lr", series.status().message());
     return exit_code_for(series.status());

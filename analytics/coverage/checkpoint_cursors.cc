@@ -41,9 +41,9 @@ std::map<std::string, loader::LoaderCursor> journal_cursors(const RunJournal& jo
 
 }  // namespace
 
-Result<std::vector<CheckpointCursorCheck>> check_checkpoint_cursors(const std::string& run_dir,
+Result<std::vector<CheckpointCursorCheck>> check_checkpoint_cursors(Env* env,
+                                                                    const std::string& run_dir,
                                                                     const RunJournal& journal) {
-  Env* env = Env::posix();
   CKPT_ASSIGN_OR_RETURN(auto entries, store::list_checkpoints(env, run_dir));
   const auto expected = journal_cursors(journal);
   std::vector<CheckpointCursorCheck> out;

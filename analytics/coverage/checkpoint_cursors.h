@@ -14,6 +14,7 @@
 
 #include "analytics/input/run_journal.h"
 #include "ckpt/base/status.h"
+#include "ckpt/io/env.h"
 #include "ckpt/loader/resumable_sampler.h"
 
 namespace ckpt::analytics {
@@ -32,7 +33,8 @@ struct CheckpointCursorCheck {
 
 // One entry per committed checkpoint, ascending by step. On failure only when the run directory
 // cannot be listed; an unreadable rank file becomes that checkpoint's `problem`.
-Result<std::vector<CheckpointCursorCheck>> check_checkpoint_cursors(const std::string& run_dir,
+Result<std::vector<CheckpointCursorCheck>> check_checkpoint_cursors(Env* env,
+                                                                    const std::string& run_dir,
                                                                     const RunJournal& journal);
 
 }  // namespace ckpt::analytics

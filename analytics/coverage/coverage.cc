@@ -120,15 +120,6 @@ std::vector<uint64_t> list_never_ids(const SampleOrder& order,
   return ids;
 }
 
-// One epoch's visited set, kept for the cross-epoch union.
-struct EpochState {
-  bool single_order = true;
-  uint64_t order_key = 0;
-  std::vector<PositionRange> visited;  // merged, folded (single order)
-  std::vector<PositionRange> never;    // complement of visited (single order)
-  std::unique_ptr<Roaring64Map> ids;   // visited ids (mixed orders)
-};
-
 // The order of `key`: the input's own (nullptr when unknown) or the sampler's.
 Result<std::shared_ptr<const SampleOrder>> order_of(const CoverageInput& in, uint64_t key) {
   if (!in.orders_given) return make_order(in.sampler, key);
@@ -284,20 +275,13 @@ std::vector<PositionRange> runs_of(const std::vector<uint64_t>& ascending) {
   return out;
 }
 
-Result<CoverageReport> compute_coverage(const CoverageInput& input,
-                                        const CoverageOptions& options) {
-  const SamplerConfig& cfg = input.sampler;
-  CKPT_RETURN_IF_ERROR(validate_sampler(cfg));
-  const uint64_t n = cfg.dataset_size;
-  const uint64_t length = cfg.epoch_length();
+namespace {
 
-  CoverageReport report;
-  report.dataset_size = n;
-  report.sampler = sampler_kind_name(cfg.kind);
-  report.epoch_length = length;
-  report.steps_per_epoch = cfg.steps_per_epoch();
+using EpochVisits = std::map<uint64_t, std::vector<const Visit*>>;
 
-  std::map<uint64_t, std::vector<const Visit*>> by_epoch;
+// Step 1: the non-empty visits of each epoch, every one checked to lie inside its epoch.
+Result<EpochVisits> visits_by_epoch(const CoverageInput& input, uint64_t length) {
+  EpochVisits by_epoch;
   for (const auto& v : input.visits) {
     if (v.end > length || v.begin > v.end) {
       return internal_error("visit [" + std::to_string(v.begin) + ", " + std::to_string(v.end) +
@@ -306,47 +290,200 @@ Result<CoverageReport> compute_coverage(const CoverageInput& input,
     }
     if (v.end > v.begin) by_epoch[v.epoch].push_back(&v);
   }
+  return by_epoch;
+}
 
-  // How the overall union is counted (OverallSet): decided from interval arithmetic alone.
-  bool ids_everywhere = true;
+// The visited positions of a single-order epoch, folded into [0, n) and merged.
+std::vector<PositionRange> visited_positions(const std::vector<const Visit*>& visits, uint64_t n) {
+  std::vector<PositionRange> folded;
+  for (const Visit* v : visits) fold_into(v->begin, v->end, n, &folded);
+  return merge_ranges(std::move(folded));
+}
+
+bool single_order(const std::vector<const Visit*>& visits) {
+  for (const Visit* v : visits) {
+    if (v->order_key != visits.front()->order_key) return false;
+  }
+  return true;
+}
+
+// Step 2: how the overall union is counted (OverallSet), decided from interval arithmetic alone:
+// subtracting from the single-order epoch that left the fewest samples unvisited, when those are
+// fewer than the ids a union would hold; otherwise a union.
+struct OverallPlan {
+  bool ids_everywhere = true;  // every epoch's orders are known
+  long base = -1;              // OverallSet's base epoch (its index), or -1 for a union
+};
+
+OverallPlan plan_overall(const CoverageInput& input, const EpochVisits& by_epoch, uint64_t n) {
+  OverallPlan plan;
   uint64_t union_cost = 0;
   long base = -1;
   uint64_t base_never = 0;
-  {
-    long index = 0;
-    for (const auto& [epoch, visits] : by_epoch) {
-      ids_everywhere = ids_everywhere && all_orders_known(input, visits);
-      bool single = true;
-      uint64_t visited = 0;
-      for (const Visit* v : visits) {
-        single = single && v->order_key == visits.front()->order_key;
-        visited += v->end - v->begin;
+  long index = 0;
+  for (const auto& entry : by_epoch) {
+    const std::vector<const Visit*>& visits = entry.second;
+    plan.ids_everywhere = plan.ids_everywhere && all_orders_known(input, visits);
+    uint64_t visited = 0;
+    for (const Visit* v : visits) visited += v->end - v->begin;
+    union_cost += std::min(visited, n);
+    if (single_order(visits)) {
+      const uint64_t never = n - ranges_size(visited_positions(visits, n));
+      if (base < 0 || never < base_never) {
+        base = index;
+        base_never = never;
       }
-      union_cost += std::min(visited, n);
-      if (single) {
-        std::vector<PositionRange> folded;
-        for (const Visit* v : visits) fold_into(v->begin, v->end, n, &folded);
-        const uint64_t never = n - ranges_size(merge_ranges(std::move(folded)));
-        if (base < 0 || never < base_never) {
-          base = index;
-          base_never = never;
-        }
-      }
-      ++index;
     }
+    ++index;
   }
-  OverallSet overall(base >= 0 && base_never < union_cost ? base : -1);
-  const bool count_overall = ids_everywhere && by_epoch.size() > 1;
+  plan.base = base >= 0 && base_never < union_cost ? base : -1;
+  return plan;
+}
 
-  const size_t epoch_count = by_epoch.size();
-  if (count_overall && !overall.union_mode()) {
-    // The candidates first: the base epoch's never-visited ids.
-    auto it = std::next(by_epoch.begin(), overall.base());
-    std::vector<PositionRange> folded;
-    for (const Visit* v : it->second) fold_into(v->begin, v->end, n, &folded);
-    CKPT_ASSIGN_OR_RETURN(auto order, order_of(input, it->second.front()->order_key));
-    overall.seed_candidates(*order, complement(merge_ranges(std::move(folded)), n));
+// Step 3 (subtracting): the candidates first, the base epoch's never-visited ids.
+Status seed_overall(const CoverageInput& input, const EpochVisits& by_epoch, uint64_t n,
+                    OverallSet* overall) {
+  const std::vector<const Visit*>& visits = std::next(by_epoch.begin(), overall->base())->second;
+  const std::vector<PositionRange> visited = visited_positions(visits, n);
+  CKPT_ASSIGN_OR_RETURN(auto order, order_of(input, visits.front()->order_key));
+  overall->seed_candidates(*order, complement(visited, n));
+  return Status::ok();
+}
+
+// Step 4a: an epoch in one order, by interval arithmetic in position space. `overall`, when
+// given, takes the epoch's visited ids.
+Status cover_single_order(const CoverageInput& input, const CoverageOptions& options,
+                          const std::vector<const Visit*>& visits, bool keep_strip,
+                          OverallSet* overall, EpochCoverage* ec) {
+  const uint64_t n = input.sampler.dataset_size;
+  const std::vector<PositionRange> visited = visited_positions(visits, n);
+  for (const auto& r : visited) ec->unique += r.end - r.begin;
+  std::vector<PositionRange> never = complement(visited, n);
+  ec->never_visited_count = n - ec->unique;
+  CKPT_ASSIGN_OR_RETURN(auto order, order_of(input, visits.front()->order_key));
+  if (order != nullptr) {
+    ec->never_visited_ids = list_never_ids(*order, never, ec->never_visited_count, options.max_ids);
+    if (overall != nullptr) overall->add_epoch(*order, visited, ec->unique);
+  } else {
+    ec->ids_known = false;
   }
+  ec->never_visited_positions = std::move(never);
+  if (keep_strip) ec->strip = strip_from_ranges(visited, n, options.strip_bins);
+  return Status::ok();
+}
+
+// Step 4b: several known orders in one epoch (a reseeded torch_random generator): positions no
+// longer name the same samples, so count ids.
+Status cover_mixed_by_ids(const CoverageInput& input, const CoverageOptions& options,
+                          const std::vector<const Visit*>& visits, bool keep_strip,
+                          OverallSet* overall, EpochCoverage* ec) {
+  const uint64_t n = input.sampler.dataset_size;
+  ec->single_order = false;
+  Roaring64Map ids;
+  std::map<uint64_t, std::shared_ptr<const SampleOrder>> orders;
+  for (const Visit* v : visits) {
+    auto& order = orders[v->order_key];
+    if (!order) {
+      CKPT_ASSIGN_OR_RETURN(order, order_of(input, v->order_key));
+    }
+    for (uint64_t p = v->begin; p < v->end; ++p) ids.add(order->id_at(p % n));
+  }
+  ids.runOptimize();
+  ec->unique = ids.cardinality();
+  ec->never_visited_count = n - ec->unique;
+  const uint64_t bins =
+      keep_strip ? std::max<uint64_t>(1, std::min<uint64_t>(n, options.strip_bins)) : 0;
+  std::vector<uint64_t> per_bin(bins, 0);
+  for (auto it = ids.begin(); bins > 0 && it != ids.end(); ++it) {
+    per_bin[static_cast<uint64_t>((unsigned __int128)(*it) * bins / n)]++;
+  }
+  ec->strip.resize(bins);
+  for (uint64_t k = 0; k < bins; ++k) {
+    const uint64_t lo = static_cast<uint64_t>((unsigned __int128)k * n / bins);
+    const uint64_t hi = static_cast<uint64_t>((unsigned __int128)(k + 1) * n / bins);
+    ec->strip[k] = hi > lo ? double(per_bin[k]) / double(hi - lo) : 0.0;
+  }
+  for (uint64_t id = 0; id < n && ec->never_visited_ids.size() < options.max_ids; ++id) {
+    if (!ids.contains(id)) ec->never_visited_ids.push_back(id);
+  }
+  if (overall != nullptr) overall->add_epoch(ids);
+  return Status::ok();
+}
+
+// Step 5: the numbers that follow from the counts, and the epoch's restart marks.
+void finish_epoch(const CoverageInput& input, EpochCoverage* ec) {
+  if (ec->exact) {
+    ec->unique_max = ec->unique;
+    ec->unique_expected = double(ec->unique);
+  }
+  ec->repeats = ec->visits - ec->unique;
+  ec->fraction = double(ec->unique) / double(input.sampler.dataset_size);
+  for (const auto& m : input.restarts) {
+    if (m.epoch == ec->epoch) ec->restarts.push_back(m);
+  }
+}
+
+// Step 4: one epoch's coverage, by whichever arithmetic its orders allow.
+Result<EpochCoverage> cover_epoch(const CoverageInput& input, const CoverageOptions& options,
+                                  uint64_t epoch, const std::vector<const Visit*>& visits,
+                                  bool keep_strip, OverallSet* overall) {
+  EpochCoverage ec;
+  ec.epoch = epoch;
+  for (const Visit* v : visits) ec.visits += v->end - v->begin;
+  if (single_order(visits)) {
+    CKPT_RETURN_IF_ERROR(cover_single_order(input, options, visits, keep_strip, overall, &ec));
+  } else if (!all_orders_known(input, visits)) {
+    ec.single_order = false;
+    CKPT_RETURN_IF_ERROR(bound_mixed_epoch(input, visits, keep_strip, &ec));
+  } else {
+    CKPT_RETURN_IF_ERROR(cover_mixed_by_ids(input, options, visits, keep_strip, overall, &ec));
+  }
+  finish_epoch(input, &ec);
+  return ec;
+}
+
+// Step 6, overall: a sample counts once if any epoch visited it.
+void finish_overall(const OverallPlan& plan, bool count_overall, const OverallSet& overall,
+                    CoverageReport* report) {
+  const uint64_t n = report->dataset_size;
+  if (report->epochs.empty()) {
+    report->overall_unique = 0;
+  } else if (!plan.ids_everywhere) {
+    bound_overall(report);
+  } else if (!count_overall) {
+    report->overall_unique = report->epochs.front().unique;
+  } else {
+    report->overall_unique = overall.unique(n);
+  }
+  report->overall_fraction = double(report->overall_unique) / double(n);
+  if (report->overall_exact) {
+    report->overall_unique_max = report->overall_unique;
+    report->overall_expected = double(report->overall_unique);
+  }
+}
+
+}  // namespace
+
+Result<CoverageReport> compute_coverage(const CoverageInput& input,
+                                        const CoverageOptions& options) {
+  const SamplerConfig& cfg = input.sampler;
+  CKPT_RETURN_IF_ERROR(validate_sampler(cfg));
+  const uint64_t n = cfg.dataset_size;
+
+  CoverageReport report;
+  report.dataset_size = n;
+  report.sampler = sampler_kind_name(cfg.kind);
+  report.epoch_length = cfg.epoch_length();
+  report.steps_per_epoch = cfg.steps_per_epoch();
+
+  CKPT_ASSIGN_OR_RETURN(EpochVisits by_epoch, visits_by_epoch(input, report.epoch_length));
+  const OverallPlan plan = plan_overall(input, by_epoch, n);
+  OverallSet overall(plan.base);
+  const bool count_overall = plan.ids_everywhere && by_epoch.size() > 1;
+  if (count_overall && !overall.union_mode()) {
+    CKPT_RETURN_IF_ERROR(seed_overall(input, by_epoch, n, &overall));
+  }
+  const size_t epoch_count = by_epoch.size();
   size_t index = 0;
   for (const auto& [epoch, visits] : by_epoch) {
     const bool is_base = static_cast<long>(index) == overall.base();
@@ -354,95 +491,14 @@ Result<CoverageReport> compute_coverage(const CoverageInput& input,
                             index < options.strip_epochs / 2 ||
                             index >= epoch_count - options.strip_epochs / 2;
     ++index;
-    EpochCoverage ec;
-    ec.epoch = epoch;
-    EpochState st;
-    st.order_key = visits.front()->order_key;
-    for (const Visit* v : visits) {
-      ec.visits += v->end - v->begin;
-      st.single_order = st.single_order && v->order_key == st.order_key;
-    }
-    if (st.single_order) {
-      std::vector<PositionRange> folded;
-      for (const Visit* v : visits) fold_into(v->begin, v->end, n, &folded);
-      st.visited = merge_ranges(std::move(folded));
-      for (const auto& r : st.visited) ec.unique += r.end - r.begin;
-      st.never = complement(st.visited, n);
-      ec.never_visited_count = n - ec.unique;
-      CKPT_ASSIGN_OR_RETURN(auto order, order_of(input, st.order_key));
-      if (order != nullptr) {
-        ec.never_visited_ids =
-            list_never_ids(*order, st.never, ec.never_visited_count, options.max_ids);
-        if (count_overall && !is_base) overall.add_epoch(*order, st.visited, ec.unique);
-      } else {
-        ec.ids_known = false;
-      }
-      ec.never_visited_positions = st.never;
-      if (keep_strip) ec.strip = strip_from_ranges(st.visited, n, options.strip_bins);
-    } else if (!all_orders_known(input, visits)) {
-      ec.single_order = false;
-      CKPT_RETURN_IF_ERROR(bound_mixed_epoch(input, visits, keep_strip, &ec));
-    } else {
-      // Several orders in one epoch (a reseeded torch_random generator): positions no longer
-      // name the same samples, so count ids.
-      ec.single_order = false;
-      st.ids = std::make_unique<Roaring64Map>();
-      std::map<uint64_t, std::shared_ptr<const SampleOrder>> orders;
-      for (const Visit* v : visits) {
-        auto& order = orders[v->order_key];
-        if (!order) {
-          CKPT_ASSIGN_OR_RETURN(order, order_of(input, v->order_key));
-        }
-        for (uint64_t p = v->begin; p < v->end; ++p) st.ids->add(order->id_at(p % n));
-      }
-      st.ids->runOptimize();
-      ec.unique = st.ids->cardinality();
-      ec.never_visited_count = n - ec.unique;
-      const uint64_t bins =
-          keep_strip ? std::max<uint64_t>(1, std::min<uint64_t>(n, options.strip_bins)) : 0;
-      std::vector<uint64_t> per_bin(bins, 0);
-      for (auto it = st.ids->begin(); bins > 0 && it != st.ids->end(); ++it) {
-        per_bin[static_cast<uint64_t>((unsigned __int128)(*it) * bins / n)]++;
-      }
-      ec.strip.resize(bins);
-      for (uint64_t k = 0; k < bins; ++k) {
-        const uint64_t lo = static_cast<uint64_t>((unsigned __int128)k * n / bins);
-        const uint64_t hi = static_cast<uint64_t>((unsigned __int128)(k + 1) * n / bins);
-        ec.strip[k] = hi > lo ? double(per_bin[k]) / double(hi - lo) : 0.0;
-      }
-      for (uint64_t id = 0; id < n && ec.never_visited_ids.size() < options.max_ids; ++id) {
-        if (!st.ids->contains(id)) ec.never_visited_ids.push_back(id);
-      }
-      if (count_overall) overall.add_epoch(*st.ids);
-    }
-    if (ec.exact) {
-      ec.unique_max = ec.unique;
-      ec.unique_expected = double(ec.unique);
-    }
-    ec.repeats = ec.visits - ec.unique;
-    ec.fraction = double(ec.unique) / double(n);
-    for (const auto& m : input.restarts) {
-      if (m.epoch == epoch) ec.restarts.push_back(m);
-    }
+    // The base epoch's ids are the candidates already; every other epoch adds or subtracts its own.
+    OverallSet* into = count_overall && !is_base ? &overall : nullptr;
+    CKPT_ASSIGN_OR_RETURN(EpochCoverage ec,
+                          cover_epoch(input, options, epoch, visits, keep_strip, into));
     report.total_visits += ec.visits;
     report.epochs.push_back(std::move(ec));
   }
-
-  // Overall: a sample counts once if any epoch visited it.
-  if (report.epochs.empty()) {
-    report.overall_unique = 0;
-  } else if (!ids_everywhere) {
-    bound_overall(&report);
-  } else if (!count_overall) {
-    report.overall_unique = report.epochs.front().unique;
-  } else {
-    report.overall_unique = overall.unique(n);
-  }
-  report.overall_fraction = double(report.overall_unique) / double(n);
-  if (report.overall_exact) {
-    report.overall_unique_max = report.overall_unique;
-    report.overall_expected = double(report.overall_unique);
-  }
+  finish_overall(plan, count_overall, overall, &report);
   return report;
 }
 

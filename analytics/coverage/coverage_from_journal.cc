@@ -98,8 +98,8 @@ Result<CoverageInput> coverage_input_from_journal(const RunJournal& journal) {
   return in;
 }
 
-Result<CoverageInput> coverage_input_from_run(const std::string& run_dir) {
-  CKPT_ASSIGN_OR_RETURN(RunJournal journal, read_journal(run_dir));
+Result<CoverageInput> coverage_input_from_run(Env* env, const std::string& run_dir) {
+  CKPT_ASSIGN_OR_RETURN(RunJournal journal, read_journal(env, run_dir));
   return coverage_input_from_journal(journal);
 }
 

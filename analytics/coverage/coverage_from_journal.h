@@ -21,6 +21,6 @@ namespace ckpt::analytics {
 // sampler kind we do not know, a cursor beyond the epoch, or a change of dataset, seed or order
 // between processes (coverage compares one dataset).
 Result<CoverageInput> coverage_input_from_journal(const RunJournal& journal);
-Result<CoverageInput> coverage_input_from_run(const std::string& run_dir);
+Result<CoverageInput> coverage_input_from_run(Env* env, const std::string& run_dir);
 
 }  // namespace ckpt::analytics

@@ -1,7 +1,6 @@
 #include "analytics/coverage/hf_run.h"
 
 #include <dirent.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cctype>
@@ -14,11 +13,6 @@
 
 namespace ckpt::analytics {
 namespace {
-
-bool exists(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0;
-}
 
 // N of "checkpoint-N", or -1.
 int64_t checkpoint_step(const std::string& name) {
@@ -33,9 +27,9 @@ int64_t checkpoint_step(const std::string& name) {
   return std::stoll(name.substr(prefix.size()));
 }
 
-uint32_t world_size_of(const std::string& checkpoint) {
+uint32_t world_size_of(Env* env, const std::string& checkpoint) {
   uint32_t ranks = 0;
-  for (const auto& n : Env::posix()->list_dir_or_empty(checkpoint)) {
+  for (const auto& n : env->list_dir_or_empty(checkpoint)) {
     if (n.compare(0, 10, "rng_state_") == 0 && n.size() > 14 &&
         n.compare(n.size() - 4, 4, ".pth") == 0) {
       ++ranks;
@@ -65,19 +59,19 @@ std::vector<HfLaunchSteps> launches_of(const ScalarLog& log) {
 
 }  // namespace
 
-bool is_hf_output_dir(const std::string& dir) {
-  for (const auto& n : Env::posix()->list_dir_or_empty(dir)) {
-    if (checkpoint_step(n) >= 0 && exists(dir + "/" + n + "/trainer_state.json")) return true;
+bool is_hf_output_dir(Env* env, const std::string& dir) {
+  for (const auto& n : env->list_dir_or_empty(dir)) {
+    if (checkpoint_step(n) >= 0 && env->exists(dir + "/" + n + "/trainer_state.json")) return true;
   }
   return false;
 }
 
-Result<HfRunFacts> scan_hf_output_dir(const std::string& dir) {
+Result<HfRunFacts> scan_hf_output_dir(Env* env, const std::string& dir) {
   HfRunFacts f;
   f.dir = dir;
-  for (const auto& n : Env::posix()->list_dir_or_empty(dir)) {
+  for (const auto& n : env->list_dir_or_empty(dir)) {
     const int64_t step = checkpoint_step(n);
-    if (step >= 0 && exists(dir + "/" + n + "/trainer_state.json"))
+    if (step >= 0 && env->exists(dir + "/" + n + "/trainer_state.json"))
       f.checkpoint_steps.push_back(step);
   }
   if (f.checkpoint_steps.empty()) {
@@ -85,15 +79,15 @@ Result<HfRunFacts> scan_hf_output_dir(const std::string& dir) {
   }
   std::sort(f.checkpoint_steps.begin(), f.checkpoint_steps.end());
   f.newest_checkpoint = dir + "/checkpoint-" + std::to_string(f.checkpoint_steps.back());
-  f.world_size = world_size_of(f.newest_checkpoint);
+  f.world_size = world_size_of(env, f.newest_checkpoint);
   const std::string state_path = f.newest_checkpoint + "/trainer_state.json";
-  CKPT_ASSIGN_OR_RETURN(std::string text, read_text_file(state_path, kMaxLogFileBytes));
+  CKPT_ASSIGN_OR_RETURN(std::string text, read_text_file(env, state_path, kMaxLogFileBytes));
   CKPT_ASSIGN_OR_RETURN(nlohmann::json state, parse_python_json(text, state_path));
   if (!state.is_object()) return corrupt(state_path + ": expected a JSON object");
   f.global_step = int_field(state, "global_step");
   f.save_steps = int_field(state, "save_steps");
   f.logging_steps = int_field(state, "logging_steps");
-  auto log = scalar_log_from_tensorboard(dir);
+  auto log = scalar_log_from_tensorboard(env, dir);
   if (log.is_ok()) {
     f.launches = launches_of(*log);
   } else if (log.status().code() != Code::kNotFound) {

@@ -30,6 +30,7 @@
 
 #include "analytics/coverage/run_spec.h"
 #include "ckpt/base/status.h"
+#include "ckpt/io/env.h"
 
 namespace ckpt::analytics {
 
@@ -66,10 +67,10 @@ struct DerivedRunSpec {
 };
 
 // True when `dir` holds at least one checkpoint-N/ folder with a trainer_state.json.
-bool is_hf_output_dir(const std::string& dir);
+bool is_hf_output_dir(Env* env, const std::string& dir);
 // The folder's facts (no training_args.bin). On failure not_found without a checkpoint, corrupt
 // for a malformed trainer_state.json or event file.
-Result<HfRunFacts> scan_hf_output_dir(const std::string& dir);
+Result<HfRunFacts> scan_hf_output_dir(Env* env, const std::string& dir);
 // On failure invalid_argument naming what is missing: the dataset size (--dataset-size), or a
 // training argument that neither training_args.bin nor trainer_state.json gave.
 Result<DerivedRunSpec> derive_hf_run_spec(const HfRunFacts& facts, const HfTrainingArgs& args,

@@ -7,6 +7,7 @@
 #include "analytics/input/json_text.h"
 #include "analytics/lr/lr_foreign.h"
 #include "analytics/lr/lr_log.h"
+#include "ckpt/base/text.h"
 #include "ckpt/io/env.h"
 
 namespace ckpt::analytics {
@@ -29,12 +30,10 @@ std::vector<std::string> split_cells(const std::string& line) {
 Result<LaunchSteps> launch_from_csv_text(const std::string& text, const std::string& path) {
   LaunchSteps l{path, -1, -1};
   int col = -1;
-  size_t at = 0;
-  for (int64_t no = 1; at < text.size(); ++no) {
-    size_t end = text.find('\n', at);
-    if (end == std::string::npos) end = text.size();
-    const std::vector<std::string> cells = split_cells(text.substr(at, end - at));
-    at = end + 1;
+  LineCursor lines(text);
+  for (std::string_view line; lines.next(&line);) {
+    const int64_t no = lines.number();
+    const std::vector<std::string> cells = split_cells(std::string(line));
     if (cells.size() == 1 && cells[0].empty()) continue;
     if (col < 0) {
       for (size_t i = 0; i < cells.size(); ++i) {
@@ -356,9 +355,9 @@ void finish_orders(const std::vector<LoaderCheckpoint>& cks, const LaunchReplay&
 
 }  // namespace
 
-Result<std::vector<LaunchSteps>> launches_from_logs(const std::string& dir) {
+Result<std::vector<LaunchSteps>> launches_from_logs(Env* env, const std::string& dir) {
   std::vector<LaunchSteps> out;
-  auto tb = scalar_log_from_tensorboard(dir);
+  auto tb = scalar_log_from_tensorboard(env, dir);
   if (tb.is_ok()) {
     for (const auto& l : tb->launches) {
       if (l.samples.empty()) continue;
@@ -373,7 +372,6 @@ Result<std::vector<LaunchSteps>> launches_from_logs(const std::string& dir) {
   }
   if (tb.status().code() != Code::kNotFound) return tb.status();
   std::vector<std::string> files;
-  Env* env = Env::posix();
   for (const auto& a : env->list_dir_or_empty(dir)) {
     const std::string pa = dir + "/" + a;
     if (!env->is_dir(pa)) continue;
@@ -385,7 +383,7 @@ Result<std::vector<LaunchSteps>> launches_from_logs(const std::string& dir) {
   }
   std::sort(files.begin(), files.end(), lr_tag_order);
   for (const auto& f : files) {
-    CKPT_ASSIGN_OR_RETURN(std::string text, read_text_file(f, kMaxLogFileBytes));
+    CKPT_ASSIGN_OR_RETURN(std::string text, read_text_file(env, f, kMaxLogFileBytes));
     CKPT_ASSIGN_OR_RETURN(LaunchSteps l, launch_from_csv_text(text, f));
     if (l.first_step >= 0) out.push_back(l);
   }

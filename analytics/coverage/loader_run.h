@@ -35,6 +35,7 @@
 
 #include "analytics/coverage/coverage.h"
 #include "ckpt/base/status.h"
+#include "ckpt/io/env.h"
 
 namespace ckpt::analytics {
 
@@ -88,7 +89,7 @@ struct DerivedLoaderRun {
 
 // The launches logged under `dir`: TensorBoard event files, else Lightning CSVLogger
 // version_N/metrics.csv (the `step` column). Empty when there are none; corrupt for a damaged log.
-Result<std::vector<LaunchSteps>> launches_from_logs(const std::string& dir);
+Result<std::vector<LaunchSteps>> launches_from_logs(Env* env, const std::string& dir);
 // One metrics.csv's text; first_step -1 when it logged no step. Corrupt for a header without
 // `step` or a step cell that is not a non-negative integer.
 Result<LaunchSteps> launch_from_csv_text(const std::string& text, const std::string& path);

@@ -110,8 +110,8 @@ Result<RunSpec> parse_run_spec(const std::string& text, const std::string& path)
   return spec;
 }
 
-Result<RunSpec> read_run_spec(const std::string& path) {
-  CKPT_ASSIGN_OR_RETURN(std::string text, read_text_file(path, kMaxRunSpecBytes));
+Result<RunSpec> read_run_spec(Env* env, const std::string& path) {
+  CKPT_ASSIGN_OR_RETURN(std::string text, read_text_file(env, path, kMaxRunSpecBytes));
   return parse_run_spec(text, path);
 }
 

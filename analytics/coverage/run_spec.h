@@ -26,6 +26,7 @@
 #include "analytics/coverage/coverage.h"
 #include "analytics/coverage/sample_order.h"
 #include "ckpt/base/status.h"
+#include "ckpt/io/env.h"
 
 namespace ckpt::analytics {
 
@@ -47,7 +48,7 @@ constexpr uint64_t kMaxRunSpecBytes = 16ull << 20;
 // segment with end_step < start_step, a value the sampler refuses (batch_size 0, ...), a file
 // over kMaxRunSpecBytes or not a regular file.
 Result<RunSpec> parse_run_spec(const std::string& text, const std::string& path);
-Result<RunSpec> read_run_spec(const std::string& path);
+Result<RunSpec> read_run_spec(Env* env, const std::string& path);
 
 // The visits and restart marks of the replay. On failure invalid_argument when a segment starts
 // at a step no earlier segment reached, or the run spans more than 10^6 epoch pieces.

@@ -1,14 +1,7 @@
 #include "analytics/input/json_text.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
 
 #include "ckpt/format/python_json.h"
 
@@ -18,60 +11,27 @@ Result<nlohmann::json> parse_python_json(std::string_view text, const std::strin
   return ckpt::parse_python_json(text, where);
 }
 
-Result<std::string> read_text_file(const std::string& path, uint64_t max_bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT) return not_found(path + ": cannot open: no such file");
-    return io_error(path + ": cannot open: " + std::strerror(err));
+Result<std::string> read_text_file(Env* env, const std::string& path, uint64_t max_bytes) {
+  auto opened = env->open_random(path);
+  if (!opened.is_ok()) {
+    switch (opened.status().code()) {
+      case Code::kNotFound:
+        return not_found(path + ": cannot open: no such file");
+      case Code::kInvalidArgument:  // a directory
+      case Code::kCorrupt:          // a FIFO, socket or device: never opened for reading
+        return corrupt(path + ": not a regular file");
+      default:
+        return opened.status();
+    }
   }
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { ::close(fd); }
-  } closer{fd};
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return io_error(path + ": cannot stat: " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) return corrupt(path + ": not a regular file");
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  const std::unique_ptr<RandomAccessFile>& file = *opened;
+  const uint64_t size = file->size();
   if (size > max_bytes) {
     return corrupt(path + ": " + std::to_string(size) + " bytes, over the " +
                    std::to_string(max_bytes) + "-byte limit for this input");
   }
-  std::string out;
-  out.resize(static_cast<size_t>(size));
-  size_t have = 0;
-  // A file that grows while it is read is read up to the limit and no further.
-  while (true) {
-    if (have == out.size()) {
-      if (out.size() >= max_bytes) break;
-      out.resize(std::min<uint64_t>(max_bytes, out.size() + 65536));
-    }
-    const ssize_t n = ::read(fd, out.data() + have, out.size() - have);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return io_error(path + ": read failed: " + std::strerror(errno));
-    if (n == 0) break;
-    have += static_cast<size_t>(n);
-  }
-  out.resize(have);
-  return out;
-}
-
-std::string escape_bytes(std::string_view bytes, size_t max_chars) {
-  std::string out;
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    if (i == max_chars) {
-      out += "...";
-      break;
-    }
-    const unsigned char c = static_cast<unsigned char>(bytes[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    }
-  }
+  std::string out(static_cast<size_t>(size), '\0');
+  CKPT_RETURN_IF_ERROR(file->read_at(0, out.data(), out.size()));
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analytics/input/json_text.h"
+#include "ckpt/base/text.h"
 #include "ckpt/format/tree.h"
 #include "ckpt/sched/scheduler.h"
 
@@ -164,21 +165,15 @@ Result<std::optional<JournalEvent>> parse_event(const json& obj, const std::stri
 Result<RunJournal> parse_journal(const std::string& text, const std::string& path) {
   RunJournal out;
   out.path = path;
-  size_t begin = 0;
-  int64_t line_no = 0;
-  while (begin < text.size()) {
-    size_t end = text.find('\n', begin);
-    const bool last = end == std::string::npos;
-    if (last) end = text.size();
-    ++line_no;
-    const std::string line = text.substr(begin, end - begin);
-    begin = end + 1;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+  LineCursor lines(text);
+  for (std::string_view line; lines.next(&line);) {
+    const int64_t line_no = lines.number();
+    if (is_blank(line)) continue;
     const std::string where = path + ":" + std::to_string(line_no);
     auto doc = parse_python_json(line, where);
     if (!doc.is_ok()) {
       // A crash can tear the line being appended; only the unterminated last line may be torn.
-      if (last) {
+      if (!lines.terminated()) {
         out.warnings.push_back(where + ": skipped a torn last line (no newline, not JSON)");
         break;
       }
@@ -193,9 +188,9 @@ Result<RunJournal> parse_journal(const std::string& text, const std::string& pat
   return out;
 }
 
-Result<RunJournal> read_journal(const std::string& run_dir) {
+Result<RunJournal> read_journal(Env* env, const std::string& run_dir) {
   const std::string path = run_dir + "/journal.jsonl";
-  CKPT_ASSIGN_OR_RETURN(std::string text, read_text_file(path));
+  CKPT_ASSIGN_OR_RETURN(std::string text, read_text_file(env, path));
   return parse_journal(text, path);
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ckpt/base/status.h"
+#include "ckpt/io/env.h"
 #include "ckpt/loader/resumable_sampler.h"
 #include "ckpt/sched/schedule.h"
 #include "ckpt/store/journal.h"
@@ -54,10 +55,11 @@ struct RunJournal {
   std::vector<std::string> warnings;  // e.g. a torn last line
 };
 
-// Reads RUN_DIR/journal.jsonl. On failure: not_found / io_error when it cannot be opened, corrupt
-// naming the file, line and problem (e.g. `journal.jsonl:12: "progress" without "step"`), or the
-// schedule validation message when a start event carries an invalid scheduler spec.
-Result<RunJournal> read_journal(const std::string& run_dir);
+// Reads RUN_DIR/journal.jsonl through `env`. On failure: not_found / io_error when it cannot be
+// opened, corrupt naming the file, line and problem (e.g. `journal.jsonl:12: "progress" without
+// "step"`), or the schedule validation message when a start event carries an invalid scheduler
+// spec.
+Result<RunJournal> read_journal(Env* env, const std::string& run_dir);
 
 // The same from text (tests, fuzzing); `path` only names the source in messages.
 Result<RunJournal> parse_journal(const std::string& text, const std::string& path);

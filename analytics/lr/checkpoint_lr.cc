@@ -8,8 +8,7 @@
 
 namespace ckpt::analytics {
 
-Result<LrSeries> lr_from_checkpoints(const std::string& run_dir) {
-  Env* env = Env::posix();
+Result<LrSeries> lr_from_checkpoints(Env* env, const std::string& run_dir) {
   CKPT_ASSIGN_OR_RETURN(auto entries, store::list_checkpoints(env, run_dir));
   LrSeries out;
   out.source = run_dir;

@@ -11,11 +11,12 @@
 
 #include "analytics/lr/lr_input.h"
 #include "ckpt/base/status.h"
+#include "ckpt/io/env.h"
 
 namespace ckpt::analytics {
 
 // On failure: the run directory cannot be listed, or corrupt when no committed checkpoint has a
 // readable scheduler component.
-Result<LrSeries> lr_from_checkpoints(const std::string& run_dir);
+Result<LrSeries> lr_from_checkpoints(Env* env, const std::string& run_dir);
 
 }  // namespace ckpt::analytics

@@ -1,10 +1,5 @@
 #include "analytics/lr/lr_foreign.h"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -12,28 +7,22 @@
 #include "analytics/input/json_text.h"
 #include "analytics/lr/tb/tb_events.h"
 #include "analytics/lr/tb/tfrecord.h"
+#include "ckpt/base/text.h"
 #include "ckpt/io/env.h"
 
 namespace ckpt::analytics {
 namespace {
 
-bool is_dir(const std::string& p) { return Env::posix()->is_dir(p); }
-
-bool is_regular(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
+// Whether `p` is a regular file, symbolic links followed (open_random opens nothing else).
+bool is_regular(Env* env, const std::string& p) { return env->open_random(p).is_ok(); }
 
 // Whether the regular file at `path` starts with a TFRecord header (reads 12 bytes).
-bool file_is_event_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return false;
-  struct stat st;
+bool file_is_event_file(Env* env, const std::string& path) {
+  auto file = env->open_random(path);
   char head[12];
-  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-  const bool ok = regular && ::read(fd, head, sizeof head) == static_cast<ssize_t>(sizeof head);
-  ::close(fd);
-  return ok && tb::looks_like_tfrecord(std::string_view(head, sizeof head));
+  if (!file.is_ok() || (*file)->size() < sizeof head) return false;
+  if (!(*file)->read_at(0, head, sizeof head).is_ok()) return false;
+  return tb::looks_like_tfrecord(std::string_view(head, sizeof head));
 }
 
 struct TreeWalk {
@@ -43,43 +32,43 @@ struct TreeWalk {
   bool too_deep = false;
 };
 
-void walk(const std::string& dir, int depth, TreeWalk* w) {
+void walk(Env* env, const std::string& dir, int depth, TreeWalk* w) {
   if (depth > kMaxLogTreeDepth) {
     w->too_deep = true;
     return;
   }
-  for (const auto& name : Env::posix()->list_dir_or_empty(dir)) {
+  for (const auto& name : env->list_dir_or_empty(dir)) {
     if (++w->visited > kMaxLogTreeFiles) {
       w->too_many = true;
       return;
     }
     const std::string p = dir + "/" + name;
-    struct stat st;
-    if (::lstat(p.c_str(), &st) != 0) continue;
-    if (S_ISDIR(st.st_mode)) {
-      walk(p, depth + 1, w);
-    } else if (S_ISREG(st.st_mode) && file_is_event_file(p)) {
+    auto kind = env->entry_kind(p);  // links are not followed
+    if (!kind.is_ok()) continue;
+    if (*kind == FileKind::kDirectory) {
+      walk(env, p, depth + 1, w);
+    } else if (*kind == FileKind::kRegular && file_is_event_file(env, p)) {
       w->files.push_back(p);
     }
   }
 }
 
 // Adds the metric files under `dir` (name relative to metrics/ is the tag).
-Status add_mlflow_metrics(const std::string& dir, const std::string& prefix,
+Status add_mlflow_metrics(Env* env, const std::string& dir, const std::string& prefix,
                           const std::string& want, int depth, ScalarLog* log, size_t* files) {
   if (depth > kMaxLogTreeDepth) return corrupt(dir + ": folders nested too deep");
-  for (const auto& name : Env::posix()->list_dir_or_empty(dir)) {
+  for (const auto& name : env->list_dir_or_empty(dir)) {
     const std::string p = dir + "/" + name;
     const std::string tag = prefix.empty() ? name : prefix + "/" + name;
     if (++*files > kMaxLogTreeFiles) {
       return corrupt(dir + ": more than " + std::to_string(kMaxLogTreeFiles) + " metric files");
     }
-    if (is_dir(p)) {
-      CKPT_RETURN_IF_ERROR(add_mlflow_metrics(p, tag, want, depth + 1, log, files));
+    if (env->is_dir(p)) {
+      CKPT_RETURN_IF_ERROR(add_mlflow_metrics(env, p, tag, want, depth + 1, log, files));
       continue;
     }
     if (!is_lr_tag(tag) && tag != want) continue;  // only LR metrics, or the one --tag names
-    CKPT_ASSIGN_OR_RETURN(std::string text, read_text_file(p, kMaxLogFileBytes));
+    CKPT_ASSIGN_OR_RETURN(std::string text, read_text_file(env, p, kMaxLogFileBytes));
     CKPT_ASSIGN_OR_RETURN(ScalarLog one, scalar_log_from_mlflow_text(text, p, tag));
     auto& samples = log->launches[0].samples;
     samples.insert(samples.end(), one.launches[0].samples.begin(), one.launches[0].samples.end());
@@ -139,19 +128,12 @@ bool parse_step(const std::string& s, int64_t* out) {
 // Calls fn(line, line_no) for each line of `text`.
 template <typename Fn>
 Status for_each_line(const std::string& text, Fn fn) {
-  size_t begin = 0;
-  int64_t line_no = 0;
-  while (begin < text.size()) {
-    size_t end = text.find('\n', begin);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(begin, end - begin);
-    begin = end + 1;
-    CKPT_RETURN_IF_ERROR(fn(line, ++line_no));
+  LineCursor lines(text);
+  for (std::string_view line; lines.next(&line);) {
+    CKPT_RETURN_IF_ERROR(fn(std::string(line), lines.number()));
   }
   return Status::ok();
 }
-
-bool blank(const std::string& line) { return line.find_first_not_of(" \t\r") == std::string::npos; }
 
 }  // namespace
 
@@ -175,11 +157,11 @@ Result<ScalarLog> scalar_log_from_event_bytes(std::string_view bytes, const std:
   return log;
 }
 
-Result<ScalarLog> scalar_log_from_tensorboard(const std::string& path) {
+Result<ScalarLog> scalar_log_from_tensorboard(Env* env, const std::string& path) {
   std::vector<std::string> files;
-  if (is_dir(path)) {
+  if (env->is_dir(path)) {
     TreeWalk w;
-    walk(path, 0, &w);
+    walk(env, path, 0, &w);
     if (w.too_many) {
       return corrupt(path + ": more than " + std::to_string(kMaxLogTreeFiles) +
                      " entries under this folder; point at the run's own log folder");
@@ -198,7 +180,7 @@ Result<ScalarLog> scalar_log_from_tensorboard(const std::string& path) {
   log.format = "tensorboard";
   uint64_t total = 0;
   for (const auto& f : files) {
-    CKPT_ASSIGN_OR_RETURN(std::string bytes, read_text_file(f, kMaxLogFileBytes));
+    CKPT_ASSIGN_OR_RETURN(std::string bytes, read_text_file(env, f, kMaxLogFileBytes));
     total += bytes.size();
     if (total > kMaxLogTreeBytes) {
       return corrupt(path + ": event files over " + std::to_string(kMaxLogTreeBytes) +
@@ -242,7 +224,7 @@ Result<ScalarLog> scalar_log_from_mlflow_text(const std::string& text, const std
   log.launches[0].source = path;
   auto& samples = log.launches[0].samples;
   CKPT_RETURN_IF_ERROR(for_each_line(text, [&](const std::string& line, int64_t no) -> Status {
-    if (blank(line)) return Status::ok();
+    if (is_blank(line)) return Status::ok();
     const std::string where = path + ":" + std::to_string(no);
     std::vector<std::string> cells;
     size_t b = 0;
@@ -268,15 +250,16 @@ Result<ScalarLog> scalar_log_from_mlflow_text(const std::string& text, const std
   return log;
 }
 
-Result<ScalarLog> scalar_log_from_mlflow_run(const std::string& run_dir, const std::string& tag) {
-  const std::string metrics = is_dir(run_dir + "/metrics") ? run_dir + "/metrics" : run_dir;
+Result<ScalarLog> scalar_log_from_mlflow_run(Env* env, const std::string& run_dir,
+                                             const std::string& tag) {
+  const std::string metrics = env->is_dir(run_dir + "/metrics") ? run_dir + "/metrics" : run_dir;
   ScalarLog log;
   log.source = run_dir;
   log.format = "mlflow";
   log.launches.resize(1);
   log.launches[0].source = metrics;
   size_t files = 0;
-  CKPT_RETURN_IF_ERROR(add_mlflow_metrics(metrics, "", tag, 0, &log, &files));
+  CKPT_RETURN_IF_ERROR(add_mlflow_metrics(env, metrics, "", tag, 0, &log, &files));
   auto& samples = log.launches[0].samples;
   if (samples.empty()) {
     if (!tag.empty()) {
@@ -305,7 +288,7 @@ Result<ScalarLog> scalar_log_from_csv_text(const std::string& text, const std::s
   std::vector<std::pair<size_t, std::string>> lr_cols;
   size_t header_cells = 0;
   CKPT_RETURN_IF_ERROR(for_each_line(text, [&](const std::string& line, int64_t no) -> Status {
-    if (blank(line)) return Status::ok();
+    if (is_blank(line)) return Status::ok();
     const auto cells = split_csv(line);
     const std::string where = path + ":" + std::to_string(no);
     if (step_col < 0) {
@@ -351,14 +334,16 @@ Result<ScalarLog> scalar_log_from_csv_text(const std::string& text, const std::s
   return log;
 }
 
-Result<ScalarLog> scalar_log_from_csv_versions(const std::string& dir) {
+Result<ScalarLog> scalar_log_from_csv_versions(Env* env, const std::string& dir) {
   std::vector<std::string> files;
-  for (const auto& a : Env::posix()->list_dir_or_empty(dir)) {
+  for (const auto& a : env->list_dir_or_empty(dir)) {
     const std::string pa = dir + "/" + a;
-    if (!is_dir(pa)) continue;
-    if (is_regular(pa + "/metrics.csv")) files.push_back(pa + "/metrics.csv");
-    for (const auto& b : Env::posix()->list_dir_or_empty(pa)) {
-      if (is_regular(pa + "/" + b + "/metrics.csv")) files.push_back(pa + "/" + b + "/metrics.csv");
+    if (!env->is_dir(pa)) continue;
+    if (is_regular(env, pa + "/metrics.csv")) files.push_back(pa + "/metrics.csv");
+    for (const auto& b : env->list_dir_or_empty(pa)) {
+      if (is_regular(env, pa + "/" + b + "/metrics.csv")) {
+        files.push_back(pa + "/" + b + "/metrics.csv");
+      }
       if (files.size() > kMaxLogTreeFiles) return corrupt(dir + ": too many metrics.csv files");
     }
   }
@@ -368,7 +353,7 @@ Result<ScalarLog> scalar_log_from_csv_versions(const std::string& dir) {
   log.source = dir;
   log.format = "csv";
   for (const auto& f : files) {
-    CKPT_ASSIGN_OR_RETURN(std::string text, read_text_file(f, kMaxLogFileBytes));
+    CKPT_ASSIGN_OR_RETURN(std::string text, read_text_file(env, f, kMaxLogFileBytes));
     CKPT_ASSIGN_OR_RETURN(ScalarLog one, scalar_log_from_csv_text(text, f));
     log.launches.push_back(std::move(one.launches[0]));
   }

@@ -1,7 +1,5 @@
 #include "analytics/lr/lr_input.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -14,6 +12,7 @@
 #include "analytics/lr/lr_foreign.h"
 #include "analytics/lr/lr_log.h"
 #include "analytics/lr/tb/tfrecord.h"
+#include "ckpt/base/text.h"
 
 namespace ckpt::analytics {
 namespace {
@@ -42,11 +41,6 @@ const char* lr_key_in(const json& obj) {
   return nullptr;
 }
 
-bool is_dir(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 }  // namespace
 
 Result<LrSeries> lr_from_csv_text(const std::string& text, const std::string& path) {
@@ -63,16 +57,10 @@ Result<LrSeries> lr_from_jsonl_text(const std::string& text, const std::string& 
   out.source = path;
   out.format = "jsonl";
   std::vector<LrPoint> raw;
-  size_t begin = 0;
-  int64_t line_no = 0;
-  while (begin < text.size()) {
-    size_t end = text.find('\n', begin);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(begin, end - begin);
-    begin = end + 1;
-    ++line_no;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = path + ":" + std::to_string(line_no);
+  LineCursor lines(text);
+  for (std::string_view line; lines.next(&line);) {
+    if (is_blank(line)) continue;
+    const std::string where = path + ":" + std::to_string(lines.number());
     CKPT_ASSIGN_OR_RETURN(json obj, parse_python_json(line, where));
     if (!obj.is_object()) return corrupt(where + ": expected a JSON object per line");
     const char* key = lr_key_in(obj);
@@ -123,11 +111,11 @@ Result<LrSeries> lr_from_trainer_state_text(const std::string& text, const std::
   return out;
 }
 
-Result<LrSeries> lr_from_run(const std::string& run_dir) {
-  auto read = read_journal(run_dir);
+Result<LrSeries> lr_from_run(Env* env, const std::string& run_dir) {
+  auto read = read_journal(env, run_dir);
   if (!read.is_ok() && read.status().code() == Code::kNotFound) {
     // No journal: the checkpoints' scheduler components still give one point each.
-    auto from_checkpoints = lr_from_checkpoints(run_dir);
+    auto from_checkpoints = lr_from_checkpoints(env, run_dir);
     if (from_checkpoints.is_ok()) return from_checkpoints;
     return read.status();
   }
@@ -162,19 +150,15 @@ Result<LrSeries> lr_from_run(const std::string& run_dir) {
 
 namespace {
 
-bool exists(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0;
-}
-
 // The format of a directory under "auto" (lr_input.h).
-std::string directory_format(const std::string& path) {
-  if (exists(path + "/journal.jsonl")) return "run";
-  if (exists(path + "/trainer_state.json")) return "trainer_state";
-  if (is_dir(path + "/metrics") && (exists(path + "/meta.yaml") || is_dir(path + "/params"))) {
+std::string directory_format(Env* env, const std::string& path) {
+  if (env->exists(path + "/journal.jsonl")) return "run";
+  if (env->exists(path + "/trainer_state.json")) return "trainer_state";
+  if (env->is_dir(path + "/metrics") &&
+      (env->exists(path + "/meta.yaml") || env->is_dir(path + "/params"))) {
     return "mlflow";
   }
-  if (exists(path + "/metrics.csv")) return "csv";
+  if (env->exists(path + "/metrics.csv")) return "csv";
   return "tensorboard";
 }
 
@@ -208,8 +192,8 @@ std::string file_base_name(const std::string& path) {
 
 }  // namespace
 
-Result<std::vector<LrSeries>> load_lr_log(const std::string& path, const std::string& format,
-                                          const std::string& tag) {
+Result<std::vector<LrSeries>> load_lr_log(Env* env, const std::string& path,
+                                          const std::string& format, const std::string& tag) {
   static const char* const kFormats[] = {"auto",          "run",         "csv",   "jsonl",
                                          "trainer_state", "tensorboard", "mlflow"};
   if (std::find(std::begin(kFormats), std::end(kFormats), format) == std::end(kFormats)) {
@@ -218,18 +202,18 @@ Result<std::vector<LrSeries>> load_lr_log(const std::string& path, const std::st
                             "mlflow)");
   }
   std::string fmt = format;
-  const bool dir = is_dir(path);
-  if (dir && fmt == "auto") fmt = directory_format(path);
-  if (fmt == "run") return single(lr_from_run(path), tag, "lr");
+  const bool dir = env->is_dir(path);
+  if (dir && fmt == "auto") fmt = directory_format(env, path);
+  if (fmt == "run") return single(lr_from_run(env, path), tag, "lr");
   if (fmt == "tensorboard") {
-    auto log = scalar_log_from_tensorboard(path);
+    auto log = scalar_log_from_tensorboard(env, path);
     if (!log.is_ok() && log.status().code() == Code::kNotFound && format == "auto") {
       // Lightning's CSVLogger writes one version_N/metrics.csv per launch.
-      auto versions = scalar_log_from_csv_versions(path);
+      auto versions = scalar_log_from_csv_versions(env, path);
       if (versions.is_ok()) return lr_series_from_log(*versions, tag);
       if (versions.status().code() != Code::kNotFound) return versions.status();
       // A folder with none of the known logs: our run's checkpoints may still give points.
-      auto run = lr_from_run(path);
+      auto run = lr_from_run(env, path);
       if (!run.is_ok() && run.status().code() == Code::kNotFound) {
         return not_found(path +
                          ": no log found here (no journal.jsonl, trainer_state.json, MLflow "
@@ -241,13 +225,13 @@ Result<std::vector<LrSeries>> load_lr_log(const std::string& path, const std::st
     return lr_series_from_log(*log, tag);
   }
   if (dir && fmt == "mlflow") {
-    CKPT_ASSIGN_OR_RETURN(ScalarLog log, scalar_log_from_mlflow_run(path, tag));
+    CKPT_ASSIGN_OR_RETURN(ScalarLog log, scalar_log_from_mlflow_run(env, path, tag));
     return lr_series_from_log(log, tag);
   }
   std::string file = path;
   if (dir && fmt == "trainer_state") file = path + "/trainer_state.json";
   if (dir && fmt == "csv") file = path + "/metrics.csv";
-  CKPT_ASSIGN_OR_RETURN(std::string text, read_text_file(file, kMaxLogFileBytes));
+  CKPT_ASSIGN_OR_RETURN(std::string text, read_text_file(env, file, kMaxLogFileBytes));
   if (fmt == "auto") fmt = content_format(text);
   if (fmt == "tensorboard") {
     CKPT_ASSIGN_OR_RETURN(ScalarLog log, scalar_log_from_event_bytes(text, file));
@@ -270,8 +254,8 @@ Result<std::vector<LrSeries>> load_lr_log(const std::string& path, const std::st
   return single(lr_from_trainer_state_text(text, file), tag, "learning_rate");
 }
 
-Result<LrSeries> load_lr_series(const std::string& path, const std::string& format) {
-  CKPT_ASSIGN_OR_RETURN(std::vector<LrSeries> all, load_lr_log(path, format, ""));
+Result<LrSeries> load_lr_series(Env* env, const std::string& path, const std::string& format) {
+  CKPT_ASSIGN_OR_RETURN(std::vector<LrSeries> all, load_lr_log(env, path, format, ""));
   return std::move(all.front());
 }
 

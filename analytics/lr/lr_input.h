@@ -5,7 +5,8 @@
 // point per step: when a step appears more than once (a crash redid it after the restore) the
 // LAST occurrence wins, because that is the LR the surviving run used.
 //
-// Loaders own nothing beyond their return values; thread-safe.
+// Loaders read every file through the Env they are given and own nothing beyond their return
+// values; thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "ckpt/base/status.h"
+#include "ckpt/io/env.h"
 #include "ckpt/sched/schedule.h"
 
 namespace ckpt::analytics {
@@ -63,7 +65,7 @@ Result<LrSeries> lr_from_trainer_state_text(const std::string& text, const std::
 // RUN_DIR/journal.jsonl: points from "progress" events; a restart is every process start after
 // the first, placed at the first step that process took; the schedule from the last "start".
 // Without a journal, one point per committed checkpoint (checkpoint_lr.h).
-Result<LrSeries> lr_from_run(const std::string& run_dir);
+Result<LrSeries> lr_from_run(Env* env, const std::string& run_dir);
 
 // Every LR series of a log (one per LR tag: per optimizer, per param group), in the order of
 // lr_log.h's lr_tag_order; only the series named `tag` when it is not empty.
@@ -77,9 +79,9 @@ Result<LrSeries> lr_from_run(const std::string& run_dir);
 // step", CSV otherwise. Inputs are capped (lr_log.h). On failure: invalid_argument for an unknown
 // format or a `tag` the log does not have (the message lists those it has), corrupt for malformed
 // input or input without an LR series, not_found / io_error when the input cannot be opened.
-Result<std::vector<LrSeries>> load_lr_log(const std::string& path, const std::string& format,
-                                          const std::string& tag);
-// The first series of load_lr_log(path, format, "").
-Result<LrSeries> load_lr_series(const std::string& path, const std::string& format);
+Result<std::vector<LrSeries>> load_lr_log(Env* env, const std::string& path,
+                                          const std::string& format, const std::string& tag);
+// The first series of load_lr_log(env, path, format, "").
+Result<LrSeries> load_lr_series(Env* env, const std::string& path, const std::string& format);
 
 }  // namespace ckpt::analytics

@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "analytics/input/json_text.h"
+#include "ckpt/base/text.h"
 
 namespace ckpt::analytics {
 namespace {

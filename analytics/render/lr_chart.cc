@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "analytics/render/svg_canvas.h"
+#include "ckpt/base/text.h"
 
 namespace ckpt::analytics {
 namespace {
@@ -34,9 +35,9 @@ std::vector<LrPoint> decimate(const std::vector<LrPoint>& p, const PlotFrame& f)
   return out;
 }
 
-}  // namespace
-
-std::string lr_chart_svg(const LrSeries& series, const LrAnalysis& analysis) {
+// The frame: steps of the series across, 0 up to a little above the highest LR (logged or
+// expected at a discontinuity) up.
+PlotFrame lr_frame(const LrSeries& series, const LrAnalysis& analysis) {
   PlotFrame f;
   f.top = 56;
   const auto& p = series.points;
@@ -50,32 +51,39 @@ std::string lr_chart_svg(const LrSeries& series, const LrAnalysis& analysis) {
   if (f.x_hi <= f.x_lo) f.x_hi = f.x_lo + 1;
   f.y_lo = 0;
   f.y_hi = lr_max > 0 ? lr_max * 1.08 : 1;
+  return f;
+}
 
-  std::string title = "Learning rate across restarts: " + series.source;
-  std::string s = svg_open(f.width, f.height, title);
+std::string title_text(const PlotFrame& f, const LrAnalysis& analysis) {
+  return "<text x=\"" + std::to_string(int(f.left)) +
+         "\" y=\"22\" font-family=\"sans-serif\" font-size=\"14\" font-weight=\"bold\">" +
+         html_escape("LR against step — " + std::to_string(analysis.restarts.size()) +
+                     " restart(s), " + std::to_string(analysis.discontinuities.size()) +
+                     " discontinuit" + (analysis.discontinuities.size() == 1 ? "y" : "ies")) +
+         "</text>\n";
+}
+
+// The schedule's closed form, dotted, sampled at 601 steps across the frame.
+std::string expected_line(const PlotFrame& f, const sched::ScheduleSpec& schedule) {
+  std::string s =
+      "<polyline class=\"expected\" fill=\"none\" stroke=\"#888\" stroke-width=\"1.2\" "
+      "stroke-dasharray=\"2 3\" points=\"";
   char buf[512];
-  s += "<text x=\"" + std::to_string(int(f.left)) +
-       "\" y=\"22\" font-family=\"sans-serif\" font-size=\"14\" font-weight=\"bold\">" +
-       xml_escape("LR against step — " + std::to_string(analysis.restarts.size()) +
-                  " restart(s), " + std::to_string(analysis.discontinuities.size()) +
-                  " discontinuit" + (analysis.discontinuities.size() == 1 ? "y" : "ies")) +
-       "</text>\n";
-  s += f.axes("step", "learning rate");
-
-  if (series.schedule && !p.empty()) {
-    s += "<polyline class=\"expected\" fill=\"none\" stroke=\"#888\" stroke-width=\"1.2\" "
-         "stroke-dasharray=\"2 3\" points=\"";
-    const int samples = 600;
-    for (int k = 0; k <= samples; ++k) {
-      const double x = f.x_lo + (f.x_hi - f.x_lo) * k / samples;
-      const double y = sched::lr_at(*series.schedule, static_cast<int64_t>(std::llround(x)));
-      std::snprintf(buf, sizeof buf, "%.1f,%.1f ", f.px(x), f.py(std::min(y, f.y_hi)));
-      s += buf;
-    }
-    s += "\"/>\n";
+  const int samples = 600;
+  for (int k = 0; k <= samples; ++k) {
+    const double x = f.x_lo + (f.x_hi - f.x_lo) * k / samples;
+    const double y = sched::lr_at(schedule, static_cast<int64_t>(std::llround(x)));
+    std::snprintf(buf, sizeof buf, "%.1f,%.1f ", f.px(x), f.py(std::min(y, f.y_hi)));
+    s += buf;
   }
+  return s + "\"/>\n";
+}
 
-  for (int64_t r : analysis.restarts) {
+// A dashed vertical line and a label at each restart inside the frame.
+std::string restart_lines(const PlotFrame& f, const std::vector<int64_t>& restarts) {
+  std::string s;
+  char buf[512];
+  for (int64_t r : restarts) {
     if (double(r) < f.x_lo || double(r) > f.x_hi) continue;
     std::snprintf(buf, sizeof buf,
                   "<g class=\"restart\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
@@ -86,16 +94,28 @@ std::string lr_chart_svg(const LrSeries& series, const LrAnalysis& analysis) {
                   f.px(double(r)) + 3, f.top + 10, static_cast<long long>(r));
     s += buf;
   }
+  return s;
+}
 
-  s += "<polyline class=\"lr-series\" fill=\"none\" stroke=\"#1f5fbf\" stroke-width=\"1.6\" "
-       "points=\"";
-  for (const auto& q : decimate(p, f)) {
+std::string series_line(const PlotFrame& f, const std::vector<LrPoint>& points) {
+  std::string s =
+      "<polyline class=\"lr-series\" fill=\"none\" stroke=\"#1f5fbf\" stroke-width=\"1.6\" "
+      "points=\"";
+  char buf[512];
+  for (const auto& q : decimate(points, f)) {
     std::snprintf(buf, sizeof buf, "%.1f,%.1f ", f.px(double(q.step)), f.py(q.lr));
     s += buf;
   }
-  s += "\"/>\n";
+  return s + "\"/>\n";
+}
 
-  for (const auto& d : analysis.discontinuities) {
+// Each discontinuity: a red bar from the LR before to the LR after, a circle on the new level,
+// its kind and step as a label.
+std::string discontinuity_marks(const PlotFrame& f,
+                                const std::vector<Discontinuity>& discontinuities) {
+  std::string s;
+  char buf[512];
+  for (const auto& d : discontinuities) {
     const double x = f.px(double(d.step));
     std::snprintf(buf, sizeof buf,
                   "<g class=\"discontinuity\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
@@ -106,11 +126,16 @@ std::string lr_chart_svg(const LrSeries& series, const LrAnalysis& analysis) {
                   x, f.py(d.lr_before), x, f.py(d.lr_after), x, f.py(d.lr_after), x + 7,
                   f.py(d.lr_after) - 6);
     s += buf;
-    s += xml_escape(std::string(jump_kind_name(d.kind)) + " @" + std::to_string(d.step)) +
+    s += html_escape(std::string(jump_kind_name(d.kind)) + " @" + std::to_string(d.step)) +
          "</text></g>\n";
   }
+  return s;
+}
 
-  // Legend: one row between the title and the plot, so it never hides the curve.
+// Legend: one row between the title and the plot, so it never hides the curve.
+std::string legend(const PlotFrame& f, bool with_schedule) {
+  std::string s;
+  char buf[512];
   const double ly = 36;
   double lx = f.left;
   auto item = [&](const std::string& mark, const char* label) {
@@ -125,7 +150,7 @@ std::string lr_chart_svg(const LrSeries& series, const LrAnalysis& analysis) {
                 "stroke-width=\"2\"/>",
                 lx, ly, lx + 22, ly);
   item(buf, "logged LR");
-  if (series.schedule) {
+  if (with_schedule) {
     std::snprintf(buf, sizeof buf,
                   "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#888\" "
                   "stroke-dasharray=\"2 3\"/>",
@@ -142,6 +167,21 @@ std::string lr_chart_svg(const LrSeries& series, const LrAnalysis& analysis) {
                 "stroke-width=\"2\"/>",
                 lx + 11, ly);
   item(buf, "discontinuity");
+  return s;
+}
+
+}  // namespace
+
+std::string lr_chart_svg(const LrSeries& series, const LrAnalysis& analysis) {
+  const PlotFrame f = lr_frame(series, analysis);
+  std::string s = svg_open(f.width, f.height, "Learning rate across restarts: " + series.source);
+  s += title_text(f, analysis);
+  s += f.axes("step", "learning rate");
+  if (series.schedule && !series.points.empty()) s += expected_line(f, *series.schedule);
+  s += restart_lines(f, analysis.restarts);
+  s += series_line(f, series.points);
+  s += discontinuity_marks(f, analysis.discontinuities);
+  s += legend(f, series.schedule.has_value());
   s += "</svg>\n";
   return s;
 }

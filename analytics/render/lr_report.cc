@@ -4,6 +4,7 @@
 
 #include "analytics/input/json_text.h"
 #include "analytics/render/svg_canvas.h"
+#include "ckpt/base/text.h"
 
 namespace ckpt::analytics {
 

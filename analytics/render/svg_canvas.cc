@@ -3,34 +3,9 @@
 #include <cmath>
 #include <cstdio>
 
-namespace ckpt::analytics {
+#include "ckpt/base/text.h"
 
-std::string xml_escape(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out.push_back(c);
-    }
-  }
-  return out;
-}
+namespace ckpt::analytics {
 
 std::vector<double> nice_ticks(double lo, double hi, int target) {
   std::vector<double> ticks;
@@ -94,7 +69,7 @@ std::string PlotFrame::axes(const std::string& x_title, const std::string& y_tit
                   "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>"
                   "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
                   x, top, x, top + plot_height(), x, top + plot_height() + 16,
-                  xml_escape(short_number(t)).c_str());
+                  html_escape(short_number(t)).c_str());
     s += buf;
   }
   for (double t : nice_ticks(y_lo, y_hi, 6)) {
@@ -103,7 +78,7 @@ std::string PlotFrame::axes(const std::string& x_title, const std::string& y_tit
                   "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>"
                   "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
                   left, y, left + plot_width(), y, left - 6, y + 4,
-                  xml_escape(short_number(t)).c_str());
+                  html_escape(short_number(t)).c_str());
     s += buf;
   }
   std::snprintf(buf, sizeof buf,
@@ -116,12 +91,12 @@ std::string PlotFrame::axes(const std::string& x_title, const std::string& y_tit
                 "<text class=\"x-title\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
                 "font-size=\"13\">",
                 left + plot_width() / 2, height - 12);
-  s += buf + xml_escape(x_title) + "</text>\n";
+  s += buf + html_escape(x_title) + "</text>\n";
   std::snprintf(buf, sizeof buf,
                 "<text class=\"y-title\" x=\"16\" y=\"%.1f\" text-anchor=\"middle\" "
                 "font-size=\"13\" transform=\"rotate(-90 16 %.1f)\">",
                 top + plot_height() / 2, top + plot_height() / 2);
-  s += buf + xml_escape(y_title) + "</text>\n";
+  s += buf + html_escape(y_title) + "</text>\n";
   s += "</g>\n";
   return s;
 }
@@ -132,7 +107,7 @@ std::string svg_open(double width, double height, const std::string& title) {
                 "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
                 "viewBox=\"0 0 %.0f %.0f\" role=\"img\">\n",
                 width, height, width, height);
-  return std::string(buf) + "<title>" + xml_escape(title) + "</title>\n" +
+  return std::string(buf) + "<title>" + html_escape(title) + "</title>\n" +
          "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n";
 }
 

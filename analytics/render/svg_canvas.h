@@ -1,7 +1,7 @@
-// Small building blocks for the hand-written SVG charts of `ckpt lr` and `ckpt coverage`: text
-// escaping, "nice" axis ticks, compact number formatting, and an axis frame that maps data
-// coordinates to pixels. The charts are plain SVG 1.1 strings with no scripts, fonts or external
-// references, so they embed unchanged in the self-contained HTML report.
+// Small building blocks for the hand-written SVG charts of `ckpt lr` and `ckpt coverage` (text
+// escaping is ckpt/base/text.h's html_escape): "nice" axis ticks, compact number formatting, and an
+// axis frame that maps data coordinates to pixels. The charts are plain SVG 1.1 strings with no
+// scripts, fonts or external references, so they embed unchanged in the self-contained HTML report.
 //
 // Values only; thread-safe.
 #pragma once
@@ -13,7 +13,6 @@
 namespace ckpt::analytics {
 
 // Escapes &, <, >, " and ' for SVG/HTML text and attributes.
-std::string xml_escape(const std::string& s);
 // Up to about `target` round tick values covering [lo, hi] (1, 2, 5 × 10^k steps).
 std::vector<double> nice_ticks(double lo, double hi, int target);
 // Short human form: 0.0003 → "3e-04", 12000 → "12000", 1.5e9 → "1.5e+09".

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "ckpt/base/text.h"
 #include "profile/analyze/report_render.h"
 
 namespace ckpt::profile {
@@ -17,29 +18,6 @@ constexpr double kWidth = 960, kPanelH = 220, kLeft = 70, kRight = 20, kTop = 40
 constexpr size_t kMaxPoints = 1500;
 const char* const kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd",
                                 "#ff7f0e", "#17becf", "#8c564b", "#e377c2"};
-
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 enum class Series { kStep, kDataWait, kUtilisation, kOwn };
 
@@ -133,8 +111,9 @@ std::string report_svg(const Report& r) {
     << r.steps << " steps</text>\n";
   double y = kTop;
   for (const auto& v : r.verdicts) {
-    o << "<text x='" << kLeft << "' y='" << y << "' font-size='11'>" << escape(v.id()) << ": "
-      << escape(v.summary) << "</text>\n";
+    o << "<text x='" << kLeft << "' y='" << y << "' font-size='11'>"
+      << html_escape(v.id(), Quotes::kDoubleOnly) << ": "
+      << html_escape(v.summary, Quotes::kDoubleOnly) << "</text>\n";
     y += 16;
   }
   if (r.verdicts.empty()) {

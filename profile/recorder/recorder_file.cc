@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "ckpt/base/text.h"
+
 namespace ckpt::profile {
 
 namespace {
@@ -151,20 +153,15 @@ Result<RankTrace> decode_recorder_text(std::string_view text, const std::string&
   trace.source = source;
   trace.format = kRecorderFormat;
   simdjson::dom::parser parser;
-  size_t line_no = 0;
-  size_t pos = 0;
+  LineCursor lines(text);
   bool have_header = false;
-  while (pos < text.size()) {
-    size_t nl = text.find('\n', pos);
-    if (nl == std::string_view::npos) nl = text.size();
-    std::string_view line = text.substr(pos, nl - pos);
-    pos = nl + 1;
-    ++line_no;
-    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+  for (std::string_view line; lines.next(&line);) {
+    const size_t line_no = static_cast<size_t>(lines.number());
+    if (is_blank(line)) continue;
     simdjson::dom::element doc;
     if (auto err = parser.parse(line.data(), line.size()).get(doc)) {
       // A process killed mid-write leaves a torn last line: keep what came before it.
-      if (pos >= text.size() && have_header) break;
+      if (lines.last() && have_header) break;
       return line_error(source, line_no,
                         std::string("not a JSON object (") + simdjson::error_message(err) + ")");
     }
