@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string>
 
-#include "analytics/tb/tfrecord.h"
+#include "analytics/lr/tb/tfrecord.h"
 
 namespace ckpt::pathological {
 

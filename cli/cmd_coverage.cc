@@ -33,7 +33,7 @@ Runner setup_coverage(CLI::App& root, CLI::App*& sub) {
       ->capture_default_str();
   sub->add_flag("--json", o->json, "JSON on stdout");
   sub->add_option("--svg", o->svg_path, "Write the per-epoch strip chart (SVG) to this file");
-  return [o] { return run_coverage_command(*o, std::cout, std::cerr); };
+  return [o] { return run_coverage_command(*o, Env::posix(), std::cout, std::cerr); };
 }
 
 }  // namespace ckpt::cli

@@ -34,7 +34,7 @@ Runner setup_lr(CLI::App& root, CLI::App*& sub) {
       ->delimiter(',');
   sub->add_flag("--json", o->json, "JSON on stdout");
   sub->add_option("--svg", o->svg_path, "Write the LR chart (SVG) to this file");
-  return [o] { return run_lr_command(*o, std::cout, std::cerr); };
+  return [o] { return run_lr_command(*o, Env::posix(), std::cout, std::cerr); };
 }
 
 }  // namespace ckpt::cli

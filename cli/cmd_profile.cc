@@ -5,8 +5,8 @@
 //   env [--json] [--config FILE]; env-diff A.json B.json   environment snapshot and diff
 // Exit codes: 0 analysed (verdicts are findings, not failures; diffs with changes also exit 0),
 // 64 usage, 65 unreadable/malformed input (also: not a regular file, over its size cap — see
-// profile/input_file.h), 66 cannot open. The logic lives in profile/; this file binds flags and
-// prints.
+// profile/import/input_file.h), 66 cannot open. The logic lives in profile/; this file binds flags
+// and prints.
 #include <CLI/CLI.hpp>
 #include <fstream>
 #include <iostream>
@@ -15,13 +15,13 @@
 #include "cli/command.h"
 #include "cli/diagnostics.h"
 #include "cli/exit_codes.h"
-#include "profile/analyzer.h"
-#include "profile/budget.h"
-#include "profile/env_info.h"
-#include "profile/input_file.h"
-#include "profile/layout.h"
-#include "profile/report_render.h"
-#include "profile/trace_import.h"
+#include "profile/analyze/analyzer.h"
+#include "profile/analyze/budget.h"
+#include "profile/analyze/report_render.h"
+#include "profile/history/env_info.h"
+#include "profile/history/layout.h"
+#include "profile/import/input_file.h"
+#include "profile/import/trace_import.h"
 
 namespace ckpt::cli {
 

@@ -31,7 +31,8 @@ struct LrCommandOptions {
   bool json = false;
   std::string svg_path;  // write the chart here when set
 };
-int run_lr_command(const LrCommandOptions& o, std::ostream& out, std::ostream& err);
+// `ckpt lr`, every input read through `env` (the executable passes Env::posix()).
+int run_lr_command(const LrCommandOptions& o, Env* env, std::ostream& out, std::ostream& err);
 
 struct CoverageCommandOptions {
   std::string run_dir;        // our run (journal) or a Hugging Face Trainer output folder, or
@@ -43,7 +44,9 @@ struct CoverageCommandOptions {
   bool json = false;
   std::string svg_path;
 };
-int run_coverage_command(const CoverageCommandOptions& o, std::ostream& out, std::ostream& err);
+// `ckpt coverage`, every input read through `env` (the executable passes Env::posix()).
+int run_coverage_command(const CoverageCommandOptions& o, Env* env, std::ostream& out,
+                         std::ostream& err);
 
 struct VerifyCommandOptions {
   std::string path;  // a step directory, or a run directory (every checkpoint is checked)

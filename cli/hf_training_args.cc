@@ -20,8 +20,8 @@ std::optional<bool> bool_of(const verify::Value* state, const char* key) {
 
 }  // namespace
 
-Result<analytics::HfTrainingArgs> read_hf_training_args(const std::string& path) {
-  CKPT_ASSIGN_OR_RETURN(auto file, Env::posix()->open_random(path));
+Result<analytics::HfTrainingArgs> read_hf_training_args(Env* env, const std::string& path) {
+  CKPT_ASSIGN_OR_RETURN(auto file, env->open_random(path));
   CKPT_ASSIGN_OR_RETURN(verify::TorchFile tf, verify::open_torch_file(std::move(file)));
   const verify::Value* root = tf.doc ? tf.doc->root : nullptr;
   const verify::Value* state = nullptr;

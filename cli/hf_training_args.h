@@ -5,13 +5,14 @@
 
 #include <string>
 
-#include "analytics/hf_run.h"
+#include "analytics/coverage/hf_run.h"
 #include "ckpt/base/status.h"
+#include "ckpt/io/env.h"
 
 namespace ckpt::cli {
 
 // On failure not_found / io_error when the file cannot be opened, corrupt when it is not a
 // torch.save archive of an object with a state dict.
-Result<analytics::HfTrainingArgs> read_hf_training_args(const std::string& path);
+Result<analytics::HfTrainingArgs> read_hf_training_args(Env* env, const std::string& path);
 
 }  // namespace ckpt::cli

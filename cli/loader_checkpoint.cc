@@ -1,10 +1,8 @@
 #include "cli/loader_checkpoint.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 
-#include "analytics/torch_randperm.h"
+#include "analytics/coverage/torch_randperm.h"
 #include "ckpt/io/env.h"
 #include "verify/formats/torch_file.h"
 
@@ -94,20 +92,19 @@ analytics::LoaderState loader_state_of(const verify::TorchFile& tf, const Value*
   return s;
 }
 
-void walk(const std::string& dir, int depth, std::vector<std::string>* files) {
-  Env* env = Env::posix();
+void walk(Env* env, const std::string& dir, int depth, std::vector<std::string>* files) {
   std::vector<std::string> names = env->list_dir_or_empty(dir);
   std::sort(names.begin(), names.end());
   for (const auto& n : names) {
     if (files->size() > kMaxFiles) return;
     const std::string p = dir + "/" + n;
-    struct stat st;
-    if (::lstat(p.c_str(), &st) != 0) continue;
-    if (S_ISDIR(st.st_mode)) {
-      if (depth < kMaxDepth) walk(p, depth + 1, files);
+    auto kind = env->entry_kind(p);  // links are not followed
+    if (!kind.is_ok()) continue;
+    if (*kind == FileKind::kDirectory) {
+      if (depth < kMaxDepth) walk(env, p, depth + 1, files);
       continue;
     }
-    if (!S_ISREG(st.st_mode)) continue;
+    if (*kind != FileKind::kRegular) continue;
     auto ends = [&](const char* ext) {
       const std::string e = ext;
       return n.size() > e.size() && n.compare(n.size() - e.size(), e.size(), e) == 0;
@@ -118,9 +115,10 @@ void walk(const std::string& dir, int depth, std::vector<std::string>* files) {
 
 }  // namespace
 
-Result<analytics::LoaderCheckpoint> read_loader_checkpoint(const std::string& path, bool* found) {
+Result<analytics::LoaderCheckpoint> read_loader_checkpoint(Env* env, const std::string& path,
+                                                           bool* found) {
   *found = false;
-  CKPT_ASSIGN_OR_RETURN(auto file, Env::posix()->open_random(path));
+  CKPT_ASSIGN_OR_RETURN(auto file, env->open_random(path));
   CKPT_ASSIGN_OR_RETURN(verify::TorchFile tf, verify::open_torch_file(std::move(file)));
   const Value* root = tf.doc ? dict_of(tf.doc->root) : nullptr;
   analytics::LoaderCheckpoint c;
@@ -150,16 +148,17 @@ Result<analytics::LoaderCheckpoint> read_loader_checkpoint(const std::string& pa
   return c;
 }
 
-Result<std::vector<analytics::LoaderCheckpoint>> read_loader_checkpoints(const std::string& dir) {
+Result<std::vector<analytics::LoaderCheckpoint>> read_loader_checkpoints(Env* env,
+                                                                         const std::string& dir) {
   std::vector<std::string> files;
-  walk(dir, 0, &files);
+  walk(env, dir, 0, &files);
   if (files.size() > kMaxFiles) {
     return corrupt(dir + ": more than " + std::to_string(kMaxFiles) + " checkpoint files");
   }
   std::vector<analytics::LoaderCheckpoint> out;
   for (const auto& f : files) {
     bool found = false;
-    auto c = read_loader_checkpoint(f, &found);
+    auto c = read_loader_checkpoint(env, f, &found);
     if (!c.is_ok()) {
       // A .pt that is not a torch.save file is someone else's; a damaged .ckpt is an error.
       if (f.size() > 5 && f.compare(f.size() - 5, 5, ".ckpt") == 0) return c.status();

@@ -1,10 +1,10 @@
 // `ckpt lr`: load the series, analyse it, print text or JSON, optionally write the SVG.
 #include <fstream>
 
-#include "analytics/lr_analysis.h"
-#include "analytics/lr_chart.h"
-#include "analytics/lr_input.h"
-#include "analytics/lr_report.h"
+#include "analytics/lr/lr_analysis.h"
+#include "analytics/lr/lr_input.h"
+#include "analytics/render/lr_chart.h"
+#include "analytics/render/lr_report.h"
 #include "cli/commands.h"
 #include "cli/diagnostics.h"
 #include "cli/exit_codes.h"
@@ -20,8 +20,8 @@ Status write_text_file(const std::string& path, const std::string& text) {
   return Status::ok();
 }
 
-int run_lr_command(const LrCommandOptions& o, std::ostream& out, std::ostream& err) {
-  auto series = analytics::load_lr_log(o.input, o.format, o.tag);
+int run_lr_command(const LrCommandOptions& o, Env* env, std::ostream& out, std::ostream& err) {
+  auto series = analytics::load_lr_log(env, o.input, o.format, o.tag);
   if (!series.is_ok()) {
     print_diagnostic(err, "lr", series.status().message());
     return exit_code_for(series.status());

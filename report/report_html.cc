@@ -10,17 +10,18 @@
 #include <map>
 #include <vector>
 
-#include "analytics/coverage.h"
-#include "analytics/coverage_chart.h"
-#include "analytics/coverage_from_journal.h"
-#include "analytics/lr_analysis.h"
-#include "analytics/lr_chart.h"
-#include "analytics/lr_input.h"
-#include "analytics/svg_canvas.h"
+#include "analytics/coverage/coverage.h"
+#include "analytics/coverage/coverage_from_journal.h"
+#include "analytics/lr/lr_analysis.h"
+#include "analytics/lr/lr_input.h"
+#include "analytics/render/coverage_chart.h"
+#include "analytics/render/lr_chart.h"
+#include "analytics/render/svg_canvas.h"
+#include "ckpt/base/text.h"
 #include "ckpt/io/env.h"
-#include "profile/analyzer.h"
-#include "profile/report_render.h"
-#include "profile/trace_import.h"
+#include "profile/analyze/analyzer.h"
+#include "profile/analyze/report_render.h"
+#include "profile/import/trace_import.h"
 #include "verify/audit/audit.h"
 #include "verify/ours/ours_reader.h"
 
@@ -38,7 +39,6 @@ using analytics::lr_chart_svg;
 using analytics::lr_from_run;
 using analytics::LrAnalysis;
 using analytics::short_number;
-using analytics::xml_escape;
 
 bool is_dir(const std::string& p) { return Env::posix()->is_dir(p); }
 
@@ -68,7 +68,7 @@ std::string percent(double fraction) {
 }
 
 std::string note(const std::string& text) {
-  return "<p class=\"note\">" + xml_escape(text) + "</p>\n";
+  return "<p class=\"note\">" + html_escape(text) + "</p>\n";
 }
 
 std::string audit_section(const std::string& run_dir, bool* findings) {
@@ -90,7 +90,7 @@ std::string audit_section(const std::string& run_dir, bool* findings) {
 
 std::string lr_section(const std::string& run_dir, bool* findings) {
   std::string s = "<section id=\"lr\"><h2>Learning rate across restarts</h2>\n";
-  auto series = lr_from_run(run_dir);
+  auto series = lr_from_run(Env::posix(), run_dir);
   if (!series.is_ok()) return s + note(series.status().message()) + "</section>\n";
   const LrAnalysis a = analyze_lr(*series, {});
   if (a.has_findings()) *findings = true;
@@ -100,14 +100,14 @@ std::string lr_section(const std::string& run_dir, bool* findings) {
     std::string line = "step " + std::to_string(d.step) + ": " + short_number(d.lr_before) + " → " +
                        short_number(d.lr_after) + " (" + jump_kind_name(d.kind) + ")";
     if (d.expected) line += ", expected " + short_number(*d.expected);
-    s += "<li class=\"bad\">" + xml_escape(line) + "</li>\n";
+    s += "<li class=\"bad\">" + html_escape(line) + "</li>\n";
   }
   return s + "</ul></section>\n";
 }
 
 std::string coverage_section(const std::string& run_dir) {
   std::string s = "<section id=\"coverage\"><h2>Dataset coverage</h2>\n";
-  auto in = coverage_input_from_run(run_dir);
+  auto in = coverage_input_from_run(Env::posix(), run_dir);
   if (!in.is_ok()) return s + note(in.status().message()) + "</section>\n";
   CoverageOptions opts;
   opts.max_ids = 0;  // the page shows counts; `ckpt coverage --json` lists ids
@@ -154,11 +154,11 @@ std::string profile_section(const std::string& run_dir) {
   if (!report.is_ok()) return s + note(report.status().message()) + "</section>\n";
   s += "<p>" + std::to_string(files.size()) + " file(s) of the latest process analysed.</p><ol>\n";
   for (const auto& v : report->verdicts) {
-    s += "<li><b>" + xml_escape(v.id()) + "</b> (confidence " + short_number(v.confidence) +
-         "): " + xml_escape(v.summary) + "</li>\n";
+    s += "<li><b>" + html_escape(v.id()) + "</b> (confidence " + short_number(v.confidence) +
+         "): " + html_escape(v.summary) + "</li>\n";
   }
   s += "</ol>\n<figure>" + profile::report_svg(*report) + "</figure>\n";
-  return s + "<pre>" + xml_escape(profile::report_text(*report)) + "</pre></section>\n";
+  return s + "<pre>" + html_escape(profile::report_text(*report)) + "</pre></section>\n";
 }
 
 constexpr const char* kStyle =
@@ -180,8 +180,8 @@ Result<RunReport> build_run_report(const std::string& run_dir) {
   std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&now));
   std::string& h = out.html;
   h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>ckpt report: " +
-      xml_escape(run_dir) + "</title><style>" + kStyle + "</style></head><body>\n";
-  h += "<h1>ckpt report: " + xml_escape(run_dir) + "</h1>\n<p>Generated " + when + ".</p>\n";
+      html_escape(run_dir) + "</title><style>" + kStyle + "</style></head><body>\n";
+  h += "<h1>ckpt report: " + html_escape(run_dir) + "</h1>\n<p>Generated " + when + ".</p>\n";
   h += audit_section(run_dir, &out.findings);
   h += lr_section(run_dir, &out.findings);
   h += coverage_section(run_dir);

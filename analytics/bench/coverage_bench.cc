@@ -9,9 +9,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "analytics/coverage.h"
-#include "analytics/coverage_chart.h"
-#include "analytics/run_spec.h"
+#include "analytics/coverage/coverage.h"
+#include "analytics/coverage/run_spec.h"
+#include "analytics/render/coverage_chart.h"
 
 using namespace ckpt::analytics;
 

@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <string>
 
-#include "analytics/coverage_from_journal.h"
-#include "analytics/run_journal.h"
+#include "analytics/coverage/coverage_from_journal.h"
+#include "analytics/input/run_journal.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace ckpt::analytics;

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "analytics/loader_run.h"
-#include "analytics/torch_randperm.h"
+#include "analytics/coverage/loader_run.h"
+#include "analytics/coverage/torch_randperm.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace ckpt::analytics;

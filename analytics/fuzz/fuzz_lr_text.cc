@@ -5,10 +5,10 @@
 #include <cstdint>
 #include <string>
 
-#include "analytics/lr_analysis.h"
-#include "analytics/lr_foreign.h"
-#include "analytics/lr_input.h"
-#include "analytics/lr_log.h"
+#include "analytics/lr/lr_analysis.h"
+#include "analytics/lr/lr_foreign.h"
+#include "analytics/lr/lr_input.h"
+#include "analytics/lr/lr_log.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace ckpt::analytics;

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string>
 
-#include "analytics/coverage.h"
-#include "analytics/run_spec.h"
+#include "analytics/coverage/coverage.h"
+#include "analytics/coverage/run_spec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace ckpt::analytics;

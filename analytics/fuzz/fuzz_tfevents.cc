@@ -4,10 +4,10 @@
 #include <cstdint>
 #include <string_view>
 
-#include "analytics/lr_analysis.h"
-#include "analytics/lr_foreign.h"
-#include "analytics/lr_log.h"
-#include "analytics/tb/tb_events.h"
+#include "analytics/lr/lr_analysis.h"
+#include "analytics/lr/lr_foreign.h"
+#include "analytics/lr/lr_log.h"
+#include "analytics/lr/tb/tb_events.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace ckpt::analytics;

@@ -17,7 +17,7 @@
 namespace ckpt::store {
 
 // The journal's event types; their names ("start", "save", "restore", "progress") are the
-// "event" field of each line, read by analytics/run_journal.
+// "event" field of each line, read by analytics/input/run_journal.
 enum class JournalEventType { kStart, kSave, kRestore, kProgress };
 const char* journal_event_name(JournalEventType t);
 // nullopt for a name this version does not know (a newer writer's event: skip it, don't fail).

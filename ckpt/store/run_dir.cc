@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <ctime>
 #include <memory>
 
 #include "ckpt/base/hash.h"
+#include "ckpt/base/text.h"
 #include "ckpt/format/root_attrs.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/regions_check.h"
@@ -28,21 +28,6 @@ bool is_data_file(const std::string& name) {
     return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
   };
   return name.rfind("rank-", 0) == 0 && (ends(".h5") || ends(".manifest.json"));
-}
-
-// Bytes read from LATEST, printable: anything but printable ASCII becomes \xNN.
-std::string printable(const std::string& raw) {
-  std::string out;
-  for (unsigned char c : raw) {
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    }
-  }
-  return out;
 }
 
 }  // namespace
@@ -222,7 +207,7 @@ Result<Latest> find_latest(Env* env, const std::string& run_dir) {
   while (!named.empty() && (named.back() == '\n' || named.back() == '\r')) named.pop_back();
   int64_t step = 0;
   if (!parse_step_dir_name(named, &step)) {
-    out.note = "LATEST is damaged (\"" + printable(named.substr(0, 40)) + "\"); using " +
+    out.note = "LATEST is damaged (\"" + escape_bytes(named.substr(0, 40)) + "\"); using " +
                path_basename(out.dir);
   } else if (step != newest->step) {
     const CheckpointEntry* damaged = nullptr;

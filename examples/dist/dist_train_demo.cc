@@ -33,7 +33,7 @@
 #include "ckpt/sched/scheduler.h"
 #include "ckpt/train/checkpointer.h"
 #include "examples/demo_model.h"
-#include "profile/recorder.h"
+#include "profile/recorder/recorder.h"
 
 namespace {
 

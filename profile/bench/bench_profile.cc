@@ -11,10 +11,10 @@
 #include <filesystem>
 #include <random>
 
-#include "profile/analyzer.h"
-#include "profile/recorder.h"
-#include "profile/recorder_file.h"
-#include "profile/trace_import.h"
+#include "profile/analyze/analyzer.h"
+#include "profile/import/trace_import.h"
+#include "profile/recorder/recorder.h"
+#include "profile/recorder/recorder_file.h"
 
 using namespace ckpt::profile;
 using Clock = std::chrono::steady_clock;

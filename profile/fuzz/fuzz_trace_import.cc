@@ -6,9 +6,9 @@
 #include <string>
 #include <string_view>
 
-#include "profile/analyzer.h"
-#include "profile/recorder_file.h"
-#include "profile/trace_import.h"
+#include "profile/analyze/analyzer.h"
+#include "profile/import/trace_import.h"
+#include "profile/recorder/recorder_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -1,11 +1,11 @@
 #include <catch2/catch.hpp>
 #include <cctype>
 
-#include "analytics/coverage.h"
-#include "analytics/coverage_chart.h"
-#include "analytics/lr_analysis.h"
-#include "analytics/lr_chart.h"
-#include "analytics/run_spec.h"
+#include "analytics/coverage/coverage.h"
+#include "analytics/coverage/run_spec.h"
+#include "analytics/lr/lr_analysis.h"
+#include "analytics/render/coverage_chart.h"
+#include "analytics/render/lr_chart.h"
 #include "ckpt/sched/schedule.h"
 
 namespace ckpt::analytics {

@@ -1,4 +1,4 @@
-#include "analytics/coverage.h"
+#include "analytics/coverage/coverage.h"
 
 #include <sys/stat.h>
 
@@ -11,11 +11,11 @@
 #include <set>
 #include <sstream>
 
-#include "analytics/checkpoint_cursors.h"
-#include "analytics/checkpoint_lr.h"
-#include "analytics/coverage_from_journal.h"
-#include "analytics/json_text.h"
-#include "analytics/run_spec.h"
+#include "analytics/coverage/checkpoint_cursors.h"
+#include "analytics/coverage/coverage_from_journal.h"
+#include "analytics/coverage/run_spec.h"
+#include "analytics/input/json_text.h"
+#include "analytics/lr/checkpoint_lr.h"
 #include "ckpt/loader/resumable_sampler.h"
 #include "ckpt/sched/schedule.h"
 #include "cli/commands.h"
@@ -41,11 +41,11 @@ TEST_CASE("torch samplers: coverage equals what PyTorch's samplers drew", "[anal
   for (const char* name : {"cov_dist_frequent_restarts", "cov_dist_padding", "cov_dist_drop_last",
                            "cov_random_reseeded", "cov_sequential"}) {
     CAPTURE(name);
-    auto spec = read_run_spec(fixture(std::string(name) + ".json"));
+    auto spec = read_run_spec(Env::posix(), fixture(std::string(name) + ".json"));
     REQUIRE(spec.is_ok());
     auto report = coverage_of_spec(*spec);
     REQUIRE(report.is_ok());
-    auto text = read_text_file(fixture(std::string(name) + ".expected.json"));
+    auto text = read_text_file(Env::posix(), fixture(std::string(name) + ".expected.json"));
     REQUIRE(text.is_ok());
     const auto want = nlohmann::json::parse(*text);
     REQUIRE(report->epochs.size() == want["epochs"].size());
@@ -65,13 +65,13 @@ TEST_CASE("torch samplers: coverage equals what PyTorch's samplers drew", "[anal
 }
 
 TEST_CASE("the fixtures exercise what they claim", "[analytics]") {
-  auto text = read_text_file(fixture("cov_dist_frequent_restarts.expected.json"));
+  auto text = read_text_file(Env::posix(), fixture("cov_dist_frequent_restarts.expected.json"));
   REQUIRE(text.is_ok());
   const auto frequent = nlohmann::json::parse(*text);
   // Restarts more often than an epoch: epoch 0 never completes.
   REQUIRE(frequent["epochs"].size() == 1);
   CHECK(frequent["epochs"][0]["never_visited_count"].get<int>() > 0);
-  text = read_text_file(fixture("cov_dist_padding.expected.json"));
+  text = read_text_file(Env::posix(), fixture("cov_dist_padding.expected.json"));
   REQUIRE(text.is_ok());
   const auto padding = nlohmann::json::parse(*text);
   // 100 samples on 3 ranks: two padded samples repeat in the first, uninterrupted epoch.
@@ -286,12 +286,12 @@ TEST_CASE("bad run specs: one line naming the file, exit 64 / 65 / 66", "[analyt
   ScratchDir dir;
   std::ostringstream out, err;
   CoverageCommandOptions o;
-  CHECK(run_coverage_command(o, out, err) == 64);
+  CHECK(run_coverage_command(o, Env::posix(), out, err) == 64);
   o.run_spec = dir.file("nokey.json",
                         "{\"batch_size\": 4, \"sampler\": {\"kind\": \"ckpt\"}, "
                         "\"segments\": [{\"start_step\": 0, \"end_step\": 3}]}");
   err.str("");
-  CHECK(run_coverage_command(o, out, err) == 65);
+  CHECK(run_coverage_command(o, Env::posix(), out, err) == 65);
   CHECK(err.str().find("nokey.json") != std::string::npos);
   CHECK(err.str().find("dataset_size") != std::string::npos);
   const std::string message = err.str();
@@ -301,19 +301,19 @@ TEST_CASE("bad run specs: one line naming the file, exit 64 / 65 / 66", "[analyt
                         "{\"dataset_size\": 10, \"batch_size\": 2, \"sampler\": "
                         "{\"kind\": \"ckpt\"}, \"segments\": [{\"start_step\": 0, "
                         "\"end_step\": 3}, {\"start_step\": 5, \"end_step\": 6}]}");
-  CHECK(run_coverage_command(o, out, err) == 65);
+  CHECK(run_coverage_command(o, Env::posix(), out, err) == 65);
   o.run_spec = dir.file("kind.json",
                         "{\"dataset_size\": 10, \"batch_size\": 2, \"sampler\": "
                         "{\"kind\": \"magic\"}, \"segments\": [{\"start_step\": 0, "
                         "\"end_step\": 3}]}");
-  CHECK(run_coverage_command(o, out, err) == 65);
+  CHECK(run_coverage_command(o, Env::posix(), out, err) == 65);
   o.run_spec = dir.file("trunc.json", "{\"dataset_size\": 10, ");
-  CHECK(run_coverage_command(o, out, err) == 65);
+  CHECK(run_coverage_command(o, Env::posix(), out, err) == 65);
   o.run_spec = dir.path() + "/absent.json";
-  CHECK(run_coverage_command(o, out, err) == 66);
+  CHECK(run_coverage_command(o, Env::posix(), out, err) == 66);
   o.run_spec.clear();
   o.run_dir = dir.path();  // no journal.jsonl
-  CHECK(run_coverage_command(o, out, err) == 66);
+  CHECK(run_coverage_command(o, Env::posix(), out, err) == 66);
 }
 
 TEST_CASE("coverage JSON: keys, exact counts, ids up to --max-ids", "[analytics]") {
@@ -327,7 +327,7 @@ TEST_CASE("coverage JSON: keys, exact counts, ids up to --max-ids", "[analytics]
                         "{\"start_step\": 4, \"end_step\": 6}]}");
   o.json = true;
   o.max_ids = 7;
-  REQUIRE(run_coverage_command(o, out, err) == 0);
+  REQUIRE(run_coverage_command(o, Env::posix(), out, err) == 0);
   const auto j = nlohmann::json::parse(out.str());
   CHECK(j["dataset_size"] == 100);
   REQUIRE(j["epochs"].size() == 1);
@@ -361,7 +361,7 @@ TEST_CASE("the demo run: --omit loader repeats samples, a full checkpoint does n
                                " > " + dir.path() + "/log2 2>&1";
     REQUIRE(std::system(first.c_str()) == 0);
     REQUIRE(std::system(second.c_str()) == 0);
-    auto in = coverage_input_from_run(run);
+    auto in = coverage_input_from_run(Env::posix(), run);
     REQUIRE(in.is_ok());
     auto report = compute_coverage(*in, {});
     REQUIRE(report.is_ok());
@@ -373,9 +373,9 @@ TEST_CASE("the demo run: --omit loader repeats samples, a full checkpoint does n
     // 3000 samples in batches of 16: 188 steps per epoch, so 250 steps finish epoch 0.
     REQUIRE(report->epochs.size() == 2);
     // The checkpoints' own loader cursors (every rank) against the journal.
-    auto journal = read_journal(run);
+    auto journal = read_journal(Env::posix(), run);
     REQUIRE(journal.is_ok());
-    auto checks = check_checkpoint_cursors(run, *journal);
+    auto checks = check_checkpoint_cursors(Env::posix(), run, *journal);
     REQUIRE(checks.is_ok());
     REQUIRE_FALSE(checks->empty());
     for (const auto& c : *checks) {
@@ -386,7 +386,7 @@ TEST_CASE("the demo run: --omit loader repeats samples, a full checkpoint does n
       if (!omit) CHECK(c.journal_cursor.has_value());
     }
     // Without the journal, the checkpoints' scheduler components still give the LR.
-    auto lr = lr_from_checkpoints(run);
+    auto lr = lr_from_checkpoints(Env::posix(), run);
     REQUIRE(lr.is_ok());
     REQUIRE(lr->schedule.has_value());
     REQUIRE_FALSE(lr->points.empty());

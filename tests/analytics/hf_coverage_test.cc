@@ -8,12 +8,12 @@
 #include <set>
 #include <sstream>
 
-#include "analytics/coverage.h"
-#include "analytics/hf_run.h"
-#include "analytics/json_text.h"
-#include "analytics/lr_analysis.h"
-#include "analytics/lr_input.h"
-#include "analytics/run_spec.h"
+#include "analytics/coverage/coverage.h"
+#include "analytics/coverage/hf_run.h"
+#include "analytics/coverage/run_spec.h"
+#include "analytics/input/json_text.h"
+#include "analytics/lr/lr_analysis.h"
+#include "analytics/lr/lr_input.h"
 #include "cli/commands.h"
 #include "cli/hf_training_args.h"
 #include "tests/analytics/test_support.h"
@@ -30,7 +30,7 @@ struct Truth {
 };
 
 Truth truth_of(const std::string& dir) {
-  auto text = read_text_file(dir + "/visits.json");
+  auto text = read_text_file(Env::posix(), dir + "/visits.json");
   REQUIRE(text.is_ok());
   const auto j = nlohmann::json::parse(*text);
   Truth t;
@@ -62,12 +62,13 @@ TEST_CASE("Hugging Face folders: the derived run spec replays the visits the job
     CAPTURE(skip);
     const std::string dir = fixture(skip ? "hf_cov/skip" : "hf_cov/noskip");
     const Truth truth = truth_of(dir);
-    REQUIRE(is_hf_output_dir(dir));
-    auto facts = scan_hf_output_dir(dir);
+    REQUIRE(is_hf_output_dir(Env::posix(), dir));
+    auto facts = scan_hf_output_dir(Env::posix(), dir);
     REQUIRE(facts.is_ok());
     CHECK(facts->world_size == 1);
     CHECK(facts->launches.size() == 3);
-    auto args = cli::read_hf_training_args(facts->newest_checkpoint + "/training_args.bin");
+    auto args =
+        cli::read_hf_training_args(Env::posix(), facts->newest_checkpoint + "/training_args.bin");
     REQUIRE(args.is_ok());
     CHECK(args->per_device_train_batch_size == 4);
     CHECK(args->gradient_accumulation_steps == 1);
@@ -115,12 +116,12 @@ TEST_CASE("ckpt coverage HF_DIR: asks for the dataset size, prints the spec, sta
   std::ostringstream out, err;
   cli::CoverageCommandOptions o;
   o.run_dir = fixture("hf_cov/skip");
-  CHECK(cli::run_coverage_command(o, out, err) == 64);
+  CHECK(cli::run_coverage_command(o, Env::posix(), out, err) == 64);
   CHECK(err.str().find("--dataset-size") != std::string::npos);
 
   o.dataset_size = 64;
   o.print_spec = true;
-  CHECK(cli::run_coverage_command(o, out, err) == 0);
+  CHECK(cli::run_coverage_command(o, Env::posix(), out, err) == 0);
   auto spec = parse_run_spec(out.str(), "printed");
   REQUIRE(spec.is_ok());  // what --print-spec prints, --run-spec reads
   CHECK(spec->segments.size() == 3);
@@ -128,7 +129,7 @@ TEST_CASE("ckpt coverage HF_DIR: asks for the dataset size, prints the spec, sta
   out.str("");
   o.print_spec = false;
   o.json = true;
-  CHECK(cli::run_coverage_command(o, out, err) == 0);
+  CHECK(cli::run_coverage_command(o, Env::posix(), out, err) == 0);
   const auto j = nlohmann::json::parse(out.str());
   CHECK(j["derived_spec"]["sampler"]["kind"] == "torch_distributed");
   CHECK(j["assumptions"].size() >= 2);
@@ -139,7 +140,7 @@ TEST_CASE("ckpt lr on the same Hugging Face folder: its TensorBoard launches and
           "[analytics]") {
   const std::string dir = fixture("hf_cov/noskip");
   const Truth truth = truth_of(dir);
-  auto s = load_lr_series(dir, "auto");
+  auto s = load_lr_series(Env::posix(), dir, "auto");
   REQUIRE(s.is_ok());
   CHECK(s->format == "tensorboard");
   CHECK(s->tag == "train/learning_rate");

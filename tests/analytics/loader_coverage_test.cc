@@ -11,10 +11,10 @@
 #include <random>
 #include <sstream>
 
-#include "analytics/coverage.h"
-#include "analytics/json_text.h"
-#include "analytics/loader_run.h"
-#include "analytics/torch_randperm.h"
+#include "analytics/coverage/coverage.h"
+#include "analytics/coverage/loader_run.h"
+#include "analytics/coverage/torch_randperm.h"
+#include "analytics/input/json_text.h"
 #include "cli/commands.h"
 #include "cli/loader_checkpoint.h"
 #include "tests/analytics/test_support.h"
@@ -29,7 +29,7 @@ std::string run_dir(const std::string& name) {
 }
 
 nlohmann::json json_file(const std::string& path) {
-  auto text = read_text_file(path);
+  auto text = read_text_file(Env::posix(), path);
   REQUIRE(text.is_ok());
   return nlohmann::json::parse(*text);
 }
@@ -46,8 +46,8 @@ EpochVisits truth_of(const std::string& dir) {
 }
 
 Result<DerivedLoaderRun> derive(const std::string& dir, uint64_t n = 37) {
-  CKPT_ASSIGN_OR_RETURN(auto cks, cli::read_loader_checkpoints(dir));
-  CKPT_ASSIGN_OR_RETURN(auto launches, launches_from_logs(dir));
+  CKPT_ASSIGN_OR_RETURN(auto cks, cli::read_loader_checkpoints(Env::posix(), dir));
+  CKPT_ASSIGN_OR_RETURN(auto launches, launches_from_logs(Env::posix(), dir));
   return derive_loader_run(cks, launches, n, 0);
 }
 
@@ -73,7 +73,7 @@ nlohmann::json coverage_json(const std::string& dir, uint64_t n, int* rc, std::s
   o.dataset_size = n;
   o.json = true;
   std::ostringstream out, err;
-  *rc = cli::run_coverage_command(o, out, err);
+  *rc = cli::run_coverage_command(o, Env::posix(), out, err);
   *err_text = err.str();
   return *rc == 0 ? nlohmann::json::parse(out.str()) : nlohmann::json();
 }
@@ -212,7 +212,7 @@ TEST_CASE("Loader runs: what the checkpoints cannot tell is asked for, and check
   testing::ScratchDir tmp;
   const std::string ckpt = run_dir("lightning_plain") + "/checkpoints/step=4.ckpt";
   fs::copy(ckpt, tmp.path() + "/step=4.ckpt");
-  auto whole = read_text_file(ckpt);
+  auto whole = read_text_file(Env::posix(), ckpt);
   REQUIRE(whole.is_ok());
   tmp.file("step=8.ckpt", whole->substr(0, whole->size() / 2));
   coverage_json(tmp.path(), 37, &rc, &err);

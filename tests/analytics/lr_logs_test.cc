@@ -10,12 +10,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "analytics/json_text.h"
-#include "analytics/lr_analysis.h"
-#include "analytics/lr_input.h"
-#include "analytics/lr_log.h"
-#include "analytics/tb/tb_events.h"
-#include "analytics/tb/tfrecord.h"
+#include "analytics/input/json_text.h"
+#include "analytics/lr/lr_analysis.h"
+#include "analytics/lr/lr_input.h"
+#include "analytics/lr/lr_log.h"
+#include "analytics/lr/tb/tb_events.h"
+#include "analytics/lr/tb/tfrecord.h"
 #include "cli/commands.h"
 #include "tests/analytics/test_support.h"
 
@@ -28,7 +28,7 @@ using testing::fixture;
 using testing::ScratchDir;
 
 nlohmann::json expected() {
-  auto text = read_text_file(fixture("logs/expected.json"));
+  auto text = read_text_file(Env::posix(), fixture("logs/expected.json"));
   REQUIRE(text.is_ok());
   return nlohmann::json::parse(*text);
 }
@@ -43,7 +43,7 @@ std::vector<int64_t> tail(std::vector<int64_t> v) {
 TEST_CASE("TensorBoard, scheduler lost at two relaunches: warmup restarts at the boundaries",
           "[analytics]") {
   const auto want = expected()["tb_sched_lost"];
-  auto all = load_lr_log(fixture("logs/tb_sched_lost"), "auto", "");
+  auto all = load_lr_log(Env::posix(), fixture("logs/tb_sched_lost"), "auto", "");
   REQUIRE(all.is_ok());
   REQUIRE(all->size() == 1);
   const LrSeries& s = all->front();
@@ -68,7 +68,7 @@ TEST_CASE("TensorBoard, scheduler lost at two relaunches: warmup restarts at the
 TEST_CASE("TensorBoard, scheduler kept (tensor float_val form): continuous, warmup end too",
           "[analytics]") {
   const auto want = expected()["tb_sched_kept"];
-  auto s = load_lr_series(fixture("logs/tb_sched_kept"), "auto");
+  auto s = load_lr_series(Env::posix(), fixture("logs/tb_sched_kept"), "auto");
   REQUIRE(s.is_ok());
   CHECK(s->restarts == tail(steps_of(want["launch_starts"])));
   CHECK(s->points.size() == 60);
@@ -82,7 +82,7 @@ TEST_CASE("TensorBoard, scheduler kept (tensor float_val form): continuous, warm
 TEST_CASE("TensorBoard, relaunch from an older checkpoint: later launch wins, overlap redone",
           "[analytics]") {
   const auto want = expected()["tb_older_ckpt"];
-  auto s = load_lr_series(fixture("logs/tb_older_ckpt"), "auto");
+  auto s = load_lr_series(Env::posix(), fixture("logs/tb_older_ckpt"), "auto");
   REQUIRE(s.is_ok());
   CHECK(s->restarts == tail(steps_of(want["launch_starts"])));
   REQUIRE(s->redone.size() == 1);
@@ -100,7 +100,7 @@ TEST_CASE("Lightning, two param groups: one series each, from metrics.csv and th
   const auto want = expected()["lightning"];
   for (const char* where : {"logs/lightning/csv/version_0/metrics.csv", "logs/lightning/tb"}) {
     CAPTURE(where);
-    auto all = load_lr_log(fixture(where), "auto", "");
+    auto all = load_lr_log(Env::posix(), fixture(where), "auto", "");
     REQUIRE(all.is_ok());
     REQUIRE(all->size() == 2);
     CHECK((*all)[0].tag == want["tags"][0].get<std::string>());
@@ -113,11 +113,11 @@ TEST_CASE("Lightning, two param groups: one series each, from metrics.csv and th
     }
     for (const auto& s : *all) CHECK(analyze_lr(s, {}).discontinuities.empty());
   }
-  auto only = load_lr_log(fixture("logs/lightning/tb"), "auto", "lr-AdamW/pg2");
+  auto only = load_lr_log(Env::posix(), fixture("logs/lightning/tb"), "auto", "lr-AdamW/pg2");
   REQUIRE(only.is_ok());
   REQUIRE(only->size() == 1);
   CHECK(only->front().tag == "lr-AdamW/pg2");
-  auto absent = load_lr_log(fixture("logs/lightning/tb"), "auto", "lr-SGD");
+  auto absent = load_lr_log(Env::posix(), fixture("logs/lightning/tb"), "auto", "lr-SGD");
   REQUIRE_FALSE(absent.is_ok());
   CHECK(absent.status().code() == Code::kInvalidArgument);
   CHECK(absent.status().message().find("lr-AdamW/pg1") != std::string::npos);
@@ -126,7 +126,7 @@ TEST_CASE("Lightning, two param groups: one series each, from metrics.csv and th
 TEST_CASE("Lightning resumed from a checkpoint: one metrics.csv per version is one launch",
           "[analytics]") {
   const auto want = expected()["lightning_resumed"];
-  auto all = load_lr_log(fixture("logs/lightning_resumed"), "auto", "");
+  auto all = load_lr_log(Env::posix(), fixture("logs/lightning_resumed"), "auto", "");
   REQUIRE(all.is_ok());
   REQUIRE(all->size() == 2);
   for (const auto& s : *all) {
@@ -143,7 +143,7 @@ TEST_CASE("MLflow run relaunched into itself: the restart inferred from the wall
           "[analytics]") {
   const auto want = expected()["mlruns"];
   const std::string run = fixture("logs/mlruns/" + want["run_dir"].get<std::string>());
-  auto s = load_lr_series(run, "auto");
+  auto s = load_lr_series(Env::posix(), run, "auto");
   REQUIRE(s.is_ok());
   CHECK(s->format == "mlflow");
   CHECK(s->restarts.empty());
@@ -161,7 +161,7 @@ TEST_CASE("MLflow run relaunched into itself: the restart inferred from the wall
   REQUIRE(b.discontinuities.size() == 1);
   CHECK_FALSE(b.discontinuities[0].restart_inferred);
   // The metric file alone is recognised by its content.
-  auto file = load_lr_series(run + "/metrics/learning_rate", "auto");
+  auto file = load_lr_series(Env::posix(), run + "/metrics/learning_rate", "auto");
   REQUIRE(file.is_ok());
   REQUIRE(file->points.size() == s->points.size());
   for (size_t i = 0; i < s->points.size(); ++i) {
@@ -176,7 +176,7 @@ TEST_CASE("ckpt lr JSON on event files: top-level keys of the first series plus 
   LrCommandOptions o;
   o.input = fixture("logs/lightning/tb");
   o.json = true;
-  CHECK(run_lr_command(o, out, err) == 0);
+  CHECK(run_lr_command(o, Env::posix(), out, err) == 0);
   const auto j = nlohmann::json::parse(out.str());
   for (const char* key : {"source", "format", "points", "restarts", "schedule_known",
                           "discontinuities", "restart_checks", "series"}) {
@@ -189,7 +189,7 @@ TEST_CASE("ckpt lr JSON on event files: top-level keys of the first series plus 
 
   out.str("");
   o.input = fixture("logs/tb_sched_lost");
-  CHECK(run_lr_command(o, out, err) == 2);
+  CHECK(run_lr_command(o, Env::posix(), out, err) == 2);
   const auto k = nlohmann::json::parse(out.str());
   CHECK(k["restarts"] == nlohmann::json::array({100, 200}));
   CHECK(k["discontinuities"][0]["at_restart"] == true);
@@ -198,7 +198,7 @@ TEST_CASE("ckpt lr JSON on event files: top-level keys of the first series plus 
 
   err.str("");
   o.tag = "no/such/tag";
-  CHECK(run_lr_command(o, out, err) == 64);
+  CHECK(run_lr_command(o, Env::posix(), out, err) == 64);
   CHECK(err.str().find("train/learning_rate") != std::string::npos);
 }
 
@@ -221,10 +221,10 @@ TEST_CASE("CRC-32C and TFRecord framing: known answers, torn tails, flipped byte
   CHECK(tb::crc32c("123456789") == 0xe3069283u);  // the CRC-32C check value
   // Every prefix of a real event file is either whole records (maybe with a torn tail) or
   // reported: never a crash, and the records before the cut are used.
-  auto files = load_lr_log(fixture("logs/tb_sched_kept"), "tensorboard", "");
+  auto files = load_lr_log(Env::posix(), fixture("logs/tb_sched_kept"), "tensorboard", "");
   REQUIRE(files.is_ok());
   const std::string path = files->front().launches[0].source;
-  auto file = read_text_file(path);
+  auto file = read_text_file(Env::posix(), path);
   REQUIRE(file.is_ok());
   auto whole = tb::parse_event_file(*file, path);
   REQUIRE(whole.is_ok());
@@ -262,21 +262,21 @@ TEST_CASE("ckpt lr: non-regular inputs and binary bytes give one escaped line, e
   std::ostringstream out, err;
   LrCommandOptions o;
   o.input = "/dev/zero";
-  CHECK(run_lr_command(o, out, err) == 65);
+  CHECK(run_lr_command(o, Env::posix(), out, err) == 65);
   CHECK(err.str() == "ckpt lr: /dev/zero: not a regular file\n");
 
   const std::string fifo = dir.path() + "/fifo";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   err.str("");
   o.input = fifo;
-  CHECK(run_lr_command(o, out, err) == 65);  // and it did not block
+  CHECK(run_lr_command(o, Env::posix(), out, err) == 65);  // and it did not block
   CHECK(err.str().find("not a regular file") != std::string::npos);
 
   err.str("");
   o.input = dir.file("binary.csv", std::string("st\x01\xff\xfe"
                                                "ep,\x80\x1b[31m\n0,1\n",
                                                17));
-  CHECK(run_lr_command(o, out, err) == 65);
+  CHECK(run_lr_command(o, Env::posix(), out, err) == 65);
   const std::string m = err.str();
   CHECK(std::count(m.begin(), m.end(), '\n') == 1);
   for (char c : m.substr(0, m.size() - 1)) {
@@ -325,7 +325,7 @@ TEST_CASE("event files with invalid UTF-8 tags and a step rewind: JSON escapes, 
     file += event_record("\xff\xfe/lr", step, step < 15 ? 0.01f : 0.1f, 2000.0 + step);
   }
   const std::string path = dir.file("events.bin", file);
-  auto s = load_lr_series(path, "auto");
+  auto s = load_lr_series(Env::posix(), path, "auto");
   REQUIRE(s.is_ok());
   CHECK(s->restarts == std::vector<int64_t>{10});
   REQUIRE(s->redone.size() == 1);
@@ -335,12 +335,13 @@ TEST_CASE("event files with invalid UTF-8 tags and a step rewind: JSON escapes, 
   LrCommandOptions o;
   o.input = path;
   o.json = true;
-  CHECK(run_lr_command(o, out, err) == 2);  // the rewind lands at 0.01: a jump at the restart
+  CHECK(run_lr_command(o, Env::posix(), out, err) ==
+        2);  // the rewind lands at 0.01: a jump at the restart
   const auto j = nlohmann::json::parse(out.str());
   CHECK(j["tag"] == "\\xff\\xfe/lr");  // the bytes as text, as ckpt::json_text writes them
   o.json = false;
   out.str("");
-  CHECK(run_lr_command(o, out, err) == 2);
+  CHECK(run_lr_command(o, Env::posix(), out, err) == 2);
   CHECK(out.str().find("\\xff\\xfe/lr") != std::string::npos);
 }
 
@@ -356,12 +357,12 @@ TEST_CASE("coverage: invalid run-spec values and non-regular run specs are 65", 
                                           ", \"sampler\": {\"kind\": \"ckpt\"}, \"segments\": "
                                           "[{\"start_step\": 0, \"end_step\": 3}]}");
     err.str("");
-    CHECK(cli::run_coverage_command(o, out, err) == 65);
+    CHECK(cli::run_coverage_command(o, Env::posix(), out, err) == 65);
     CHECK(err.str().find("bad.json") != std::string::npos);
   }
   o.run_spec = "/dev/zero";
   err.str("");
-  CHECK(cli::run_coverage_command(o, out, err) == 65);
+  CHECK(cli::run_coverage_command(o, Env::posix(), out, err) == 65);
   CHECK(err.str() == "ckpt coverage: /dev/zero: not a regular file\n");
 }
 

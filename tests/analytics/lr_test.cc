@@ -3,9 +3,9 @@
 #include <cstdio>
 #include <sstream>
 
-#include "analytics/lr_analysis.h"
-#include "analytics/lr_input.h"
-#include "analytics/lr_report.h"
+#include "analytics/lr/lr_analysis.h"
+#include "analytics/lr/lr_input.h"
+#include "analytics/render/lr_report.h"
 #include "ckpt/sched/schedule.h"
 #include "cli/commands.h"
 #include "tests/analytics/test_support.h"
@@ -184,7 +184,7 @@ TEST_CASE("reset_to_base, jump_up and jump_down are told apart", "[analytics]") 
 }
 
 TEST_CASE("CSV written by torch LambdaLR restarting into warmup", "[analytics]") {
-  auto s = load_lr_series(fixture("lr_restart_warmup.csv"), "auto");
+  auto s = load_lr_series(Env::posix(), fixture("lr_restart_warmup.csv"), "auto");
   REQUIRE(s.is_ok());
   CHECK(s->format == "csv");
   CHECK(s->points.size() == 1000);
@@ -200,13 +200,13 @@ TEST_CASE("CSV written by torch LambdaLR restarting into warmup", "[analytics]")
 // Both files were written by transformers 4.30.2's Trainer
 // (fixtures/analytics/make_hf_fixtures.py).
 TEST_CASE("Hugging Face trainer_state.json: continuous and restarted", "[analytics]") {
-  auto cont = load_lr_series(fixture("trainer_state_continuous.json"), "auto");
+  auto cont = load_lr_series(Env::posix(), fixture("trainer_state_continuous.json"), "auto");
   REQUIRE(cont.is_ok());
   CHECK(cont->format == "trainer_state");
   CHECK(cont->points.size() == 60);  // training logs only; eval and summary entries skipped
   CHECK(analyze_lr(*cont, {}).discontinuities.empty());
 
-  auto restarted = load_lr_series(fixture("trainer_state_restarted.json"), "auto");
+  auto restarted = load_lr_series(Env::posix(), fixture("trainer_state_restarted.json"), "auto");
   REQUIRE(restarted.is_ok());
   const auto a = analyze_lr(*restarted, {});
   REQUIRE(a.discontinuities.size() == 1);
@@ -236,34 +236,34 @@ TEST_CASE("bad LR inputs: one line naming the file, exit 65 / 66", "[analytics]"
   std::ostringstream out, err;
   LrCommandOptions o;
   o.input = dir.file("nolr.csv", "step,loss\n0,1.0\n");
-  CHECK(run_lr_command(o, out, err) == 65);
+  CHECK(run_lr_command(o, Env::posix(), out, err) == 65);
   CHECK(err.str().find("nolr.csv:1:") != std::string::npos);
   CHECK(err.str().find("learning_rate") != std::string::npos);
 
   err.str("");
   o.input = dir.file("badnum.csv", "step,lr\n0,0.1\n1,abc\n");
-  CHECK(run_lr_command(o, out, err) == 65);
+  CHECK(run_lr_command(o, Env::posix(), out, err) == 65);
   CHECK(err.str().find("badnum.csv:3:") != std::string::npos);
 
   err.str("");
   o.input = dir.file("ragged.csv", "step,lr,loss\n0,0.1\n");
-  CHECK(run_lr_command(o, out, err) == 65);
+  CHECK(run_lr_command(o, Env::posix(), out, err) == 65);
 
   err.str("");
   o.input = dir.file("broken.json", "{\"log_history\": [ {\"step\": 1, ");
-  CHECK(run_lr_command(o, out, err) == 65);
+  CHECK(run_lr_command(o, Env::posix(), out, err) == 65);
   CHECK(err.str().find("broken.json") != std::string::npos);
   const std::string message = err.str();
   CHECK(std::count(message.begin(), message.end(), '\n') == 1);
 
   err.str("");
   o.input = dir.path() + "/absent.csv";
-  CHECK(run_lr_command(o, out, err) == 66);
+  CHECK(run_lr_command(o, Env::posix(), out, err) == 66);
 
   err.str("");
   o.input = dir.file("ok.csv", "step,lr\n0,0.1\n1,0.1\n");
   o.format = "yaml";
-  CHECK(run_lr_command(o, out, err) == 64);
+  CHECK(run_lr_command(o, Env::posix(), out, err) == 64);
 }
 
 TEST_CASE("our run journal: restarts, crash redo, schedule checks, JSON and exit 2",
@@ -293,7 +293,7 @@ TEST_CASE("our run journal: restarts, crash redo, schedule checks, JSON and exit
   j += "{\"event\":\"progress\",\"step\":";  // torn last line
   dir.file("journal.jsonl", j);
 
-  auto series = lr_from_run(dir.path());
+  auto series = lr_from_run(Env::posix(), dir.path());
   REQUIRE(series.is_ok());
   CHECK(series->warnings.size() == 1);
   REQUIRE(series->schedule.has_value());
@@ -306,7 +306,7 @@ TEST_CASE("our run journal: restarts, crash redo, schedule checks, JSON and exit
   o.input = dir.path();
   o.json = true;
   o.svg_path = dir.path() + "/lr.svg";
-  CHECK(run_lr_command(o, out, err) == 2);
+  CHECK(run_lr_command(o, Env::posix(), out, err) == 2);
   const std::string js = out.str();
   CHECK(js.find("\"restarted_warmup\"") != std::string::npos);
   CHECK(js.find("\"expected\"") != std::string::npos);

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "analytics/json_text.h"
+#include "analytics/input/json_text.h"
 #include "ckpt/sched/schedule.h"
 #include "cli/commands.h"
 #include "tests/analytics/test_support.h"
@@ -69,7 +69,7 @@ TEST_CASE("ckpt report: one self-contained page with both charts", "[analytics]"
   dir.file("journal.jsonl", journal_text());
   // The profiler's own fixture trace, when it is there, fills the profiler section.
   const std::string trace = std::string(CKPT_SOURCE_DIR) + "/fixtures/profile/starved_loader.json";
-  auto trace_text = read_text_file(trace);
+  auto trace_text = read_text_file(Env::posix(), trace);
   if (trace_text.is_ok()) {
     ::mkdir((dir.path() + "/profile").c_str(), 0755);
     dir.file("profile/trace_rank0.json", *trace_text);
@@ -80,7 +80,7 @@ TEST_CASE("ckpt report: one self-contained page with both charts", "[analytics]"
   o.html_path = dir.path() + "/report.html";
   const int rc = run_report_command(o, out, err);
   CHECK(rc == 2);  // the LR fell back into warmup at step 80
-  auto html = read_text_file(o.html_path);
+  auto html = read_text_file(Env::posix(), o.html_path);
   REQUIRE(html.is_ok());
   CHECK(count_of(*html, "<section id=\"audit\">") == 1);
   CHECK(count_of(*html, "<section id=\"lr\">") == 1);
@@ -115,7 +115,7 @@ TEST_CASE("ckpt report: one self-contained page with both charts", "[analytics]"
       "--virtual-time-budget=3000 --dump-dom 'file://" +
       probe_path + "' > '" + dom_path + "' 2> /dev/null";
   REQUIRE(std::system(cmd.c_str()) == 0);
-  auto dom = read_text_file(dom_path);
+  auto dom = read_text_file(Env::posix(), dom_path);
   REQUIRE(dom.is_ok());
   const size_t at = dom->find("data-probe=\"");
   REQUIRE(at != std::string::npos);

@@ -1,13 +1,13 @@
 // Synthetic series for the analyzer's edge cases: noise without a period, equal ranks, a hung
 // tail, CPU- and I/O-bound loaders, tokens, and the scale prediction.
-#include "profile/analyzer.h"
+#include "profile/analyze/analyzer.h"
 
 #include <catch2/catch.hpp>
 #include <random>
 #include <set>
 
-#include "profile/report_render.h"
-#include "profile/series_stats.h"
+#include "profile/analyze/report_render.h"
+#include "profile/analyze/series_stats.h"
 
 namespace ckpt::profile {
 namespace {

@@ -11,13 +11,13 @@
 #include <random>
 #include <set>
 
-#include "profile/analyzer.h"
-#include "profile/env_info.h"
-#include "profile/input_file.h"
-#include "profile/layout.h"
-#include "profile/report_render.h"
-#include "profile/series_stats.h"
-#include "profile/trace_import.h"
+#include "profile/analyze/analyzer.h"
+#include "profile/analyze/report_render.h"
+#include "profile/analyze/series_stats.h"
+#include "profile/history/env_info.h"
+#include "profile/history/layout.h"
+#include "profile/import/input_file.h"
+#include "profile/import/trace_import.h"
 
 namespace ckpt::profile {
 namespace {

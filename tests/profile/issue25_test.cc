@@ -10,12 +10,12 @@
 #include <random>
 #include <set>
 
-#include "profile/analyzer.h"
-#include "profile/input_file.h"
-#include "profile/report_render.h"
-#include "profile/series_stats.h"
-#include "profile/trace_import.h"
-#include "profile/verdict_catalog.h"
+#include "profile/analyze/analyzer.h"
+#include "profile/analyze/report_render.h"
+#include "profile/analyze/series_stats.h"
+#include "profile/analyze/verdict_catalog.h"
+#include "profile/import/input_file.h"
+#include "profile/import/trace_import.h"
 
 namespace ckpt::profile {
 namespace {

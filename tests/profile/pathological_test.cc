@@ -21,9 +21,9 @@
 #include <sstream>
 #include <string>
 
-#include "profile/input_file.h"
-#include "profile/layout.h"
-#include "profile/trace_import.h"
+#include "profile/history/layout.h"
+#include "profile/import/input_file.h"
+#include "profile/import/trace_import.h"
 
 namespace ckpt::profile {
 namespace {

@@ -1,6 +1,6 @@
 // The recorder round trip: phases timed on the training thread, written by the background thread,
 // read back by the same loader `ckpt profile analyze` uses.
-#include "profile/recorder.h"
+#include "profile/recorder/recorder.h"
 
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -8,8 +8,8 @@
 #include <fstream>
 #include <thread>
 
-#include "profile/recorder_file.h"
-#include "profile/trace_import.h"
+#include "profile/import/trace_import.h"
+#include "profile/recorder/recorder_file.h"
 
 namespace ckpt::profile {
 namespace {

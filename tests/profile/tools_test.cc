@@ -3,11 +3,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "profile/budget.h"
-#include "profile/cpu_sampler.h"
-#include "profile/env_info.h"
-#include "profile/layout.h"
-#include "profile/verdict_catalog.h"
+#include "profile/analyze/budget.h"
+#include "profile/analyze/verdict_catalog.h"
+#include "profile/history/env_info.h"
+#include "profile/history/layout.h"
+#include "profile/recorder/cpu_sampler.h"
 
 namespace ckpt::profile {
 namespace {

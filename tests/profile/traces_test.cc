@@ -3,9 +3,9 @@
 #include <catch2/catch.hpp>
 #include <set>
 
-#include "profile/analyzer.h"
-#include "profile/report_render.h"
-#include "profile/trace_import.h"
+#include "profile/analyze/analyzer.h"
+#include "profile/analyze/report_render.h"
+#include "profile/import/trace_import.h"
 
 namespace ckpt::profile {
 namespace {

@@ -1,14 +1,14 @@
-// analytics/torch_randperm.h against libtorch's own at::randperm: the same permutations for the
-// same seeds, one draw and several consecutive draws from one generator, and from a generator
-// state saved by get_state() (what torchdata's RandomSampler keeps), so that `ckpt coverage`
-// (which links no libtorch) replays PyTorch's sampler orders bit for bit.
+// analytics/coverage/torch_randperm.h against libtorch's own at::randperm: the same permutations
+// for the same seeds, one draw and several consecutive draws from one generator, and from a
+// generator state saved by get_state() (what torchdata's RandomSampler keeps), so that `ckpt
+// coverage` (which links no libtorch) replays PyTorch's sampler orders bit for bit.
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
-#include "analytics/torch_randperm.h"
+#include "analytics/coverage/torch_randperm.h"
 
 namespace {
 

@@ -3,37 +3,11 @@
 // the same in any page; every text from the checkpoint is escaped.
 #include <string>
 
+#include "ckpt/base/text.h"
 #include "verify/audit/audit.h"
 
 namespace ckpt::verify {
 namespace {
-
-std::string escape(const std::string& s) {
-  std::string o;
-  o.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        o += "&amp;";
-        break;
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      case '\'':
-        o += "&#39;";
-        break;
-      default:
-        o += c;
-    }
-  }
-  return o;
-}
 
 // ok (green) for fine statuses, bad (red) for a required component that is not, warn (amber)
 // for one outside --require.
@@ -49,7 +23,7 @@ const char* badge_colour(const char* cls) {
 
 std::string badge(const char* cls, const std::string& text) {
   return std::string("<span class=\"badge ") + cls + "\" style=\"background:" + badge_colour(cls) +
-         ";color:#fff;border-radius:3px;padding:1px 6px;white-space:nowrap\">" + escape(text) +
+         ";color:#fff;border-radius:3px;padding:1px 6px;white-space:nowrap\">" + html_escape(text) +
          "</span>";
 }
 
@@ -60,9 +34,10 @@ std::string report_to_html_table(const AuditReport& r) {
       "<table class=\"audit\">\n<thead><tr><th>component</th><th>status</th>"
       "<th>evidence</th><th>consequence</th><th>fix</th></tr></thead>\n<tbody>\n";
   for (const auto& c : r.components) {
-    h += "<tr><td>" + escape(component_name(c.component)) + "</td><td>" +
-         badge(badge_class(c), status_name(c.status)) + "</td><td>" + escape(c.evidence) +
-         "</td><td>" + escape(c.consequence) + "</td><td>" + escape(c.fix) + "</td></tr>\n";
+    h += "<tr><td>" + html_escape(component_name(c.component)) + "</td><td>" +
+         badge(badge_class(c), status_name(c.status)) + "</td><td>" + html_escape(c.evidence) +
+         "</td><td>" + html_escape(c.consequence) + "</td><td>" + html_escape(c.fix) +
+         "</td></tr>\n";
   }
   h += "</tbody>\n</table>\n";
   std::string items;
@@ -70,9 +45,10 @@ std::string report_to_html_table(const AuditReport& r) {
     const char* cls = f.severity == Severity::kError     ? "bad"
                       : f.severity == Severity::kWarning ? "warn"
                                                          : "ok";
-    items += "<li>" + badge(cls, severity_name(f.severity)) + " " +
-             (f.component ? "<code>" + escape(component_name(*f.component)) + "</code> " : "") +
-             escape(f.message) + "</li>\n";
+    items +=
+        "<li>" + badge(cls, severity_name(f.severity)) + " " +
+        (f.component ? "<code>" + html_escape(component_name(*f.component)) + "</code> " : "") +
+        html_escape(f.message) + "</li>\n";
   }
   if (!items.empty()) h += "<ul class=\"findings\">\n" + items + "</ul>\n";
   return h;

@@ -1,6 +1,6 @@
 #include "verify/convert/encode.h"
 
-#include <cstdio>
+#include "ckpt/base/text.h"
 
 namespace ckpt::verify::convert {
 namespace {
@@ -95,17 +95,7 @@ std::string join(const std::string& path, const std::string& name, bool list) {
 
 std::string printable(const std::string& key) {
   if (valid_utf8(key)) return key;
-  std::string out;
-  for (unsigned char c : key) {
-    if (c >= 0x20 && c < 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\x%02x", c);
-      out += b;
-    }
-  }
-  return out;
+  return escape_bytes(key, std::string::npos, Backslash::kKeep);
 }
 
 std::string path_text(const std::string& path) {

@@ -1,8 +1,8 @@
 // Rendering of a ScanReport: the text lines and the `--json` object (docs/cli.md).
-#include <cstdio>
 #include <set>
 #include <sstream>
 
+#include "ckpt/base/text.h"
 #include "verify/scan/scan.h"
 
 namespace ckpt::verify {
@@ -11,17 +11,7 @@ namespace {
 // Names and messages come from the file: control and non-ASCII bytes are shown as \xNN so the
 // terminal only ever receives text.
 std::string printable(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (c >= 0x20 && c < 0x7f) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "\\x%02x", c);
-      out += hex;
-    }
-  }
-  return out;
+  return escape_bytes(s, std::string::npos, Backslash::kKeep);
 }
 
 struct WeightsOnlySummary {

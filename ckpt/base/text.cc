@@ -1,0 +1,72 @@
+#include "ckpt/base/text.h"
+
+#include <cstdio>
+
+namespace ckpt {
+
+std::string html_escape(std::string_view s, Quotes quotes) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        if (quotes == Quotes::kBoth) {
+          out += "&#39;";
+        } else {
+          out.push_back(c);
+        }
+        break;
+      default:
+        out.push_back(c);
+    }
+  }
+  return out;
+}
+
+std::string escape_bytes(std::string_view bytes, size_t max_bytes, Backslash backslash) {
+  std::string out;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    if (i == max_bytes) {
+      out += "...";
+      break;
+    }
+    const unsigned char c = static_cast<unsigned char>(bytes[i]);
+    if (c >= 0x20 && c < 0x7f && (c != '\\' || backslash == Backslash::kKeep)) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+bool LineCursor::next(std::string_view* line) {
+  if (pos_ >= text_.size()) return false;
+  size_t end = text_.find('\n', pos_);
+  terminated_ = end != std::string_view::npos;
+  if (!terminated_) end = text_.size();
+  *line = text_.substr(pos_, end - pos_);
+  pos_ = end + 1;
+  ++number_;
+  return true;
+}
+
+bool is_blank(std::string_view line) {
+  return line.find_first_not_of(" \t\r") == std::string_view::npos;
+}
+
+}  // namespace ckpt
