@@ -35,8 +35,8 @@
 namespace ckpt::h5 {
 namespace {
 
-// Below this many groups in tensor-free subtrees, the second pass (its close and reopen, ~1 ms)
-// costs more than the aligned headers do.
+// Below this many groups in tensor-free subtrees, the second pass (a close and a reopen of the
+// file) costs more than the aligned headers do.
 constexpr size_t kDeferredGroupsMin = 64;
 
 // A subtree without a tensor, written in the second pass: the group `name` of `parent`.
