@@ -5,6 +5,10 @@
 //   - the case's own bound on time (5 s at 4x) and on peak RSS (documented in docs/cli.md:
 //     64 MiB plus 12x the input for JSON read into a document, 40x for a CSV of LR columns,
 //     128x for logs whose every point is a discontinuity — the --json output holds each one).
+// Then `convert` of a NaN-filled trainer_state.json at 1, 2 and 6 MB (every log_history entry an
+// HDF5 group): CPU time per MB (the child's user + system time, steadier than wall time on a
+// shared machine), asserted linear — time(6 MB) / time(1 MB) <= 9, where quadratic code shows
+// ~36 — with peak RSS <= 64 MiB + 48x the JSON and a rank file of <= 1 KiB per entry.
 // Exit 1 when a bound is missed. A program to run by hand or in CI, never a timed test.
 // Usage: cost_bench [path/to/ckpt]
 #include <sys/resource.h>
@@ -31,6 +35,7 @@ namespace {
 struct Measured {
   int code = -1;
   double seconds = 0;
+  double cpu_seconds = 0;  // the child's user + system time
   double rss_mb = 0;
 };
 
@@ -54,6 +59,8 @@ Measured run(const std::vector<std::string>& argv) {
   Measured m;
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   m.rss_mb = double(ru.ru_maxrss) / 1024.0;
+  m.cpu_seconds = double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                  double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
   m.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return m;
 }
@@ -72,6 +79,45 @@ struct Case {
   double rss_per_input_byte;  // the memory bound: 64 MiB + this x the input
 };
 
+// `convert` of the HF fixture with a NaN-filled trainer_state.json of 1, 2 and 6 MB (see the top);
+// the number of bounds missed.
+int convert_series(const std::string& ckpt, const fs::path& fixtures, const fs::path& root) {
+  const size_t mbs[] = {1, 2, 6};
+  Measured m[3];
+  int failures = 0;
+  for (int i = 0; i < 3; ++i) {
+    const fs::path dir = root / ("convert-" + std::to_string(mbs[i]));
+    fs::create_directories(dir);
+    fs::copy(fixtures / "foreign" / "hf" / "checkpoint-6", dir / "checkpoint-6",
+             fs::copy_options::recursive);
+    const std::string s = pi::hf_trainer_state_with_nans(mbs[i] << 20);
+    size_t entries = 0;
+    for (size_t at = s.find("\"step\""); at != std::string::npos; at = s.find("\"step\"", at + 1))
+      ++entries;
+    write(dir / "checkpoint-6" / "trainer_state.json", s);
+    m[i] = run({ckpt, "convert", (dir / "checkpoint-6").string(), (dir / "run").string()});
+    const fs::path rank = dir / "run" / "step-000000000006" / "rank-00000.h5";
+    const uintmax_t rank_bytes = fs::exists(rank) ? fs::file_size(rank) : 0;
+    const double rss_bound = 64.0 + 48.0 * double(s.size()) / (1 << 20);
+    const bool ok = m[i].code == 2 && rank_bytes > 0 && rank_bytes <= entries * 1024 &&
+                    m[i].rss_mb <= rss_bound;
+    std::printf(
+        "  convert, trainer_state.json of NaN, %zu MB (%zu entries): %.2f s CPU (%.2f s/MB), "
+        "%.2f s wall, %.1f MB RSS (bound %.0f), rank file %.1f MB (%.0f B/entry, bound 1024), "
+        "exit %d  %s\n",
+        mbs[i], entries, m[i].cpu_seconds, m[i].cpu_seconds / double(mbs[i]), m[i].seconds,
+        m[i].rss_mb, rss_bound, double(rank_bytes) / 1e6, double(rank_bytes) / double(entries),
+        m[i].code, ok ? "ok" : "OVER");
+    if (!ok) ++failures;
+    fs::remove_all(dir);
+  }
+  const double ratio = std::max(m[2].cpu_seconds, 0.05) / std::max(m[0].cpu_seconds, 0.05);
+  const bool linear = ratio <= 9.0;
+  std::printf("  convert, 6 MB / 1 MB CPU time: %.2f (linear: 6; bound 9)  %s\n", ratio,
+              linear ? "ok" : "OVER");
+  return failures + (linear ? 0 : 1);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -87,19 +133,6 @@ int main(int argc, char** argv) {
          *bytes = s.size();
          write(dir / "checkpoint-6" / "trainer_state.json", s);
          return std::vector<std::string>{"audit", (dir / "checkpoint-6").string()};
-       },
-       {0, 2},
-       12},
-      // Still superlinear (every log_history entry becomes an HDF5 group): kept small.
-      {"convert, HF trainer_state.json of NaN (256 KB)",
-       [&](const fs::path& dir, int k, size_t* bytes) {
-         fs::copy(fixtures / "foreign" / "hf" / "checkpoint-6", dir / "checkpoint-6",
-                  fs::copy_options::recursive);
-         const std::string s = pi::hf_trainer_state_with_nans(size_t(k) * (1u << 18));
-         *bytes = s.size();
-         write(dir / "checkpoint-6" / "trainer_state.json", s);
-         return std::vector<std::string>{"convert", (dir / "checkpoint-6").string(),
-                                         (dir / "run").string()};
        },
        {0, 2},
        12},
@@ -168,6 +201,7 @@ int main(int argc, char** argv) {
         ok ? "ok" : "OVER");
     if (!ok) ++failures;
   }
+  failures += convert_series(ckpt, fixtures, root);
   fs::remove_all(root);
   return failures == 0 ? 0 : 1;
 }
