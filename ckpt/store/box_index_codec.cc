@@ -235,22 +235,24 @@ Result<GlobalIndex> decode_index(const std::string& bytes, const std::string& wh
       rec.first_cell = get32(r + 12);
       rec.last_cell = get32(r + 16);
       rec.xxh3 = get64(r + 20);
-      const std::string box = who + std::to_string(b - t.first_box) + ": ";
+      // Built only on the way out: this loop runs once per box.
+      auto box_at = [&]() { return who + std::to_string(b - t.first_box) + ": "; };
       if (rec.file >= n_files) {
-        return bad(box + "file " + std::to_string(rec.file) + " of " + std::to_string(n_files));
+        return bad(box_at() + "file " + std::to_string(rec.file) + " of " +
+                   std::to_string(n_files));
       }
       if (rec.dataset >= n_strings) {
-        return bad(box + "dataset is string " + std::to_string(rec.dataset) + " of " +
+        return bad(box_at() + "dataset is string " + std::to_string(rec.dataset) + " of " +
                    std::to_string(n_strings));
       }
       if (rec.last_cell >= t.total_cells) {
-        return bad(box + "cell " + std::to_string(rec.last_cell) + " is outside the tensor's " +
-                   std::to_string(t.total_cells) + " cells");
+        return bad(box_at() + "cell " + std::to_string(rec.last_cell) +
+                   " is outside the tensor's " + std::to_string(t.total_cells) + " cells");
       }
       for (int d = 0; d < t.ndim; ++d) {
         if ((rec.first_cell / t.cell_stride[d]) % t.cells[d] >
             (rec.last_cell / t.cell_stride[d]) % t.cells[d]) {
-          return bad(box + "its first cell " + std::to_string(rec.first_cell) +
+          return bad(box_at() + "its first cell " + std::to_string(rec.first_cell) +
                      " is past its last cell " + std::to_string(rec.last_cell) +
                      " along dimension " + std::to_string(d));
         }
@@ -259,7 +261,7 @@ Result<GlobalIndex> decode_index(const std::string& bytes, const std::string& wh
         const BoxRecord& before = x.boxes_[b - 1];
         if (rec.first_cell < before.first_cell ||
             (rec.first_cell == before.first_cell && rec.last_cell < before.last_cell)) {
-          return bad(box + "out of cell order (first cell " + std::to_string(rec.first_cell) +
+          return bad(box_at() + "out of cell order (first cell " + std::to_string(rec.first_cell) +
                      " after " + std::to_string(before.first_cell) + ")");
         }
       }
@@ -280,16 +282,20 @@ Result<GlobalIndex> decode_index(const std::string& bytes, const std::string& wh
     std::vector<uint32_t> fill(bucket_start.begin(), bucket_start.end() - 1);
     for (uint32_t b = 0; b < n_boxes; ++b) order[fill[x.boxes_[b].file]++] = b;
   }
+  auto by_page = [&](uint32_t a, uint32_t b) {
+    const uint32_t pa = x.boxes_[a].page, pb = x.boxes_[b].page;
+    return pa != pb ? pa < pb : a < b;
+  };
   for (uint64_t f = 0; f < n_files; ++f) {
     auto first = order.begin() + bucket_start[f], last = order.begin() + bucket_start[f + 1];
-    std::sort(first, last, [&](uint32_t a, uint32_t b) {
-      const uint32_t pa = x.boxes_[a].page, pb = x.boxes_[b].page;
-      return pa != pb ? pa < pb : a < b;
-    });
-    for (auto it = first; it != last && it + 1 != last; ++it) {
-      const uint64_t end = x.box_offset(*it) + x.box_nbytes(tensor_of[*it], *it);
-      if (end > x.box_offset(*(it + 1))) {
-        const uint32_t a = *it, b = *(it + 1);
+    // Writers lay a file's boxes out in tensor order, so a bucket is usually sorted already.
+    if (!std::is_sorted(first, last, by_page)) std::sort(first, last, by_page);
+    uint64_t end = 0;
+    uint32_t prev = 0;
+    for (auto it = first; it != last; ++it) {
+      const uint32_t b = *it;
+      if (it != first && end > x.box_offset(b)) {
+        const uint32_t a = prev;
         return bad("file \"" + std::string(x.file_name(f)) + "\": the bytes of tensor \"" +
                    std::string(x.tensor_name(tensor_of[a])) + "\" box " +
                    extent_string(x.box_extent(tensor_of[a], a)) + " [" +
@@ -298,6 +304,8 @@ Result<GlobalIndex> decode_index(const std::string& bytes, const std::string& wh
                    "\" box " + extent_string(x.box_extent(tensor_of[b], b)) + " at " +
                    std::to_string(x.box_offset(b)));
       }
+      end = x.box_offset(b) + x.box_nbytes(tensor_of[b], b);
+      prev = b;
     }
   }
   for (IndexTensor& t : x.tensors_) x.scan_boxes(&t);
