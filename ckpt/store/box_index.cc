@@ -8,6 +8,7 @@ namespace {
 
 constexpr uint64_t kMaxCells = uint64_t{1} << 32;  // first/last cell are 32-bit
 constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 62;
+constexpr uint64_t kBlockedBit = uint64_t{1} << 63;  // a cut descriptor (B | bit, s): blocked
 
 // a * b, or false when it passes `limit`.
 bool mul_within(uint64_t a, uint64_t b, uint64_t limit, uint64_t* out) {
@@ -95,17 +96,28 @@ int64_t GlobalIndex::find_tensor(std::string_view name) const {
 
 int64_t GlobalIndex::cell_begin(const IndexTensor& t, int d, uint64_t c) const {
   if (c == 0) return 0;
+  if (t.block[d] > 0) {
+    const uint64_t blk = c / t.block_cells[d], j = c % t.block_cells[d];
+    return static_cast<int64_t>(blk * static_cast<uint64_t>(t.block[d]) +
+                                j * static_cast<uint64_t>(t.step[d]));
+  }
   if (t.step[d] > 0) return static_cast<int64_t>(c) * t.step[d];
   return static_cast<int64_t>(geom_words_[t.cuts[d] + c - 1]);
 }
 
 int64_t GlobalIndex::cell_end(const IndexTensor& t, int d, uint64_t c) const {
   if (c + 1 >= t.cells[d]) return t.shape[d];
+  if (t.block[d] > 0) return cell_begin(t, d, c + 1);
   if (t.step[d] > 0) return static_cast<int64_t>(c + 1) * t.step[d];
   return static_cast<int64_t>(geom_words_[t.cuts[d] + c]);
 }
 
 uint64_t GlobalIndex::cell_of(const IndexTensor& t, int d, int64_t x) const {
+  if (t.block[d] > 0) {
+    const uint64_t blk = static_cast<uint64_t>(x / t.block[d]);
+    const uint64_t j = static_cast<uint64_t>((x % t.block[d]) / t.step[d]);
+    return blk * t.block_cells[d] + j;
+  }
   if (t.step[d] > 0) return static_cast<uint64_t>(x / t.step[d]);
   const auto first = geom_words_.begin() + t.cuts[d];
   const auto last = first + static_cast<int64_t>(t.cells[d] - 1);
@@ -173,7 +185,27 @@ Status GlobalIndex::finish_tensor(IndexTensor* t, const std::string& who) const 
     const uint64_t extent = static_cast<uint64_t>(t->shape[d]);
     uint64_t step = 0;
     if (!word(&step)) return corrupt(who + dim + "cut descriptor runs past the geometry table");
-    if (step > 0) {
+    t->block[d] = 0;
+    if (step & kBlockedBit) {
+      const uint64_t block = step & ~kBlockedBit;
+      uint64_t inner = 0;
+      if (!word(&inner)) return corrupt(who + dim + "block step runs past the geometry table");
+      if (block == 0 || block > std::max<uint64_t>(extent, 1) || inner == 0 || inner > block) {
+        return corrupt(who + dim + "blocks of " + std::to_string(block) + " cut every " +
+                       std::to_string(inner) + " do not fit an extent of " +
+                       std::to_string(extent));
+      }
+      t->step[d] = static_cast<int64_t>(inner);
+      t->block[d] = static_cast<int64_t>(block);
+      t->block_cells[d] = (block + inner - 1) / inner;
+      if (extent == 0) {
+        t->cells[d] = 0;
+      } else {
+        const uint64_t blocks = (extent + block - 1) / block;
+        const uint64_t rest = extent - (blocks - 1) * block;
+        t->cells[d] = (blocks - 1) * t->block_cells[d] + (rest + inner - 1) / inner;
+      }
+    } else if (step > 0) {
       if (step > std::max<uint64_t>(extent, 1)) {
         return corrupt(who + dim + "step " + std::to_string(step) + " exceeds the extent " +
                        std::to_string(extent));
@@ -342,8 +374,26 @@ Status IndexBuilder::add_tensor(const TensorSpec& spec, const std::vector<BoxSou
       const int64_t gap = scratch_[i] - scratch_[i - 1];
       uniform = i + 1 < scratch_.size() ? gap == step : gap <= step;
     }
+    // Blocked: blocks of B (the first cut whose gap is short of the step), each cut every step.
+    int64_t block = 0;
+    if (!uniform) {
+      for (size_t i = 2; i < scratch_.size() && block == 0; ++i) {
+        if (scratch_[i] - scratch_[i - 1] < step) block = scratch_[i];
+      }
+      bool fits = block > step;
+      size_t i = 0;
+      for (int64_t base = 0; fits && base < extent; base += block) {
+        for (int64_t c = base; fits && c < std::min(base + block, extent); c += step, ++i) {
+          fits = i < scratch_.size() && scratch_[i] == c;
+        }
+      }
+      if (!(fits && i + 1 == scratch_.size() && scratch_.back() == extent)) block = 0;
+    }
     if (uniform) {
       words.push_back(static_cast<uint64_t>(std::max<int64_t>(step, 1)));
+    } else if (block > 0) {
+      words.push_back(kBlockedBit | static_cast<uint64_t>(block));
+      words.push_back(static_cast<uint64_t>(step));
     } else {
       words.push_back(0);
       words.push_back(scratch_.size() - 2);

@@ -7,8 +7,10 @@
 // Geometry is stored per tensor as a grid: along each dimension the sorted union of every box
 // boundary (its "cuts") cuts the tensor into cells, so a box is a range of cells, named by the
 // row-major linear index of its first and last cell. A dimension whose cuts are 0, s, 2s, ... is
-// stored as the one step s (regular DTensor sharding), any other as its list of cuts. That keeps a
-// box record at 28 bytes however many dimensions the tensor has (encode_index's layout).
+// stored as the one step s (regular DTensor sharding); one cut into blocks of B, each cut every s
+// (Shard(d) over TP, then over FSDP inside each TP block), as (B, s); any other as its list of
+// cuts. That keeps a box record at 28 bytes however many dimensions the tensor has
+// (encode_index's layout).
 //
 // IndexBuilder collects tensors and their boxes (rank 0 at commit); encode_index / decode_index
 // turn a GlobalIndex into the bytes of the INDEX file and back; decode_index treats its input as
@@ -92,7 +94,11 @@ struct IndexTensor {
   uint32_t box_count = 0;
   uint32_t geom = 0;  // first geometry word: shape[ndim], then one descriptor per dimension
   std::array<int64_t, kMaxBoxDims> shape{};
-  std::array<int64_t, kMaxBoxDims> step{};          // > 0: cuts every step; 0: explicit cuts
+  std::array<int64_t, kMaxBoxDims> step{};  // > 0: cuts every step; 0: explicit cuts
+  // > 0: blocked, cuts every `step` within blocks of `block` (TP outside, FSDP inside one
+  // dimension); block_cells: cells per whole block.
+  std::array<int64_t, kMaxBoxDims> block{};
+  std::array<uint64_t, kMaxBoxDims> block_cells{};
   std::array<uint32_t, kMaxBoxDims> cuts{};         // explicit: first interior cut in `geom_words`
   std::array<uint64_t, kMaxBoxDims> cells{};        // cells along each dimension
   std::array<uint64_t, kMaxBoxDims> cell_stride{};  // row-major stride of the cell grid

@@ -18,8 +18,9 @@ struct Given {
   uint64_t xxh3;
 };
 
-// Several layouts in one index: a regular 2-D grid (uniform cuts), uneven rows (explicit cuts),
-// flat-range row boxes (a box spanning many cells), a 0-d tensor, an empty tensor, a 3-D tensor.
+// Several layouts in one index: a regular 2-D grid (uniform cuts), uneven rows, flat-range row
+// boxes (a box spanning two column cells), a 0-d tensor, an empty tensor, a 3-D tensor, a TP x FSDP
+// split of one dimension (blocked cuts), irregular cuts (a list).
 std::vector<Given> sample_boxes() {
   std::vector<Given> g;
   uint64_t page = 1;
@@ -35,6 +36,12 @@ std::vector<Given> sample_boxes() {
   add("flat", make_extent({2, 2}, {1, 2}), 1);
   add("flat", make_extent({3, 0}, {2, 4}), 1);
   add("scalar", Extent{}, 0);
+  // TP 2 outside, FSDP 3 inside dimension 0 of [22, 3]: blocks of 11 cut every 4.
+  for (int r = 0; r < 6; ++r) add("blocked", mesh_box({22, 3}, {2, 3}, {0, 0}, r), r);
+  // Cuts 0, 1, 4, 10: neither uniform nor blocked, stored as a list.
+  add("irregular", make_extent({0}, {1}), 0);
+  add("irregular", make_extent({1}, {3}), 1);
+  add("irregular", make_extent({4}, {6}), 2);
   for (int r = 0; r < 2; ++r) add("cube", mesh_box({3, 4, 6}, {2}, {2}, r), r);
   return g;
 }
@@ -47,9 +54,10 @@ GlobalIndex build(const std::vector<Given>& given) {
     DType dtype;
   };
   const std::vector<T> tensors = {
-      {"grid", {8, 16}, DType::kFloat32}, {"uneven", {17, 3}, DType::kBFloat16},
-      {"flat", {5, 4}, DType::kFloat64},  {"scalar", {}, DType::kInt64},
-      {"empty", {0, 7}, DType::kFloat32}, {"cube", {3, 4, 6}, DType::kUInt8}};
+      {"grid", {8, 16}, DType::kFloat32},    {"uneven", {17, 3}, DType::kBFloat16},
+      {"flat", {5, 4}, DType::kFloat64},     {"scalar", {}, DType::kInt64},
+      {"empty", {0, 7}, DType::kFloat32},    {"cube", {3, 4, 6}, DType::kUInt8},
+      {"blocked", {22, 3}, DType::kFloat16}, {"irregular", {10}, DType::kInt8}};
   for (const T& t : tensors) {
     std::vector<BoxSource> sources;
     for (const Given& x : given) {
@@ -79,7 +87,7 @@ TEST_CASE("box index: encode then decode gives back every tensor and box", "[sha
   REQUIRE(decoded.is_ok());
   const GlobalIndex& x = *decoded;
   CHECK(x.step == 1234);
-  CHECK(x.tensor_count() == 6);
+  CHECK(x.tensor_count() == 8);
   CHECK(x.box_count() == given.size());
   CHECK(encode_index(x) == bytes);  // canonical: a second encoding is byte for byte the same
 
@@ -102,8 +110,8 @@ TEST_CASE("box index: encode then decode gives back every tensor and box", "[sha
   CHECK(found == given.size());
   CHECK(x.find_tensor("missing") == -1);
 
-  // The grid and the 3-D split are uniform cuts with one box per cell; uneven rows and flat
-  // ranges are explicit cuts; the flat tensor's whole-row box spans two rows of cells.
+  // The grid and the 3-D split are uniform cuts with one box per cell; torch.chunk's uneven rows
+  // are uniform too; flat ranges are not one box per cell.
   const IndexTensor& grid = x.tensor(x.find_tensor("grid"));
   CHECK(grid.step[0] == 4);
   CHECK(grid.step[1] == 8);
@@ -113,9 +121,23 @@ TEST_CASE("box index: encode then decode gives back every tensor and box", "[sha
   CHECK(uneven.step[0] == 5);  // 0, 5, 10, 15, 17: torch.chunk's cuts are uniform
   CHECK(uneven.cells[0] == 4);
   const IndexTensor& flat = x.tensor(x.find_tensor("flat"));
-  CHECK(flat.step[0] == 0);
+  CHECK(flat.block[0] == 3);  // row cuts 0, 2 | 3, 5: blocks of 3 cut every 2
+  CHECK(flat.step[0] == 2);
   CHECK_FALSE(flat.cell_aligned);
   CHECK(flat.max_row_span == 0);  // row cuts 0, 2, 3, 5: each box is one row of cells
+  const IndexTensor& blocked = x.tensor(x.find_tensor("blocked"));
+  CHECK(blocked.block[0] == 11);  // cuts 0, 4, 8, 11, 15, 19, 22
+  CHECK(blocked.step[0] == 4);
+  CHECK(blocked.cells[0] == 6);
+  CHECK(blocked.cell_aligned);
+  CHECK(x.cell_of(blocked, 0, 12) == 3);
+  CHECK(x.cell_begin(blocked, 0, 5) == 19);
+  CHECK(x.cell_end(blocked, 0, 2) == 11);
+  const IndexTensor& irregular = x.tensor(x.find_tensor("irregular"));
+  CHECK(irregular.step[0] == 0);
+  CHECK(irregular.block[0] == 0);
+  CHECK(irregular.cells[0] == 3);
+  CHECK(x.cell_of(irregular, 0, 3) == 1);
   CHECK(x.tensor(x.find_tensor("empty")).box_count == 0);
   CHECK(x.tensor(x.find_tensor("scalar")).box_count == 1);
   CHECK(x.tensor(x.find_tensor("scalar")).dtype == DType::kInt64);

@@ -147,6 +147,13 @@ TEST_CASE("box index: every malformed input is refused naming the file and the f
          s->replace(kBoxes + 28, 28, first);
        },
        true, "box 1: out of cell order"},
+      {"boxes out of order on the last cell",
+       [](std::string* s) {
+         set(s, kBoxes + 16, 4, 1);       // box 0: cells 0..1
+         set(s, kBoxes + 28 + 12, 4, 0);  // box 1: cells 1..1 -> 0..0
+         set(s, kBoxes + 28 + 16, 4, 0);
+       },
+       true, "box 1: out of cell order (first cell 0 after 0)"},
       {"byte extents overlap", [](std::string* s) { set(s, kBoxes + 2 * 28 + 8, 4, 1); }, true,
        "file \"rank-00000.h5\": the bytes of tensor \"a\" box [0:4, 0:4] [4096, 4160) overlap "
        "those of tensor \"b\" box [0:2] at 4096"},
@@ -163,6 +170,44 @@ TEST_CASE("box index: every malformed input is refused naming the file and the f
     CHECK(r.status().message().rfind(std::string(kWhere) + ": ", 0) == 0);
     CHECK(r.status().message().find(c.expect) != std::string::npos);
   }
+}
+
+TEST_CASE("box index: blocked cuts that do not fit the extent are refused", "[shard]") {
+  // One tensor [22] cut in blocks of 11, every 4 (TP 2 outside FSDP 3): geometry words 22,
+  // 2^63 | 11, 4 after one 24-byte tensor and six 28-byte boxes.
+  IndexBuilder b;
+  const uint32_t f = *b.add_file("rank-00000.h5");
+  std::vector<BoxSource> boxes;
+  const int64_t cuts[] = {0, 4, 8, 11, 15, 19, 22};
+  for (int i = 0; i < 6; ++i) {
+    BoxSource s;
+    s.extent = make_extent({cuts[i]}, {cuts[i + 1] - cuts[i]});
+    s.file = f;
+    s.dataset = *b.intern("/t");
+    s.offset = 4096 * (i + 1);
+    boxes.push_back(s);
+  }
+  REQUIRE(b.add_tensor({"t", DType::kFloat32, {22}, Placement::kSharded}, boxes).is_ok());
+  const std::string good = encode_index(std::move(b).finish());
+  const size_t geom = 64 + 24 + 6 * 28;
+  REQUIRE(get(good, geom + 8, 8) == ((1ull << 63) | 11));
+  REQUIRE(get(good, geom + 16, 8) == 4);
+  REQUIRE(decode_index(good, kWhere).is_ok());
+  std::string bad = good;
+  set(&bad, geom + 16, 8, 12);
+  rehash(&bad);
+  CHECK(decode_index(bad, kWhere).status().message() ==
+        std::string(kWhere) +
+            ": tensor \"t\": dimension 0: blocks of 11 cut every 12 do not fit an extent of 22");
+  bad = good;
+  set(&bad, geom + 8, 8, 1ull << 63);
+  rehash(&bad);
+  CHECK(decode_index(bad, kWhere).status().message().find("blocks of 0 cut every 4") !=
+        std::string::npos);
+  bad = good;
+  set(&bad, geom + 8, 8, (1ull << 63) | 23);
+  rehash(&bad);
+  CHECK(decode_index(bad, kWhere).status().code() == Code::kCorrupt);
 }
 
 TEST_CASE("box index: every truncation is refused", "[shard]") {

@@ -156,6 +156,35 @@ TEST_CASE("reshard: uneven rows and an empty local shard", "[shard][resume]") {
   }
 }
 
+TEST_CASE("reshard: boxes that are not a grid (a tall box beside short ones)", "[shard][resume]") {
+  // [0:4, 0:2] on rank 0 spans both row cells that ranks 1 and 2 cut at row 2: a target in rows
+  // 2..3 must still find it, though its first row is 0.
+  const std::vector<SyntheticTensor> model = {{"t", {4, 4}, DType::kFloat32, 5}};
+  auto saved = testing::save_synthetic(
+      model,
+      {{make_extent({0, 0}, {4, 2}), make_extent({0, 2}, {2, 2}), make_extent({2, 2}, {2, 2})}}, 3);
+  REQUIRE(saved.index.tensor(0).max_row_span == 1);
+  REQUIRE_FALSE(saved.index.tensor(0).cell_aligned);
+  restore_all(
+      saved, model,
+      {{make_extent({2, 0}, {2, 4}), make_extent({0, 0}, {2, 4}), make_extent({1, 1}, {2, 2})}}, 3);
+}
+
+TEST_CASE("reshard: flat ranges (ZeRO-style row boxes) restored as Shard(0) and whole",
+          "[shard][resume]") {
+  // 20 elements of a [5, 4] tensor cut into flat ranges [0, 7), [7, 14), [14, 20), each split into
+  // a partial first row, whole rows and a partial last row; one box per file here.
+  const std::vector<SyntheticTensor> model = {{"flat", {5, 4}, DType::kInt16, 6}};
+  const std::vector<Extent> boxes = {make_extent({0, 0}, {1, 4}), make_extent({1, 0}, {1, 3}),
+                                     make_extent({1, 3}, {1, 1}), make_extent({2, 0}, {1, 4}),
+                                     make_extent({3, 0}, {1, 2}), make_extent({3, 2}, {1, 2}),
+                                     make_extent({4, 0}, {1, 4})};
+  auto saved = testing::save_synthetic(model, {boxes}, 7);
+  CHECK(store::check_index_tiling(saved.index).ok());
+  restore_all(saved, model, layout(model, {2}, {{0}}), 2);
+  restore_all(saved, model, layout(model, {1}, {{-1}}), 1);
+}
+
 TEST_CASE("reshard: adjacent runs coalesce", "[shard][resume]") {
   // Saved as column halves of a [4, 8] tensor; the target is the left half again but as two
   // targets would be two; a single target of the whole left half reads it as one run.
