@@ -254,6 +254,12 @@ std::vector<ckpt::resume::TargetBox> targets_of(const Layout& layout,
 
 struct PlanStats {
   double max_s = 0, sum_s = 0, max_wall = 0;  // CPU seconds, and the largest wall time
+  std::vector<double> cpu;                    // per rank
+  double quantile(double q) const {
+    std::vector<double> v = cpu;
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0 : v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))];
+  }
   uint64_t max_records = 0, max_files = 0;
   int64_t ranks = 0;
 };
@@ -274,6 +280,7 @@ PlanStats plan_ranks(const GlobalIndex& index, const Layout& target,
       std::exit(1);
     }
     st.max_s = std::max(st.max_s, dt);
+    st.cpu.push_back(dt);
     st.sum_s += dt;
     st.max_records = std::max<uint64_t>(st.max_records, plan->records_read);
     st.max_files = std::max<uint64_t>(st.max_files, plan->files.size());
@@ -318,9 +325,9 @@ void run(int64_t ranks, int64_t tp, const std::vector<Tensor>& tensors, bool qui
   std::printf("  decode + validate       %8.3f s cpu (%.3f s wall)  tiling check %.3f s cpu (%s)\n",
               decode.cpu, decode.wall, tiling_took.cpu, tiling.ok() ? "exact" : "NOT exact");
   std::printf(
-      "  plan, same layout       %8.3f ms cpu max (%.3f ms wall max), %.3f ms mean over %lld "
-      "ranks%s; files per rank %llu\n",
-      same.max_s * 1e3, same.max_wall * 1e3, same.sum_s / same.ranks * 1e3,
+      "  plan, same layout       %8.3f ms cpu median, %.3f p99, %.3f max (%.3f ms wall max) "
+      "over %lld ranks%s; files per rank %llu\n",
+      same.quantile(0.5) * 1e3, same.quantile(0.99) * 1e3, same.max_s * 1e3, same.max_wall * 1e3,
       static_cast<long long>(same.ranks), quick ? " (sampled)" : "",
       static_cast<unsigned long long>(same.max_files));
   std::printf(

@@ -194,20 +194,16 @@ Result<ReshardPlan> plan_reshard(const GlobalIndex& index, const std::vector<Tar
     std::sort(rf.runs.begin(), rf.runs.end(), [](const ReshardRun& a, const ReshardRun& b) {
       return a.file_offset < b.file_offset;
     });
-    size_t kept = 0;
+    // A run is maximal inside its box and target by construction; reads merge the runs whose
+    // file ranges touch (neighbouring boxes of one file, rows of several targets).
     for (const ReshardRun& r : rf.runs) {
-      if (kept > 0) {
-        ReshardRun& prev = rf.runs[kept - 1];
-        if (prev.target == r.target && prev.box == r.box &&
-            prev.file_offset + prev.nbytes == r.file_offset &&
-            prev.dst_offset + prev.nbytes == r.dst_offset) {
-          prev.nbytes += r.nbytes;
-          continue;
-        }
+      if (!rf.reads.empty() && r.file_offset <= rf.reads.back().offset + rf.reads.back().nbytes) {
+        FileRead& last = rf.reads.back();
+        last.nbytes = std::max(last.offset + last.nbytes, r.file_offset + r.nbytes) - last.offset;
+      } else {
+        rf.reads.push_back(FileRead{r.file_offset, r.nbytes});
       }
-      rf.runs[kept++] = r;
     }
-    rf.runs.resize(kept);
     for (const ReshardRun& r : rf.runs) rf.run_bytes += r.nbytes;
     std::sort(rf.boxes.begin(), rf.boxes.end(),
               [](const TouchedBox& a, const TouchedBox& b) { return a.box < b.box; });

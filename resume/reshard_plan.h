@@ -7,8 +7,9 @@
 // layouts, by a binary search over the tensor's boxes in cell order otherwise), turns each
 // intersection into runs contiguous both in the saved box and in the target (a row-major sub-box
 // is one run when it spans the trailing dimensions of both, else one run per row of the leading
-// ones), and groups the runs by rank file, in file-offset order, adjacent runs coalesced. Only
-// the files the targets overlap appear, so a rank opens only those.
+// ones: maximal in both by construction), and groups the runs by rank file, in file-offset order,
+// with the reads that cover them (runs whose file ranges touch merged into one read). Only the
+// files the targets overlap appear, so a rank opens only those.
 //
 // Adapter to the planned reader (resume/read_plan.h): a run reads part of a saved box, which
 // cannot be checked against the box's XXH3. To check every saved box before anything live is
@@ -40,6 +41,12 @@ struct ReshardRun {
   uint64_t nbytes = 0;
 };
 
+// One read of a rank file: adjacent runs merged.
+struct FileRead {
+  uint64_t offset = 0;
+  uint64_t nbytes = 0;
+};
+
 struct TouchedBox {
   uint32_t tensor = 0;  // index tensor id
   uint32_t box = 0;     // index box id
@@ -48,7 +55,8 @@ struct TouchedBox {
 struct ReshardFile {
   uint32_t file = 0;              // index file id
   std::string name;               // "rank-00003.h5"
-  std::vector<ReshardRun> runs;   // file-offset order, coalesced
+  std::vector<ReshardRun> runs;   // file-offset order: where each byte read goes
+  std::vector<FileRead> reads;    // file-offset order: the runs' ranges, adjacent ones merged
   std::vector<TouchedBox> boxes;  // the saved boxes the runs read from, box order
   uint64_t run_bytes = 0;         // sum of runs
   uint64_t box_bytes = 0;         // sum of the whole touched boxes
@@ -63,8 +71,10 @@ struct ReshardPlan {
 };
 
 // On failure: kNotFound (a target names a tensor the index lacks), kInvalidArgument (a target of
-// another rank or outside its tensor), kCorrupt (the saved boxes leave part of a target uncovered
-// or cover part of it twice: the index does not tile; the message names tensor and range).
+// another rank or outside its tensor), kCorrupt (the saved boxes cover another number of the
+// target's elements than it has: the index does not tile; the message names tensor and target).
+// A gap and an overlap inside one target could cancel out: a restore runs check_index_tiling
+// (ckpt/store/box_tiling.h) on the index first, which names every gap and overlap exactly.
 Result<ReshardPlan> plan_reshard(const store::GlobalIndex& index,
                                  const std::vector<TargetBox>& targets);
 

@@ -400,6 +400,10 @@ Status IndexBuilder::add_tensor(const TensorSpec& spec, const std::vector<BoxSou
       for (size_t i = 1; i + 1 < scratch_.size(); ++i) words.push_back(scratch_[i]);
     }
   }
+  if (words.size() > std::numeric_limits<uint32_t>::max()) {
+    words.resize(words_before);
+    return invalid_argument(who + "the geometry table would pass 2^32 words");
+  }
   index_.tensors_.push_back(t);
   IndexTensor& added = index_.tensors_.back();
   Status s = index_.finish_tensor(&added, who);

@@ -185,9 +185,27 @@ TEST_CASE("reshard: flat ranges (ZeRO-style row boxes) restored as Shard(0) and 
   restore_all(saved, model, layout(model, {1}, {{-1}}), 1);
 }
 
-TEST_CASE("reshard: adjacent runs coalesce", "[shard][resume]") {
-  // Saved as column halves of a [4, 8] tensor; the target is the left half again but as two
-  // targets would be two; a single target of the whole left half reads it as one run.
+TEST_CASE("reshard: runs adjacent in a file are one read", "[shard][resume]") {
+  // Four row boxes of a [4, 1024] float32 tensor in one file, each exactly 4 KiB, back to back.
+  const std::vector<SyntheticTensor> model = {{"rows", {4, 1024}, DType::kFloat32, 7}};
+  auto saved = testing::save_synthetic(model, layout(model, {4}, {{0}}), 1, {0, 0, 0, 0});
+  auto plans = restore_all(saved, model, {{make_extent({0, 0}, {4, 1024})}}, 1);
+  REQUIRE(plans[0].files.size() == 1);
+  CHECK(plans[0].files[0].runs.size() == 4);
+  REQUIRE(plans[0].files[0].reads.size() == 1);
+  CHECK(plans[0].files[0].reads[0].offset == 4096);
+  CHECK(plans[0].files[0].reads[0].nbytes == 4 * 4096);
+  // Two targets reading the middle rows: one read serves both.
+  auto two = plan_reshard(saved.index, {{"rows", make_extent({1, 0}, {1, 1024})},
+                                        {"rows", make_extent({2, 0}, {1, 1024})}});
+  REQUIRE(two.is_ok());
+  REQUIRE(two->files[0].reads.size() == 1);
+  CHECK(two->files[0].reads[0].offset == 2 * 4096);
+  CHECK(two->files[0].reads[0].nbytes == 2 * 4096);
+}
+
+TEST_CASE("reshard: runs are maximal in the saved box and the target", "[shard][resume]") {
+  // Saved as column halves of a [4, 8] tensor.
   const std::vector<SyntheticTensor> model = {{"m", {4, 8}, DType::kFloat32, 3}};
   auto saved = testing::save_synthetic(model, layout(model, {2}, {{1}}), 2);
   auto plan = plan_reshard(saved.index, {{"m", make_extent({1, 0}, {2, 4})}});

@@ -64,8 +64,8 @@ std::string expected_bytes(const SyntheticTensor& t, const store::Extent& e) {
 }
 
 SavedCheckpoint save_synthetic(const std::vector<SyntheticTensor>& tensors,
-                               const std::vector<std::vector<store::Extent>>& boxes,
-                               int64_t ranks) {
+                               const std::vector<std::vector<store::Extent>>& boxes, int64_t ranks,
+                               const std::vector<int64_t>& file_of_box) {
   SavedCheckpoint saved;
   store::IndexBuilder builder(7);
   saved.files.assign(ranks, std::string(4096, 'H'));  // "HDF5 metadata" before the first box
@@ -82,8 +82,10 @@ SavedCheckpoint save_synthetic(const std::vector<SyntheticTensor>& tensors,
     auto dataset = builder.intern("/" + tensors[t].name);
     REQUIRE(dataset.is_ok());
     std::vector<store::BoxSource> sources;
-    for (int64_t r = 0; r < ranks && r < static_cast<int64_t>(boxes[t].size()); ++r) {
-      const store::Extent& e = boxes[t][r];
+    for (int64_t k = 0; k < static_cast<int64_t>(boxes[t].size()); ++k) {
+      const int64_t r = file_of_box.empty() ? k : file_of_box[k];
+      if (r >= ranks) break;
+      const store::Extent& e = boxes[t][k];
       if (e.ndim < 0) continue;  // this rank holds nothing of the tensor
       store::BoxSource s;
       s.extent = e;

@@ -45,8 +45,10 @@ struct SavedCheckpoint {
 
 // Saves `tensors`; rank r holds box boxes[t][r] of tensor t, if r < boxes[t].size() and the box
 // is not nothing() (empty boxes go to the builder, which drops them). One file per rank.
+// `file_of_box`, when given, puts box k of every tensor in file file_of_box[k] instead of k.
 SavedCheckpoint save_synthetic(const std::vector<SyntheticTensor>& tensors,
-                               const std::vector<std::vector<store::Extent>>& boxes, int64_t ranks);
+                               const std::vector<std::vector<store::Extent>>& boxes, int64_t ranks,
+                               const std::vector<int64_t>& file_of_box = {});
 
 // The expected bytes of `extent` of tensor t, row-major.
 std::string expected_bytes(const SyntheticTensor& t, const store::Extent& extent);
