@@ -1,0 +1,85 @@
+// ReshardPlan: the byte ranges a restoring rank reads from a sharded checkpoint (format version
+// 2) to fill its live local shards, whatever the layout it was saved with.
+//
+// Each target is a box of a global tensor that one live local shard covers, held row-major and
+// contiguous in the shard's memory. plan_reshard intersects every target with the saved boxes of
+// its tensor, found from the index's grid (directly by cell for the regular grids of Shard(d)
+// layouts, by a binary search over the tensor's boxes in cell order otherwise), turns each
+// intersection into runs contiguous both in the saved box and in the target (a row-major sub-box
+// is one run when it spans the trailing dimensions of both, else one run per row of the leading
+// ones: maximal in both by construction), and groups the runs by rank file, in file-offset order,
+// with the reads that cover them (runs whose file ranges touch merged into one read). Only the
+// files the targets overlap appear, so a rank opens only those.
+//
+// Adapter to the planned reader (resume/read_plan.h): a run reads part of a saved box, which
+// cannot be checked against the box's XXH3. To check every saved box before anything live is
+// written, read the whole boxes a file's runs touch — box_entries() gives them as ManifestEntry
+// values for make_read_plan — and copy the runs out of them. Not wired into restore yet.
+// Pure: no I/O. A plan is an immutable value; any number of threads may read it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ckpt/base/status.h"
+#include "ckpt/format/manifest.h"
+#include "ckpt/store/box_index.h"
+
+namespace ckpt::resume {
+
+struct TargetBox {
+  std::string tensor;    // the tensor's name in the index
+  store::Extent extent;  // the global elements this local shard holds
+};
+
+struct ReshardRun {
+  uint32_t target = 0;       // index into the targets given to plan_reshard
+  uint32_t box = 0;          // the saved box read from (index box id)
+  uint64_t file_offset = 0;  // bytes, in the rank file
+  uint64_t dst_offset = 0;   // bytes, in the target's row-major buffer
+  uint64_t nbytes = 0;
+};
+
+// One read of a rank file: adjacent runs merged.
+struct FileRead {
+  uint64_t offset = 0;
+  uint64_t nbytes = 0;
+};
+
+struct TouchedBox {
+  uint32_t tensor = 0;  // index tensor id
+  uint32_t box = 0;     // index box id
+};
+
+struct ReshardFile {
+  uint32_t file = 0;              // index file id
+  std::string name;               // "rank-00003.h5"
+  std::vector<ReshardRun> runs;   // file-offset order: where each byte read goes
+  std::vector<FileRead> reads;    // file-offset order: the runs' ranges, adjacent ones merged
+  std::vector<TouchedBox> boxes;  // the saved boxes the runs read from, box order
+  uint64_t run_bytes = 0;         // sum of runs
+  uint64_t box_bytes = 0;         // sum of the whole touched boxes
+};
+
+struct ReshardPlan {
+  std::vector<ReshardFile> files;      // file id order; only files some target overlaps
+  std::vector<uint64_t> target_bytes;  // per target: its buffer's size
+  uint64_t run_bytes = 0;
+  uint64_t box_bytes = 0;
+  uint64_t records_read = 0;  // box records of the index the planner looked at
+};
+
+// On failure: kNotFound (a target names a tensor the index lacks), kInvalidArgument (a target of
+// another rank or outside its tensor), kCorrupt (the saved boxes cover another number of the
+// target's elements than it has: the index does not tile; the message names tensor and target).
+// A gap and an overlap inside one target could cancel out: a restore runs check_index_tiling
+// (ckpt/store/box_tiling.h) on the index first, which names every gap and overlap exactly.
+Result<ReshardPlan> plan_reshard(const store::GlobalIndex& index,
+                                 const std::vector<TargetBox>& targets);
+
+// The whole saved boxes `file` touches, as manifest entries (path = dataset, shape = box sizes)
+// for make_read_plan and the hash-checking pipeline.
+std::vector<ManifestEntry> box_entries(const store::GlobalIndex& index, const ReshardFile& file);
+
+}  // namespace ckpt::resume
