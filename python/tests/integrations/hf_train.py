@@ -93,7 +93,7 @@ def main():
     trainer.losses = open(os.path.join(a.out, "losses.txt"), "a")
     trainer.losses.write(f"# process {os.getpid()}\n")  # a restart starts a new section
     t0 = time.perf_counter()
-    trainer.train(resume_from_checkpoint=True if a.resume else None)
+    out = trainer.train(resume_from_checkpoint=True if a.resume else None)
     seconds = time.perf_counter() - t0
     trainer.losses.close()
     if trainer.is_world_process_zero():
@@ -101,6 +101,7 @@ def main():
             for k, v in sorted(model.state_dict().items()):
                 f.write(v.detach().contiguous().numpy().tobytes())
         result = {"global_step": trainer.state.global_step, "seconds": seconds,
+                  "train_loss": out.training_loss,
                   "restored_step": ckpt_cb.restored_step if ckpt_cb else None,
                   "versions": {"transformers": transformers.__version__,
                                "torch": torch.__version__}}

@@ -23,6 +23,8 @@ def test_hf_callback_resume_is_bit_exact_and_hf_own_resume_is_recorded(fw_python
     ours = compare(straight, resumed)
     assert ours["params_bit_exact"], ours
     assert ours["losses_equal"] and ours["steps_compared"] == 14, ours
+    # the Trainer's loss total (its train_loss metric) is part of the checkpoint too
+    assert res["train_loss"] == json.loads((straight / "result.json").read_text())["train_loss"]
 
     # The Trainer's own checkpoints (checkpoint-N), killed at the same step, resumed with
     # resume_from_checkpoint=True: recorded, not asserted.
@@ -32,6 +34,8 @@ def test_hf_callback_resume_is_bit_exact_and_hf_own_resume_is_recorded(fw_python
                expect=-9)
     run_script(fw_python, SCRIPT, "--mode", "hf", "--out", hf_resumed, "--resume")
     theirs = compare(hf_straight, hf_resumed)
+    theirs["train_loss"] = [json.loads((d / "result.json").read_text())["train_loss"]
+                            for d in (hf_straight, hf_resumed)]
     record_property("ckpt_resume", json.dumps(ours))
     record_property("hf_own_resume", json.dumps(theirs))
     print("ckpt resume:", ours)
