@@ -29,7 +29,7 @@ from .. import _core
 from ..checkpointer import Checkpointer
 from ..loader import ResumableLoader as _BaseLoader
 from . import require
-from ._common import single_process
+from ._common import AccumCheckpointer, single_process
 
 _io = require("lightning.pytorch.plugins.io", "ckpt.integrations.lightning")
 
@@ -76,7 +76,35 @@ def _split(checkpoint: Dict[str, Any]) -> Dict[str, _Part]:
             for i, s in enumerate(states):
                 parts[_indexed(name, i)] = _Part(s)
     parts["lightning"] = _Part(rest)
+    loaders = _loader_states(checkpoint)
+    if len(loaders) == 1:  # also as ckpt's own loader component, which `ckpt audit` reads
+        parts["loader"] = _Part(loaders[0])
     return parts
+
+
+def _loader_states(checkpoint: Dict[str, Any]) -> List[Dict[str, Any]]:
+    try:
+        states = checkpoint["loops"]["fit_loop"]["state_dict"]["combined_loader"]
+    except (KeyError, TypeError):
+        return []
+    return [st for st in states if _is_ckpt_loader(st)]
+
+
+def _is_ckpt_loader(st: Any) -> bool:
+    return isinstance(st, dict) and {"order", "position", "batch_size", "world_size",
+                                     "dataset_size"} <= set(st)
+
+
+def _batches_per_step(checkpoint: Dict[str, Any]) -> int:
+    """Batches per optimizer step, from Lightning's own counts (its accumulate_grad_batches
+    is not in the checkpoint): the batches trained over the global step, 1 when unknown."""
+    try:
+        ready = int(checkpoint["loops"]["fit_loop"]["epoch_loop.batch_progress"]["total"]
+                    ["ready"])
+        step = int(checkpoint["global_step"])
+    except (KeyError, TypeError, ValueError):
+        return 1
+    return ready // step if step > 0 and ready % step == 0 else 1
 
 
 def _join(parts: Dict[str, _Part]) -> Dict[str, Any]:
@@ -110,10 +138,12 @@ class CkptIO(_io.CheckpointIO):  # type: ignore[misc]
         run_dir = os.fspath(path)
         ck = self._writers.get(run_dir)
         if ck is None:
-            ck = single_process(Checkpointer(run_dir, keep_last=1))
+            ck = single_process(AccumCheckpointer(run_dir, keep_last=1))
             self._writers[run_dir] = ck
+        checkpoint = _consumed_positions(checkpoint)
+        ck.grad_accum_steps = _batches_per_step(checkpoint)
         ck._objects.clear()  # the components of this dict (their count may change)
-        ck.track(**_split(_consumed_positions(checkpoint)))
+        ck.track(**_split(checkpoint))
         ck.save(int(checkpoint.get("global_step", 0)), blocking=self.blocking)
 
     def load_checkpoint(self, path: Any, map_location: Optional[Any] = None) -> Dict[str, Any]:
@@ -126,8 +156,9 @@ class CkptIO(_io.CheckpointIO):  # type: ignore[misc]
         if not latest:
             raise FileNotFoundError(f"CkptIO.load_checkpoint: {run_dir} holds no committed ckpt "
                                     "checkpoint")
-        names: List[str] = [n for n in latest["components"] if n not in ("rng", "train")]
-        parts = {n: _Part() for n in names}
+        names: List[str] = [n for n in latest["components"]
+                            if n not in ("rng", "train", "loader")]
+        parts = {n: _Part() for n in names if n != "loader"}  # Lightning's loops hold the loader
         ck = Checkpointer(run_dir, read_only=True, on_damaged=self.on_damaged)
         ck.track(**parts)
         ck.restore_latest()  # verifies every tensor, then sets the RNGs and fills the parts
@@ -175,8 +206,7 @@ def _consumed_positions(checkpoint: Dict[str, Any]) -> Dict[str, Any]:
         return checkpoint
     fixed = []
     for st in states:
-        if isinstance(st, dict) and {"order", "position", "batch_size", "world_size",
-                                     "dataset_size"} <= set(st):
+        if _is_ckpt_loader(st):
             want = min(ready * int(st["batch_size"]) * int(st["world_size"]),
                        int(st["dataset_size"]))
             st = dict(st, position=want,
