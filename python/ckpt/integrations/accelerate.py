@@ -21,6 +21,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from ..checkpointer import Checkpointer, RestoreReport
 from . import require
+from ._common import AccumCheckpointer
 
 _accelerate = require("accelerate", "ckpt.integrations.accelerate")
 
@@ -117,8 +118,9 @@ def _checkpointer(accelerator: Any, run_dir: str, keep_last: int) -> Checkpointe
     if ck is None or ck.keep_last != keep_last:
         if ck is not None:
             ck.close()
-        ck = Checkpointer(run_dir, keep_last=keep_last)
+        ck = AccumCheckpointer(run_dir, keep_last=keep_last)
         steps = int(accelerator.gradient_accumulation_steps)
+        ck.grad_accum_steps = steps
         ck.config = {"integration": "accelerate", "gradient_accumulation_steps": steps}
         _open[key] = ck
     ck._objects.clear()  # what is prepared now

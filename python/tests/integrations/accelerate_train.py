@@ -77,6 +77,8 @@ def main():
             newest = max(os.listdir(folder), key=lambda d: int(d.split("_")[-1]))
             t0 = time.perf_counter()
             acc.load_state(os.path.join(folder, newest))
+            # the next save is checkpoint_N+1 (Accelerate leaves that to the caller)
+            acc.project_configuration.iteration = int(newest.split("_")[-1]) + 1
             resume_seconds = time.perf_counter() - t0
             step = json.load(open(os.path.join(folder, newest, "step.json")))["step"]
     per_epoch = len(Points()) // 4 // 2  # optimizer steps per epoch
