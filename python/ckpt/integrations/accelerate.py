@@ -16,10 +16,11 @@ a new committed step in it (retention keep_last), the newest one is what load_st
 
 Only the plain (DDP / single-process) paths: FSDP, DeepSpeed and Megatron-LM state is refused
 with NotImplementedError. Not thread-safe."""
+import json
 import os
 from typing import Any, Dict, Optional, Tuple
 
-from ..checkpointer import Checkpointer, RestoreReport
+from ..checkpointer import RestoreReport
 from . import require
 from ._common import AccumCheckpointer
 
@@ -29,7 +30,7 @@ _PLAIN = ("NO", "MULTI_CPU", "MULTI_GPU", "MULTI_NPU", "MULTI_MLU", "MULTI_XPU")
 
 # One Checkpointer per (accelerator, run directory), kept open so that a non-blocking save can
 # finish in the background and the next save waits for it.
-_open: Dict[Tuple[int, str], Checkpointer] = {}
+_open: Dict[Tuple[int, str], AccumCheckpointer] = {}
 
 
 class _AcceleratorCounters:
@@ -112,7 +113,7 @@ def _run_dir(accelerator: Any, directory: Optional[str], call: str) -> str:
     return os.path.join(project, "checkpoints")
 
 
-def _checkpointer(accelerator: Any, run_dir: str, keep_last: int) -> Checkpointer:
+def _checkpointer(accelerator: Any, run_dir: str, keep_last: int) -> AccumCheckpointer:
     key = (id(accelerator), os.path.realpath(run_dir))
     ck = _open.get(key)
     if ck is None or ck.keep_last != keep_last:
@@ -121,7 +122,8 @@ def _checkpointer(accelerator: Any, run_dir: str, keep_last: int) -> Checkpointe
         ck = AccumCheckpointer(run_dir, keep_last=keep_last)
         steps = int(accelerator.gradient_accumulation_steps)
         ck.grad_accum_steps = steps
-        ck.config = {"integration": "accelerate", "gradient_accumulation_steps": steps}
+        ck.config = json.dumps({"integration": "accelerate",
+                                "gradient_accumulation_steps": steps}, sort_keys=True)
         _open[key] = ck
     ck._objects.clear()  # what is prepared now
     ck.track(**_objects(accelerator))

@@ -213,7 +213,8 @@ class CkptCallback:
                                "callback.attach(trainer) before train()")
         ck = AccumCheckpointer(self.run_dir, keep_last=self.keep_last)
         ck.grad_accum_steps = int(t.args.gradient_accumulation_steps)
-        ck.config = {"integration": "transformers", "args": t.args.to_json_string()}
+        ck.config = json.dumps({"integration": "transformers", "args": t.args.to_dict()},
+                               sort_keys=True, default=str)
         objects: Dict[str, Any] = {"model": t.model, "optimizer": _unwrap(t.optimizer),
                                    "scheduler": _unwrap(t.lr_scheduler),
                                    "loader": self.loader.loader, "trainer": _TrainerCounters(t)}

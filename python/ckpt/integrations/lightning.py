@@ -118,7 +118,10 @@ def _join(parts: Dict[str, _Part]) -> Dict[str, Any]:
     return checkpoint
 
 
-class CkptIO(_io.CheckpointIO):  # type: ignore[misc]
+_CheckpointIO: Any = _io.CheckpointIO
+
+
+class CkptIO(_CheckpointIO):  # type: ignore[misc]
     """A Lightning CheckpointIO that writes and reads ckpt's format (module docstring).
 
     blocking: False (default) returns from save_checkpoint after the snapshot.
@@ -128,7 +131,7 @@ class CkptIO(_io.CheckpointIO):  # type: ignore[misc]
         super().__init__()
         self.blocking = bool(blocking)
         self.on_damaged = on_damaged
-        self._writers: Dict[str, Checkpointer] = {}
+        self._writers: Dict[str, AccumCheckpointer] = {}
 
     def save_checkpoint(self, checkpoint: Dict[str, Any], path: Any,
                         storage_options: Optional[Any] = None) -> None:
@@ -138,7 +141,8 @@ class CkptIO(_io.CheckpointIO):  # type: ignore[misc]
         run_dir = os.fspath(path)
         ck = self._writers.get(run_dir)
         if ck is None:
-            ck = single_process(AccumCheckpointer(run_dir, keep_last=1))
+            ck = AccumCheckpointer(run_dir, keep_last=1)
+            single_process(ck)
             self._writers[run_dir] = ck
         checkpoint = _consumed_positions(checkpoint)
         ck.grad_accum_steps = _batches_per_step(checkpoint)
