@@ -11,9 +11,9 @@ on_init_end, which finds the Trainer on the call stack):
    dataset, collator, batch size and workers, so the checkpoint holds the exact position the
    training loop consumed and a resume continues at the next batch in O(1) (the Trainer's own
    resume reads the epoch's consumed batches again to skip them).
-2. Saving: where the Trainer would save (save_strategy, save_steps, the last step), the callback
-   saves with ckpt instead and clears control.should_save, so the Trainer writes no checkpoint
-   of its own. A checkpoint holds the model, the optimizer, the LR scheduler, the grad scaler (fp16),
+2. Saving: the Trainer's _save_checkpoint is replaced by ckpt's save, so it saves where and
+   when the Trainer would (save_strategy, save_steps; after the step's logging, so the loss
+   totals include the step) and writes no checkpoint-N folder of its own. A checkpoint holds the model, the optimizer, the LR scheduler, the grad scaler (fp16),
    the RNGs of every process (each rank's file), the TrainerState and the loss and FLOP totals the
    Trainer keeps outside it, and the loader's cursor. Saves happen only on optimizer steps, so the
    gradient-accumulation position is always 0.
@@ -171,6 +171,11 @@ class CkptCallback:
 
         trainer.train = train_with_ckpt
 
+        def save_instead(model: Any, trial: Any, metrics: Any = None) -> None:
+            self._save(trainer.state)  # where the Trainer saves: after the step's logging
+
+        trainer._save_checkpoint = save_instead
+
     def _train_dataloader(self) -> _TrainerLoader:
         t = self.trainer
         if t.train_dataset is None:
@@ -240,15 +245,6 @@ class CkptCallback:
         epoch, position = self.loader.loader.cursor()
         # Epochs as the loader counts them: the Trainer's own count restarts at 0 on a resume.
         state.epoch = int(epoch) + int(position) / max(1, len(self.loader.dataset))
-        if control.should_save:
-            self._save(state)
-            control.should_save = False
-        return control
-
-    def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-        if control.should_save:
-            self._save(state)
-            control.should_save = False
         return control
 
     def on_log(self, args: Any, state: Any, control: Any, logs: Optional[Dict[str, Any]] = None,

@@ -58,6 +58,15 @@ class KillAt(transformers.TrainerCallback):
         return control
 
 
+class FirstStep(transformers.TrainerCallback):
+    at = None
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if self.at is None:
+            self.at = time.perf_counter()
+        return control
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", choices=("ckpt", "hf"), required=True)
@@ -92,6 +101,22 @@ def main():
     trainer = Recording(model=model, args=args, train_dataset=Tokens(), callbacks=callbacks)
     trainer.losses = open(os.path.join(a.out, "losses.txt"), "a")
     trainer.losses.write(f"# process {os.getpid()}\n")  # a restart starts a new section
+    # Timings for bench/integrations_bench.py: each save's stall on the training thread, and
+    # the time from train() to the first step (a resume's restore and skipping included).
+    stalls = []
+    timed = (ckpt_cb, "_save") if ckpt_cb is not None else (trainer, "_save_checkpoint")
+    inner = getattr(*timed)
+
+    def timed_save(*args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            stalls.append(time.perf_counter() - t)
+
+    setattr(*timed, timed_save)
+    first_step = FirstStep()
+    trainer.add_callback(first_step)
     t0 = time.perf_counter()
     out = trainer.train(resume_from_checkpoint=True if a.resume else None)
     seconds = time.perf_counter() - t0
@@ -101,6 +126,7 @@ def main():
             for k, v in sorted(model.state_dict().items()):
                 f.write(v.detach().contiguous().numpy().tobytes())
         result = {"global_step": trainer.state.global_step, "seconds": seconds,
+                  "save_stalls": stalls, "to_first_step": first_step.at - t0,
                   "train_loss": out.training_loss,
                   "restored_step": ckpt_cb.restored_step if ckpt_cb else None,
                   "versions": {"transformers": transformers.__version__,
