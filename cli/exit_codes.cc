@@ -8,6 +8,7 @@ int exit_code_for(const Status& s) {
       return kExitOk;
     case Code::kNotFound:
     case Code::kIoError:
+    case Code::kLocked:
       return kExitNoInput;
     case Code::kCorrupt:
     case Code::kUnsupported:

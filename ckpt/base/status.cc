@@ -12,6 +12,8 @@ const char* code_name(Code c) {
       return "not found";
     case Code::kIoError:
       return "I/O error";
+    case Code::kLocked:
+      return "locked";
     case Code::kCorrupt:
       return "corrupt";
     case Code::kMismatch:

@@ -23,6 +23,7 @@ enum class Code {
   kMismatch,         // the checkpoint is fine but does not fit the model (shape, dtype, names)
   kUnsupported,      // a valid input we chose not to handle (legacy format, LBFGS, ...)
   kInternal,         // a bug in ckpt
+  kLocked,           // another holder has the lock (RUN/LOCK of a run another process writes)
 };
 
 const char* code_name(Code c);
@@ -51,6 +52,7 @@ class [[nodiscard]] Status {
 inline Status invalid_argument(std::string m) { return {Code::kInvalidArgument, std::move(m)}; }
 inline Status not_found(std::string m) { return {Code::kNotFound, std::move(m)}; }
 inline Status io_error(std::string m) { return {Code::kIoError, std::move(m)}; }
+inline Status locked(std::string m) { return {Code::kLocked, std::move(m)}; }
 inline Status corrupt(std::string m) { return {Code::kCorrupt, std::move(m)}; }
 inline Status mismatch(std::string m) { return {Code::kMismatch, std::move(m)}; }
 inline Status unsupported(std::string m) { return {Code::kUnsupported, std::move(m)}; }

@@ -46,6 +46,16 @@ std::optional<DType> dtype_from_name(const std::string& name) {
   return std::nullopt;
 }
 
+std::vector<DType> all_dtypes() {
+  std::vector<DType> out;
+  for (const Info& i : kInfo) out.push_back(i.t);
+  return out;
+}
+
+bool dtype_is_quantized(DType t) {
+  return t == DType::kQInt8 || t == DType::kQUInt8 || t == DType::kQInt32 || t == DType::kQUInt4x2;
+}
+
 bool dtype_is_floating(DType t) {
   switch (t) {
     case DType::kFloat16:

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace ckpt {
 
@@ -39,5 +40,9 @@ const char* dtype_name(DType t);
 std::optional<DType> dtype_from_name(const std::string& name);
 size_t dtype_size(DType t);
 bool dtype_is_floating(DType t);  // float16, bfloat16, float32, float64, float8*
+// qint8, quint8, qint32, quint4x2: their bytes mean nothing without a scale and zero point.
+bool dtype_is_quantized(DType t);
+// Every DType, in declaration order.
+std::vector<DType> all_dtypes();
 
 }  // namespace ckpt

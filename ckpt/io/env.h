@@ -117,7 +117,7 @@ class Env {
   // lstat: what `path` itself is (a symlink is kSymlink, whatever it points at).
   virtual Result<FileKind> entry_kind(const std::string& path) = 0;
   // Takes an exclusive lock on `path` (created if needed) without waiting and writes `owner`
-  // into it. When another holder has it: a kIoError "locked by <that holder's owner text>".
+  // into it. When another holder has it: a kLocked "locked by <that holder's owner text>".
   virtual Result<std::unique_ptr<FileLock>> lock_file(const std::string& path,
                                                       const std::string& owner) = 0;
   virtual bool exists(const std::string& path) = 0;

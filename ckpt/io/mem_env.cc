@@ -221,7 +221,7 @@ Result<std::unique_ptr<FileLock>> MemEnv::lock_file(const std::string& raw,
     if (!parent_exists(path)) return not_found(path + ": open lock file failed: no such dir");
     if (!locked_.insert(path).second) {
       auto it = files_.find(path);
-      return io_error(path + ": locked by " + (it == files_.end() ? "?" : *it->second));
+      return locked(path + ": locked by " + (it == files_.end() ? "?" : *it->second));
     }
     files_[path] = std::make_shared<std::string>(owner);
   }

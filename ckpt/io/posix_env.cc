@@ -285,7 +285,7 @@ class PosixEnv final : public Env {
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) return errno_status("open lock file", path);
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-      Status s = errno == EWOULDBLOCK ? io_error(path + ": locked by " + read_holder(fd))
+      Status s = errno == EWOULDBLOCK ? locked(path + ": locked by " + read_holder(fd))
                                       : errno_status("flock", path);
       ::close(fd);
       return s;

@@ -7,7 +7,7 @@
 
 #include "ckpt/base/hash.h"
 #include "ckpt/base/text.h"
-#include "ckpt/format/root_attrs.h"
+#include "ckpt/format/rank_root.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/regions_check.h"
 

@@ -117,7 +117,7 @@ class RunDirLock {
 
 // One process writes a run directory. Takes RUN/LOCK (flock; released when the returned object
 // is destroyed or the process that took it dies — a child it forks does not inherit it, see
-// PosixEnv) and writes "pid P host H" into it; kIoError "RUN/LOCK: locked by pid P host H" when
+// PosixEnv) and writes "pid P host H" into it; kLocked "RUN/LOCK: locked by pid P host H" when
 // another writer holds it. Within one process, calls for the same Env and path share one lock (a
 // second Checkpointer restoring what the first saved is not a second job).
 // Readers never call this.

@@ -49,10 +49,6 @@ constexpr DTypePair kPairs[] = {
 #endif
 };
 
-bool is_quantized(DType t) {
-  return t == DType::kQInt8 || t == DType::kQUInt8 || t == DType::kQInt32 || t == DType::kQUInt4x2;
-}
-
 // Bytes a dense tensor of this dtype and shape occupies, or nullopt on a negative dimension or
 // overflow. quint4x2 packs two values per byte along the last dimension, row by row (libtorch's
 // sub-byte layout), so it is ceil(last / 2) bytes per row.
@@ -152,8 +148,9 @@ Result<torch::Tensor> to_torch(const Tensor& t) {
   }
   try {
     at::TensorOptions opts = at::TensorOptions().dtype(st).device(at::kCPU);
-    at::Tensor out = is_quantized(t.dtype) ? at::_empty_affine_quantized(t.shape, opts, 1.0, 0)
-                                           : at::empty(t.shape, opts);
+    at::Tensor out = dtype_is_quantized(t.dtype)
+                         ? at::_empty_affine_quantized(t.shape, opts, 1.0, 0)
+                         : at::empty(t.shape, opts);
     if (t.nbytes != 0) std::memcpy(out.data_ptr(), t.data, t.nbytes);
     return out;
   } catch (const c10::Error& e) {
@@ -197,7 +194,7 @@ Status copy_into(const Tensor& src, torch::Tensor& dst, const std::string& name)
   if (src.nbytes == 0) return Status::ok();
   try {
     at::NoGradGuard no_grad;
-    if (is_quantized(src.dtype)) {
+    if (dtype_is_quantized(src.dtype)) {
       // copy_ between quantized tensors requantizes; the stored integers must land verbatim.
       if (!dst.device().is_cpu() || !dst.is_contiguous()) {
         return unsupported(what + ": restoring a quantized tensor needs a contiguous CPU target");

@@ -1,19 +1,19 @@
-// torch.optim's own state_dict layout, as the Python package stores it (python/ckpt/_tree.py:
-// a group with attribute ckpt.kind, children state/<index> and param_groups/<g>), turned into the
-// adapter's /optimizer layout (optimizer_state.h) so that restore_optimizer can read a checkpoint
-// written by `ckpt.Checkpointer` in Python. Parameters are numbered as torch numbers them: in
-// param-group order, which for the same model and optimizer is the order the live optimizer's
-// parameters have here; their names come from the live module (capture_optimizer). Stateless.
+// A Python-written optimizer (torch's state_dict layout, ckpt/format/torch_layout.h) read into
+// the libtorch adapter's /optimizer layout (optimizer_state.h), so that restore_optimizer can
+// restore a checkpoint written by `ckpt.Checkpointer` in Python. The conversion itself is the
+// core's (ckpt::optimizer_from_torch_layout); this adds what only the live objects know: the
+// parameters' names (from the module, in the optimizer's param-group order, as torch numbers
+// them) and the optimizer's type. Stateless.
 #pragma once
 
 #include "ckpt/base/status.h"
+#include "ckpt/format/torch_layout.h"
 #include "ckpt/format/tree.h"
 #include "ckpt/torch/fwd.h"
 
 namespace ckpt::torch_adapter {
 
-// Whether `in` is a torch.optim state_dict stored by the Python package.
-bool is_torch_optimizer_layout(const Node& in);
+using ckpt::is_torch_optimizer_layout;
 
 // The adapter layout of `in` for `opt` over `m`. The state tensors are shared with `in` (which
 // must outlive the result); each torch "step" (a 0-d tensor, or a number) becomes the int64

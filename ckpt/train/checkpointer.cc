@@ -9,6 +9,7 @@
 
 #include "ckpt/base/hash.h"
 #include "ckpt/format/manifest.h"
+#include "ckpt/format/rank_root.h"
 #include "ckpt/loader/resumable_sampler.h"
 #include "ckpt/loader/sampler_node.h"
 #include "ckpt/sched/scheduler.h"
@@ -32,13 +33,14 @@ std::string environment_digest(std::string* env_json) {
   } catch (const std::exception&) {
     cuda_runtime = "unknown";
   }
-  nlohmann::json j = {{"libtorch", torch_adapter::libtorch_version()},
-                      {"compiler", std::string("gcc ") + __VERSION__},
-                      {"cuda_available", torch::cuda::is_available()},
-                      {"cuda_devices", static_cast<int64_t>(torch::cuda::device_count())},
-                      {"cuda_runtime", cuda_runtime},
-                      {"host", host}};
-  const std::string text = j.dump();
+  EnvironmentRecord rec;
+  rec.libtorch = torch_adapter::libtorch_version();
+  rec.toolchain = std::string("gcc ") + __VERSION__;
+  rec.cuda_available = torch::cuda::is_available();
+  rec.cuda_devices = static_cast<int64_t>(torch::cuda::device_count());
+  rec.cuda_runtime = cuda_runtime;
+  rec.host = host;
+  const std::string text = environment_json(rec);
   if (env_json != nullptr) *env_json = text;
   return hex64(xxh3_64(text.data(), text.size()));
 }
@@ -257,14 +259,9 @@ Status Checkpointer::save(int64_t step, const SaveOptions& save_options) {
   Node root;
   std::vector<std::string> components;
   CKPT_RETURN_IF_ERROR(capture(&root, &components));
-  root.attrs["format"] = std::string("ckpt");
-  root.attrs["format_version"] = int64_t{1};
-  root.attrs["producer"] = std::string("ckpt 0.1.0");
-  root.attrs["libtorch_version"] = torch_adapter::libtorch_version();
-  root.attrs["step"] = step;
-  root.attrs["rank"] = options_.rank;
-  root.attrs["world_size"] = options_.world_size;
-  root.attrs["components"] = components;
+  set_root_attrs({"ckpt 0.1.0", torch_adapter::libtorch_version(), step, options_.rank,
+                  options_.world_size, components},
+                 &root);
   if (options_.rank == 0) CKPT_RETURN_IF_ERROR(open_journal());
   if (!save_options.blocking) {
     return save_in_background(step, std::move(root), std::move(components), t0, waited);

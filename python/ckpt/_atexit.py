@@ -9,40 +9,47 @@ set it, so sys.stderr is wrapped in an object whose flush() fails once the inter
 finalizing, and CPython then exits with status 120 ("flushing buffered data failed"), after
 every other exit handler has run and every stream was flushed. Where the interpreter has no
 sys.stderr the lines cannot be printed and the status stays what it was."""
+from __future__ import annotations
+
 import atexit
 import sys
 import weakref
+from typing import TYPE_CHECKING, Any, List, TextIO
 
-_pending = weakref.WeakSet()  # Checkpointers that submitted a non-blocking save
+if TYPE_CHECKING:
+    from .checkpointer import Checkpointer
+
+# Checkpointers that submitted a non-blocking save
+_pending: "weakref.WeakSet[Checkpointer]" = weakref.WeakSet()
 
 
-def watch(checkpointer):
+def watch(checkpointer: Checkpointer) -> None:
     _pending.add(checkpointer)
 
 
 class _FailAtFinalize:
     """sys.stderr, whose flush() raises once Python is finalizing (CPython then exits 120)."""
 
-    def __init__(self, stream):
+    def __init__(self, stream: TextIO) -> None:
         self._stream = stream
 
-    def write(self, text):
+    def write(self, text: str) -> int:
         return self._stream.write(text)
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._stream.closed
 
-    def flush(self):
+    def flush(self) -> None:
         self._stream.flush()
         if sys.is_finalizing():
             raise OSError("ckpt: the exit status is 120: a non-blocking save was lost")
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
 
 
-def print_lost(messages):
+def print_lost(messages: List[str]) -> bool:
     """Prints each message on stderr as one line starting "ckpt: "; False when there was
     nothing to print or nowhere to print it."""
     if not messages or sys.stderr is None:
@@ -54,15 +61,15 @@ def print_lost(messages):
     return True
 
 
-def _report():
-    lost = []
+def _report() -> None:
+    lost: List[str] = []
     for ck in list(_pending):
         try:
             lost += ck._finish_unclosed()
         except Exception as e:  # noqa: BLE001 - reported, never raised at exit
             lost.append(str(e))
     if print_lost(lost):
-        sys.stderr = _FailAtFinalize(sys.stderr)
+        sys.stderr = _FailAtFinalize(sys.stderr)  # type: ignore[assignment]  # a TextIO by duck
 
 
 atexit.register(_report)

@@ -1,47 +1,52 @@
-"""Components written by the C++ Checkpointer (ckpt/torch's layouts, docs/format.md), as the
-state_dicts the live Python objects load. A C++-written component is a group without the
+"""Components written by the C++ Checkpointer (the adapter layouts, docs/format.md), handed to
+the live Python objects as state_dicts. A C++-written component is a group without the
 ``ckpt.kind`` attribute python/ckpt/_tree.py puts on every group it writes.
-- model: the tensors by dotted name, as torch's state_dict; param_names / buffer_names dropped.
-- optimizer: state/<param name> and groups/<g> (names from the module) become torch's
-  state/<index> and param_groups/<g>, numbered in param-group order as torch numbers them; the
-  live optimizer's own group keys (foreach, maximize, ...) fill what C++ does not record.
-- rng and loader: the same layout on both sides."""
+
+The conversion is the C++ core's, the one the libtorch adapter uses the other way round
+(ckpt/format/torch_layout.h): ckpt._core's OpenRank.torch_layout gives a model's or optimizer's
+group in torch's layout before a byte is read (a model without param_names / buffer_names; an
+optimizer's state/<param name> and groups/<g> as torch's state/<index> and param_groups/<g>,
+numbered in param-group order as torch numbers them), with the file's path of each tensor.
+What only torch knows is added here: the live optimizer's own group keys (foreach, maximize,
+...) fill what C++ does not record, and each parameter's step becomes the tensor torch keeps.
+rng and loader have the same layout on both sides."""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
 import torch
 
+from . import _core, _tree
+from .errors import MismatchError
 
-def is_cxx(meta):
+
+def is_cxx(meta: _tree.Tree) -> bool:
     return "ckpt.kind" not in meta["attrs"]
 
 
-def convert(state, obj):
+def torch_view(opened: _core.OpenRank, name: str,
+               obj: object) -> Optional[Tuple[_tree.Tree, Dict[str, str]]]:
+    """(component in torch's layout, {its tensor path: the file's}) for the C++-written
+    component `name` tracked as a module or an optimizer; None for any other (stored as is)."""
     if isinstance(obj, torch.nn.Module):
-        return {k: v for k, v in state.items() if k not in ("param_names", "buffer_names")}
-    if isinstance(obj, torch.optim.Optimizer) and "groups" in state and "param_names" in state:
-        return _optimizer(state, obj)
-    return state
+        return opened.torch_layout(name, "module")
+    if isinstance(obj, torch.optim.Optimizer):
+        return opened.torch_layout(name, "optimizer")
+    return None
 
 
-def _optimizer(state, opt):
-    names = list(state["param_names"])
-    index = {n: i for i, n in enumerate(names)}
+def finish_optimizer(state: Dict[str, Any], opt: torch.optim.Optimizer) -> Dict[str, Any]:
+    """The torch-layout state of a C++-written optimizer, as opt.load_state_dict takes it."""
     live = opt.state_dict()["param_groups"]
-    saved = state["groups"]
+    saved = state["param_groups"]
     if len(saved) != len(live):
-        from .errors import MismatchError
         raise MismatchError(f"optimizer: the checkpoint has {len(saved)} param groups, the live "
                             f"optimizer {len(live)}")
-    groups = []
-    for g, here in enumerate(live):
-        group = dict(here)
-        for k, v in saved[str(g)].items():
-            if k != "params":
-                group[k] = tuple(v) if isinstance(v, list) else v
-        group["params"] = [index[n] for n in saved[str(g)]["params"]]
-        groups.append(group)
-    per_param = {}
-    for name, st in state.get("state", {}).items():
+    groups: List[Dict[str, Any]] = [dict(here, **g) for here, g in zip(live, saved)]
+    per_param: Dict[int, Dict[str, Any]] = {}
+    for index, st in state["state"].items():
         entry = {k: v for k, v in st.items() if isinstance(v, torch.Tensor)}
         if "step" in st:
             entry["step"] = torch.tensor(float(st["step"]))
-        per_param[index[name]] = entry
+        per_param[index] = entry
     return {"state": per_param, "param_groups": groups}

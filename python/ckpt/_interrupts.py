@@ -7,13 +7,17 @@ before the commit, or after a background save was submitted and before it was re
 flight. Inside ``held()`` the handler only notes the signal; on leaving, the handler that was
 installed before runs once (for Python's default one: KeyboardInterrupt is raised there, after
 the commit). Off the main thread, or when SIGINT is ignored or left to the OS, nothing changes."""
+from __future__ import annotations
+
 import signal
 import threading
 from contextlib import contextmanager
+from types import FrameType
+from typing import Iterator, List, Optional
 
 
 @contextmanager
-def held():
+def held() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -21,7 +25,7 @@ def held():
     if not callable(previous):  # SIG_IGN, SIG_DFL, or a handler set outside Python
         yield
         return
-    frames = []
+    frames: List[Optional[FrameType]] = []
     signal.signal(signal.SIGINT, lambda signum, frame: frames.append(frame))
     try:
         yield

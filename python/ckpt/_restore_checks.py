@@ -3,35 +3,35 @@ and "Damaged and newer checkpoints"): which checkpoint it may restore at all —
 newer-format checkpoint is never stepped over silently (``on_damaged``, as the C++
 Checkpointer's OnDamaged) — and what a tracked object's load_state_dict would refuse: a module's
 keys, a loader's dataset and cursor."""
+from __future__ import annotations
+
 import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from . import _core, _cxx, _tree
+from . import _core, _tree
 from .errors import CorruptCheckpointError, InvalidArgumentError, MismatchError
 from .loader import ResumableLoader
 
 ON_DAMAGED = ("refuse", "fallback")
-FORMAT, FORMAT_VERSION = "ckpt", 1
 
 
-def check_on_damaged(value):
+def check_on_damaged(value: str) -> str:
     if value not in ON_DAMAGED:
         raise InvalidArgumentError(f"on_damaged: {value!r} is not one of {', '.join(ON_DAMAGED)}")
     return value
 
 
-def _name(step):
-    return f"step-{step:012d}"
-
-
-def _refusal(where, problem, older):
-    instead = f"restore the older {_name(older)}" if older is not None else "start from scratch"
+def _refusal(where: str, problem: str, older: Optional[int]) -> str:
+    instead = (f"restore the older {_core.step_dir_name(older)}" if older is not None
+               else "start from scratch")
     return (f"{where}: {problem}; refusing to {instead} instead "
             "(on_damaged=\"fallback\" allows it)")
 
 
-def open_latest(run_dir, rank, on_damaged):
+def open_latest(run_dir: str, rank: int, on_damaged: str) -> Tuple[
+        Optional[Dict[str, Any]], Optional[_core.OpenRank], List[str]]:
     """(checkpoint, opened, stepped_over): the newest committed checkpoint that this build can
     read ({"step", "dir", "note", "world_size", "components"}, as _core.find_latest), this rank's
     file in it (_core.OpenRank), and one line per damaged or newer-format checkpoint stepped over
@@ -42,7 +42,7 @@ def open_latest(run_dir, rank, on_damaged):
     entries = _core.list_checkpoints(run_dir) if os.path.isdir(run_dir) else []
     intact = [e for e in entries if e["committed"]]
     newest = intact[-1]["step"] if intact else None
-    stepped = []
+    stepped: List[str] = []
     for e in entries:
         if e["damaged"] and (newest is None or e["step"] > newest):
             if on_damaged == "refuse":
@@ -57,7 +57,7 @@ def open_latest(run_dir, rank, on_damaged):
         if problem is None:
             return latest, opened, stepped
         older = [e for e in intact if e["step"] < latest["step"]]
-        where = os.path.join(latest["dir"], f"rank-{file_rank:05d}.h5")
+        where = os.path.join(latest["dir"], _core.rank_file_name(file_rank))
         if on_damaged == "refuse":
             raise CorruptCheckpointError(
                 _refusal(where, problem, older[-1]["step"] if older else None))
@@ -66,15 +66,15 @@ def open_latest(run_dir, rank, on_damaged):
     return None, None, stepped
 
 
-def _format_problem(attrs):
+def _format_problem(attrs: Dict[str, Any]) -> Optional[str]:
     fmt, version = attrs.get("format"), attrs.get("format_version")
-    if fmt == FORMAT and version == FORMAT_VERSION:
+    if fmt == _core.FORMAT and version == _core.FORMAT_VERSION:
         return None
-    return (f"format {fmt!r} version {version}, this build reads format {FORMAT!r} version "
-            f"{FORMAT_VERSION}")
+    return (f"format {fmt!r} version {version}, this build reads format {_core.FORMAT!r} "
+            f"version {_core.FORMAT_VERSION}")
 
 
-def check_object(name, meta, obj, live_state):
+def check_object(name: str, meta: _tree.Tree, obj: object, live_state: Any) -> None:
     """What load_state_dict would refuse, checked from the stored structure alone: a module's
     keys (check_module_keys) and a ResumableLoader's dataset, order and cursor."""
     if isinstance(obj, torch.nn.Module):
@@ -84,12 +84,11 @@ def check_object(name, meta, obj, live_state):
                                   if not k.startswith("ckpt.") and k != "samples_seen"})
 
 
-def check_module_keys(name, meta, live_state):
-    """The keys of a module's stored state against its live state_dict()'s, as a strict
-    load_state_dict compares them, but before anything live is written."""
+def check_module_keys(name: str, meta: _tree.Tree, live_state: Any) -> None:
+    """The keys of a module's stored state (in torch's layout) against its live
+    state_dict()'s, as a strict load_state_dict compares them, but before anything live is
+    written."""
     saved = _tree.stored_keys(meta)
-    if _cxx.is_cxx(meta):
-        saved = [k for k in saved if k not in ("param_names", "buffer_names")]
     have, want = set(saved), set(live_state)
     missing = [k for k in live_state if k not in have]
     unexpected = [k for k in saved if k not in want]
@@ -103,7 +102,7 @@ def check_module_keys(name, meta, live_state):
     raise MismatchError(f"component \"{name}\": {'; '.join(parts)} (nothing was restored)")
 
 
-def _few(keys, at_most=5):
+def _few(keys: Sequence[str], at_most: int = 5) -> str:
     shown = ", ".join(f'"{k}"' for k in keys[:at_most])
     more = len(keys) - at_most
     return shown + (f" and {more} more" if more > 0 else "")

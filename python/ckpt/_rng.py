@@ -1,15 +1,20 @@
 """The `rng` component: torch's CPU generator, every CUDA generator when CUDA is initialised,
 Python's `random`, numpy's global RNG when numpy is imported. Same group layout as the C++
 adapter for the torch generators (rng/cpu/state, rng/cuda/<device>)."""
+from __future__ import annotations
+
 import random
 import sys
+from typing import Any, Dict
 
 import torch
 
+from . import _tree
 
-def capture():
-    state = {"cpu": {"state": torch.get_rng_state()}}
-    cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+
+def capture() -> Dict[str, Any]:
+    state: Dict[str, Any] = {"cpu": {"state": torch.get_rng_state()}}
+    cuda = _tree.cuda_in_use()
     state["cuda_available"] = bool(torch.cuda.is_available())
     state["cuda_device_count"] = torch.cuda.device_count() if cuda else 0
     if cuda:
@@ -24,7 +29,7 @@ def capture():
     return state
 
 
-def restore(state):
+def restore(state: Dict[str, Any]) -> None:
     torch.set_rng_state(state["cpu"]["state"])
     if "cuda" in state and torch.cuda.is_available():
         states = [state["cuda"][str(i)] for i in range(len(state["cuda"]))]

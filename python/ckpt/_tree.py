@@ -11,21 +11,48 @@ were tuples); None values are named in ``ckpt.none``, bytes are uint8 datasets n
 ``ckpt.bytes``. Anything else (a callable, an arbitrary object) is named in ``ckpt.skipped`` and
 kept from the live object on restore. No pickle anywhere.
 """
+from __future__ import annotations
+
 import re
+import warnings
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import torch
 
-_DTYPES = {
-    torch.bool: "bool", torch.uint8: "uint8", torch.int8: "int8", torch.int16: "int16",
-    torch.int32: "int32", torch.int64: "int64", torch.float16: "float16",
-    torch.bfloat16: "bfloat16", torch.float32: "float32", torch.float64: "float64",
-    torch.complex64: "complex64", torch.complex128: "complex128",
-}
+from . import _core
+
+# A node dict as ckpt._core takes and gives it (python/ckpt/_core.pyi).
+Tree = Dict[str, Any]
+# (data pointer, byte length, dtype name, shape)
+Ref = Tuple[int, int, str, List[int]]
+
+
+def _storable_dtypes() -> Dict[torch.dtype, str]:
+    """torch's dtypes the format stores, by the format's name for them (ckpt._core.DTYPES, the
+    C++ core's table): every one torch has under that name with the same element size; quantized
+    ones are not (their bytes mean nothing without the scale and zero point)."""
+    out: Dict[torch.dtype, str] = {}
+    for name, (size, quantized) in _core.DTYPES.items():
+        dtype = getattr(torch, name, None)
+        if quantized or not isinstance(dtype, torch.dtype):
+            continue
+        try:
+            with warnings.catch_warnings():  # torch 1.13 calls complex32 experimental
+                warnings.simplefilter("ignore")
+                if torch.empty(0, dtype=dtype).element_size() != size:
+                    continue
+        except (RuntimeError, TypeError):  # a dtype this torch cannot allocate
+            continue
+        out[dtype] = name
+    return out
+
+
+_DTYPES = _storable_dtypes()
 _TORCH = {v: k for k, v in _DTYPES.items()}
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
-def tensor_ref(t, keep):
+def tensor_ref(t: torch.Tensor, keep: List[torch.Tensor]) -> Ref:
     """(ptr, nbytes, dtype, shape) of a CPU contiguous copy-free view of t; copies go to keep.
     A CUDA tensor is copied into pinned host memory asynchronously on the current stream: the
     caller runs sync_device_copies() once the whole tree is encoded, before the bytes are read,
@@ -45,17 +72,23 @@ def tensor_ref(t, keep):
     return (t.data_ptr(), t.numel() * t.element_size(), _DTYPES[t.dtype], list(t.shape))
 
 
-def sync_device_copies():
+def cuda_in_use() -> bool:
+    """CUDA is available and torch has initialised it (so nothing here initialises it)."""
+    initialized: Callable[[], bool] = getattr(torch.cuda, "is_initialized")  # untyped in 1.13
+    return torch.cuda.is_available() and initialized()
+
+
+def sync_device_copies() -> None:
     """Waits for the device→host copies tensor_ref started (no-op without CUDA in use)."""
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if cuda_in_use():
         torch.cuda.synchronize()
 
 
-def _scalar(v):
+def _scalar(v: object) -> bool:
     return isinstance(v, (bool, float, str)) or (isinstance(v, int) and _INT64[0] <= v <= _INT64[1])
 
 
-def _homogeneous(v):
+def _homogeneous(v: object) -> bool:
     if not v or not isinstance(v, (list, tuple)):
         return False
     for kind in (float, str):
@@ -64,7 +97,7 @@ def _homogeneous(v):
     return all(type(x) is int and _INT64[0] <= x <= _INT64[1] for x in v)
 
 
-def escape_key(key):
+def escape_key(key: str) -> str:
     """The stored name of dict key `key` (a str): the key itself unless it contains "%", "/" or
     NUL, is "" or ".", or begins with "ckpt." (the format's own attribute names). Then "%",
     "/" and NUL become %25, %2F and %00, a leading "c" of "ckpt." becomes %63, "." is %2E and
@@ -80,7 +113,7 @@ def escape_key(key):
     return "%2E" if out == "." else out
 
 
-def unescape_key(name):
+def unescape_key(name: str) -> str:
     """The dict key stored as `name` by escape_key."""
     if name == "%":
         return ""
@@ -90,21 +123,23 @@ def unescape_key(name):
 _ESCAPE = re.compile("%([0-9A-F]{2})")
 
 
-def _new_node(kind):
+def _new_node(kind: str) -> Tree:
     return {"attrs": {"ckpt.kind": kind}, "tensors": {}, "children": {}}
 
 
-def _view_key(t):
+def _view_key(t: torch.Tensor) -> Tuple[Any, ...]:
     # Two entries are one tensor (tied weights) when they are the same view of the same memory.
     return (t.device, t.data_ptr(), t.dtype, tuple(t.shape), tuple(t.stride()))
 
 
-def encode(value, path, keep, skipped, seen=None):
+def encode(value: Any, path: str, keep: List[torch.Tensor], skipped: List[str],
+           seen: Optional[Dict[Tuple[Any, ...], str]] = None) -> Optional[Tree]:
     """The node dict of container `value`; `skipped` collects key paths not representable.
     A tensor that is the same view of the same memory as one encoded before (a tied embedding
     and output layer) is stored once: the later name gets alias_of = the first one's path, with
     its dtype and shape and no bytes, as the C++ adapter does (docs/format.md)."""
     seen = {} if seen is None else seen
+    items: List[Tuple[str, Any]]
     if isinstance(value, dict):
         keys = list(value.keys())
         if all(type(k) is int for k in keys) and keys:
@@ -120,7 +155,8 @@ def encode(value, path, keep, skipped, seen=None):
         node = _new_node("tuple" if isinstance(value, tuple) else "list")
         node["attrs"]["ckpt.len"] = len(value)
         items = [(str(i), v) for i, v in enumerate(value)]
-    attrs, lists = node["attrs"], {"ckpt.none": [], "ckpt.bytes": [], "ckpt.tuples": [],
+    attrs: Dict[str, Any] = node["attrs"]
+    lists: Dict[str, List[str]] = {"ckpt.none": [], "ckpt.bytes": [], "ckpt.tuples": [],
                                    "ckpt.skipped": []}
     for name, v in items:
         sub = f"{path}/{name}"
@@ -159,7 +195,8 @@ def encode(value, path, keep, skipped, seen=None):
     return node
 
 
-def encode_component(value, path, keep, skipped):
+def encode_component(value: Any, path: str, keep: List[torch.Tensor],
+                     skipped: List[str]) -> Tree:
     """encode() of a tracked object's whole state: a state that cannot be stored at all (a dict
     whose keys mix types) is refused, naming the component."""
     node = encode(value, path, keep, skipped) if isinstance(value, (dict, list, tuple)) else None
@@ -172,7 +209,7 @@ def encode_component(value, path, keep, skipped):
     return node
 
 
-def _writable_in_place(t, used):
+def _writable_in_place(t: torch.Tensor, used: Set[int]) -> bool:
     # A live CPU tensor that owns its bytes contiguously and shares them with no other entry.
     if t.device.type != "cpu" or not t.is_contiguous() or t.numel() == 0:
         return False
@@ -183,12 +220,13 @@ def _writable_in_place(t, used):
     return True
 
 
-def allocate(meta, path, dests, live, in_place=None):
+def allocate(meta: Tree, path: str, dests: Dict[str, Ref], live: Any,
+             in_place: Optional[Set[int]] = None) -> Tree:
     """A tensor for every dataset of `meta` (ckpt._core.OpenRank(...).tree), recorded in dests, and
     checked against the live tensor at the same key path (`live`, may be None). With `in_place`
     (a set: the data pointers used so far) a live tensor that fits is itself the destination —
     no allocation, read straight into the live object's memory; the others are allocated."""
-    out = {}
+    out: Dict[str, torch.Tensor] = {}
     for name, (dtype, shape, alias_of) in meta["tensors"].items():
         sub = f"{path}/{name}"
         if dtype not in _TORCH:
@@ -215,15 +253,15 @@ def allocate(meta, path, dests, live, in_place=None):
     return {"tensors": out, "children": children}
 
 
-def _live_key(meta, name):
+def _live_key(meta: Tree, name: str) -> str:
     # The live container's key for stored name `name` (escaped where ckpt.order says so).
     return unescape_key(name) if "ckpt.order" in meta["attrs"] else name
 
 
-def stored_keys(meta):
+def stored_keys(meta: Tree) -> List[str]:
     """The keys of the container `meta` describes, as the live object names them, in stored
     order: what decode() returns the keys of, without reading a byte."""
-    attrs = meta["attrs"]
+    attrs: Dict[str, Any] = meta["attrs"]
     names = [n for n in attrs if not n.startswith("ckpt.")]
     for special in ("ckpt.none", "ckpt.skipped"):
         names += attrs.get(special, [])
@@ -231,7 +269,7 @@ def stored_keys(meta):
     return [_live_key(meta, n) for n in _ordered(attrs, names)]
 
 
-def _ordered(attrs, names):
+def _ordered(attrs: Dict[str, Any], names: List[str]) -> List[str]:
     order = attrs.get("ckpt.order")
     if order is None:
         return names
@@ -241,7 +279,7 @@ def _ordered(attrs, names):
     return listed + [n for n in names if n not in seen]
 
 
-def _get(live, name):
+def _get(live: Any, name: str) -> Any:
     if isinstance(live, dict):
         if name in live:
             return live[name]
@@ -258,15 +296,16 @@ def _get(live, name):
     return None
 
 
-def decode(meta, tensors, live, path, skipped, root=None):
+def decode(meta: Tree, tensors: Tree, live: Any, path: str, skipped: List[str],
+           root: Optional[Tree] = None) -> Any:
     """The container `meta` describes, tensors from `tensors` (allocate()'s result), skipped
     entries taken from `live`."""
     root = tensors if root is None else root
-    attrs = meta["attrs"]
+    attrs: Dict[str, Any] = meta["attrs"]
     kind = attrs.get("ckpt.kind", "dict")
     special = {k: set(attrs.get(k, [])) for k in
                ("ckpt.none", "ckpt.bytes", "ckpt.tuples", "ckpt.skipped")}
-    entries = {}
+    entries: Dict[str, Any] = {}
     for name, v in attrs.items():
         if name.startswith("ckpt."):
             continue
@@ -293,10 +332,11 @@ def decode(meta, tensors, live, path, skipped, root=None):
     return {_live_key(meta, k): entries[k] for k in names}
 
 
-def _resolve_alias(target, tensors):
+def _resolve_alias(target: str, tensors: Tree) -> torch.Tensor:
     # target is "/component/a/b": walk from the component's root allocation.
     parts = target.strip("/").split("/")[1:]
     node = tensors
     while len(parts) > 1:
         node = node["children"][parts.pop(0)]
-    return node["tensors"][parts[0]]
+    tensor: torch.Tensor = node["tensors"][parts[0]]
+    return tensor

@@ -2,20 +2,42 @@
 
 Python walks state_dict() trees and hands tensors to ckpt._core; the file format, hashing, the
 commit protocol, retention and the journal are the C++ core's (docs/python.md)."""
+from __future__ import annotations
+
 import json
 import operator
 import os
 import time
 from copy import copy, deepcopy
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Literal, Optional,
+                    Protocol, Set, Tuple, Type, Union, runtime_checkable)
 
 import torch
 
 from . import _atexit, _core, _cxx, _env, _interrupts, _restore_checks, _rng, _tree
 from .errors import CheckpointError, InvalidArgumentError, MissingRequiredError
 
+if TYPE_CHECKING:
+    from .loader import ResumableLoader
+
 _RESERVED = ("rng", "train")
+_PRODUCER = "ckpt-python 0.1.0"
 
 
+@runtime_checkable
+class Stateful(Protocol):
+    """What Checkpointer.track takes besides a tensor: an object with state_dict() and
+    load_state_dict(state) — a module, an optimizer, an LR scheduler, a GradScaler, a
+    ResumableLoader, a ckpt.Value, or any object of yours with the two methods."""
+
+    def state_dict(self) -> Any: ...
+
+    def load_state_dict(self, state_dict: Any, /) -> Any: ...
+
+
+@dataclass(repr=False)
 class RestoreReport:
     """What restore_latest() did: restored (bool), step, components (restored), missing
     (tracked but not in the checkpoint), skipped (key paths kept from the live objects),
@@ -23,41 +45,51 @@ class RestoreReport:
     stepped_over (damaged or newer-format checkpoints passed over with on_damaged="fallback",
     "step-N: why")."""
 
-    def __init__(self):
-        self.restored, self.step, self.checkpoint, self.note = False, 0, "", ""
-        self.components, self.missing, self.skipped, self.stepped_over = [], [], [], []
+    restored: bool = False
+    step: int = 0
+    components: List[str] = field(default_factory=list)
+    missing: List[str] = field(default_factory=list)
+    skipped: List[str] = field(default_factory=list)
+    checkpoint: str = ""
+    note: str = ""
+    stepped_over: List[str] = field(default_factory=list)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"RestoreReport(restored={self.restored}, step={self.step}, "
                 f"components={self.components}, missing={self.missing}, skipped={self.skipped})")
 
 
-def _dist():
+def _dist() -> Tuple[int, int, Optional[Callable[[], Any]]]:
     d = torch.distributed
     if d.is_available() and d.is_initialized():
         return d.get_rank(), d.get_world_size(), d.barrier
     return 0, 1, None
 
 
+Tracked = Union[Stateful, torch.Tensor]
+
+
 class Checkpointer:
     # The run's configuration (a str, or anything JSON can write, e.g. vars(args)): its digest is
     # saved in every checkpoint's train component (config_digest), as TrainCounters::config in C++.
-    config = ""
+    config: Any = ""
 
-    def __init__(self, run_dir, keep_last=3, keep_every=0, omit=(), required=(),
-                 on_damaged="refuse", read_only=False):
+    def __init__(self, run_dir: Union[str, "os.PathLike[str]"], keep_last: int = 3,
+                 keep_every: int = 0, omit: Iterable[str] = (), required: Iterable[str] = (),
+                 on_damaged: Literal["refuse", "fallback"] = "refuse",
+                 read_only: bool = False) -> None:
         self.run_dir = os.fspath(run_dir)
         self.on_damaged = _restore_checks.check_on_damaged(on_damaged)
         self.read_only, self._closed = bool(read_only), False
         self.keep_last, self.keep_every = int(keep_last), int(keep_every)
         self.omit, self.required = set(omit), set(required)
         self.rank, self.world_size, self._barrier = _dist()
-        self._objects = {}
-        self._journal = None
+        self._objects: Dict[str, Tracked] = {}
+        self._journal: Optional[_core.Journal] = None
         self._started = False
-        self._bg = None        # _core.BackgroundSaver, made on the first non-blocking save
-        self._pending = None   # (step, components, skipped) of the save in flight
-        self._lock = None
+        self._bg: Optional[_core.BackgroundSaver] = None  # made on the first non-blocking save
+        self._pending: Optional[Tuple[int, List[str]]] = None  # (step, components) in flight
+        self._lock: Optional[_core.RunLock] = None
         if self.read_only:  # a reader of a live run: no lock, nothing written (docs/python.md)
             return
         os.makedirs(self.run_dir, exist_ok=True)
@@ -65,37 +97,37 @@ class Checkpointer:
         self._lock = _core.RunLock(self.run_dir) if self.rank == 0 else None
 
     # --- tracking -----------------------------------------------------------------------------
-    def track(self, **objects):
-        """Tracks objects by keyword: anything with state_dict()/load_state_dict() (a
+    def track(self, **objects: Tracked) -> "Checkpointer":
+        """Tracks objects by keyword: anything Stateful (state_dict()/load_state_dict(); a
         ckpt.Value holds a Python value) and tensors. The keyword is the component's name in the
         checkpoint."""
         for name, obj in objects.items():
             if name in _RESERVED:
-                raise ValueError(f"track: {name!r} is reserved for ckpt's own component")
+                raise InvalidArgumentError(f"track: {name!r} is reserved for ckpt's own "
+                                           "component")
             if isinstance(obj, (bool, int, float, str)):
                 raise TypeError(_immutable(name, obj))
-            plain = isinstance(obj, torch.Tensor)
-            if not plain and not (hasattr(obj, "state_dict") and hasattr(obj, "load_state_dict")):
+            if not isinstance(obj, (torch.Tensor, Stateful)):
                 raise TypeError(f"track: {name}={type(obj).__name__} has no "
                                 "state_dict()/load_state_dict() and is not a tensor")
             self._objects[name] = obj
         return self
 
-    def _check_names(self):
+    def _check_names(self) -> None:
         known = set(self._objects) | {"rng"}
         for label, names in (("omit", self.omit), ("required", self.required)):
             unknown = sorted(names - known)
             if unknown:
-                raise ValueError(f"{label}: unknown component {unknown[0]!r} (tracked: "
-                                 f"{', '.join(sorted(known))})")
+                raise InvalidArgumentError(f"{label}: unknown component {unknown[0]!r} "
+                                           f"(tracked: {', '.join(sorted(known))})")
 
-    def _names(self):
+    def _names(self) -> List[str]:
         names = [n for n in self._objects if n not in self.omit]
         if "rng" not in self.omit:
             names.append("rng")
         return names
 
-    def _loader(self):
+    def _loader(self) -> Optional[ResumableLoader]:
         from .loader import ResumableLoader
         for name, obj in self._objects.items():
             if isinstance(obj, ResumableLoader):  # tracked; its counters count even when omitted
@@ -103,7 +135,7 @@ class Checkpointer:
         return None
 
     # --- journal --------------------------------------------------------------------------------
-    def _event(self, kind, durable, **fields):
+    def _event(self, kind: str, durable: bool, **fields: Any) -> None:
         if self.rank != 0 or self.read_only:
             return
         self._check_writable("journal")
@@ -111,31 +143,35 @@ class Checkpointer:
             self._journal = _core.Journal(self.run_dir)
         self._journal.append(kind, json.dumps(fields), durable)
 
-    def _start(self, rep):
+    def _start(self, rep: RestoreReport) -> None:
         if self._started:
             return
         self._started = True
-        info = {"fresh": not rep.restored, "step": rep.step, "omit": sorted(self.omit),
-                "pid": os.getpid(), "producer": "ckpt-python", "grad_accum": 1}
+        info: Dict[str, Any] = {"fresh": not rep.restored, "step": rep.step,
+                                "omit": sorted(self.omit), "pid": os.getpid(),
+                                "producer": "ckpt-python", "grad_accum": 1}
         loader = self._loader()
         if loader is not None:
             info["sampler"] = loader._journal_spec()
         self._event("start", True, **info)
 
-    def log_progress(self, step, lr=None, loss=None, **more):
+    def log_progress(self, step: int, lr: Optional[float] = None, loss: Optional[float] = None,
+                     **more: Any) -> None:
         """A journal progress event (rank 0; flushed, not fsynced)."""
         self._check_writable("log_progress")
-        ev = {"step": int(step), "lr": lr, "loss": loss}
+        ev: Dict[str, Any] = {"step": int(step), "lr": lr, "loss": loss}
         loader = self._loader()
-        if loader is not None and loader.last_batch() is not None:
+        last = loader.last_batch() if loader is not None else None
+        if last is not None:
             # the cursor this step's batch started at, and its size (as the C++ writer logs it)
-            ev["epoch"], ev["position"], ev["samples"] = loader.last_batch()
+            ev["epoch"], ev["position"], ev["samples"] = last
         ev.update({k: float(v) if isinstance(v, torch.Tensor) else v for k, v in more.items()})
         self._event("progress", False, **ev)
 
     # --- save -----------------------------------------------------------------------------------
-    def _capture(self, step, keep, skipped):
-        children = {}
+    def _capture(self, step: int, keep: List[torch.Tensor],
+                 skipped: List[str]) -> Tuple[_tree.Tree, List[str]]:
+        children: Dict[str, _tree.Tree] = {}
         names = self._names()
         if "rng" in names:
             children["rng"] = _tree.encode_component(_rng.capture(), "/rng", keep, skipped)
@@ -151,22 +187,22 @@ class Checkpointer:
             children[name] = node
         _tree.sync_device_copies()  # CUDA tensors' pinned host copies are complete from here
         loader = self._loader()
-        train = {"global_step": int(step), "grad_accum_steps": 1, "grad_accum_pos": 0,
-                 "epoch": 0, "samples_seen": 0, "tokens_seen": 0}
+        train: Dict[str, Any] = {"global_step": int(step), "grad_accum_steps": 1,
+                                 "grad_accum_pos": 0, "epoch": 0, "samples_seen": 0,
+                                 "tokens_seen": 0}
         if loader is not None:
             train["epoch"] = loader.cursor()[0]
             train["samples_seen"] = loader.samples_seen()
         train.update(_env.train_attrs(self.config))
         children["train"] = {"attrs": train, "tensors": {}, "children": {}}
         names = [n for n in children]
-        root = {"attrs": {"format": "ckpt", "format_version": 1, "producer": "ckpt-python 0.1.0",
-                          "libtorch_version": torch.__version__, "step": int(step),
-                          "rank": self.rank, "world_size": self.world_size,
-                          "components": names},
+        root = {"attrs": _core.root_attrs(producer=_PRODUCER, libtorch_version=torch.__version__,
+                                          step=int(step), rank=self.rank,
+                                          world_size=self.world_size, components=names),
                 "tensors": {}, "children": children}
         return root, names
 
-    def save(self, step, blocking=True):
+    def save(self, step: int, blocking: bool = True) -> Dict[str, Any]:
         """blocking=True: writes, commits and applies retention; returns when committed.
         blocking=False: returns after the snapshot (capture + one copy of every tensor's bytes
         into memory the C++ core owns and reuses); the write, fsync, commit, retention and
@@ -181,7 +217,8 @@ class Checkpointer:
         self.wait()
         t1 = time.perf_counter()
         self._check_names()
-        keep, skipped = [], []
+        keep: List[torch.Tensor] = []
+        skipped: List[str] = []
         root, names = self._capture(step, keep, skipped)
         if not blocking:
             return self._submit(int(step), root, names, skipped, t1,
@@ -201,12 +238,13 @@ class Checkpointer:
                             bytes=stats["file_bytes"], skipped=skipped)
         return stats
 
-    def _commit(self, step, names):
+    def _commit(self, step: int, names: List[str]) -> None:
         """Steps 2-5 of the commit protocol, on the training thread: barrier, commit (rank 0),
         barrier, retention."""
         if self._barrier:
             self._barrier()
         if self.rank == 0:
+            assert self._lock is not None  # rank 0 of a writable Checkpointer holds RUN/LOCK
             self._lock.check()  # the run directory is still the one this process locked
             _core.commit(self.run_dir, step, self.world_size, names)
         if self._barrier:
@@ -214,12 +252,13 @@ class Checkpointer:
         if self.rank == 0:
             _core.apply_retention(self.run_dir, self.keep_last, self.keep_every)
 
-    def _submit(self, step, root, names, skipped, t_capture, waited):
+    def _submit(self, step: int, root: _tree.Tree, names: List[str], skipped: List[str],
+                t_capture: float, waited: Optional[float]) -> Dict[str, Any]:
         # "save" with the checkpoint's name now, after the progress events of the state it
         # holds (what `ckpt coverage` pairs it with); "save" with committed=true|false when the
         # background work ends (the C++ job journals it; with world_size > 1, wait() does).
-        taken = dict(step=step, checkpoint=f"step-{step:012d}", components=names,
-                     skipped=skipped, blocking=False)
+        taken: Dict[str, Any] = dict(step=step, checkpoint=_core.step_dir_name(step),
+                                     components=names, skipped=skipped, blocking=False)
         if waited is not None:
             taken["waited_for_previous_seconds"] = waited
         if self._bg is None:
@@ -235,7 +274,7 @@ class Checkpointer:
             _atexit.watch(self)
         return info
 
-    def wait(self):
+    def wait(self) -> Optional[Dict[str, Any]]:
         """Waits for the save in flight and returns what it did ({"step", "dir", "file_bytes",
         "stall_seconds", "seconds"}; None when nothing was in flight). A failure in the
         background is raised here as its ckpt.errors exception, once."""
@@ -244,13 +283,15 @@ class Checkpointer:
         with _interrupts.held():  # a Ctrl-C while waiting is raised once the save is settled
             return self._wait_pending()
 
-    def _wait_pending(self):
+    def _wait_pending(self) -> Optional[Dict[str, Any]]:
+        assert self._pending is not None and self._bg is not None
         step, names = self._pending
         self._pending = None
         if self.world_size == 1:
             return self._bg.wait()  # the C++ job committed and journaled (or raises)
         try:  # world_size > 1: collectives stay on this thread (docs/distributed.md)
             done = self._bg.wait()
+            assert done is not None  # a save was in flight
             self._commit(step, names)
         except Exception as e:
             self._event("save", True, step=step, blocking=False, committed=False, error=str(e))
@@ -260,13 +301,13 @@ class Checkpointer:
                     seconds=done["seconds"])
         return done
 
-    def background_stats(self):
+    def background_stats(self) -> Optional[Dict[str, Any]]:
         """The snapshot arena and counters of the non-blocking saves ({"arena_capacity",
         "arena_used", "arena_allocations", "submitted", "failed"}); None before the first."""
         return self._bg.stats() if self._bg is not None else None
 
     # --- restore --------------------------------------------------------------------------------
-    def restore_latest(self):
+    def restore_latest(self) -> RestoreReport:
         """Restores every tracked object from the newest committed checkpoint; a fresh start
         when there is none. Nothing live changes unless every tensor was read and verified."""
         if not self.read_only:
@@ -281,6 +322,7 @@ class Checkpointer:
         if not latest:  # a fresh start (required= applies to an existing checkpoint, as in C++)
             self._start(rep)
             return rep
+        assert opened is not None  # open_latest opens the checkpoint it returns
         rep.step, rep.checkpoint = latest["step"], latest["dir"]
         rep.note = "; ".join(n for n in (latest["note"], rep.note) if n)
         meta = opened.tree
@@ -295,20 +337,35 @@ class Checkpointer:
                         f"checkpoint (it has: {', '.join(latest['components'])})")
         todo = [n for n in wanted if n in have]
         live = {n: self._live_state(n) for n in todo}
-        dests, allocs, in_place = {}, {}, set()
+        stored: Dict[str, _tree.Tree] = {}  # each component in torch's layout
+        converted: Set[str] = set()  # written by the C++ Checkpointer in its layouts
+        dests: Dict[str, _tree.Ref] = {}
+        allocs: Dict[str, _tree.Tree] = {}
+        in_place: Set[int] = set()
         for name in todo:
-            sub = meta["children"][name]
+            sub, sources = meta["children"][name], None
+            cxx = name != "rng" and _cxx.is_cxx(sub)
+            view = _cxx.torch_view(opened, name, self._objects.get(name)) if cxx else None
+            if view is not None:
+                sub, sources = view
+                converted.add(name)
+            stored[name] = sub
             _restore_checks.check_object(name, sub, self._objects.get(name), live[name])
-            fits = self._in_place(name, sub)
-            allocs[name] = _tree.allocate(sub, f"/{name}", dests, live[name],
+            fits = not cxx and self._in_place(name, sub)
+            mine: Dict[str, _tree.Ref] = {}
+            allocs[name] = _tree.allocate(sub, f"/{name}", mine, live[name],
                                           in_place if fits else None)
+            prefix = f"/{name}/"  # read_into names the file's paths
+            dests.update({prefix + sources[k[len(prefix):]]: v for k, v in mine.items()}
+                         if sources is not None else mine)
         if dests:  # live memory is written only after every hash was checked (check first)
             opened.read_into(dests, bool(in_place))
-        states = {n: _tree.decode(meta["children"][n], allocs[n], live[n], f"/{n}", rep.skipped)
+        states = {n: _tree.decode(stored[n], allocs[n], live[n], f"/{n}", rep.skipped)
                   for n in todo}
-        for n in todo:  # written by the C++ Checkpointer: its layouts, as state_dicts
-            if n != "rng" and _cxx.is_cxx(meta["children"][n]):
-                states[n] = _cxx.convert(states[n], self._objects[n])
+        for n in converted:  # a C++ optimizer in torch's layout: what only torch knows
+            opt = self._objects[n]
+            if isinstance(opt, torch.optim.Optimizer):
+                states[n] = _cxx.finish_optimizer(states[n], opt)
         if "rng" in states:  # before anything else can draw
             _rng.restore(states["rng"])
         for name in todo:
@@ -322,12 +379,13 @@ class Checkpointer:
         self._event("restore", True, step=rep.step, checkpoint=os.path.basename(rep.checkpoint),
                     restored=rep.components, missing=rep.missing, skipped=rep.skipped,
                     loader=(dict(zip(("epoch", "position"), loader.cursor()))
-                            if any(o is loader for o in restored_objs) else None),
+                            if loader is not None and any(o is loader for o in restored_objs)
+                            else None),
                     note=rep.note, **({"stepped_over": rep.stepped_over}
                                       if rep.stepped_over else {}))
         return rep
 
-    def _in_place(self, name, sub):
+    def _in_place(self, name: str, sub: _tree.Tree) -> bool:
         """Whether component `name` is read straight into the live object's tensors: modules
         and optimizers saved by this package (not the C++ layouts, which are converted), whose
         parameter groups match the live optimizer's (checked here, before any byte is read)."""
@@ -339,7 +397,7 @@ class Checkpointer:
             return True
         return isinstance(obj, torch.nn.Module)
 
-    def _live_state(self, name):
+    def _live_state(self, name: str) -> Any:
         if name == "rng":
             return None
         obj = self._objects[name]
@@ -347,7 +405,7 @@ class Checkpointer:
             return {"value": obj}
         return obj.state_dict()
 
-    def _apply(self, name, state):
+    def _apply(self, name: str, state: Any) -> None:
         obj = self._objects[name]
         if isinstance(obj, torch.Tensor):
             with torch.no_grad():
@@ -359,12 +417,12 @@ class Checkpointer:
         else:
             obj.load_state_dict(_Handover(state))
 
-    def value(self, name):
+    def value(self, name: str) -> Any:
         """The current value of the ckpt.Value tracked as `name`."""
-        return self._objects[name].value
+        return getattr(self._objects[name], "value")  # AttributeError unless a ckpt.Value
 
     # --- lifetime -------------------------------------------------------------------------------
-    def _check_writable(self, call):
+    def _check_writable(self, call: str) -> None:
         """A read-only or closed Checkpointer writes nothing: save(), log_progress() and (once
         closed) restore_latest() raise instead of writing without RUN/LOCK."""
         if self.read_only:
@@ -374,7 +432,7 @@ class Checkpointer:
             raise CheckpointError(f"{call}: this Checkpointer of {self.run_dir} is closed "
                                   "(close() released RUN/LOCK); make a new one to write")
 
-    def close(self):
+    def close(self) -> None:
         """Waits for the in-flight save, closes the journal and releases the run directory; the
         Checkpointer writes nothing after it."""
         try:
@@ -388,7 +446,7 @@ class Checkpointer:
                 self._lock.release()
                 self._lock = None
 
-    def _finish_unclosed(self):
+    def _finish_unclosed(self) -> List[str]:
         """At exit or when freed without close(): waits for the save in flight; returns what
         was lost, one message each (ckpt._atexit prints them)."""
         if self._pending is None:
@@ -402,32 +460,35 @@ class Checkpointer:
         step = self._pending[0]  # the commit needs every rank's barrier: not at exit
         self._pending = None
         try:
+            assert self._bg is not None  # made by the save that is in flight
             self._bg.wait()
         except CheckpointError as e:
             return [str(e)]
         return [f"background save of step {step}: written but not committed: close() or "
                 f"wait() was not called (world size {self.world_size})"]
 
-    def __enter__(self):
+    def __enter__(self) -> "Checkpointer":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, kind: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> Literal[False]:
         self.close()
         return False
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             if getattr(self, "_pending", None) is not None:  # freed without close()
                 _atexit.print_lost(self._finish_unclosed())  # as the C++ destructor does
             if getattr(self, "_bg", None) is not None:
                 self._bg = None  # the C++ destructor waits for the save in flight
-            if getattr(self, "_lock", None) is not None:
-                self._lock.release()
+            lock = getattr(self, "_lock", None)
+            if lock is not None:
+                lock.release()
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
 
 
-def _immutable(name, obj):
+def _immutable(name: str, obj: object) -> str:
     kind = type(obj).__name__
     return (f"track: {name}={obj!r}: a Python {kind} cannot change in place, so every save "
             f"would store {obj!r}. Track a holder and update its value: {name} = "
@@ -435,7 +496,7 @@ def _immutable(name, obj):
             "\"Python values\")")
 
 
-def _checked_step(step):
+def _checked_step(step: Any) -> int:
     """save()'s step as an int in [0, _core.MAX_STEP] (the step directory's name holds 12
     digits): TypeError for a bool or anything that is not an integer (9.7 is not step 9),
     InvalidArgumentError (a ValueError) for one out of range, as the C++ core refuses it."""
@@ -452,7 +513,7 @@ def _checked_step(step):
     return value
 
 
-def _check_groups(sub, opt, name):
+def _check_groups(sub: _tree.Tree, opt: torch.optim.Optimizer, name: str) -> None:
     """The saved optimizer's parameter groups against the live one's, as load_state_dict checks
     them, but before restore_latest reads a byte into the live state."""
     from .errors import MismatchError
@@ -467,7 +528,7 @@ def _check_groups(sub, opt, name):
                             f"groups of {saved} parameters, the live one {here}")
 
 
-class _Handover(dict):
+class _Handover(Dict[str, Any]):
     """A restored state dict handed to load_state_dict: its deepcopy copies the containers and
     shares the tensors. Every tensor in it is restore_latest's own — read into the live object's
     memory, or allocated for this restore — and nothing else refers to it, so the copy torch
@@ -475,11 +536,11 @@ class _Handover(dict):
     0.2 s per GB) would only duplicate bytes that are handed over anyway. torch 2.x copies the
     dict shallowly and never gets here. Sharing between entries is kept (one object, one copy)."""
 
-    def __deepcopy__(self, memo):
+    def __deepcopy__(self, memo: Dict[int, Any]) -> Any:
         return _copy_containers(dict(self), memo)
 
 
-def _copy_containers(value, memo):
+def _copy_containers(value: Any, memo: Dict[int, Any]) -> Any:
     if isinstance(value, torch.Tensor):
         return value
     if id(value) in memo:
@@ -491,10 +552,10 @@ def _copy_containers(value, memo):
             out[k] = _copy_containers(value[k], memo)
         return out
     if isinstance(value, list):
-        out = []
-        memo[id(value)] = out
-        out.extend(_copy_containers(v, memo) for v in value)
-        return out
+        items: List[Any] = []
+        memo[id(value)] = items
+        items.extend(_copy_containers(v, memo) for v in value)
+        return items
     if isinstance(value, tuple):
         return tuple(_copy_containers(v, memo) for v in value)
     return deepcopy(value, memo)
@@ -504,7 +565,7 @@ _PLAIN_LOADERS = (torch.nn.Module._load_from_state_dict,
                   torch.nn.modules.batchnorm._NormBase._load_from_state_dict)
 
 
-def _restored_in_place(module, state):
+def _restored_in_place(module: torch.nn.Module, state: Dict[str, Any]) -> bool:
     """True when load_state_dict(state) would change nothing: the keys are the module's own and
     every value is a tensor restore_latest read straight into the module's memory, and nothing in
     the module customises loading (hooks, an overridden load_state_dict or _load_from_state_dict
@@ -531,4 +592,4 @@ def _restored_in_place(module, state):
     return True
 
 
-__all__ = ["Checkpointer", "RestoreReport", "CheckpointError"]
+__all__ = ["Checkpointer", "RestoreReport", "Stateful", "CheckpointError"]

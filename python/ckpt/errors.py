@@ -1,6 +1,11 @@
 """ckpt's exceptions: one class per way a checkpoint can fail, all CheckpointError.
 
-Messages are one line, the same as the CLI's (they come from the C++ core).
+Messages are one line, the same as the CLI's (they come from the C++ core). ckpt._core picks the
+class from the C++ Status code, never from the message: kCorrupt -> CorruptCheckpointError,
+kMismatch -> MismatchError, kNotFound -> NotFoundError, kLocked -> LockedError,
+kInvalidArgument -> InvalidArgumentError, any other -> CheckpointError. A caller's mistake is
+an InvalidArgumentError wherever it is found, in Python or in C++ (it is a ValueError too, so
+``except ValueError`` keeps working); a value of the wrong Python type is a TypeError.
 """
 
 

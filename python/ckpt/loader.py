@@ -4,16 +4,29 @@ Its state is what the training loop consumed, not what workers prefetched. Each 
 augmentation draws from RNGs seeded from (seed, epoch, batch index) (ckpt._core.batch_seed), so
 a batch is the same whichever worker serves it and whatever that worker served before; the
 loader itself never draws from the global RNGs (its DataLoader has a private generator)."""
+from __future__ import annotations
+
 import random
 import sys
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sized, Tuple
 
 import torch
 import torch.utils.data as tud
 
 from . import _core
+from .errors import InvalidArgumentError
+
+# (sample id, batch seed, position in batch, batch length): what _BatchSampler yields per item
+_Key = Tuple[int, int, int, int]
 
 
-def _seed_all(s):
+def _worker_info() -> Any:
+    """torch's get_worker_info() (untyped in torch 1.13): None in the training process."""
+    info: Callable[[], Any] = getattr(tud, "get_worker_info")
+    return info()
+
+
+def _seed_all(s: int) -> None:
     torch.manual_seed(s & ((1 << 63) - 1))
     random.seed(s)
     np = sys.modules.get("numpy")
@@ -21,19 +34,19 @@ def _seed_all(s):
         np.random.seed(s & 0xFFFFFFFF)
 
 
-class _SeededDataset(tud.Dataset):
+class _SeededDataset(tud.Dataset[Any]):
     """Items are (sample id, batch seed, position in batch, batch length)."""
 
-    def __init__(self, dataset):
+    def __init__(self, dataset: Any) -> None:
         self.dataset = dataset
-        self._saved = None
+        self._saved: Optional[Tuple[torch.Tensor, Any, Any]] = None
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.dataset)
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: _Key) -> Any:
         idx, seed, pos, n = key
-        main = tud.get_worker_info() is None
+        main = _worker_info() is None
         if pos == 0:
             if main:  # in the training process: leave its RNG streams as they were
                 np = sys.modules.get("numpy")
@@ -62,10 +75,10 @@ class _BatchSampler:
     the same size. The padding comes after the rank's own samples; the cursor, samples_seen and
     the journal count only the real positions."""
 
-    def __init__(self, loader):
+    def __init__(self, loader: ResumableLoader) -> None:
         self.loader = loader
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[List[_Key]]:
         s = self.loader._sampler.copy()
         if s.at_epoch_end():
             e, _ = s.cursor()
@@ -86,7 +99,7 @@ class _BatchSampler:
             ids = ids + pad
             yield [(int(i), seed, p, len(ids)) for p, i in enumerate(ids)]
 
-    def __len__(self):
+    def __len__(self) -> int:
         s = self.loader._sampler
         return s.remaining_steps() if not s.at_epoch_end() else s.steps_per_epoch()
 
@@ -100,11 +113,12 @@ class ResumableLoader:
     (padding() says how many); with drop_last=True the global tail that does not fill a whole
     step is left out of that epoch."""
 
-    def __init__(self, dataset, batch_size, seed=0, shuffle=True, drop_last=False, num_workers=0,
-                 world_size=None, rank=None, **dataloader_kwargs):
+    def __init__(self, dataset: Sized, batch_size: int, seed: int = 0, shuffle: bool = True,
+                 drop_last: bool = False, num_workers: int = 0, world_size: Optional[int] = None,
+                 rank: Optional[int] = None, **dataloader_kwargs: Any) -> None:
         for k in ("sampler", "batch_sampler", "shuffle", "generator", "drop_last"):
             if k in dataloader_kwargs:
-                raise ValueError(f"ResumableLoader: {k}= is ckpt's to set")
+                raise InvalidArgumentError(f"ResumableLoader: {k}= is ckpt's to set")
         d = torch.distributed
         dist = d.is_available() and d.is_initialized()
         self.world_size = world_size if world_size is not None else (
@@ -116,9 +130,11 @@ class ResumableLoader:
                                       self.world_size, self.rank, self.batch_size)
         self._n = len(dataset)
         self._samples = 0
-        self._last = None  # (epoch, position, global samples) of the batch last consumed
+        # (epoch, position, global samples) of the batch last consumed
+        self._last: Optional[Tuple[int, int, int]] = None
         self._padding = 0  # padding items at the end of that batch
-        self._pending = []
+        # (cursor before, cursor after, global samples, padding) of each batch made, not yet taken
+        self._pending: List[Tuple[Tuple[int, int], Tuple[int, int], int, int]] = []
         # A private generator: DataLoader draws its base seed from it, never from torch's global.
         self._generator = torch.Generator()
         self._generator.manual_seed(self.seed)
@@ -126,13 +142,13 @@ class ResumableLoader:
                                       num_workers=num_workers, generator=self._generator,
                                       **dataloader_kwargs)
 
-    def _batch_index(self, s):
+    def _batch_index(self, s: _core.Sampler) -> int:
         # batch index within the epoch = global positions consumed / global batch
         _, pos = s.cursor()
         g = self.batch_size * self.world_size
         return pos // g
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         self._pending = []
         for batch in self._loader:
             start, after, n, pad = self._pending.pop(0)
@@ -142,39 +158,39 @@ class ResumableLoader:
             self._padding = pad
             yield batch
 
-    def __len__(self):
-        return len(self._loader.batch_sampler)
+    def __len__(self) -> int:
+        return len(self._loader.batch_sampler)  # type: ignore[arg-type]  # _BatchSampler
 
-    def cursor(self):
+    def cursor(self) -> Tuple[int, int]:
         """(epoch, global position in that epoch) of what the loop has consumed."""
         return self._sampler.cursor()
 
-    def last_batch(self):
+    def last_batch(self) -> Optional[Tuple[int, int, int]]:
         """(epoch, position, global samples) of the batch the loop received last: the cursor it
         started at, as the journal's progress events record it; None before the first."""
         return self._last
 
-    def padding(self):
+    def padding(self) -> int:
         """How many items at the end of the batch the loop received last repeat samples from the
         head of the epoch (0 except in an epoch's last step without drop_last): mask them out of
         the loss, or not, as with DistributedSampler's padding. Never counted as consumed."""
         return self._padding
 
-    def samples_seen(self):
+    def samples_seen(self) -> int:
         return self._samples
 
-    def state_dict(self):
+    def state_dict(self) -> Dict[str, Any]:
         """The C++ loader node's attributes (ckpt/loader/sampler_node.h), plus samples_seen."""
         st = self._sampler.state()
         st["samples_seen"] = self._samples
         return st
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
         state = dict(state)
         self._samples = int(state.pop("samples_seen", 0))
         self._sampler.load_state(state)
 
-    def _journal_spec(self):
+    def _journal_spec(self) -> Dict[str, Any]:
         return {"dataset_size": len(self.dataset), "seed": self.seed, "shuffle": self.shuffle,
                 "drop_last": self.drop_last, "world_size": self.world_size,
                 "batch_size": self.batch_size, "kind": "ckpt"}

@@ -11,7 +11,10 @@
 // tensors into the store::BackgroundSaver's arena (GIL released) and returns; write_rank (and,
 // in a single process, commit, retention and the journal's "committed" event) run on its thread.
 // wait() (GIL released) raises the background failure.
-// Status errors become ckpt.errors exceptions (see status_to_python).
+// The format's facts come from the core, never spelled again in Python: the step directory's and
+// rank file's names, the root attributes (root_attrs), the environment record (environment_json),
+// the dtypes (DTYPES), and the adapter layouts seen in torch's layout (OpenRank.torch_layout).
+// Status errors become ckpt.errors exceptions by their code (raise_status).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -26,6 +29,8 @@
 
 #include "ckpt/base/hash.h"
 #include "ckpt/format/manifest.h"
+#include "ckpt/format/rank_root.h"
+#include "ckpt/format/torch_layout.h"
 #include "ckpt/format/tree.h"
 #include "ckpt/io/env.h"
 #include "ckpt/store/background_save.h"
@@ -51,9 +56,8 @@ namespace ckpt::python {
     case Code::kNotFound:
       cls = "NotFoundError";
       break;
-    case Code::kIoError:
-      // store::lock_run_dir's refusal: "RUN/LOCK: locked by pid P host H"
-      if (s.message().find("locked by") != std::string::npos) cls = "LockedError";
+    case Code::kLocked:  // store::lock_run_dir's refusal: "RUN/LOCK: locked by pid P host H"
+      cls = "LockedError";
       break;
     case Code::kInvalidArgument:
       cls = "InvalidArgumentError";
@@ -212,6 +216,29 @@ class OpenRank {
   }
 
   py::dict tree() const { return tree_; }
+
+  // None when component `name` is already in torch's layout (the Python package wrote it), or is
+  // no adapter-layout optimizer where kind is "optimizer"; else
+  // (tree, sources): the component as torch's layout for a live object of `kind` ("module" or
+  // "optimizer"), in the shape of `tree`'s entries, and for each of its tensors' paths (relative
+  // to the component) the path in the file, which read_into's destinations name.
+  py::object torch_layout(const std::string& name, const std::string& kind) const {
+    if (!rs_) raise_status(invalid_argument(dir_ + ": torch_layout after read_into"));
+    const Node* in = rs_->root.find_child(name);
+    if (in == nullptr) raise_status(not_found(rs_->file + ": no component " + name));
+    if (is_torch_layout(*in)) return py::none();
+    TorchLayoutKind k = TorchLayoutKind::kModule;
+    if (kind == "optimizer") {
+      if (!is_adapter_optimizer_layout(*in)) return py::none();  // no layout of ours: as is
+      k = TorchLayoutKind::kOptimizer;
+    } else if (kind != "module") {
+      raise_status(invalid_argument("torch_layout: kind " + kind + " is not module or optimizer"));
+    }
+    std::map<std::string, std::string> sources;
+    auto out = to_torch_layout(*in, k, &sources);
+    if (!out.is_ok()) raise_status(out.status().with_context(rs_->file));
+    return py::make_tuple(from_node(*out), sources);
+  }
 
   // dests: "/component/a/b" -> (ptr, nbytes, dtype, shape). Every destination is checked against
   // the file before any byte is read; then every tensor is read (and its hash checked) into them.
@@ -541,9 +568,47 @@ PYBIND11_MODULE(_core, m) {
   m.def("find_latest", &find_latest, py::arg("run_dir"));
   m.def("list_checkpoints", &list_checkpoints, py::arg("run_dir"));
   m.attr("MAX_STEP") = kMaxStep;  // a checkpoint's step is in [0, MAX_STEP] (check_step)
+  m.attr("FORMAT") = kFormatName;
+  m.attr("FORMAT_VERSION") = kFormatVersion;
+  m.def(
+      "step_dir_name",
+      [](int64_t step) {
+        check(check_step(step));
+        return step_dir_name(step);
+      },
+      py::arg("step"));
+  m.def("rank_file_name", &rank_file_name, py::arg("rank"));
+  m.def(
+      "root_attrs",
+      [](const std::string& producer, const std::string& libtorch_version, int64_t step,
+         int64_t rank, int64_t world_size, const std::vector<std::string>& components) {
+        Node root;
+        set_root_attrs({producer, libtorch_version, step, rank, world_size, components}, &root);
+        return from_node(root)["attrs"].cast<py::dict>();
+      },
+      py::arg("producer"), py::arg("libtorch_version"), py::arg("step"), py::arg("rank"),
+      py::arg("world_size"), py::arg("components"));
+  m.def(
+      "environment_json",
+      [](const std::string& libtorch, const std::string& toolchain_key,
+         const std::string& toolchain, bool cuda_available, int64_t cuda_devices,
+         const std::string& cuda_runtime, const std::string& host) {
+        return environment_json(
+            {libtorch, toolchain_key, toolchain, cuda_available, cuda_devices, cuda_runtime, host});
+      },
+      py::arg("libtorch"), py::arg("toolchain_key"), py::arg("toolchain"),
+      py::arg("cuda_available"), py::arg("cuda_devices"), py::arg("cuda_runtime"), py::arg("host"));
+  {  // name -> (element size, quantized): quantized bytes mean nothing without scale and zero point
+    py::dict dtypes;
+    for (DType t : all_dtypes()) {
+      dtypes[py::str(dtype_name(t))] = py::make_tuple(dtype_size(t), dtype_is_quantized(t));
+    }
+    m.attr("DTYPES") = dtypes;
+  }
   py::class_<OpenRank>(m, "OpenRank")
       .def(py::init<const std::string&, int64_t>(), py::arg("step_dir"), py::arg("rank"))
       .def_property_readonly("tree", &OpenRank::tree)
+      .def("torch_layout", &OpenRank::torch_layout, py::arg("component"), py::arg("kind"))
       .def("read_into", &OpenRank::read_into, py::arg("dests"), py::arg("check_first") = false);
   m.def(
       "verify",

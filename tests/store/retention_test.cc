@@ -194,7 +194,7 @@ int lock_in_child(const std::string& run, pid_t holder) {
     if (lock.is_ok()) _exit(0);
     const bool named = lock.status().message().find("locked by pid " + std::to_string(holder) +
                                                     " host ") != std::string::npos;
-    _exit(named && lock.status().code() == Code::kIoError ? 1 : 2);
+    _exit(named && lock.status().code() == Code::kLocked ? 1 : 2);
   }
   int status = 0;
   waitpid(child, &status, 0);

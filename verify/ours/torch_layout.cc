@@ -1,10 +1,10 @@
 #include "verify/ours/torch_layout.h"
 
-#include <cstring>
 #include <deque>
 #include <set>
 #include <sstream>
 
+#include "ckpt/format/torch_layout.h"
 #include "verify/audit/detect.h"
 #include "verify/pickle/value.h"
 
@@ -15,7 +15,7 @@ namespace {
 class Builder {
  public:
   const Value* group(const Node& n, int depth) {
-    const std::string kind = n.get_string("ckpt.kind", "dict");
+    const std::string kind = n.get_string(kTorchLayoutKindAttr, "dict");
     const std::set<std::string> nones = names(n, "ckpt.none");
     std::vector<std::pair<std::string, const Value*>> entries;
     for (const auto& [k, a] : n.attrs) {
@@ -132,28 +132,8 @@ class Builder {
   // The scalar of a 0-d tensor whose bytes were read (--deep); nullopt otherwise.
   std::optional<double> resolve(const TensorRecord& r) const {
     auto it = tensors_.find(&r);
-    if (it == tensors_.end() || it->second->data == nullptr) return std::nullopt;
-    const Tensor& t = *it->second;
-    if (t.numel() != 1) return std::nullopt;
-    switch (t.dtype) {
-      case DType::kFloat32: {
-        float f;
-        std::memcpy(&f, t.data, sizeof f);
-        return f;
-      }
-      case DType::kFloat64: {
-        double d;
-        std::memcpy(&d, t.data, sizeof d);
-        return d;
-      }
-      case DType::kInt64: {
-        int64_t i;
-        std::memcpy(&i, t.data, sizeof i);
-        return static_cast<double>(i);
-      }
-      default:
-        return std::nullopt;
-    }
+    if (it == tensors_.end()) return std::nullopt;
+    return scalar_value(*it->second);
   }
 
  private:
@@ -162,8 +142,6 @@ class Builder {
 };
 
 }  // namespace
-
-bool is_torch_layout(const Node& group) { return group.find_attr("ckpt.kind") != nullptr; }
 
 void detect_torch_layout(const Node& group, const std::string& name, const std::string& file,
                          CheckpointView* view) {

@@ -7,13 +7,15 @@
 
 #include <string>
 
+#include "ckpt/format/torch_layout.h"
 #include "ckpt/format/tree.h"
 #include "verify/audit/view.h"
 
 namespace ckpt::verify {
 
-// True when `group` was written from a Python state_dict (it carries `ckpt.kind`).
-bool is_torch_layout(const Node& group);
+// Whether `group` was written from a Python state_dict: ckpt::is_torch_layout
+// (ckpt/format/torch_layout.h, where the layouts are described and converted).
+using ckpt::is_torch_layout;
 
 // Detects the components `group` holds (as detect_components does for a torch.save file) and
 // fills the parts of `view` not found yet; `name` is the group's name ("optimizer"), `file` the

@@ -1,22 +1,28 @@
-#include "ckpt/format/root_attrs.h"
+#include "ckpt/format/rank_root.h"
+
+#include <nlohmann/json.hpp>
 
 namespace ckpt {
 
-std::string producer_string(const std::string& suffix) {
-  std::string p = std::string(kFormatName) + " " + kVersion;
-  if (!suffix.empty()) p += " " + suffix;
-  return p;
-}
-
-void stamp_root_attrs(const RootAttrs& a, Node* root) {
+void set_root_attrs(const RankRoot& r, Node* root) {
   root->attrs["format"] = std::string(kFormatName);
   root->attrs["format_version"] = kFormatVersion;
-  root->attrs["producer"] = a.producer;
-  root->attrs["libtorch_version"] = a.libtorch_version;
-  root->attrs["step"] = a.step;
-  root->attrs["rank"] = a.rank;
-  root->attrs["world_size"] = a.world_size;
-  root->attrs["components"] = a.components;
+  root->attrs["producer"] = r.producer;
+  root->attrs["libtorch_version"] = r.libtorch_version;
+  root->attrs["step"] = r.step;
+  root->attrs["rank"] = r.rank;
+  root->attrs["world_size"] = r.world_size;
+  root->attrs["components"] = r.components;
+}
+
+std::string environment_json(const EnvironmentRecord& env) {
+  nlohmann::json j = {{"libtorch", env.libtorch},
+                      {env.toolchain_key, env.toolchain},
+                      {"cuda_available", env.cuda_available},
+                      {"cuda_devices", env.cuda_devices},
+                      {"cuda_runtime", env.cuda_runtime},
+                      {"host", env.host}};
+  return j.dump();
 }
 
 Status check_root_format(const Node& root, const std::string& where) {
