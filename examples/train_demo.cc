@@ -22,9 +22,9 @@
 #include "ckpt/format/manifest.h"
 #include "ckpt/loader/resumable_sampler.h"
 #include "ckpt/sched/scheduler.h"
-#include "ckpt/train/checkpointer.h"
 #include "examples/demo_model.h"
 #include "profile/recorder.h"
+#include "train/checkpointer.h"
 
 namespace {
 

@@ -17,7 +17,7 @@
 
 #include "ckpt/loader/resumable_sampler.h"
 #include "ckpt/torch/optimizer_state.h"
-#include "ckpt/train/checkpointer.h"
+#include "train/checkpointer.h"
 
 namespace {
 

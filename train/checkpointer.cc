@@ -1,4 +1,4 @@
-#include "ckpt/train/checkpointer.h"
+#include "train/checkpointer.h"
 
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <torch/torch.h>

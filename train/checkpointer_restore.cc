@@ -31,8 +31,8 @@
 #include "ckpt/torch/adapter.h"
 #include "ckpt/torch/in_place.h"
 #include "ckpt/torch/torch_layout.h"
-#include "ckpt/train/checkpointer.h"
 #include "resume/restore.h"
+#include "train/checkpointer.h"
 
 namespace ckpt {
 namespace {
