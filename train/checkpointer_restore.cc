@@ -1,23 +1,26 @@
 // Checkpointer::restore_latest: the newest committed checkpoint back into the tracked objects,
-// through the fast pipeline (resume::restore_rank), all or nothing.
+// through the fast pipeline (resume::restore_rank), all or nothing. One function per step:
 //
-//   1. Find the checkpoint, read its commit record and this rank's file structure (dtypes,
-//      shapes, attributes; no tensor bytes).
-//   2. Validate every component from the structure alone: required components, the loader's
-//      dataset, the scheduler, the model's names/dtypes/shapes/ties, the optimizer's groups and
-//      state. Each model parameter and optimizer state tensor gets its target: the live tensor
-//      (in place) or, for optimizer state the optimizer does not hold yet, a fresh one.
-//   3. Check first (resume::RestoreOptions::check_first): a first read checks each tensor's hash
-//      and the file's whole-file hash (the commit record's) and writes nothing live; only the
-//      tensors that are not read in place land, in memory the read tree owns.
-//   4. On that checked tree, the steps that need bytes and can still fail: device (or
-//      non-contiguous) targets copied from the tree (their old values cloned first), the RNG,
-//      the extra values. A failure undoes what of 4 ran, and nothing live was written.
-//   3b. The second read copies into the live host tensors, in place (from the page cache when
-//      the file fits in memory). If it fails — the file written to between the reads, or a read
-//      error — 4 is undone and the error says the live tensors are partly overwritten.
-//   5. Commit what cannot fail: optimizer hyperparameters and state, scheduler, sampler cursor,
-//      counters; journal the restore.
+//   1. open_checkpoint: find the checkpoint, read its commit record and this rank's file
+//      structure (dtypes, shapes, attributes; no tensor bytes).
+//   2. sort_components, plan_restore: validate every component from the structure alone:
+//      required components, the loader's dataset, the scheduler, the model's names/dtypes/
+//      shapes/ties, the optimizer's groups and state. Each model parameter and optimizer state
+//      tensor gets its target: the live tensor (in place) or, for optimizer state the optimizer
+//      does not hold yet, a fresh one.
+//   3. read_checked, check first (resume::RestoreOptions::check_first): a first read checks each
+//      tensor's hash and the file's whole-file hash (the commit record's) and writes nothing
+//      live; only the tensors that are not read in place land, in memory the read tree owns.
+//   4. LiveChanges::apply, on that checked tree, the steps that need bytes and can still fail:
+//      device (or non-contiguous) targets copied from the tree (their old values cloned first),
+//      a Python-written optimizer's targets, the RNG (captured first), the extra values. A
+//      failure undoes what of 4 ran, and nothing live was written.
+//   3b. read_checked, the second read copies into the live host tensors, in place (from the page
+//      cache when the file fits in memory). If it fails — the file written to between the reads,
+//      or a read error — 4 is undone except the extra values, and the error says the live
+//      tensors are partly overwritten.
+//   5. commit_restore: what cannot fail — optimizer hyperparameters and state, scheduler,
+//      sampler cursor, counters; then the restore is journaled.
 #include <torch/torch.h>
 
 #include <optional>
@@ -37,9 +40,23 @@
 namespace ckpt {
 namespace {
 
-bool contains(const std::vector<std::string>& v, const std::string& s) {
-  return std::find(v.begin(), v.end(), s) != v.end();
+// The group of component `c` in a rank file's tree (present: sort_components checked it).
+const Node& group(const Node& root, Component c) { return *root.find_child(component_name(c)); }
+
+// Whether the commit record lists `c` (its names are the format's text).
+bool recorded(const CommitRecord& commit, Component c) {
+  const std::vector<std::string>& names = commit.components;
+  return std::find(names.begin(), names.end(), component_name(c)) != names.end();
 }
+
+// Step 1's result: the checkpoint to restore, its commit record and this rank's file structure.
+struct OpenedCheckpoint {
+  std::string dir;    // RUN/step-…
+  std::string where;  // this rank's file: the context of step 2's errors
+  CommitRecord commit;
+  CommitFile listed;  // the file's entry in the commit record (size, whole-file hashes)
+  store::RankStructure structure;
+};
 
 // Everything step 2 decided, applied by steps 3–5.
 struct RestorePlan {
@@ -52,11 +69,26 @@ struct RestorePlan {
   bool optimizer_torch_layout = false;
 };
 
-// Tracked components present in the checkpoint go to rep->components, the others to
-// rep->missing; a missing required one is refused.
-Status sort_components(const Tracked& tracked, bool has_extra, const CommitRecord& commit,
-                       const Node& root, const std::set<Component>& required,
-                       const std::string& dir, RestoreReport* rep) {
+// Step 1: the commit record and this rank's structure (dtypes, shapes, attributes; no bytes).
+// The datasets' descriptions come from the manifest: the restore checks every byte of the file,
+// their HDF5 headers included, against the commit record before it writes anything live.
+Result<OpenedCheckpoint> open_checkpoint(Env* env, const std::string& dir, int64_t rank) {
+  OpenedCheckpoint c;
+  c.dir = dir;
+  CKPT_ASSIGN_OR_RETURN(c.commit, store::read_commit(env, dir));
+  const int64_t file_rank = std::min<int64_t>(rank, c.commit.world_size - 1);
+  c.where = path_join(dir, rank_file_name(file_rank));
+  CKPT_ASSIGN_OR_RETURN(c.listed, store::listed_rank_file(c.commit, dir, file_rank));
+  CKPT_ASSIGN_OR_RETURN(c.structure, store::open_rank_structure(
+                                         env, dir, file_rank, store::DatasetCheck::kFromManifest));
+  CKPT_RETURN_IF_ERROR(store::check_rank_against_commit(c.commit, c.structure.root, dir, c.where));
+  return c;
+}
+
+// Step 2, first half: tracked components present in the checkpoint go to rep->components, the
+// others to rep->missing; a missing required one is refused.
+Status sort_components(const Tracked& tracked, bool has_extra, const OpenedCheckpoint& c,
+                       const std::set<Component>& required, RestoreReport* rep) {
   const std::pair<Component, bool> wanted[] = {
       {Component::kModel, tracked.model != nullptr},
       {Component::kOptimizer, tracked.optimizer != nullptr},
@@ -67,28 +99,30 @@ Status sort_components(const Tracked& tracked, bool has_extra, const CommitRecor
       {Component::kExtra, has_extra}};
   for (const auto& [component, is_tracked] : wanted) {
     if (!is_tracked) continue;
-    const std::string name = component_name(component);
-    if (contains(commit.components, name) && root.find_child(name) != nullptr) {
-      rep->components.push_back(name);
+    if (recorded(c.commit, component) &&
+        c.structure.root.find_child(component_name(component)) != nullptr) {
+      rep->components.insert(component);
       continue;
     }
-    rep->missing.push_back(name);
+    rep->missing.insert(component);
     if (required.count(component) != 0) {
       std::string has;
-      for (const auto& h : commit.components) has += (has.empty() ? "" : ", ") + h;
-      return not_found(dir + ": required component \"" + name +
+      for (const auto& h : c.commit.components) has += (has.empty() ? "" : ", ") + h;
+      return not_found(c.dir + ": required component \"" + component_name(component) +
                        "\" is not in the checkpoint (it has: " + has + ")");
     }
   }
   return Status::ok();
 }
 
-// Step 2 for the components whose checks need no tensor bytes.
+// Step 2, second half, for the components whose checks need no tensor bytes.
 Result<RestorePlan> plan_restore(const Tracked& tracked, const Node& root, const RestoreReport& rep,
                                  const std::string& dir) {
   RestorePlan plan;
-  if (contains(rep.components, "loader")) {
-    CKPT_ASSIGN_OR_RETURN(auto spec_cursor, loader::sampler_from_node(*root.find_child("loader")));
+  auto restoring = [&](Component c) { return rep.components.count(c) != 0; };
+  if (restoring(Component::kLoader)) {
+    CKPT_ASSIGN_OR_RETURN(auto spec_cursor,
+                          loader::sampler_from_node(group(root, Component::kLoader)));
     const loader::SamplerSpec& saved = spec_cursor.first;
     const loader::SamplerSpec& here = tracked.sampler->spec();
     if (saved.dataset_size != here.dataset_size || saved.seed != here.seed ||
@@ -103,19 +137,21 @@ Result<RestorePlan> plan_restore(const Tracked& tracked, const Node& root, const
     }
     plan.cursor = spec_cursor.second;
   }
-  if (contains(rep.components, "scheduler")) {
+  if (restoring(Component::kScheduler)) {
     CKPT_ASSIGN_OR_RETURN(plan.scheduler,
-                          sched::Scheduler::from_node(*root.find_child("scheduler")));
+                          sched::Scheduler::from_node(group(root, Component::kScheduler)));
   }
-  if (contains(rep.components, "model")) {
-    Node model_node = *root.find_child("model");  // metadata only: no bytes are copied
-    for (auto& [name, t] : model_node.tensors) {  // the file names a tie's target by full path
-      if (t.alias_of.rfind("/model/", 0) == 0) t.alias_of = t.alias_of.substr(7);
+  if (restoring(Component::kModel)) {
+    Node model_node = group(root, Component::kModel);  // metadata only: no bytes are copied
+    // The file names a tie's target by its full path; model_targets wants it within /model.
+    const std::string prefix = std::string("/") + component_name(Component::kModel) + "/";
+    for (auto& [name, t] : model_node.tensors) {
+      if (t.alias_of.rfind(prefix, 0) == 0) t.alias_of = t.alias_of.substr(prefix.size());
     }
     CKPT_ASSIGN_OR_RETURN(plan.targets, torch_adapter::model_targets(model_node, *tracked.model));
   }
-  if (contains(rep.components, "optimizer")) {
-    const Node& opt_node = *root.find_child("optimizer");
+  if (restoring(Component::kOptimizer)) {
+    const Node& opt_node = group(root, Component::kOptimizer);
     if (torch_adapter::is_torch_optimizer_layout(opt_node)) {
       plan.optimizer_torch_layout = true;
     } else {
@@ -164,13 +200,13 @@ Status copy_from_tree(const std::vector<torch_adapter::TensorTarget>& targets, b
 // filled (the live optimizer itself changes only at plan->optimizer->commit()).
 Status prepare_torch_layout_optimizer(const Tracked& tracked, Node* tree, RestorePlan* plan,
                                       DeviceUndo* undo) {
-  CKPT_ASSIGN_OR_RETURN(Node converted,
-                        torch_adapter::optimizer_from_torch_layout(
-                            *tree->find_child("optimizer"), *tracked.optimizer, *tracked.model));
+  CKPT_ASSIGN_OR_RETURN(
+      Node converted, torch_adapter::optimizer_from_torch_layout(
+                          group(*tree, Component::kOptimizer), *tracked.optimizer, *tracked.model));
   CKPT_ASSIGN_OR_RETURN(plan->optimizer, torch_adapter::prepare_optimizer(
                                              converted, *tracked.optimizer, *tracked.model));
   Node wrapper;  // so that the targets' "/optimizer/..." paths resolve
-  wrapper.children["optimizer"] = std::move(converted);
+  wrapper.children[component_name(Component::kOptimizer)] = std::move(converted);
   return copy_from_tree(plan->optimizer->targets(), /*all=*/true, &wrapper, undo);
 }
 
@@ -184,6 +220,87 @@ void apply_counters(const Node& t, TrainCounters* counters) {
   counters->amp_loss_scale = t.get_double("amp_loss_scale", 0);
 }
 
+// Step 4: what the restore changes in live objects from the checked tree before the in-place
+// copy — device (and non-contiguous) targets, a Python-written optimizer's targets, the RNG, the
+// extra values — and the undo of the first three. apply() undoes its own partial work on
+// failure; undo() is for a failure after it succeeded (the second read's).
+class LiveChanges {
+ public:
+  LiveChanges(const Tracked& tracked, const RestoreReport& rep, RestorePlan* plan,
+              torch_adapter::GeneratorRegistry& generators, torch_adapter::ExtraRegistry& extra)
+      : tracked_(tracked), rep_(rep), plan_(plan), generators_(generators), extra_(extra) {}
+
+  Status apply(Node* tree) {
+    Status s = copy_from_tree(plan_->targets, /*all=*/false, tree, &device_undo_);
+    if (s.is_ok() && plan_->optimizer_torch_layout) {
+      s = prepare_torch_layout_optimizer(tracked_, tree, plan_, &device_undo_);
+    }
+    if (s.is_ok() && restoring(Component::kRng)) {
+      s = torch_adapter::capture_rng(generators_, &rng_before_);
+      if (s.is_ok()) s = torch_adapter::restore_rng(group(*tree, Component::kRng), generators_);
+      rng_restored_ = s.is_ok();
+    }
+    if (s.is_ok() && restoring(Component::kExtra)) {
+      s = torch_adapter::restore_extra(group(*tree, Component::kExtra), extra_);
+    }
+    if (!s.is_ok()) undo();
+    return s;
+  }
+
+  bool changed_anything() const { return rng_restored_ || !device_undo_.saved.empty(); }
+
+  // Puts back the cloned targets and the RNG captured before (it was valid); not the extra
+  // values (restore_extra keeps no copy of them).
+  void undo() {
+    device_undo_.apply();
+    if (rng_restored_) (void)torch_adapter::restore_rng(rng_before_, generators_);
+    rng_restored_ = false;
+  }
+
+ private:
+  bool restoring(Component c) const { return rep_.components.count(c) != 0; }
+
+  const Tracked& tracked_;
+  const RestoreReport& rep_;
+  RestorePlan* plan_;
+  torch_adapter::GeneratorRegistry& generators_;
+  torch_adapter::ExtraRegistry& extra_;
+  DeviceUndo device_undo_;
+  Node rng_before_;
+  bool rng_restored_ = false;
+};
+
+// Steps 3, 4 and 3b through the pipeline: every hash checked first with nothing live written,
+// step 4 on the checked tree, then the copy into the live host tensors. A failure of the copy
+// (the file changed between the reads, or a read error) undoes step 4 but the extra values
+// (LiveChanges::undo); restore_rank's message says the live tensors are partly written.
+Result<Node> read_checked(Env* env, OpenedCheckpoint checkpoint, const RestorePlan& plan,
+                          const RestoreReport& rep, LiveChanges* live) {
+  resume::RestoreOptions ro;
+  ro.components = rep.components;
+  for (const auto& t : plan.targets) {
+    if (!reads_in_place(t.tensor)) continue;
+    ro.destinations[t.path] = {t.tensor.data_ptr(), t.tensor.nbytes()};
+  }
+  resume::check_whole_file(checkpoint.listed, &ro);
+  ro.check_first = true;
+  ro.before_in_place = [live](Node* tree) { return live->apply(tree); };
+  Result<Node> read = resume::restore_rank(env, std::move(checkpoint.structure), ro);
+  if (!read.is_ok() && live->changed_anything()) live->undo();
+  return read;
+}
+
+// Step 5: what cannot fail, into the live objects.
+void commit_restore(const Tracked& tracked, const Node& tree, const RestoreReport& rep,
+                    RestorePlan* plan) {
+  if (plan->optimizer) plan->optimizer->commit(*tracked.optimizer);
+  if (plan->scheduler) *tracked.scheduler = *plan->scheduler;
+  if (plan->cursor) tracked.sampler->set_cursor(*plan->cursor);
+  if (rep.components.count(Component::kTrain) != 0) {
+    apply_counters(group(tree, Component::kTrain), tracked.counters);
+  }
+}
+
 }  // namespace
 
 Result<RestoreReport> Checkpointer::restore_latest() {
@@ -193,90 +310,25 @@ Result<RestoreReport> Checkpointer::restore_latest() {
   CKPT_RETURN_IF_ERROR(check_damaged(&rep));
   auto latest = store::find_latest(env_, options_.run_dir);
   if (!latest.is_ok()) {
-    if (latest.status().code() == Code::kNotFound) {  // a fresh start
-      if (!rep.skipped.empty()) rep.note = "no intact checkpoint: a fresh start";
-      return rep;
-    }
-    return latest.status();
+    if (latest.status().code() != Code::kNotFound) return latest.status();
+    if (!rep.skipped.empty()) rep.note = "no intact checkpoint: a fresh start";
+    return rep;  // a fresh start
   }
   rep.step = latest->step;
   rep.checkpoint = path_basename(latest->dir);
   rep.note = latest->note;
-  // 1. The commit record and this rank's structure.
-  CKPT_ASSIGN_OR_RETURN(CommitRecord commit, store::read_commit(env_, latest->dir));
-  const int64_t file_rank = std::min<int64_t>(options_.rank, commit.world_size - 1);
-  rep.saved_world_size = commit.world_size;
-  const std::string where = path_join(latest->dir, rank_file_name(file_rank));
-  CKPT_ASSIGN_OR_RETURN(const CommitFile listed,
-                        store::listed_rank_file(commit, latest->dir, file_rank));
-  // The datasets' descriptions come from the manifest: the restore checks every byte of the
-  // file, their HDF5 headers included, against the commit record before it writes anything live.
-  CKPT_ASSIGN_OR_RETURN(
-      store::RankStructure rs,
-      store::open_rank_structure(env_, latest->dir, file_rank, store::DatasetCheck::kFromManifest));
-  CKPT_RETURN_IF_ERROR(store::check_rank_against_commit(commit, rs.root, latest->dir, where));
-
-  // 2. Validate everything from the structure.
-  CKPT_RETURN_IF_ERROR(sort_components(tracked_, !extra_.values().empty(), commit, rs.root,
-                                       options_.required, latest->dir, &rep));
-  auto ctx = [&](Status s) { return s.with_context(where); };
-  Result<RestorePlan> planned = plan_restore(tracked_, rs.root, rep, latest->dir);
-  if (!planned.is_ok()) return ctx(planned.status());
-  RestorePlan& plan = *planned;
-
-  // 3–4. Check every hash first (nothing live is written), run step 4 on the checked tree, then
-  // copy into the live tensors.
-  resume::RestoreOptions ro;
-  ro.components = std::set<std::string>(rep.components.begin(), rep.components.end());
-  for (const auto& t : plan.targets) {
-    if (!reads_in_place(t.tensor)) continue;
-    ro.destinations[t.path] = {t.tensor.data_ptr(), t.tensor.nbytes()};
-  }
-  resume::check_whole_file(listed, &ro);
-  ro.check_first = true;
-  DeviceUndo device_undo;
-  Node rng_before;
-  const bool rng = contains(rep.components, "rng");
-  bool rng_restored = false;
-  auto undo_step4 = [&] {
-    device_undo.apply();
-    if (rng_restored) (void)torch_adapter::restore_rng(rng_before, generators_);  // it was valid
-    rng_restored = false;
-  };
-  ro.before_in_place = [&](Node* tree) -> Status {
-    Status s = copy_from_tree(plan.targets, /*all=*/false, tree, &device_undo);
-    if (s.is_ok() && plan.optimizer_torch_layout) {
-      s = prepare_torch_layout_optimizer(tracked_, tree, &plan, &device_undo);
-    }
-    if (s.is_ok() && rng) {
-      s = torch_adapter::capture_rng(generators_, &rng_before);
-      if (s.is_ok()) s = torch_adapter::restore_rng(*tree->find_child("rng"), generators_);
-      rng_restored = s.is_ok();
-    }
-    if (s.is_ok() && contains(rep.components, "extra")) {
-      s = torch_adapter::restore_extra(*tree->find_child("extra"), extra_);
-    }
-    if (!s.is_ok()) undo_step4();
-    return s;
-  };
-  Result<Node> read = resume::restore_rank(env_, std::move(rs), ro);
-  if (!read.is_ok()) {
-    // A failure after before_in_place succeeded (the file changed between the check and the
-    // copy, or the copy's read failed) undoes step 4 too; restore_rank's message says what of
-    // the live tensors was written.
-    if (rng_restored || !device_undo.saved.empty()) undo_step4();
-    return read.status();
-  }
-  Node& tree = *read;
-
-  // 5. Commit.
-  if (plan.optimizer) plan.optimizer->commit(*tracked_.optimizer);
-  if (plan.scheduler) *tracked_.scheduler = *plan.scheduler;
-  if (plan.cursor) tracked_.sampler->set_cursor(*plan.cursor);
-  if (contains(rep.components, "train"))
-    apply_counters(*tree.find_child("train"), tracked_.counters);
+  CKPT_ASSIGN_OR_RETURN(OpenedCheckpoint checkpoint,
+                        open_checkpoint(env_, latest->dir, options_.rank));
+  rep.saved_world_size = checkpoint.commit.world_size;
+  CKPT_RETURN_IF_ERROR(
+      sort_components(tracked_, !extra_.values().empty(), checkpoint, options_.required, &rep));
+  Result<RestorePlan> plan = plan_restore(tracked_, checkpoint.structure.root, rep, latest->dir);
+  if (!plan.is_ok()) return plan.status().with_context(checkpoint.where);
+  LiveChanges live(tracked_, rep, &*plan, generators_, extra_);
+  CKPT_ASSIGN_OR_RETURN(Node tree, read_checked(env_, std::move(checkpoint), *plan, rep, &live));
+  commit_restore(tracked_, tree, rep, &*plan);
   rep.restored = true;
-  CKPT_RETURN_IF_ERROR(journal_restore(rep, plan.cursor ? &*plan.cursor : nullptr));
+  CKPT_RETURN_IF_ERROR(journal_restore(rep, plan->cursor ? &*plan->cursor : nullptr));
   return rep;
 }
 

@@ -153,10 +153,13 @@ TEST_CASE("Adagrad resumes exactly", "[torch]") {
 
 namespace {
 
-// Per kind of optimizer_kinds(): one optimizer with every hyperparameter off its default and
+// Per kind of optimizer_kinds(): its on-disk schema (optimizer_state.h, docs/format.md: the
+// contract the table must list), one optimizer with every hyperparameter off its default and
 // every optional state tensor in use, and one with the defaults, into which a restore must set
-// each hyperparameter the table lists.
+// each hyperparameter.
 struct KindCase {
+  std::vector<std::string> hyperparameters, state_tensors;
+  bool has_step;
   MakeOptimizer tuned, plain;
 };
 
@@ -165,28 +168,40 @@ const std::map<std::string, KindCase>& kind_cases() {
   using P = std::unique_ptr<o::Optimizer>;
   static const std::map<std::string, KindCase> cases = {
       {"adam",
-       {[](Net& n) -> P {
+       {{"lr", "betas", "eps", "weight_decay", "amsgrad"},
+        {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"},
+        true,
+        [](Net& n) -> P {
           return std::make_unique<o::Adam>(
               n->parameters(),
               o::AdamOptions(0.02).betas({0.8, 0.95}).eps(1e-6).weight_decay(0.01).amsgrad(true));
         },
         [](Net& n) -> P { return std::make_unique<o::Adam>(n->parameters()); }}},
       {"adamw",
-       {[](Net& n) -> P {
+       {{"lr", "betas", "eps", "weight_decay", "amsgrad"},
+        {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"},
+        true,
+        [](Net& n) -> P {
           return std::make_unique<o::AdamW>(
               n->parameters(),
               o::AdamWOptions(0.02).betas({0.8, 0.95}).eps(1e-6).weight_decay(0.05).amsgrad(true));
         },
         [](Net& n) -> P { return std::make_unique<o::AdamW>(n->parameters()); }}},
       {"sgd",
-       {[](Net& n) -> P {
+       {{"lr", "momentum", "dampening", "weight_decay", "nesterov"},
+        {"momentum_buffer"},
+        false,
+        [](Net& n) -> P {
           return std::make_unique<o::SGD>(
               n->parameters(),
               o::SGDOptions(0.05).momentum(0.9).dampening(0).weight_decay(1e-3).nesterov(true));
         },
         [](Net& n) -> P { return std::make_unique<o::SGD>(n->parameters(), o::SGDOptions(0.5)); }}},
       {"rmsprop",
-       {[](Net& n) -> P {
+       {{"lr", "alpha", "eps", "weight_decay", "momentum", "centered"},
+        {"square_avg", "momentum_buffer", "grad_avg"},
+        true,
+        [](Net& n) -> P {
           return std::make_unique<o::RMSprop>(n->parameters(), o::RMSpropOptions(0.02)
                                                                    .alpha(0.9)
                                                                    .eps(1e-6)
@@ -196,7 +211,10 @@ const std::map<std::string, KindCase>& kind_cases() {
         },
         [](Net& n) -> P { return std::make_unique<o::RMSprop>(n->parameters()); }}},
       {"adagrad",
-       {[](Net& n) -> P {
+       {{"lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"},
+        {"sum"},
+        true,
+        [](Net& n) -> P {
           return std::make_unique<o::Adagrad>(n->parameters(), o::AdagradOptions(0.2)
                                                                    .lr_decay(0.01)
                                                                    .weight_decay(1e-3)
@@ -230,6 +248,9 @@ TEST_CASE("every optimizer kind of the table round-trips what the table lists", 
     INFO("kind " << kind.name);
     auto c = kind_cases().find(kind.name);
     REQUIRE(c != kind_cases().end());  // a kind added to the table needs its case above
+    CHECK(kind.hyperparameters == c->second.hyperparameters);
+    CHECK(kind.state_tensors == c->second.state_tensors);
+    CHECK(kind.has_step == c->second.has_step);
     Net net = make_net(1);
     auto tuned = c->second.tuned(net);
     train(net, *tuned, 0, 3);
