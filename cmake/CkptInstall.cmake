@@ -29,8 +29,12 @@ if(TARGET ckpt_train)
   install(TARGETS ckpt_torch ckpt_resume ckpt_train ckpt_pkg_torch EXPORT ckptTorchTargets
           ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
   install(EXPORT ckptTorchTargets NAMESPACE ckpt:: DESTINATION ${CKPT_CMAKE_DIR})
+  # train/ (the Checkpointer, a top-level folder above resume/ in the tree) installs under the
+  # package's one include folder: #include "ckpt/train/checkpointer.h", as before the move.
+  install(DIRECTORY ${CMAKE_SOURCE_DIR}/train/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ckpt/train
+          FILES_MATCHING PATTERN "*.h")
 else()
-  list(APPEND CKPT_HEADER_EXCLUDES PATTERN torch EXCLUDE PATTERN train EXCLUDE)
+  list(APPEND CKPT_HEADER_EXCLUDES PATTERN torch EXCLUDE)
 endif()
 # The core's headers keep their paths (#include "ckpt/store/rank_io.h"); ckpt/dist is internal.
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/ckpt/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ckpt

@@ -22,9 +22,9 @@
 #include "ckpt/format/manifest.h"
 #include "ckpt/loader/resumable_sampler.h"
 #include "ckpt/sched/scheduler.h"
-#include "ckpt/train/checkpointer.h"
 #include "examples/demo_model.h"
 #include "profile/recorder/recorder.h"
+#include "train/checkpointer.h"
 
 namespace {
 
@@ -126,19 +126,19 @@ int run(const DemoOptions& o) {
   if (auto s = ck.log_start(*restored); !s.is_ok()) return fail("journal", s);
   if (restored->restored) {
     std::cout << "restored " << restored->checkpoint << " (step " << restored->step << "):";
-    for (const auto& c : restored->components) std::cout << " " << c;
+    for (const auto& c : restored->components) std::cout << " " << ckpt::component_name(c);
     if (!restored->missing.empty()) {
       std::cout << "; missing:";
-      for (const auto& c : restored->missing) std::cout << " " << c;
+      for (const auto& c : restored->missing) std::cout << " " << ckpt::component_name(c);
     }
     std::cout << "\n";
     if (!restored->note.empty()) std::cout << "note: " << restored->note << "\n";
     // What a loader without saved state does: the epoch counter survives, the position does not.
     const auto& miss = restored->missing;
-    if (std::find(miss.begin(), miss.end(), "loader") != miss.end()) {
+    if (miss.count(ckpt::Component::kLoader) != 0) {
       sampler.set_cursor({static_cast<uint64_t>(counters.epoch), 0});
     }
-    if (std::find(miss.begin(), miss.end(), "scheduler") != miss.end()) {
+    if (miss.count(ckpt::Component::kScheduler) != 0) {
       std::cout << "scheduler state missing: the schedule starts again from step 0\n";
     }
   } else {

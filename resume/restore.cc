@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <new>
+#include <optional>
 #include <vector>
 
 #include "ckpt/base/hash.h"
@@ -155,6 +156,14 @@ Result<std::shared_ptr<void>> snapshot_buffer(uint64_t bytes, const std::string&
   return std::shared_ptr<void>(p, [len](void* q) { ::munmap(q, len); });
 }
 
+// Whether the tensors of top-level group `group` are read (RestoreOptions::components, groups).
+bool requested(const RestoreOptions& options, const std::string& group) {
+  if (options.components.empty() && options.groups.empty()) return true;
+  if (options.groups.count(group) != 0) return true;
+  const std::optional<Component> c = component_from_name(group);
+  return c.has_value() && options.components.count(*c) != 0;
+}
+
 Status check_destinations(const Manifest& m, const RestoreOptions& options,
                           const std::string& fpath) {
   std::map<std::string, const ManifestEntry*> by_path;
@@ -165,7 +174,7 @@ Status check_destinations(const Manifest& m, const RestoreOptions& options,
       return not_found("destination for tensor \"" + path + "\": " + fpath +
                        " has no such tensor (aliases have no bytes of their own)");
     }
-    if (!options.components.empty() && options.components.count(store::top_component(path)) == 0) {
+    if (!requested(options, store::top_component(path))) {
       return invalid_argument("destination for tensor \"" + path +
                               "\" is outside the requested components");
     }
@@ -302,8 +311,7 @@ Result<Node> restore_impl(Env* env, store::RankStructure rs, const RestoreOption
   std::vector<char> wanted(m.tensors.size(), 0);  // of the requested components
   std::vector<size_t> planned;
   for (size_t i = 0; i < m.tensors.size(); ++i) {
-    wanted[i] = options.components.empty() ||
-                options.components.count(store::top_component(m.tensors[i].path)) != 0;
+    wanted[i] = requested(options, store::top_component(m.tensors[i].path));
     if (wanted[i] || by_regions) planned.push_back(i);
   }
   PlanOptions popts;

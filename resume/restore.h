@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "ckpt/base/status.h"
+#include "ckpt/format/component.h"
 #include "ckpt/format/tree.h"
 #include "ckpt/io/env.h"
 #include "ckpt/store/rank_io.h"
@@ -61,12 +62,19 @@ class Undo {
   std::vector<Range> ranges_;
 };
 
+// Top-level groups of a rank file by name: the Python Checkpointer writes one per tracked
+// keyword ("model", "opt", "scale", ...), which the closed Component set does not cover. C++
+// callers name the format's groups by Component (RestoreOptions::components).
+using GroupNames = std::set<std::string>;
+
 struct RestoreOptions {
-  // Top-level components whose tensor bytes to read ("model", "optimizer", ...); empty = all.
-  // Tensors of other components are in the tree with dtype and shape but no bytes.
-  std::set<std::string> components;
+  // Top-level components whose tensor bytes to read; with `groups` empty too, every group.
+  // Tensors of the other groups are in the tree with dtype and shape but no bytes.
+  std::set<Component> components;
+  // Groups to read by name besides `components` (a Python-written file's free-named groups).
+  GroupNames groups;
   // Tensor path ("/model/fc1.weight") → where its bytes go. A path the file does not have, one
-  // outside `components`, or a span of the wrong size is an error before any byte is read.
+  // outside the requested groups, or a span of the wrong size is an error before any byte is read.
   std::map<std::string, HostSpan> destinations;
   unsigned io_threads = 0;  // 0 = default_io_threads()
   // Largest read that is hashed, and largest read of several small tensors (through a staging

@@ -1,5 +1,7 @@
 #include "ckpt/format/component.h"
 
+#include <iterator>
+
 namespace ckpt {
 namespace {
 
@@ -26,48 +28,33 @@ Result<std::set<E>> parse(const E (&all)[N], const std::vector<std::string>& nam
   return out;
 }
 
+// The one name table of each enum, indexed by its value (the enums count from 0 in table order).
+constexpr const char* kComponentNames[] = {"model",  "optimizer", "scheduler", "rng",
+                                           "loader", "train",     "extra"};
+static_assert(std::size(kComponentNames) == std::size(kComponents));
+constexpr const char* kAuditComponentNames[] = {
+    "model", "optimizer", "scheduler", "rng_cpu", "rng_cuda", "loader", "counters", "grad_scaler"};
+static_assert(std::size(kAuditComponentNames) == std::size(kAuditComponents));
+
+template <typename E, size_t N>
+constexpr bool in_table_order(const E (&all)[N]) {
+  for (size_t i = 0; i < N; ++i) {
+    if (static_cast<size_t>(all[i]) != i) return false;
+  }
+  return true;
+}
+static_assert(in_table_order(kComponents) && in_table_order(kAuditComponents));
+
 }  // namespace
 
 const char* component_name(Component c) {
-  switch (c) {
-    case Component::kModel:
-      return "model";
-    case Component::kOptimizer:
-      return "optimizer";
-    case Component::kScheduler:
-      return "scheduler";
-    case Component::kRng:
-      return "rng";
-    case Component::kLoader:
-      return "loader";
-    case Component::kTrain:
-      return "train";
-    case Component::kExtra:
-      return "extra";
-  }
-  return "?";
+  const auto i = static_cast<size_t>(c);
+  return i < std::size(kComponentNames) ? kComponentNames[i] : "?";
 }
 
 const char* component_name(AuditComponent c) {
-  switch (c) {
-    case AuditComponent::kModel:
-      return "model";
-    case AuditComponent::kOptimizer:
-      return "optimizer";
-    case AuditComponent::kScheduler:
-      return "scheduler";
-    case AuditComponent::kRngCpu:
-      return "rng_cpu";
-    case AuditComponent::kRngCuda:
-      return "rng_cuda";
-    case AuditComponent::kLoader:
-      return "loader";
-    case AuditComponent::kCounters:
-      return "counters";
-    case AuditComponent::kGradScaler:
-      return "grad_scaler";
-  }
-  return "?";
+  const auto i = static_cast<size_t>(c);
+  return i < std::size(kAuditComponentNames) ? kAuditComponentNames[i] : "?";
 }
 
 std::optional<Component> component_from_name(std::string_view name) {

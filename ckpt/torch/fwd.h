@@ -1,5 +1,5 @@
 // Forward declarations of the libtorch types that the adapter's headers (and
-// ckpt/train/checkpointer.h, which training code includes) name only by reference, so that those
+// train/checkpointer.h, which training code includes) name only by reference, so that those
 // headers need no torch header. Defined by <torch/torch.h> in the .cc files that use them.
 #pragma once
 

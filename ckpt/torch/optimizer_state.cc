@@ -10,8 +10,10 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
+#include <typeinfo>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -19,45 +21,10 @@
 #include "ckpt/torch/compat.h"
 #include "ckpt/torch/in_place.h"
 #include "ckpt/torch/tensor_convert.h"
-
 namespace ckpt::torch_adapter {
 namespace {
 
 namespace optim = torch::optim;
-
-enum class Kind { kAdam, kAdamW, kSGD, kRMSprop, kAdagrad };
-
-const char* kind_name(Kind k) {
-  switch (k) {
-    case Kind::kAdam:
-      return "adam";
-    case Kind::kAdamW:
-      return "adamw";
-    case Kind::kSGD:
-      return "sgd";
-    case Kind::kRMSprop:
-      return "rmsprop";
-    case Kind::kAdagrad:
-      return "adagrad";
-  }
-  return "?";
-}
-
-Result<Kind> detect(const optim::Optimizer& opt) {
-  if (dynamic_cast<const optim::LBFGS*>(&opt) != nullptr) {
-    return unsupported(
-        "optimizer LBFGS is not supported: its state (direction history, closure evaluations) "
-        "has no per-parameter form ckpt can restore exactly");
-  }
-  // AdamW first: were it ever to derive from Adam, it must not be recorded as Adam.
-  if (dynamic_cast<const optim::AdamW*>(&opt) != nullptr) return Kind::kAdamW;
-  if (dynamic_cast<const optim::Adam*>(&opt) != nullptr) return Kind::kAdam;
-  if (dynamic_cast<const optim::SGD*>(&opt) != nullptr) return Kind::kSGD;
-  if (dynamic_cast<const optim::RMSprop*>(&opt) != nullptr) return Kind::kRMSprop;
-  if (dynamic_cast<const optim::Adagrad*>(&opt) != nullptr) return Kind::kAdagrad;
-  return unsupported(std::string("optimizer type ") + typeid(opt).name() +
-                     " is not supported (adam, adamw, sgd, rmsprop, adagrad are)");
-}
 
 std::string in_quotes(const std::string& s) { return "\"" + s + "\""; }
 
@@ -88,127 +55,120 @@ Result<int64_t> need_int(const Node& n, const std::string& key, const std::strin
   return corrupt(where + ": attribute " + in_quotes(key) + " is missing or not an int64");
 }
 
-// ---- hyperparameters
+// ---- one hyperparameter value, both directions, by its C++ type
 
-void write_hparams(Kind k, const optim::OptimizerOptions& o, Node* g) {
-  auto betas = [](const std::tuple<double, double>& b) {
-    return std::vector<double>{std::get<0>(b), std::get<1>(b)};
-  };
-  switch (k) {
-    case Kind::kAdam: {
-      const auto& a = static_cast<const optim::AdamOptions&>(o);
-      g->attrs = {{"lr", a.lr()},
-                  {"betas", betas(a.betas())},
-                  {"eps", a.eps()},
-                  {"weight_decay", a.weight_decay()},
-                  {"amsgrad", a.amsgrad()}};
-      break;
-    }
-    case Kind::kAdamW: {
-      const auto& a = static_cast<const optim::AdamWOptions&>(o);
-      g->attrs = {{"lr", a.lr()},
-                  {"betas", betas(a.betas())},
-                  {"eps", a.eps()},
-                  {"weight_decay", a.weight_decay()},
-                  {"amsgrad", a.amsgrad()}};
-      break;
-    }
-    case Kind::kSGD: {
-      const auto& s = static_cast<const optim::SGDOptions&>(o);
-      g->attrs = {{"lr", s.lr()},
-                  {"momentum", s.momentum()},
-                  {"dampening", s.dampening()},
-                  {"weight_decay", s.weight_decay()},
-                  {"nesterov", s.nesterov()}};
-      break;
-    }
-    case Kind::kRMSprop: {
-      const auto& r = static_cast<const optim::RMSpropOptions&>(o);
-      g->attrs = {{"lr", r.lr()},
-                  {"alpha", r.alpha()},
-                  {"eps", r.eps()},
-                  {"weight_decay", r.weight_decay()},
-                  {"momentum", r.momentum()},
-                  {"centered", r.centered()}};
-      break;
-    }
-    case Kind::kAdagrad: {
-      const auto& a = static_cast<const optim::AdagradOptions&>(o);
-      g->attrs = {{"lr", a.lr()},
-                  {"lr_decay", a.lr_decay()},
-                  {"weight_decay", a.weight_decay()},
-                  {"initial_accumulator_value", a.initial_accumulator_value()},
-                  {"eps", a.eps()}};
-      break;
-    }
-  }
-}
+using Betas = std::tuple<double, double>;
 
-template <typename Options>
-Status read_adam_like(const Node& g, const std::string& where, Options* o) {
-  CKPT_ASSIGN_OR_RETURN(double lr, need_double(g, "lr", where));
-  std::vector<double> b = g.get_doubles("betas");
-  if (b.size() != 2) {
-    return corrupt(where + ": attribute \"betas\" should be 2 doubles, got " +
-                   std::to_string(b.size()));
-  }
-  CKPT_ASSIGN_OR_RETURN(double eps, need_double(g, "eps", where));
-  CKPT_ASSIGN_OR_RETURN(double wd, need_double(g, "weight_decay", where));
-  CKPT_ASSIGN_OR_RETURN(bool amsgrad, need_bool(g, "amsgrad", where));
-  o->lr(lr).betas(std::make_tuple(b[0], b[1])).eps(eps).weight_decay(wd).amsgrad(amsgrad);
+AttrValue to_attr(double v) { return v; }
+AttrValue to_attr(bool v) { return v; }
+AttrValue to_attr(const Betas& b) { return std::vector<double>{std::get<0>(b), std::get<1>(b)}; }
+
+Status read_attr(const Node& g, const char* key, const std::string& where, double* out) {
+  CKPT_ASSIGN_OR_RETURN(*out, need_double(g, key, where));
   return Status::ok();
 }
 
-// New options for a group, from its node; the current options supply the concrete type.
-Result<std::unique_ptr<optim::OptimizerOptions>> read_hparams(Kind k, const Node& g,
-                                                              const std::string& where) {
-  switch (k) {
-    case Kind::kAdam: {
-      auto o = std::make_unique<optim::AdamOptions>();
-      CKPT_RETURN_IF_ERROR(read_adam_like(g, where, o.get()));
-      return std::unique_ptr<optim::OptimizerOptions>(std::move(o));
-    }
-    case Kind::kAdamW: {
-      auto o = std::make_unique<optim::AdamWOptions>();
-      CKPT_RETURN_IF_ERROR(read_adam_like(g, where, o.get()));
-      return std::unique_ptr<optim::OptimizerOptions>(std::move(o));
-    }
-    case Kind::kSGD: {
-      CKPT_ASSIGN_OR_RETURN(double lr, need_double(g, "lr", where));
-      CKPT_ASSIGN_OR_RETURN(double momentum, need_double(g, "momentum", where));
-      CKPT_ASSIGN_OR_RETURN(double dampening, need_double(g, "dampening", where));
-      CKPT_ASSIGN_OR_RETURN(double wd, need_double(g, "weight_decay", where));
-      CKPT_ASSIGN_OR_RETURN(bool nesterov, need_bool(g, "nesterov", where));
-      auto o = std::make_unique<optim::SGDOptions>(lr);
-      o->momentum(momentum).dampening(dampening).weight_decay(wd).nesterov(nesterov);
-      return std::unique_ptr<optim::OptimizerOptions>(std::move(o));
-    }
-    case Kind::kRMSprop: {
-      CKPT_ASSIGN_OR_RETURN(double lr, need_double(g, "lr", where));
-      CKPT_ASSIGN_OR_RETURN(double alpha, need_double(g, "alpha", where));
-      CKPT_ASSIGN_OR_RETURN(double eps, need_double(g, "eps", where));
-      CKPT_ASSIGN_OR_RETURN(double wd, need_double(g, "weight_decay", where));
-      CKPT_ASSIGN_OR_RETURN(double momentum, need_double(g, "momentum", where));
-      CKPT_ASSIGN_OR_RETURN(bool centered, need_bool(g, "centered", where));
-      auto o = std::make_unique<optim::RMSpropOptions>(lr);
-      o->alpha(alpha).eps(eps).weight_decay(wd).momentum(momentum).centered(centered);
-      return std::unique_ptr<optim::OptimizerOptions>(std::move(o));
-    }
-    case Kind::kAdagrad: {
-      CKPT_ASSIGN_OR_RETURN(double lr, need_double(g, "lr", where));
-      CKPT_ASSIGN_OR_RETURN(double lr_decay, need_double(g, "lr_decay", where));
-      CKPT_ASSIGN_OR_RETURN(double wd, need_double(g, "weight_decay", where));
-      CKPT_ASSIGN_OR_RETURN(double init, need_double(g, "initial_accumulator_value", where));
-      CKPT_ASSIGN_OR_RETURN(double eps, need_double(g, "eps", where));
-      auto o = std::make_unique<optim::AdagradOptions>(lr);
-      o->lr_decay(lr_decay).weight_decay(wd).initial_accumulator_value(init).eps(eps);
-      return std::unique_ptr<optim::OptimizerOptions>(std::move(o));
-    }
-  }
-  return internal_error("unknown optimizer kind");
+Status read_attr(const Node& g, const char* key, const std::string& where, bool* out) {
+  CKPT_ASSIGN_OR_RETURN(*out, need_bool(g, key, where));
+  return Status::ok();
 }
 
-// ---- per-parameter state
+Status read_attr(const Node& g, const char* key, const std::string& where, Betas* out) {
+  std::vector<double> b = g.get_doubles(key);
+  if (b.size() != 2) {
+    return corrupt(where + ": attribute " + in_quotes(key) + " should be 2 doubles, got " +
+                   std::to_string(b.size()));
+  }
+  *out = std::make_tuple(b[0], b[1]);
+  return Status::ok();
+}
+
+// ---- the descriptor of one optimizer kind, each fact listed once (the table is kinds() below)
+
+// A hyperparameter of options type O: the group attribute and libtorch's accessor share its
+// name, and the one entry serves capture (get) and restore (set).
+template <typename O>
+struct HParam {
+  const char* name;
+  AttrValue (*get)(const O&);
+  Status (*set)(const Node& g, const std::string& where, O* o);
+};
+
+// A per-parameter state tensor of state type S, and whether a group with options O needs it
+// (nullptr: every state of the kind has it).
+template <typename O, typename S>
+struct StateTensor {
+  const char* name;
+  const at::Tensor& (*get)(const S&);
+  void (*set)(S* s, at::Tensor t);
+  bool (*needed)(const O&);
+};
+
+// The per-parameter "step" of state type S; both null for a kind that keeps none.
+template <typename S>
+struct StepField {
+  int64_t (*get)(const S&) = nullptr;
+  void (*set)(S* s, int64_t step) = nullptr;
+};
+
+// The table's entries are written once for every options and state type: generic accessors
+// that become an HParam<O>, StateTensor<O, S> or StepField<S> where the table needs one.
+template <typename Get, typename Set>
+struct HParamEntry {
+  const char* name;
+  Get get;
+  Set set;
+  template <typename O>
+  operator HParam<O>() const {
+    return {name, get, set};
+  }
+};
+template <typename Get, typename Set>
+HParamEntry<Get, Set> hparam(const char* name, Get get, Set set) {
+  return {name, get, set};
+}
+#define CKPT_HPARAM(field)                                      \
+  hparam(                                                       \
+      #field, [](const auto& o) { return to_attr(o.field()); }, \
+      [](const Node& g, const std::string& where, auto* o) {    \
+        return read_attr(g, #field, where, &o->field());        \
+      })
+
+template <typename Get, typename Set, typename Needed>
+struct StateTensorEntry {
+  const char* name;
+  Get get;
+  Set set;
+  Needed needed;
+  template <typename O, typename S>
+  operator StateTensor<O, S>() const {
+    return {name, get, set, needed};
+  }
+};
+template <typename Get, typename Set, typename Needed>
+StateTensorEntry<Get, Set, Needed> state_tensor(const char* name, Get get, Set set, Needed needed) {
+  return {name, get, set, needed};
+}
+#define CKPT_STATE_TENSOR(field, needed)                                    \
+  state_tensor(                                                             \
+      #field, [](const auto& s) -> const at::Tensor& { return s.field(); }, \
+      [](auto* s, at::Tensor t) { s->field(std::move(t)); }, needed)
+
+struct StepEntry {
+  template <typename S>
+  operator StepField<S>() const {
+    return {[](const S& s) { return s.step(); }, [](S* s, int64_t v) { s->step(v); }};
+  }
+};
+constexpr StepEntry kStep;  // a kind with a per-parameter step; {} for one without
+
+template <typename O, typename S>
+struct Descriptor {
+  const char* name;  // the /optimizer "type" attribute
+  std::vector<HParam<O>> hparams;
+  std::vector<StateTensor<O, S>> tensors;
+  StepField<S> step;
+};
 
 // The tensors (and step) of one parameter's state object, by schema name.
 struct StateParts {
@@ -216,121 +176,175 @@ struct StateParts {
   std::optional<int64_t> step;
 };
 
-// Adam and AdamW keep the same per-parameter state in two unrelated libtorch classes.
-template <typename AdamState>
-bool adam_parts(const optim::OptimizerParamState* p, StateParts* parts) {
-  auto a = dynamic_cast<const AdamState*>(p);
-  if (a == nullptr) return false;
-  for (const auto& [name, t] : {std::pair<const char*, at::Tensor>{"exp_avg", a->exp_avg()},
-                                {"exp_avg_sq", a->exp_avg_sq()},
-                                {"max_exp_avg_sq", a->max_exp_avg_sq()}}) {
-    if (t.defined()) parts->tensors[name] = t;
+// What capture and restore ask of a kind; one implementation (KindOf) serves every descriptor.
+class OptimizerKind {
+ public:
+  virtual ~OptimizerKind() = default;
+  const char* name() const { return info_.name.c_str(); }
+  const OptimizerKindInfo& info() const { return info_; }
+  virtual bool is_exactly(const optim::Optimizer& opt) const = 0;  // this class, not a subclass
+  virtual bool is_a(const optim::Optimizer& opt) const = 0;
+  virtual void write_hparams(const optim::OptimizerOptions& o, Node* g) const = 0;
+  // New options for a group, from its node.
+  virtual Result<std::unique_ptr<optim::OptimizerOptions>> read_hparams(
+      const Node& g, const std::string& where) const = 0;
+  // nullopt: `s` is another kind's state.
+  virtual std::optional<StateParts> split_state(const optim::OptimizerParamState& s) const = 0;
+  // The state tensors a parameter of a group with these options has, in the table's order.
+  virtual std::vector<std::string> required_tensors(const optim::OptimizerOptions& o) const = 0;
+  virtual std::unique_ptr<optim::OptimizerParamState> build_state(
+      std::map<std::string, at::Tensor> t, int64_t step) const = 0;
+
+ protected:
+  explicit OptimizerKind(OptimizerKindInfo info) : info_(std::move(info)) {}
+
+ private:
+  OptimizerKindInfo info_;
+};
+
+template <typename Optim, typename O, typename S>
+class KindOf final : public OptimizerKind {
+ public:
+  explicit KindOf(Descriptor<O, S> d) : OptimizerKind(info_of(d)), d_(std::move(d)) {}
+
+  bool is_exactly(const optim::Optimizer& opt) const override {
+    return typeid(opt) == typeid(Optim);
   }
-  parts->step = a->step();
-  return true;
+  bool is_a(const optim::Optimizer& opt) const override {
+    return dynamic_cast<const Optim*>(&opt) != nullptr;
+  }
+  void write_hparams(const optim::OptimizerOptions& o, Node* g) const override {
+    const auto& options = static_cast<const O&>(o);
+    g->attrs.clear();
+    for (const HParam<O>& h : d_.hparams) g->attrs[h.name] = h.get(options);
+  }
+  Result<std::unique_ptr<optim::OptimizerOptions>> read_hparams(
+      const Node& g, const std::string& where) const override {
+    auto o = std::make_unique<O>(/*lr=*/0.0);  // every field is set from the table
+    for (const HParam<O>& h : d_.hparams) CKPT_RETURN_IF_ERROR(h.set(g, where, o.get()));
+    return std::unique_ptr<optim::OptimizerOptions>(std::move(o));
+  }
+  std::optional<StateParts> split_state(const optim::OptimizerParamState& s) const override {
+    auto state = dynamic_cast<const S*>(&s);
+    if (state == nullptr) return std::nullopt;
+    StateParts parts;
+    for (const StateTensor<O, S>& t : d_.tensors) {
+      const at::Tensor& x = t.get(*state);
+      if (x.defined()) parts.tensors[t.name] = x;
+    }
+    if (d_.step.get != nullptr) parts.step = d_.step.get(*state);
+    return parts;
+  }
+  std::vector<std::string> required_tensors(const optim::OptimizerOptions& o) const override {
+    std::vector<std::string> names;
+    for (const StateTensor<O, S>& t : d_.tensors) {
+      if (t.needed == nullptr || t.needed(static_cast<const O&>(o))) names.push_back(t.name);
+    }
+    return names;
+  }
+  std::unique_ptr<optim::OptimizerParamState> build_state(std::map<std::string, at::Tensor> t,
+                                                          int64_t step) const override {
+    auto s = std::make_unique<S>();
+    for (const StateTensor<O, S>& x : d_.tensors) {
+      auto it = t.find(x.name);
+      x.set(s.get(), it != t.end() ? it->second : at::Tensor());
+    }
+    if (d_.step.set != nullptr) d_.step.set(s.get(), step);
+    return s;
+  }
+
+ private:
+  static OptimizerKindInfo info_of(const Descriptor<O, S>& d) {
+    OptimizerKindInfo info{d.name, {}, {}, d.step.get != nullptr};
+    for (const HParam<O>& h : d.hparams) info.hyperparameters.push_back(h.name);
+    for (const StateTensor<O, S>& t : d.tensors) info.state_tensors.push_back(t.name);
+    return info;
+  }
+
+  Descriptor<O, S> d_;
+};
+
+// Adam and AdamW: the same hyperparameters and state in two unrelated libtorch classes.
+template <typename Optim, typename O, typename S>
+std::unique_ptr<const OptimizerKind> adam_like(const char* name) {
+  return std::make_unique<KindOf<Optim, O, S>>(
+      Descriptor<O, S>{name,
+                       {CKPT_HPARAM(lr), CKPT_HPARAM(betas), CKPT_HPARAM(eps),
+                        CKPT_HPARAM(weight_decay), CKPT_HPARAM(amsgrad)},
+                       {CKPT_STATE_TENSOR(exp_avg, nullptr), CKPT_STATE_TENSOR(exp_avg_sq, nullptr),
+                        CKPT_STATE_TENSOR(max_exp_avg_sq, [](const O& o) { return o.amsgrad(); })},
+                       kStep});
 }
 
-template <typename AdamState, typename Get>
-std::unique_ptr<optim::OptimizerParamState> adam_state(Get& get, int64_t step) {
-  auto s = std::make_unique<AdamState>();
-  s->step(step).exp_avg(get("exp_avg")).exp_avg_sq(get("exp_avg_sq"));
-  s->max_exp_avg_sq(get("max_exp_avg_sq"));
-  return s;
+using KindTable = std::vector<std::unique_ptr<const OptimizerKind>>;
+
+// Every supported kind, in the order the schema (optimizer_state.h) lists them.
+KindTable build_kinds() {
+  KindTable t;
+  t.push_back(adam_like<optim::Adam, optim::AdamOptions, optim::AdamParamState>("adam"));
+  t.push_back(adam_like<optim::AdamW, optim::AdamWOptions, optim::AdamWParamState>("adamw"));
+  using SGDKind = KindOf<optim::SGD, optim::SGDOptions, optim::SGDParamState>;
+  t.push_back(std::make_unique<SGDKind>(Descriptor<optim::SGDOptions, optim::SGDParamState>{
+      "sgd",
+      {CKPT_HPARAM(lr), CKPT_HPARAM(momentum), CKPT_HPARAM(dampening), CKPT_HPARAM(weight_decay),
+       CKPT_HPARAM(nesterov)},
+      {CKPT_STATE_TENSOR(momentum_buffer, nullptr)},
+      {}}));  // libtorch's SGD keeps no step
+  using RMSpropKind = KindOf<optim::RMSprop, optim::RMSpropOptions, optim::RMSpropParamState>;
+  t.push_back(
+      std::make_unique<RMSpropKind>(Descriptor<optim::RMSpropOptions, optim::RMSpropParamState>{
+          "rmsprop",
+          {CKPT_HPARAM(lr), CKPT_HPARAM(alpha), CKPT_HPARAM(eps), CKPT_HPARAM(weight_decay),
+           CKPT_HPARAM(momentum), CKPT_HPARAM(centered)},
+          {CKPT_STATE_TENSOR(square_avg, nullptr),
+           CKPT_STATE_TENSOR(momentum_buffer,
+                             [](const optim::RMSpropOptions& o) { return o.momentum() > 0; }),
+           CKPT_STATE_TENSOR(grad_avg,
+                             [](const optim::RMSpropOptions& o) { return o.centered(); })},
+          kStep}));
+  using AdagradKind = KindOf<optim::Adagrad, optim::AdagradOptions, optim::AdagradParamState>;
+  t.push_back(
+      std::make_unique<AdagradKind>(Descriptor<optim::AdagradOptions, optim::AdagradParamState>{
+          "adagrad",
+          {CKPT_HPARAM(lr), CKPT_HPARAM(lr_decay), CKPT_HPARAM(weight_decay),
+           CKPT_HPARAM(initial_accumulator_value), CKPT_HPARAM(eps)},
+          {CKPT_STATE_TENSOR(sum, nullptr)},
+          kStep}));
+  return t;
 }
 
-Result<StateParts> split_state(Kind k, const optim::OptimizerParamState& s) {
-  StateParts parts;
-  auto put = [&](const char* name, const at::Tensor& t) {
-    if (t.defined()) parts.tensors[name] = t;
-  };
-  const optim::OptimizerParamState* p = &s;
-  switch (k) {
-    case Kind::kAdam:
-      if (adam_parts<optim::AdamParamState>(p, &parts)) return parts;
-      break;
-    case Kind::kAdamW:
-      if (adam_parts<optim::AdamWParamState>(p, &parts)) return parts;
-      break;
-    case Kind::kSGD:
-      if (auto a = dynamic_cast<const optim::SGDParamState*>(p)) {
-        put("momentum_buffer", a->momentum_buffer());
-        return parts;
-      }
-      break;
-    case Kind::kRMSprop:
-      if (auto a = dynamic_cast<const optim::RMSpropParamState*>(p)) {
-        put("square_avg", a->square_avg());
-        put("momentum_buffer", a->momentum_buffer());
-        put("grad_avg", a->grad_avg());
-        parts.step = a->step();
-        return parts;
-      }
-      break;
-    case Kind::kAdagrad:
-      if (auto a = dynamic_cast<const optim::AdagradParamState*>(p)) {
-        put("sum", a->sum());
-        parts.step = a->step();
-        return parts;
-      }
-      break;
+const KindTable& kinds() {
+  static const KindTable table = build_kinds();
+  return table;
+}
+
+#undef CKPT_HPARAM
+#undef CKPT_STATE_TENSOR
+
+Result<const OptimizerKind*> detect(const optim::Optimizer& opt) {
+  if (dynamic_cast<const optim::LBFGS*>(&opt) != nullptr) {
+    return unsupported(
+        "optimizer LBFGS is not supported: its state (direction history, closure evaluations) "
+        "has no per-parameter form ckpt can restore exactly");
   }
-  return internal_error(std::string("optimizer ") + kind_name(k) +
+  // The exact class first: were AdamW ever to derive from Adam, it must not be recorded as Adam.
+  for (const auto& k : kinds()) {
+    if (k->is_exactly(opt)) return k.get();
+  }
+  for (const auto& k : kinds()) {
+    if (k->is_a(opt)) return k.get();
+  }
+  std::string supported;
+  for (const auto& k : kinds()) supported += (supported.empty() ? "" : ", ") + k->info().name;
+  return unsupported(std::string("optimizer type ") + typeid(opt).name() + " is not supported (" +
+                     supported + " are)");
+}
+
+Result<StateParts> split_state(const OptimizerKind& k, const optim::OptimizerParamState& s) {
+  std::optional<StateParts> parts = k.split_state(s);
+  if (parts) return std::move(*parts);
+  return internal_error(std::string("optimizer ") + k.name() +
                         " holds a per-parameter state of another optimizer type");
-}
-
-// Which state tensors a parameter of a group with these options must have, and may have.
-std::vector<std::string> required_tensors(Kind k, const optim::OptimizerOptions& o) {
-  switch (k) {
-    case Kind::kAdam:
-    case Kind::kAdamW: {
-      bool ams = k == Kind::kAdam ? static_cast<const optim::AdamOptions&>(o).amsgrad()
-                                  : static_cast<const optim::AdamWOptions&>(o).amsgrad();
-      if (ams) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
-      return {"exp_avg", "exp_avg_sq"};
-    }
-    case Kind::kSGD:
-      return {"momentum_buffer"};
-    case Kind::kRMSprop: {
-      const auto& r = static_cast<const optim::RMSpropOptions&>(o);
-      std::vector<std::string> names = {"square_avg"};
-      if (r.momentum() > 0) names.push_back("momentum_buffer");
-      if (r.centered()) names.push_back("grad_avg");
-      return names;
-    }
-    case Kind::kAdagrad:
-      return {"sum"};
-  }
-  return {};
-}
-
-bool has_step(Kind k) { return k != Kind::kSGD; }
-
-std::unique_ptr<optim::OptimizerParamState> build_state(Kind k, std::map<std::string, at::Tensor> t,
-                                                        int64_t step) {
-  auto get = [&](const char* name) { return t.count(name) ? t[name] : at::Tensor(); };
-  switch (k) {
-    case Kind::kAdam:
-      return adam_state<optim::AdamParamState>(get, step);
-    case Kind::kAdamW:
-      return adam_state<optim::AdamWParamState>(get, step);
-    case Kind::kSGD: {
-      auto s = std::make_unique<optim::SGDParamState>();
-      s->momentum_buffer(get("momentum_buffer"));
-      return s;
-    }
-    case Kind::kRMSprop: {
-      auto s = std::make_unique<optim::RMSpropParamState>();
-      s->step(step).square_avg(get("square_avg"));
-      s->momentum_buffer(get("momentum_buffer")).grad_avg(get("grad_avg"));
-      return s;
-    }
-    case Kind::kAdagrad: {
-      auto s = std::make_unique<optim::AdagradParamState>();
-      s->sum(get("sum")).step(step);
-      return s;
-    }
-  }
-  return nullptr;
 }
 
 // Names of the optimizer's parameters, in group order, through the module's parameter names.
@@ -359,13 +373,19 @@ Result<std::vector<std::vector<std::string>>> name_params(const optim::Optimizer
 
 }  // namespace
 
+std::vector<OptimizerKindInfo> optimizer_kinds() {
+  std::vector<OptimizerKindInfo> out;
+  for (const auto& k : kinds()) out.push_back(k->info());
+  return out;
+}
+
 Result<std::string> optimizer_type(const optim::Optimizer& opt) {
-  CKPT_ASSIGN_OR_RETURN(Kind k, detect(opt));
-  return std::string(kind_name(k));
+  CKPT_ASSIGN_OR_RETURN(const OptimizerKind* k, detect(opt));
+  return std::string(k->name());
 }
 
 Status capture_optimizer(const optim::Optimizer& opt, const torch::nn::Module& m, Node* out) {
-  CKPT_ASSIGN_OR_RETURN(Kind k, detect(opt));
+  CKPT_ASSIGN_OR_RETURN(const OptimizerKind* k, detect(opt));
   CKPT_ASSIGN_OR_RETURN(auto group_names, name_params(opt, m));
   Node node;
   std::vector<std::string> all_names;
@@ -375,14 +395,14 @@ Status capture_optimizer(const optim::Optimizer& opt, const torch::nn::Module& m
   for (size_t g = 0; g < group_names.size(); ++g) {
     const optim::OptimizerParamGroup& group = opt.param_groups()[g];
     Node& gn = groups.child(std::to_string(g));
-    write_hparams(k, group.options(), &gn);
+    k->write_hparams(group.options(), &gn);
     gn.attrs["params"] = group_names[g];
     for (size_t i = 0; i < group.params().size(); ++i) {
       const std::string& name = group_names[g][i];
       all_names.push_back(name);
       auto it = state_map.find(compat::state_key(group.params()[i]));
       if (it == state_map.end() || states.find_child(name) != nullptr) continue;
-      CKPT_ASSIGN_OR_RETURN(StateParts parts, split_state(k, *it->second));
+      CKPT_ASSIGN_OR_RETURN(StateParts parts, split_state(*k, *it->second));
       Node& sn = states.child(name);
       for (const auto& [tname, t] : parts.tensors) {
         Result<Tensor> ct = to_ckpt_tensor(t);
@@ -395,7 +415,7 @@ Status capture_optimizer(const optim::Optimizer& opt, const torch::nn::Module& m
       if (parts.step) sn.attrs["step"] = *parts.step;
     }
   }
-  node.attrs["type"] = std::string(kind_name(k));
+  node.attrs["type"] = std::string(k->name());
   node.attrs["param_names"] = std::move(all_names);
   *out = std::move(node);
   return Status::ok();
@@ -431,12 +451,12 @@ void PreparedOptimizer::commit(optim::Optimizer& opt) {
 namespace {
 
 // The optimizer's current state tensor `tname` of `param` when the restore can fill it in place.
-at::Tensor reusable(Kind k, const optim::Optimizer& opt, const at::Tensor& param,
+at::Tensor reusable(const OptimizerKind& k, const optim::Optimizer& opt, const at::Tensor& param,
                     const std::string& tname) {
   auto it = opt.state().find(compat::state_key(param));
   if (it == opt.state().end()) return {};
-  Result<StateParts> parts = split_state(k, *it->second);
-  if (!parts.is_ok()) return {};
+  std::optional<StateParts> parts = k.split_state(*it->second);
+  if (!parts) return {};
   auto t = parts->tensors.find(tname);
   if (t == parts->tensors.end()) return {};
   const at::Tensor& x = t->second;
@@ -450,10 +470,10 @@ at::Tensor reusable(Kind k, const optim::Optimizer& opt, const at::Tensor& param
 
 Result<PreparedOptimizer> prepare_optimizer(const Node& in, optim::Optimizer& opt,
                                             const torch::nn::Module& m) {
-  CKPT_ASSIGN_OR_RETURN(Kind k, detect(opt));
+  CKPT_ASSIGN_OR_RETURN(const OptimizerKind* k, detect(opt));
   const std::string saved_type = in.get_string("type");
-  if (saved_type != kind_name(k)) {
-    return mismatch(std::string("optimizer type mismatch (expected ") + kind_name(k) + ", got " +
+  if (saved_type != k->name()) {
+    return mismatch(std::string("optimizer type mismatch (expected ") + k->name() + ", got " +
                     in_quotes(saved_type) + ")");
   }
   CKPT_ASSIGN_OR_RETURN(auto group_names, name_params(opt, m));
@@ -484,7 +504,7 @@ Result<PreparedOptimizer> prepare_optimizer(const Node& in, optim::Optimizer& op
       out.params[here[i]] = opt.param_groups()[g].params()[i];
       group_of[here[i]] = g;
     }
-    CKPT_ASSIGN_OR_RETURN(auto options, read_hparams(k, *gn, where));
+    CKPT_ASSIGN_OR_RETURN(auto options, k->read_hparams(*gn, where));
     out.options.push_back(std::move(options));
   }
 
@@ -498,14 +518,14 @@ Result<PreparedOptimizer> prepare_optimizer(const Node& in, optim::Optimizer& op
                         " in the checkpoint, but the optimizer has no such parameter");
       }
       const optim::OptimizerOptions& opts = *out.options[group_of[name]];
-      std::vector<std::string> need = required_tensors(k, opts);
+      std::vector<std::string> need = k->required_tensors(opts);
       std::map<std::string, at::Tensor> tensors;
       for (const std::string& tname : need) {
         const std::string path = "optimizer/state/" + name + "/" + tname;
         const Tensor* t = sn.find_tensor(tname);
         if (t == nullptr) return not_found("tensor " + in_quotes(path) + " is missing");
         CKPT_RETURN_IF_ERROR(check_dtype_shape(*t, p->second, path));
-        at::Tensor target = reusable(k, opt, p->second, tname);
+        at::Tensor target = reusable(*k, opt, p->second, tname);
         const bool fresh = !target.defined();
         try {
           if (fresh) target = at::empty(p->second.sizes(), p->second.options());
@@ -519,14 +539,14 @@ Result<PreparedOptimizer> prepare_optimizer(const Node& in, optim::Optimizer& op
       for (const auto& [tname, t] : sn.tensors) {
         if (std::find(need.begin(), need.end(), tname) == need.end()) {
           return mismatch("tensor " + in_quotes("optimizer/state/" + name + "/" + tname) +
-                          " is not used by " + kind_name(k) + " with this group's options");
+                          " is not used by " + k->name() + " with this group's options");
         }
       }
       int64_t step = 0;
-      if (has_step(k)) {
+      if (k->info().has_step) {
         CKPT_ASSIGN_OR_RETURN(step, need_int(sn, "step", "optimizer state of " + in_quotes(name)));
       }
-      out.state[name] = build_state(k, std::move(tensors), step);
+      out.state[name] = k->build_state(std::move(tensors), step);
     }
   }
   return prepared;

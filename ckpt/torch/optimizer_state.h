@@ -27,6 +27,9 @@
 // overwrites each group's hyperparameters. Not thread-safe with respect to the optimizer.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "ckpt/base/status.h"
 #include "ckpt/format/tree.h"
 #include "ckpt/torch/fwd.h"
@@ -46,5 +49,16 @@ Status restore_optimizer(const Node& in, torch::optim::Optimizer& opt, const tor
 
 // "adam", "adamw", ... for `opt`; kUnsupported for LBFGS and optimizers ckpt does not know.
 Result<std::string> optimizer_type(const torch::optim::Optimizer& opt);
+
+// One supported kind as optimizer_state.cc's table lists it (each fact once, for capture and
+// restore alike): the schema above, per kind.
+struct OptimizerKindInfo {
+  std::string name;                          // the "type" attribute: "adam", ...
+  std::vector<std::string> hyperparameters;  // group attributes besides "params", in read order
+  std::vector<std::string> state_tensors;    // per-parameter tensors it can have, in order
+  bool has_step = false;                     // per-parameter "step" attribute
+};
+// Every supported kind, in the schema's order.
+std::vector<OptimizerKindInfo> optimizer_kinds();
 
 }  // namespace ckpt::torch_adapter

@@ -31,9 +31,9 @@
 #include "ckpt/format/manifest.h"
 #include "ckpt/loader/resumable_sampler.h"
 #include "ckpt/sched/scheduler.h"
-#include "ckpt/train/checkpointer.h"
 #include "examples/demo_model.h"
 #include "profile/recorder/recorder.h"
+#include "train/checkpointer.h"
 
 namespace {
 
@@ -166,10 +166,10 @@ int DistDemo::run() {
     std::cout << "restored " << restored->checkpoint << " (step " << restored->step
               << ", loader epoch " << sampler.cursor().epoch << " position "
               << sampler.cursor().position << "):";
-    for (const auto& c : restored->components) std::cout << " " << c;
+    for (const auto& c : restored->components) std::cout << " " << ckpt::component_name(c);
     if (!restored->missing.empty()) {
       std::cout << "; missing:";
-      for (const auto& c : restored->missing) std::cout << " " << c;
+      for (const auto& c : restored->missing) std::cout << " " << ckpt::component_name(c);
     }
     std::cout << "\n";
     if (!restored->note.empty()) std::cout << "note: " << restored->note << "\n";

@@ -274,7 +274,7 @@ class OpenRank {
     }
     // The fast pipeline; every byte of a committed file checked against the commit record.
     resume::RestoreOptions opts;
-    opts.components = components;
+    opts.groups = components;        // the Python Checkpointer's groups are named freely
     opts.check_first = check_first;  // destinations include live memory: every hash first
     for (auto& [path, d] : want) opts.destinations[path] = {d.ptr, d.nbytes};
     // an uncommitted step directory has no whole-file hash to check

@@ -10,7 +10,7 @@
 
 #include "ckpt/loader/resumable_sampler.h"
 #include "ckpt/sched/scheduler.h"
-#include "ckpt/train/checkpointer.h"
+#include "train/checkpointer.h"
 
 namespace ckpt::testing {
 

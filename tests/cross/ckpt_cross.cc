@@ -17,7 +17,7 @@
 
 #include "ckpt/loader/resumable_sampler.h"
 #include "ckpt/torch/optimizer_state.h"
-#include "ckpt/train/checkpointer.h"
+#include "train/checkpointer.h"
 
 namespace {
 
@@ -154,8 +154,8 @@ int main(int argc, char** argv) {
       if (!rep.is_ok()) return fail(rep.status().message());
       if (!rep->restored) return fail("no checkpoint in " + o.run_dir);
       out = dump(r, at::detail::getDefaultCPUGenerator().get_state());
-      out["components"] = rep->components;
-      out["missing"] = rep->missing;
+      out["components"] = ckpt::component_names(rep->components);
+      out["missing"] = ckpt::component_names(rep->missing);
     } else if (mode == "tied") {
       out = tied(o);
     } else {

@@ -95,7 +95,7 @@ TEST_CASE("the whole-file hash streamed from the reads equals the commit's", "[r
       REQUIRE(got.is_ok());
       REQUIRE(resume_test::compare_trees(*ref, *got).empty());
       REQUIRE(stats.read_bytes == s.manifest.file_bytes);  // every byte once
-      o.components = {"optimizer"};  // the model's bytes are read for the hash, not kept
+      o.components = {Component::kOptimizer};  // the model's bytes are read for the hash, not kept
       REQUIRE(restore_rank(Env::posix(), s.dir.path(), 0, o).is_ok());
       o.file_xxh3 ^= 1;
       auto wrong = restore_rank(Env::posix(), s.dir.path(), 0, o);
@@ -334,7 +334,7 @@ TEST_CASE("the region digest checks the whole file without a sequential pass", "
   }
   // Only the optimizer is wanted: the model's bytes are still read, hashed and left out.
   RestoreOptions some = with_regions(s);
-  some.components = {"optimizer"};
+  some.components = {Component::kOptimizer};
   auto part = restore_rank(Env::posix(), s.dir.path(), 0, some);
   REQUIRE(part.is_ok());
   REQUIRE(store::find_tensor(&*part, "/model/big")->data == nullptr);
@@ -370,7 +370,7 @@ TEST_CASE("the region digest refuses a flipped byte anywhere, before any destina
   REQUIRE(model != nullptr);
   resume_test::flip_bit(s.file, model->offset + 17);
   RestoreOptions o = with_regions(s);
-  o.components = {"optimizer"};
+  o.components = {Component::kOptimizer};
   auto got = restore_rank(Env::posix(), s.dir.path(), 0, o);
   REQUIRE(got.status().code() == Code::kCorrupt);
   REQUIRE(got.status().message().find("tensor \"/model/bigger\"") == 0);

@@ -77,7 +77,7 @@ TEST_CASE("restore_rank reads only the requested components, like read_rank", "[
   auto ref = store::read_rank(Env::posix(), s.dir.path(), 0, ro);
   REQUIRE(ref.is_ok());
   RestoreOptions o;
-  o.components = ro.components;
+  o.components = {Component::kOptimizer, Component::kRng};
   RestoreStats stats;
   auto got = restore_rank(Env::posix(), s.dir.path(), 0, o, &stats);
   REQUIRE(got.is_ok());
@@ -85,6 +85,36 @@ TEST_CASE("restore_rank reads only the requested components, like read_rank", "[
   REQUIRE(got->children.at("model").tensors.at("big").data == nullptr);
   REQUIRE(got->children.at("rng").children.at("cpu").tensors.at("state").data != nullptr);
   REQUIRE(stats.tensors == 41);  // 40 optimizer moments + the CPU RNG state
+}
+
+TEST_CASE("restore_rank reads groups named freely, as a Python checkpoint has them", "[resume]") {
+  TempDir dir;
+  const std::vector<float> opt(64, 1.5f), scale(8, 2.5f), weight(16, 3.5f);
+  Node tree;
+  tree.child("opt").tensors["m"] = Tensor::borrow(DType::kFloat32, {64}, opt.data(), 256);
+  tree.child("scale").tensors["s"] = Tensor::borrow(DType::kFloat32, {8}, scale.data(), 32);
+  tree.child("model").tensors["w"] = Tensor::borrow(DType::kFloat32, {16}, weight.data(), 64);
+  REQUIRE(store::write_rank(Env::posix(), dir.path(), 0, 1, 1, &tree).is_ok());
+
+  RestoreOptions o;
+  o.groups = {"scale"};
+  o.components = {Component::kModel};  // the two kinds of name together: either selects
+  auto got = restore_rank(Env::posix(), dir.path(), 0, o);
+  INFO(got.status().to_string());
+  REQUIRE(got.is_ok());
+  const Tensor& s = got->children.at("scale").tensors.at("s");
+  REQUIRE(s.data != nullptr);
+  REQUIRE(std::memcmp(s.data, scale.data(), 32) == 0);
+  REQUIRE(got->children.at("model").tensors.at("w").data != nullptr);
+  REQUIRE(got->children.at("opt").tensors.at("m").data == nullptr);
+
+  // A group named by neither is outside the request: a destination in it is refused.
+  std::vector<float> dst(64, 0.f);
+  RestoreOptions outside;
+  outside.groups = {"scale"};
+  outside.destinations["/opt/m"] = {dst.data(), 256};
+  REQUIRE(restore_rank(Env::posix(), dir.path(), 0, outside).status().code() ==
+          Code::kInvalidArgument);
 }
 
 TEST_CASE("restore_rank writes in place into caller memory", "[resume]") {
@@ -131,7 +161,7 @@ TEST_CASE("destinations of the wrong size, unknown or outside the components are
   REQUIRE(restore_rank(Env::posix(), s.dir.path(), 0, unknown).status().code() == Code::kNotFound);
 
   RestoreOptions outside;
-  outside.components = {"optimizer"};
+  outside.components = {Component::kOptimizer};
   outside.destinations["/model/big"] = {dst.data(), big.nbytes};
   REQUIRE(restore_rank(Env::posix(), s.dir.path(), 0, outside).status().code() ==
           Code::kInvalidArgument);

@@ -11,8 +11,8 @@
 #include "ckpt/sched/scheduler.h"
 #include "ckpt/store/journal.h"
 #include "ckpt/store/run_dir.h"
-#include "ckpt/train/checkpointer.h"
 #include "tests/common/test_util.h"
+#include "train/checkpointer.h"
 
 namespace ckpt {
 namespace {

@@ -7,9 +7,9 @@
 #include "ckpt/format/manifest.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/torch/compat.h"
-#include "ckpt/train/checkpointer.h"
 #include "tests/common/test_util.h"
 #include "tests/common/train_fixture.h"
+#include "train/checkpointer.h"
 
 namespace ckpt {
 namespace {
@@ -73,7 +73,7 @@ TEST_CASE("without optimizer state the moments restart from zero", "[torch]") {
   b.track(ck2);
   auto r = ck2.restore_latest();
   REQUIRE(r.is_ok());
-  REQUIRE(r->missing == std::vector<std::string>{"optimizer"});
+  REQUIRE((r->missing == std::set<Component>{Component::kOptimizer}));
   REQUIRE(b.opt.state().empty());
   // One step later Adam's first moment is exactly (1 - beta1) * grad: it started from zero.
   b.opt.zero_grad();

@@ -1,4 +1,4 @@
-// Checkpointer::restore_latest through the fast pipeline (ckpt/train/checkpointer_restore.cc):
+// Checkpointer::restore_latest through the fast pipeline (train/checkpointer_restore.cc):
 // bytes read in place into the live tensors, all or nothing (a failed restore leaves model,
 // optimizer, scheduler, RNG, sampler and counters bitwise unchanged), and the commit record's
 // whole-file hash checked.
@@ -14,9 +14,9 @@
 #include "ckpt/format/manifest.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/torch/compat.h"
-#include "ckpt/train/checkpointer.h"
 #include "tests/common/test_util.h"
 #include "tests/common/train_fixture.h"
+#include "train/checkpointer.h"
 
 namespace ckpt {
 namespace {

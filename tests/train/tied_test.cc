@@ -7,8 +7,8 @@
 #include "ckpt/format/manifest.h"
 #include "ckpt/io/env.h"
 #include "ckpt/store/rank_io.h"
-#include "ckpt/train/checkpointer.h"
 #include "tests/common/test_util.h"
+#include "train/checkpointer.h"
 
 namespace ckpt {
 namespace {

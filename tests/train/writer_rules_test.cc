@@ -12,9 +12,9 @@
 #include "ckpt/format/manifest.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
-#include "ckpt/train/checkpointer.h"
 #include "tests/common/test_util.h"
 #include "tests/common/train_fixture.h"
+#include "train/checkpointer.h"
 
 namespace ckpt {
 namespace {

@@ -1,4 +1,4 @@
-#include "ckpt/train/checkpointer.h"
+#include "train/checkpointer.h"
 
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <torch/torch.h>
@@ -134,41 +134,42 @@ Status Checkpointer::log_progress(const ProgressEvent& e) {
   return append_journal(store::JournalEventType::kProgress, j, false);
 }
 
-Status Checkpointer::capture(Node* root, std::vector<std::string>* components) {
+Status Checkpointer::capture(Node* root, std::set<Component>* components) {
   auto want = [&](Component c) { return options_.omit.count(c) == 0; };
+  // The group of `c` in the rank file, recorded as captured.
+  auto group = [&](Component c) -> Node& {
+    components->insert(c);
+    return root->child(component_name(c));
+  };
   torch::nn::Module* const model = tracked_.model;
   torch::optim::Optimizer* optimizer = tracked_.optimizer;
   sched::Scheduler* scheduler = tracked_.scheduler;
   loader::ResumableSampler* sampler = tracked_.sampler;
   TrainCounters* counters = tracked_.counters;
   if (model != nullptr) {
-    Node& model_node = root->child("model");
+    Node& model_node = group(Component::kModel);
     CKPT_RETURN_IF_ERROR(torch_adapter::capture_model(*model, &model_node));
     // model_state names a tied tensor's target within /model; the file records its full path.
+    const std::string prefix = std::string("/") + component_name(Component::kModel) + "/";
     for (auto& [name, t] : model_node.tensors) {
-      if (!t.alias_of.empty()) t.alias_of = "/model/" + t.alias_of;
+      if (!t.alias_of.empty()) t.alias_of = prefix + t.alias_of;
     }
-    components->push_back("model");
   }
   if (optimizer != nullptr && model != nullptr && want(Component::kOptimizer)) {
     CKPT_RETURN_IF_ERROR(
-        torch_adapter::capture_optimizer(*optimizer, *model, &root->child("optimizer")));
-    components->push_back("optimizer");
+        torch_adapter::capture_optimizer(*optimizer, *model, &group(Component::kOptimizer)));
   }
   if (scheduler != nullptr && want(Component::kScheduler)) {
-    scheduler->to_node(&root->child("scheduler"));
-    components->push_back("scheduler");
+    scheduler->to_node(&group(Component::kScheduler));
   }
   if (want(Component::kRng)) {
-    CKPT_RETURN_IF_ERROR(torch_adapter::capture_rng(generators_, &root->child("rng")));
-    components->push_back("rng");
+    CKPT_RETURN_IF_ERROR(torch_adapter::capture_rng(generators_, &group(Component::kRng)));
   }
   if (sampler != nullptr && want(Component::kLoader)) {
-    loader::sampler_to_node(sampler->spec(), sampler->cursor(), &root->child("loader"));
-    components->push_back("loader");
+    loader::sampler_to_node(sampler->spec(), sampler->cursor(), &group(Component::kLoader));
   }
   if (counters != nullptr && want(Component::kTrain)) {
-    Node& t = root->child("train");
+    Node& t = group(Component::kTrain);
     t.attrs["global_step"] = counters->global_step;
     t.attrs["epoch"] = counters->epoch;
     t.attrs["samples_seen"] = counters->samples_seen;
@@ -180,11 +181,9 @@ Status Checkpointer::capture(Node* root, std::vector<std::string>* components) {
     std::string env_json;
     t.attrs["env_digest"] = environment_digest(&env_json);
     t.attrs["env"] = env_json;
-    components->push_back("train");
   }
   if (!extra_.values().empty() && want(Component::kExtra)) {
-    CKPT_RETURN_IF_ERROR(torch_adapter::capture_extra(extra_, &root->child("extra")));
-    components->push_back("extra");
+    CKPT_RETURN_IF_ERROR(torch_adapter::capture_extra(extra_, &group(Component::kExtra)));
   }
   return Status::ok();
 }
@@ -218,15 +217,15 @@ Status Checkpointer::write_files(Node* root, int64_t step, uint64_t* file_bytes)
 
 // Steps 2-5: barrier, commit (rank 0), barrier, retention; then `event` is journaled as the
 // save event (retention's refusals added).
-Status Checkpointer::commit_files(int64_t step, const std::vector<std::string>& components,
+Status Checkpointer::commit_files(int64_t step, const std::set<Component>& components,
                                   nlohmann::json event) {
   if (options_.world_size > 1) {
     CKPT_RETURN_IF_ERROR(options_.barrier().with_context("save barrier"));
   }
   if (options_.rank != 0) return options_.barrier().with_context("commit barrier");
   CKPT_RETURN_IF_ERROR(lock_->check());  // the run directory is still the one this rank locked
-  CKPT_RETURN_IF_ERROR(
-      store::commit(env_, options_.run_dir, step, options_.world_size, components));
+  CKPT_RETURN_IF_ERROR(store::commit(env_, options_.run_dir, step, options_.world_size,
+                                     component_names(components)));
   if (options_.world_size > 1)
     CKPT_RETURN_IF_ERROR(options_.barrier().with_context("commit barrier"));
   std::vector<std::string> kept;  // what retention refused to remove, and why
@@ -257,10 +256,10 @@ Status Checkpointer::save(int64_t step, const SaveOptions& save_options) {
       had_in_flight ? std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
                     : 0;
   Node root;
-  std::vector<std::string> components;
+  std::set<Component> components;
   CKPT_RETURN_IF_ERROR(capture(&root, &components));
   set_root_attrs({"ckpt 0.1.0", torch_adapter::libtorch_version(), step, options_.rank,
-                  options_.world_size, components},
+                  options_.world_size, component_names(components)},
                  &root);
   if (options_.rank == 0) CKPT_RETURN_IF_ERROR(open_journal());
   if (!save_options.blocking) {
@@ -272,7 +271,7 @@ Status Checkpointer::save(int64_t step, const SaveOptions& save_options) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   nlohmann::json event = {{"step", step},
                           {"checkpoint", step_dir_name(step)},
-                          {"components", components},
+                          {"components", component_names(components)},
                           {"bytes", file_bytes},
                           {"seconds", secs}};
   return commit_files(step, components, std::move(event));
@@ -282,12 +281,11 @@ Status Checkpointer::save(int64_t step, const SaveOptions& save_options) {
 // the progress events of the state it captured (what `ckpt coverage` pairs it with); and, when
 // the background work ends, "save" without a checkpoint name: committed true with bytes and
 // seconds, or false with the error.
-Status Checkpointer::save_in_background(int64_t step, Node root,
-                                        std::vector<std::string> components,
+Status Checkpointer::save_in_background(int64_t step, Node root, std::set<Component> components,
                                         std::chrono::steady_clock::time_point t0, double waited) {
   nlohmann::json taken = {{"step", step},
                           {"checkpoint", step_dir_name(step)},
-                          {"components", components},
+                          {"components", component_names(components)},
                           {"blocking", false}};
   if (waited > 0) taken["waited_for_previous_seconds"] = waited;
   CKPT_RETURN_IF_ERROR(append_journal(store::JournalEventType::kSave, taken, false));
@@ -368,9 +366,12 @@ Status Checkpointer::journal_restore(const RestoreReport& rep, const loader::Loa
   if (!journal_) return Status::ok();
   nlohmann::json loader = nullptr;
   if (cursor) loader = {{"epoch", cursor->epoch}, {"position", cursor->position}};
-  nlohmann::json event = {{"step", rep.step},           {"checkpoint", rep.checkpoint},
-                          {"restored", rep.components}, {"missing", rep.missing},
-                          {"loader", loader},           {"note", rep.note}};
+  nlohmann::json event = {{"step", rep.step},
+                          {"checkpoint", rep.checkpoint},
+                          {"restored", component_names(rep.components)},
+                          {"missing", component_names(rep.missing)},
+                          {"loader", loader},
+                          {"note", rep.note}};
   if (!rep.skipped.empty()) event["skipped"] = rep.skipped;
   return append_journal(store::JournalEventType::kRestore, event, true);
 }

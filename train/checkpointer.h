@@ -31,9 +31,19 @@
 // waits for a save in flight first.
 // Not thread-safe: call from the training thread.
 // restore_latest() reads through the fast pipeline (resume::restore_rank) straight into the model's
-// parameters and the optimizer's state tensors, checks every tensor's hash and the commit record's
-// whole-file hash on the fly, and is all or nothing: after a failure every tracked object is
-// bitwise as before (docs/resume.md, "All or nothing").
+// parameters and the optimizer's state tensors, and checks every tensor's hash and the commit
+// record's whole-file hash before it writes anything live (docs/resume.md, "All or nothing").
+// What a failure leaves:
+//   - a failure before the in-place copy (no checkpoint readable, a missing required component,
+//     a tensor that does not fit, a hash mismatch, an RNG state or extra value that does not
+//     restore, ...): every tracked object is bitwise as before;
+//   - a failure of the in-place copy itself — the file written to between the check and the
+//     copy, or a read error in the copy — which the error says: the model's parameters and the
+//     optimizer's existing state tensors on the CPU are partly overwritten, and the extra values
+//     (extra()) hold the checkpoint's; device and non-contiguous tensors and the RNG are put
+//     back; the optimizer's hyperparameters and state, the scheduler, the sampler and the
+//     counters are untouched. Restore again;
+//   - a failure to journal the restore (the last step): every object is restored.
 #pragma once
 
 #include <chrono>
@@ -120,12 +130,12 @@ struct CheckpointerOptions {
 struct RestoreReport {
   bool restored = false;  // false: no checkpoint, a fresh start
   int64_t step = 0;
-  std::string checkpoint;               // "step-000000000050"
-  std::vector<std::string> components;  // restored
-  std::vector<std::string> missing;     // tracked but absent from the checkpoint
-  std::string note;                     // e.g. LATEST was stale
-  std::vector<std::string> skipped;     // damaged checkpoints stepped over (kFallback), with why
-  int64_t saved_world_size = 0;  // ranks that wrote the checkpoint (≠ world_size: resharded)
+  std::string checkpoint;            // "step-000000000050"
+  std::set<Component> components;    // restored (component_names() for text)
+  std::set<Component> missing;       // tracked but absent from the checkpoint
+  std::string note;                  // e.g. LATEST was stale
+  std::vector<std::string> skipped;  // damaged checkpoints stepped over (kFallback), with why
+  int64_t saved_world_size = 0;      // ranks that wrote the checkpoint (≠ world_size: resharded)
 };
 
 // What a Checkpointer captures; a null pointer is a component not tracked. Borrowed: the objects
@@ -186,12 +196,11 @@ class Checkpointer {
   const std::string& run_dir() const { return options_.run_dir; }
 
  private:
-  Status capture(Node* root, std::vector<std::string>* components);
+  Status capture(Node* root, std::set<Component>* components);
   Status check_save_options() const;
   Status write_files(Node* root, int64_t step, uint64_t* file_bytes);
-  Status commit_files(int64_t step, const std::vector<std::string>& components,
-                      nlohmann::json event);
-  Status save_in_background(int64_t step, Node root, std::vector<std::string> components,
+  Status commit_files(int64_t step, const std::set<Component>& components, nlohmann::json event);
+  Status save_in_background(int64_t step, Node root, std::set<Component> components,
                             std::chrono::steady_clock::time_point t0, double waited);
   Status journal_failure(int64_t step, const Status& failed);
   Status append_journal(store::JournalEventType type, nlohmann::json event, bool durable);
