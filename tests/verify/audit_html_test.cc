@@ -4,6 +4,7 @@
 
 #include "verify/audit/audit.h"
 
+using namespace ckpt;
 using namespace ckpt::verify;
 
 namespace {

@@ -6,6 +6,7 @@
 
 #include "verify/audit/rules.h"
 
+using namespace ckpt;
 using namespace ckpt::verify;
 
 namespace {

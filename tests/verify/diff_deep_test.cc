@@ -11,6 +11,7 @@
 
 namespace {
 
+using namespace ckpt;
 using namespace ckpt::verify;
 
 template <typename T>

@@ -56,6 +56,13 @@ TEST_CASE("a short read or EIO in a torch.save zip is the documented error", "[v
   check_fault(pt, "complete.pt", 0, false);       // the magic bytes the probe reads
   check_fault(pt, "complete.pt", n - 10, false);  // the end-of-central-directory record
   check_fault(pt, "complete.pt", n / 2, true);    // tensor bytes: only --deep reads them
+  // Without an extension only the magic bytes say what it is: EIO there is still not "not a
+  // checkpoint".
+  const std::string bare = std::string(CKPT_BINARY_DIR) + "/read_fault_test.blob";
+  auto bytes = Env::posix()->read_all(pt);
+  REQUIRE(bytes.is_ok());
+  REQUIRE(Env::posix()->write_atomic(bare, *bytes).is_ok());
+  check_fault(bare, "read_fault_test.blob", 0, false);
 }
 
 TEST_CASE("a short read or EIO in a safetensors file is the documented error", "[verify]") {
