@@ -22,7 +22,7 @@ struct AuditCliOptions {
   std::string require;
 };
 
-int run_audit(const AuditCliOptions& o) {
+int run_audit(const AuditCliOptions& o, const Context& ctx) {
   verify::AuditOptions ao;
   ao.deep = o.deep;
   ao.progress = o.deep && !o.json;
@@ -34,7 +34,7 @@ int run_audit(const AuditCliOptions& o) {
     }
     ao.require = *req;
   }
-  auto r = verify::audit_path(o.path, ao);
+  auto r = verify::audit_path(*ctx.readers, ctx.env, o.path, ao);
   if (!r.is_ok()) {
     print_diagnostic(std::cerr, "audit", r.status().to_string());
     return exit_code_for(r.status());
@@ -47,7 +47,7 @@ int run_audit(const AuditCliOptions& o) {
   return r->complete ? kExitOk : kExitFindings;
 }
 
-Runner setup_audit(CLI::App& root, CLI::App*& sub) {
+Runner setup_audit(CLI::App& root, CLI::App*& sub, const Context& ctx) {
   auto opts = std::make_shared<AuditCliOptions>();
   sub = root.add_subcommand("audit",
                             "Say which parts of the training state a checkpoint holds: model, "
@@ -58,7 +58,7 @@ Runner setup_audit(CLI::App& root, CLI::App*& sub) {
                   "comma list of components that decide the exit code (default: all)");
   sub->add_flag("--json", opts->json, "print one JSON object");
   sub->footer(kExitCodeHelp);
-  return [opts] { return run_audit(*opts); };
+  return [opts, ctx] { return run_audit(*opts, ctx); };
 }
 
 }  // namespace ckpt::cli

@@ -21,10 +21,10 @@ struct ConvertCliOptions {
   bool json = false;
 };
 
-int run_convert(const ConvertCliOptions& o) {
+int run_convert(const ConvertCliOptions& o, const Context& ctx) {
   verify::convert::ConvertOptions co;
   co.progress = !o.json && ::isatty(2) != 0;
-  auto r = verify::convert::convert_checkpoint(Env::posix(), o.input, o.out_dir, co);
+  auto r = verify::convert::convert_checkpoint(ctx.env, *ctx.readers, o.input, o.out_dir, co);
   if (!r.is_ok()) {
     print_diagnostic(std::cerr, "convert", r.status().to_string());
     return exit_code_for(r.status());
@@ -58,7 +58,7 @@ constexpr const char* kConvertHelp =
     "(or OUT_DIR not empty); 65 damaged input, not a checkpoint, or a format convert does not\n"
     "read (TorchScript, DeepSpeed, a ckpt run); 66 cannot open the input or write OUT_DIR.";
 
-Runner setup_convert(CLI::App& root, CLI::App*& sub) {
+Runner setup_convert(CLI::App& root, CLI::App*& sub, const Context& ctx) {
   auto opts = std::make_shared<ConvertCliOptions>();
   sub = root.add_subcommand("convert",
                             "Convert a torch.save / Lightning / HF Trainer / DCP / safetensors "
@@ -67,7 +67,7 @@ Runner setup_convert(CLI::App& root, CLI::App*& sub) {
   sub->add_option("OUT_DIR", opts->out_dir, "new run directory (absent or empty)")->required();
   sub->add_flag("--json", opts->json, "print one JSON object (docs/cli.md)");
   sub->footer(kConvertHelp);
-  return [opts] { return run_convert(*opts); };
+  return [opts, ctx] { return run_convert(*opts, ctx); };
 }
 
 }  // namespace ckpt::cli

@@ -19,8 +19,8 @@ struct DiffCliOptions {
   bool deep = false;
 };
 
-int run_diff(const DiffCliOptions& o) {
-  auto d = verify::diff_paths(o.a, o.b, o.deep);
+int run_diff(const DiffCliOptions& o, const Context& ctx) {
+  auto d = verify::diff_paths(*ctx.readers, ctx.env, o.a, o.b, o.deep);
   if (!d.is_ok()) {
     print_diagnostic(std::cerr, "diff", d.status().to_string());
     return exit_code_for(d.status());
@@ -33,7 +33,7 @@ int run_diff(const DiffCliOptions& o) {
   return d->differences == 0 ? kExitOk : kExitFindings;
 }
 
-Runner setup_diff(CLI::App& root, CLI::App*& sub) {
+Runner setup_diff(CLI::App& root, CLI::App*& sub, const Context& ctx) {
   auto opts = std::make_shared<DiffCliOptions>();
   sub = root.add_subcommand("diff",
                             "Compare two checkpoints (any format audit reads): statuses, counters, "
@@ -44,7 +44,7 @@ Runner setup_diff(CLI::App& root, CLI::App*& sub) {
   sub->add_flag("--deep", opts->deep,
                 "also read the model tensors' bytes and compare values (max |a-b| per tensor)");
   sub->footer(kExitCodeHelp);
-  return [opts] { return run_diff(*opts); };
+  return [opts, ctx] { return run_diff(*opts, ctx); };
 }
 
 }  // namespace ckpt::cli

@@ -17,8 +17,8 @@ struct InspectCliOptions {
   bool json = false;
 };
 
-int run_inspect(const InspectCliOptions& o) {
-  auto v = verify::inspect_path(o.path);
+int run_inspect(const InspectCliOptions& o, const Context& ctx) {
+  auto v = verify::inspect_path(*ctx.readers, ctx.env, o.path);
   if (!v.is_ok()) {
     print_diagnostic(std::cerr, "inspect", v.status().to_string());
     return exit_code_for(v.status());
@@ -30,23 +30,23 @@ int run_inspect(const InspectCliOptions& o) {
   }
   if (o.json) {
     nlohmann::json j = {{"path", v->path},
-                        {"format", v->format},
+                        {"format", verify::format_name(v->format)},
                         {"contents", verify::inspect_to_json(v->contents)}};
     std::cout << verify::json_text(j) << "\n";
   } else {
-    std::cout << v->format << ": " << verify::inspect_to_text(v->contents);
+    std::cout << verify::format_name(v->format) << ": " << verify::inspect_to_text(v->contents);
   }
   return kExitOk;
 }
 
-Runner setup_inspect(CLI::App& root, CLI::App*& sub) {
+Runner setup_inspect(CLI::App& root, CLI::App*& sub, const Context& ctx) {
   auto opts = std::make_shared<InspectCliOptions>();
   sub = root.add_subcommand(
       "inspect", "Show the tree inside a checkpoint (keys, dtypes, shapes, sizes, devices)");
   sub->add_option("PATH", opts->path, "checkpoint file or folder")->required();
   sub->add_flag("--json", opts->json, "print one JSON object");
   sub->footer(kExitCodeHelp);
-  return [opts] { return run_inspect(*opts); };
+  return [opts, ctx] { return run_inspect(*opts, ctx); };
 }
 
 }  // namespace ckpt::cli

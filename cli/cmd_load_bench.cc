@@ -12,10 +12,8 @@
 #include "cli/command.h"
 #include "cli/diagnostics.h"
 #include "cli/exit_codes.h"
+#include "cli/load_bench_cuda.h"
 #include "resume/load_all.h"
-#ifdef CKPT_HAVE_RESUME_CUDA
-#include "resume/cuda/load_all_device.h"
-#endif
 
 namespace ckpt::cli {
 namespace {
@@ -44,22 +42,18 @@ std::optional<int> parse_device(const std::string& d) {
 Result<resume::LoadAllStats> load(Env* env, const std::string& dir, int device,
                                   const resume::LoadAllOptions& lo) {
   if (device < 0) return resume::load_all_host(env, dir, lo);
-#ifdef CKPT_HAVE_RESUME_CUDA
-  return resume::cuda::load_all_device(env, dir, device, lo);
-#else
-  return unsupported("cuda:" + std::to_string(device) +
-                     ": this ckpt was built without the CUDA restore path (no CUDA toolkit found)");
-#endif
+  // Only here is the CUDA runtime loaded (cli/load_bench_cuda.h).
+  return load_all_device_lazily(env, dir, device, lo);
 }
 
-int run_load_bench(const LoadBenchOptions& o) {
+int run_load_bench(const LoadBenchOptions& o, const Context& ctx) {
   const std::optional<int> device = parse_device(o.device);
   if (!device) {
     print_diagnostic(std::cerr, "load-bench",
                      "--device " + o.device + ": expected cpu, cuda or cuda:N");
     return kExitUsage;
   }
-  Env* env = Env::posix();
+  Env* env = ctx.env;
   auto dir = resume::resolve_checkpoint(env, o.path);
   if (!dir.is_ok()) {
     print_diagnostic(std::cerr, "load-bench", dir.status().message());
@@ -101,7 +95,7 @@ int run_load_bench(const LoadBenchOptions& o) {
 
 }  // namespace
 
-Runner setup_load_bench(CLI::App& root, CLI::App*& sub) {
+Runner setup_load_bench(CLI::App& root, CLI::App*& sub, const Context& ctx) {
   auto o = std::make_shared<LoadBenchOptions>();
   sub = root.add_subcommand("load-bench",
                             "Load every tensor of a ckpt checkpoint through the restore pipeline "
@@ -118,7 +112,7 @@ Runner setup_load_bench(CLI::App& root, CLI::App*& sub) {
   sub->footer(
       "Exit codes: 0 loaded; 64 usage; 65 not a ckpt checkpoint, or corrupt (a hash mismatch "
       "names the tensor); 66 cannot open the input or the device.");
-  return [o] { return run_load_bench(*o); };
+  return [o, ctx] { return run_load_bench(*o, ctx); };
 }
 
 }  // namespace ckpt::cli

@@ -10,14 +10,14 @@
 #include "cli/commands.h"
 
 namespace ckpt::cli {
-Runner setup_report(CLI::App& root, CLI::App*& sub) {
+Runner setup_report(CLI::App& root, CLI::App*& sub, const Context& ctx) {
   auto o = std::make_shared<ReportCommandOptions>();
   sub = root.add_subcommand("report",
                             "One self-contained HTML page: audit of the latest "
                             "checkpoint, LR and coverage charts, profiler verdicts");
   sub->add_option("run_dir", o->run_dir, "Our run directory")->required();
   sub->add_option("--html", o->html_path, "Write the page to this file")->required();
-  return [o] { return run_report_command(*o, std::cout, std::cerr); };
+  return [o, ctx] { return run_report_command(*o, ctx.env, *ctx.readers, std::cout, std::cerr); };
 }
 
 }  // namespace ckpt::cli

@@ -19,8 +19,8 @@ struct ScanCliOptions {
   bool json = false;
 };
 
-int run_scan(const ScanCliOptions& o) {
-  auto r = verify::scan_path(o.path);
+int run_scan(const ScanCliOptions& o, const Context& ctx) {
+  auto r = verify::scan_path(ctx.env, o.path);
   if (!r.is_ok()) {
     print_diagnostic(std::cerr, "scan", r.status().to_string());
     return exit_code_for(r.status());
@@ -33,7 +33,7 @@ int run_scan(const ScanCliOptions& o) {
   return r->safe() ? kExitOk : kExitFindings;
 }
 
-Runner setup_scan(CLI::App& root, CLI::App*& sub) {
+Runner setup_scan(CLI::App& root, CLI::App*& sub, const Context& ctx) {
   auto opts = std::make_shared<ScanCliOptions>();
   sub = root.add_subcommand("scan",
                             "Say whether a file (or every file of a folder) is safe to load: the "
@@ -44,7 +44,7 @@ Runner setup_scan(CLI::App& root, CLI::App*& sub) {
   sub->footer(
       "Exit codes: 0 nothing dangerous; 2 at least one dangerous global; 64 usage error;\n"
       "65 not a format scan reads, or unreadable; 66 cannot open the input.");
-  return [opts] { return run_scan(*opts); };
+  return [opts, ctx] { return run_scan(*opts, ctx); };
 }
 
 }  // namespace ckpt::cli

@@ -13,7 +13,7 @@
 
 namespace ckpt::cli {
 
-Runner setup_verify(CLI::App& root, CLI::App*& sub) {
+Runner setup_verify(CLI::App& root, CLI::App*& sub, const Context& ctx) {
   auto o = std::make_shared<VerifyCommandOptions>();
   sub = root.add_subcommand("verify",
                             "Check every byte of a ckpt checkpoint: commit record, file hashes, "
@@ -23,7 +23,7 @@ Runner setup_verify(CLI::App& root, CLI::App*& sub) {
   sub->footer(
       "Exit codes: 0 intact; 2 damaged or incomplete; 65 not a ckpt checkpoint; 66 cannot "
       "open (a file of a checkpoint included, or every checkpoint removed while verifying).");
-  return [o] { return run_verify_command(*o, Env::posix(), std::cout, std::cerr); };
+  return [o, ctx] { return run_verify_command(*o, ctx.env, std::cout, std::cerr); };
 }
 
 }  // namespace ckpt::cli

@@ -17,6 +17,7 @@
 
 #include "ckpt/base/status.h"
 #include "ckpt/io/env.h"
+#include "verify/formats/format_reader.h"
 
 namespace ckpt::cli {
 
@@ -62,7 +63,9 @@ struct ReportCommandOptions {
   std::string run_dir;
   std::string html_path;
 };
-int run_report_command(const ReportCommandOptions& o, std::ostream& out, std::ostream& err);
+// `ckpt report` through `env`, auditing the latest checkpoint with `readers`.
+int run_report_command(const ReportCommandOptions& o, Env* env, const verify::ReaderSet& readers,
+                       std::ostream& out, std::ostream& err);
 
 // Writes `text` to `path` (replacing it). io_error naming the path on failure.
 Status write_text_file(const std::string& path, const std::string& text);

@@ -5,18 +5,25 @@
 #include <iostream>
 
 #include "ckpt/format/printable.h"
+#include "ckpt/io/env.h"
 #include "cli/command.h"
 #include "cli/exit_codes.h"
+#include "verify/formats/builtin_readers.h"
 #include "verify/ours/ours_reader.h"
 
 namespace ckpt::cli {
 
 namespace {
 
-// The subcommands, in the order `ckpt --help` lists them.
-const Setup kCommands[] = {setup_audit,   setup_convert,    setup_coverage, setup_diff,
-                           setup_inspect, setup_load_bench, setup_lr,       setup_profile,
-                           setup_report,  setup_scan,       setup_verify};
+// The subcommands, in the order `ckpt --help` lists them; those that read checkpoints get `ctx`.
+std::vector<Setup> commands(const Context& ctx) {
+  auto with = [&ctx](Runner (*setup)(CLI::App&, CLI::App*&, const Context&)) -> Setup {
+    return [setup, &ctx](CLI::App& root, CLI::App*& sub) { return setup(root, sub, ctx); };
+  };
+  return {with(setup_audit),   with(setup_convert),    setup_coverage,    with(setup_diff),
+          with(setup_inspect), with(setup_load_bench), setup_lr,          setup_profile,
+          with(setup_report),  with(setup_scan),       with(setup_verify)};
+}
 
 }  // namespace
 }  // namespace ckpt::cli
@@ -31,9 +38,13 @@ int main(int argc, char** argv) {
   app.footer(kExitCodeHelp);
   app.set_version_flag("--version", "ckpt 0.1.0");
 
-  ckpt::verify::register_ours_reader();  // `audit`/`inspect` of our own runs
+  // Every checkpoint is read through the real file system, by the foreign-format readers and
+  // then our own format's.
+  ckpt::verify::ReaderSet readers = ckpt::verify::builtin_readers();
+  readers.add(ckpt::verify::make_ours_reader());
+  const Context ctx{ckpt::Env::posix(), &readers};
   std::vector<std::pair<CLI::App*, Runner>> runners;
-  for (const Setup& setup : kCommands) {
+  for (const Setup& setup : commands(ctx)) {
     CLI::App* sub = nullptr;
     Runner run = setup(app, sub);
     runners.emplace_back(sub, std::move(run));

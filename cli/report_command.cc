@@ -6,12 +6,13 @@
 
 namespace ckpt::cli {
 
-int run_report_command(const ReportCommandOptions& o, std::ostream& out, std::ostream& err) {
+int run_report_command(const ReportCommandOptions& o, Env* env, const verify::ReaderSet& readers,
+                       std::ostream& out, std::ostream& err) {
   if (o.html_path.empty()) {
     err << "ckpt report: --html FILE is required\n";
     return kExitUsage;
   }
-  auto report = report::build_run_report(o.run_dir);
+  auto report = report::build_run_report(env, readers, o.run_dir);
   if (!report.is_ok()) {
     print_diagnostic(err, "report", report.status().message());
     return exit_code_for(report.status());

@@ -1,12 +1,8 @@
 #include "report/report_html.h"
 
-#include <dirent.h>
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <map>
 #include <vector>
 
@@ -23,7 +19,6 @@
 #include "profile/analyze/report_render.h"
 #include "profile/import/trace_import.h"
 #include "verify/audit/audit.h"
-#include "verify/ours/ours_reader.h"
 
 namespace ckpt::report {
 namespace {
@@ -40,23 +35,20 @@ using analytics::lr_from_run;
 using analytics::LrAnalysis;
 using analytics::short_number;
 
-bool is_dir(const std::string& p) { return Env::posix()->is_dir(p); }
-
 std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
   return s;
 }
 
 // RUN/LATEST names the newest committed checkpoint; without it, the highest step-* directory.
-std::string latest_checkpoint(const std::string& run_dir) {
-  std::ifstream latest(run_dir + "/LATEST");
-  std::string name;
-  if (latest && std::getline(latest, name) && !trim(name).empty()) {
-    return run_dir + "/" + trim(name);
+std::string latest_checkpoint(Env* env, const std::string& run_dir) {
+  if (auto latest = env->read_all(run_dir + "/LATEST", 4096); latest.is_ok()) {
+    const std::string name = trim(latest->substr(0, latest->find('\n')));
+    if (!name.empty()) return run_dir + "/" + name;
   }
   std::string best;
-  for (const auto& n : Env::posix()->list_dir_or_empty(run_dir)) {
-    if (n.rfind("step-", 0) == 0 && is_dir(run_dir + "/" + n)) best = n;
+  for (const auto& n : env->list_dir_or_empty(run_dir)) {
+    if (n.rfind("step-", 0) == 0 && env->is_dir(run_dir + "/" + n)) best = n;
   }
   return best.empty() ? std::string() : run_dir + "/" + best;
 }
@@ -71,12 +63,13 @@ std::string note(const std::string& text) {
   return "<p class=\"note\">" + html_escape(text) + "</p>\n";
 }
 
-std::string audit_section(const std::string& run_dir, bool* findings) {
+std::string audit_section(Env* env, const verify::ReaderSet& readers, const std::string& run_dir,
+                          bool* findings) {
   std::string s = "<section id=\"audit\"><h2>Audit of the latest checkpoint</h2>\n";
-  const std::string ckpt = latest_checkpoint(run_dir);
+  const std::string ckpt = latest_checkpoint(env, run_dir);
   if (ckpt.empty())
     return s + note("No checkpoint in " + run_dir + " (no LATEST, no step-*).") + "</section>\n";
-  auto report = verify::audit_path(ckpt, {});
+  auto report = verify::audit_path(readers, env, ckpt, {});
   if (!report.is_ok()) {
     *findings = true;
     return s + note("Cannot audit " + ckpt + ": " + report.status().message()) + "</section>\n";
@@ -127,12 +120,12 @@ std::string coverage_section(const std::string& run_dir) {
   return s;
 }
 
-std::string profile_section(const std::string& run_dir) {
+std::string profile_section(Env* env, const std::string& run_dir) {
   std::vector<std::string> found;
-  for (const auto& n : Env::posix()->list_dir_or_empty(run_dir)) {
+  for (const auto& n : env->list_dir_or_empty(run_dir)) {
     if (n.rfind("profile-rank", 0) == 0) found.push_back(run_dir + "/" + n);
   }
-  for (const auto& n : Env::posix()->list_dir_or_empty(run_dir + "/profile"))
+  for (const auto& n : env->list_dir_or_empty(run_dir + "/profile"))
     found.push_back(run_dir + "/profile/" + n);
   if (found.empty()) return std::string();  // no profiler files: no section
   // Every process of a restarted run writes its own file per rank (names sort by start step):
@@ -171,9 +164,9 @@ constexpr const char* kStyle =
 
 }  // namespace
 
-Result<RunReport> build_run_report(const std::string& run_dir) {
-  if (!is_dir(run_dir)) return not_found(run_dir + ": not a run directory");
-  verify::register_ours_reader();  // the audit section reads our own checkpoints
+Result<RunReport> build_run_report(Env* env, const verify::ReaderSet& readers,
+                                   const std::string& run_dir) {
+  if (!env->is_dir(run_dir)) return not_found(run_dir + ": not a run directory");
   RunReport out;
   std::time_t now = std::time(nullptr);
   char when[64];
@@ -182,10 +175,10 @@ Result<RunReport> build_run_report(const std::string& run_dir) {
   h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>ckpt report: " +
       html_escape(run_dir) + "</title><style>" + kStyle + "</style></head><body>\n";
   h += "<h1>ckpt report: " + html_escape(run_dir) + "</h1>\n<p>Generated " + when + ".</p>\n";
-  h += audit_section(run_dir, &out.findings);
+  h += audit_section(env, readers, run_dir, &out.findings);
   h += lr_section(run_dir, &out.findings);
   h += coverage_section(run_dir);
-  h += profile_section(run_dir);
+  h += profile_section(env, run_dir);
   h += "</body></html>\n";
   return out;
 }

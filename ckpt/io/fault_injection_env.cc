@@ -33,7 +33,40 @@ class FaultyWritable final : public WritableFile {
   std::string path_;  // where the file was opened; a later rename is not followed
 };
 
+// A file whose reads fail from `fault_at` on, as a shrunk file or a failing disk would.
+class FaultyRandom final : public RandomAccessFile {
+ public:
+  FaultyRandom(std::unique_ptr<RandomAccessFile> f, uint64_t fault_at, ReadFault fault)
+      : f_(std::move(f)), fault_at_(fault_at), fault_(fault) {}
+  Status read_at(uint64_t offset, void* dst, size_t n) const override {
+    if (n > 0 && (offset >= fault_at_ || n > fault_at_ - offset)) {
+      if (fault_ == ReadFault::kIoError)
+        return io_error(path() + ": read failed: Input/output error");
+      return corrupt(path() + ": truncated: unexpected end of file");
+    }
+    CKPT_RETURN_IF_ERROR(f_->read_at(offset, dst, n));
+    count_read(n);
+    return Status::ok();
+  }
+  uint64_t size() const override { return f_->size(); }
+  const std::string& path() const override { return f_->path(); }
+  std::string version() const override { return f_->version(); }
+
+ private:
+  std::unique_ptr<RandomAccessFile> f_;
+  uint64_t fault_at_;
+  ReadFault fault_;
+};
+
 }  // namespace
+
+Result<std::unique_ptr<RandomAccessFile>> FaultInjectionEnv::open_random(const std::string& path) {
+  CKPT_ASSIGN_OR_RETURN(auto f, base_->open_random(path));
+  auto it = read_faults_.find(path);
+  if (it == read_faults_.end()) return f;
+  return std::unique_ptr<RandomAccessFile>(
+      new FaultyRandom(std::move(f), it->second.first, it->second.second));
+}
 
 Status FaultInjectionEnv::tick(const std::string& what) {
   ++ops_;

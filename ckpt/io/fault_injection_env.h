@@ -9,7 +9,11 @@
 //   - with CrashLoss::kDataAndEntries, every directory change (create, mkdir, rename, unlink,
 //     rmdir, exchange) since the last fsync of that directory is undone too, newest first; a rename
 //     over a file brings the old file back.
-// Without drop_unsynced() a crash is fail-stop: everything done before it stays. Not thread-safe.
+// Without drop_unsynced() a crash is fail-stop: everything done before it stays.
+//
+// Reads fail on request too (fail_reads): a file that ends early, or a disk that answers EIO,
+// from a given byte on. That is how tests reach the foreign-format readers with a short read or
+// an I/O error in the middle of a torch.save zip or a safetensors file. Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +27,12 @@
 #include "ckpt/io/env.h"
 
 namespace ckpt {
+
+// What a failed read looks like to the reader.
+enum class ReadFault {
+  kShortRead,  // the file ends at the fault offset: a kCorrupt "truncated" error
+  kIoError,    // the device fails from the fault offset on: a kIoError "Input/output error"
+};
 
 enum class CrashLoss {
   kData,            // unsynced file bytes vanish; directory entries survive
@@ -45,9 +55,12 @@ class FaultInjectionEnv final : public Env {
   Result<std::unique_ptr<WritableFile>> new_writable(const std::string& path) override;
   Result<std::unique_ptr<WritableFile>> open_for_update(const std::string& path) override;
   Result<std::unique_ptr<WritableFile>> open_append(const std::string& path) override;
-  Result<std::unique_ptr<RandomAccessFile>> open_random(const std::string& path) override {
-    return base_->open_random(path);
+  // Every read of `path` (opened through this Env after the call) that reaches byte `offset` or
+  // beyond fails as `fault`; reads before it succeed. Reads are not counted as operations.
+  void fail_reads(const std::string& path, uint64_t offset, ReadFault fault) {
+    read_faults_[path] = {offset, fault};
   }
+  Result<std::unique_ptr<RandomAccessFile>> open_random(const std::string& path) override;
   Status rename(const std::string& from, const std::string& to) override;
   // Counted as one operation; a crash before the directory's fsync swaps the two back.
   Status exchange(const std::string& a, const std::string& b) override;
@@ -94,6 +107,7 @@ class FaultInjectionEnv final : public Env {
   std::map<std::string, std::string> dirty_;  // path → bytes as of its last fsync
   std::set<std::string> synced_;              // files fsynced through this Env
   std::vector<DirChange> changes_;            // not yet made durable, oldest first
+  std::map<std::string, std::pair<uint64_t, ReadFault>> read_faults_;  // path → (offset, fault)
 };
 
 }  // namespace ckpt

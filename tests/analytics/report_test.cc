@@ -10,6 +10,7 @@
 #include "ckpt/sched/schedule.h"
 #include "cli/commands.h"
 #include "tests/analytics/test_support.h"
+#include "tests/common/test_readers.h"
 
 namespace ckpt::analytics {
 namespace {
@@ -78,7 +79,7 @@ TEST_CASE("ckpt report: one self-contained page with both charts", "[analytics]"
   ReportCommandOptions o;
   o.run_dir = dir.path();
   o.html_path = dir.path() + "/report.html";
-  const int rc = run_report_command(o, out, err);
+  const int rc = run_report_command(o, Env::posix(), test::foreign_readers(), out, err);
   CHECK(rc == 2);  // the LR fell back into warmup at step 80
   auto html = read_text_file(Env::posix(), o.html_path);
   REQUIRE(html.is_ok());
@@ -135,9 +136,9 @@ TEST_CASE("ckpt report: usage and missing run directory", "[analytics]") {
   std::ostringstream out, err;
   ReportCommandOptions o;
   o.run_dir = "/nonexistent/run";
-  CHECK(run_report_command(o, out, err) == 64);
+  CHECK(run_report_command(o, Env::posix(), test::foreign_readers(), out, err) == 64);
   o.html_path = "/tmp/never-written.html";
-  CHECK(run_report_command(o, out, err) == 66);
+  CHECK(run_report_command(o, Env::posix(), test::foreign_readers(), out, err) == 66);
 }
 
 }  // namespace

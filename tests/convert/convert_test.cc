@@ -3,6 +3,7 @@
 // components; what cannot be represented is listed; damaged input and a non-empty OUT_DIR are
 // refused. Fixtures: fixtures/foreign (the audit's, real libraries) and fixtures/convert
 // (make_convert_fixtures.py: values.pt plus the tensor bytes torch itself laid out).
+#define CKPT_TEST_WITH_OURS_READER
 #include "verify/convert/convert.h"
 
 #include <catch2/catch.hpp>
@@ -15,6 +16,7 @@
 #include "ckpt/base/hash.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
+#include "tests/common/test_readers.h"
 #include "tests/common/test_util.h"
 #include "verify/audit/audit.h"
 #include "verify/convert/encode.h"
@@ -92,7 +94,7 @@ struct Converted {
 };
 
 Converted convert_ok(const fs::path& in, const std::string& out) {
-  auto r = convert::convert_checkpoint(Env::posix(), in.string(), out);
+  auto r = convert::convert_checkpoint(Env::posix(), test::all_readers(), in.string(), out);
   INFO(in.string() << ": " << (r.is_ok() ? "" : r.status().to_string()));
   REQUIRE(r.is_ok());
   auto latest = store::find_latest(Env::posix(), out);
@@ -141,7 +143,7 @@ void numpy_rng_checked(const Node& root, const std::string& to,
 // The check of the issue: every source tensor that is not listed as unmapped is in the
 // checkpoint under its path with the same dtype, shape and bytes, and nothing else is.
 void check_bit_exact(const fs::path& in, const Converted& c) {
-  auto src = convert::open_source(in.string());
+  auto src = convert::open_source(Env::posix(), test::all_readers(), in.string());
   REQUIRE(src.is_ok());
   const bool labelled = src->trees.size() > 1;
   std::map<std::string, Bytes> want, got;
@@ -210,7 +212,7 @@ TEST_CASE("every torch.save fixture converts and reads back bit for bit", "[veri
   for (const fs::path& p : torch_save_fixtures()) {
     TempDir tmp;
     const std::string out = tmp.path() + "/run";
-    auto r = convert::convert_checkpoint(Env::posix(), p.string(), out);
+    auto r = convert::convert_checkpoint(Env::posix(), test::all_readers(), p.string(), out);
     if (!r.is_ok()) {
       // Refused, never half-done: TorchScript archives are programs, not state.
       INFO(p.string() << ": " << r.status().to_string());
@@ -284,7 +286,7 @@ TEST_CASE("an HF Trainer folder converts with its optimizer, scheduler, RNG and 
   TempDir tmp;
   const fs::path in = kFixtures / "foreign" / "hf" / "checkpoint-6";
   Converted c = convert_ok(in, tmp.path() + "/run");
-  CHECK(c.report.format == "hf-trainer");
+  CHECK(std::string(verify::format_name(c.report.format)) == "hf-trainer");
   CHECK(c.report.step == 6);
   CHECK(c.report.checkpoint == "step-000000000006");
   check_bit_exact(in, c);
@@ -307,10 +309,9 @@ TEST_CASE("an HF Trainer folder converts with its optimizer, scheduler, RNG and 
   for (const auto& u : c.report.unmapped) args = args || u.path.rfind("training_args.bin", 0) == 0;
   CHECK(args);
   // The auditor reads the result as our format, with the optimizer present.
-  register_ours_reader();
-  auto audit = audit_path(tmp.path() + "/run", {});
+  auto audit = audit_path(test::all_readers(), Env::posix(), tmp.path() + "/run", {});
   REQUIRE(audit.is_ok());
-  CHECK(audit->format == "ckpt-h5");
+  CHECK(audit->format == verify::CheckpointFormat::kCkptH5);
   CHECK(audit->find(AuditComponent::kOptimizer)->status == ComponentStatus::kPresent);
   CHECK(audit->find(AuditComponent::kModel)->status == ComponentStatus::kPresent);
   CHECK(audit->find(AuditComponent::kScheduler)->status == ComponentStatus::kPresent);
@@ -321,7 +322,7 @@ TEST_CASE("a Lightning .ckpt converts with its optimizer mapped", "[verify][conv
                              kFixtures / "foreign" / "real" / "lightning_manual.ckpt"}) {
     TempDir tmp;
     Converted c = convert_ok(in, tmp.path() + "/run");
-    CHECK(c.report.format == "lightning");
+    CHECK(std::string(verify::format_name(c.report.format)) == "lightning");
     const Node* state = group_at(c.root, "/optimizer/state");
     REQUIRE(state != nullptr);
     CHECK_FALSE(state->children.empty());
@@ -339,7 +340,7 @@ TEST_CASE("a DCP folder converts with its optimizer mapped", "[verify][convert]"
                              kFixtures / "foreign" / "real" / "torchtitan" / "step-8"}) {
     TempDir tmp;
     Converted c = convert_ok(in, tmp.path() + "/run");
-    CHECK(c.report.format == "dcp");
+    CHECK(std::string(verify::format_name(c.report.format)) == "dcp");
     check_bit_exact(in, c);
     const Node* state = group_at(c.root, "/optimizer/state");
     REQUIRE(state != nullptr);
@@ -398,7 +399,8 @@ TEST_CASE("damaged and foreign input is refused with one message", "[verify][con
         Case{kFixtures / "foreign" / "torch" / "torchscript.pt", Code::kUnsupported},
         Case{kFixtures / "nonexistent.pt", Code::kNotFound}}) {
     TempDir tmp;
-    auto r = convert::convert_checkpoint(Env::posix(), k.in.string(), tmp.path() + "/run");
+    auto r = convert::convert_checkpoint(Env::posix(), test::all_readers(), k.in.string(),
+                                         tmp.path() + "/run");
     INFO(k.in.string() << ": " << (r.is_ok() ? "converted" : r.status().to_string()));
     REQUIRE_FALSE(r.is_ok());
     CHECK(r.status().code() == k.code);
@@ -414,7 +416,7 @@ TEST_CASE("an OUT_DIR that is not empty is refused and left alone", "[verify][co
   Converted first = convert_ok(in, out);
   auto before = store::list_checkpoints(Env::posix(), out);
   REQUIRE(before.is_ok());
-  auto again = convert::convert_checkpoint(Env::posix(), in.string(), out);
+  auto again = convert::convert_checkpoint(Env::posix(), test::all_readers(), in.string(), out);
   REQUIRE_FALSE(again.is_ok());
   CHECK(again.status().code() == Code::kInvalidArgument);
   CHECK(again.status().message().find("not empty") != std::string::npos);
@@ -423,11 +425,14 @@ TEST_CASE("an OUT_DIR that is not empty is refused and left alone", "[verify][co
   CHECK(after->size() == before->size());
   // A file is refused too; an empty directory is accepted.
   ckpt::testing::write_file(tmp.path() + "/file", "x");
-  CHECK(convert::convert_checkpoint(Env::posix(), in.string(), tmp.path() + "/file")
+  CHECK(convert::convert_checkpoint(Env::posix(), test::all_readers(), in.string(),
+                                    tmp.path() + "/file")
             .status()
             .code() == Code::kInvalidArgument);
   fs::create_directory(tmp.path() + "/empty");
-  CHECK(convert::convert_checkpoint(Env::posix(), in.string(), tmp.path() + "/empty").is_ok());
+  CHECK(convert::convert_checkpoint(Env::posix(), test::all_readers(), in.string(),
+                                    tmp.path() + "/empty")
+            .is_ok());
 }
 
 TEST_CASE("Accelerate folders, sharded and single safetensors convert bit for bit",
@@ -441,7 +446,7 @@ TEST_CASE("Accelerate folders, sharded and single safetensors convert bit for bi
     TempDir tmp;
     Converted c = convert_ok(in, tmp.path() + "/run");
     INFO(in.string());
-    CHECK(c.report.format == format);
+    CHECK(std::string(verify::format_name(c.report.format)) == format);
     CHECK(c.report.unmapped.empty());
     check_bit_exact(in, c);
     REQUIRE(c.root.find_child("model") != nullptr);

@@ -4,6 +4,7 @@
 
 #include "verify/audit/audit.h"
 
+using namespace ckpt;
 using namespace ckpt::verify;
 
 namespace {
@@ -17,7 +18,7 @@ size_t count(const std::string& s, const std::string& what) {
 TEST_CASE("the audit renders as an HTML table with status badges and findings", "[verify]") {
   CheckpointView v;
   v.path = "run/<ckpt>&.pt";
-  v.format = "torch.save";
+  v.format = CheckpointFormat::kTorchSave;
   v.model.found = true;
   v.model.tensors.push_back({});
   v.model.evidence = "model: 1 tensor <script>alert(1)</script>";
@@ -50,11 +51,11 @@ TEST_CASE("diff_views lists dtype and shape changes and digests", "[verify]") {
   a.path = "a";
   b.path = "b";
   a.model.found = b.model.found = true;
-  a.model.tensors.push_back({"w", "float32", {8, 4}, "cpu", "", "", 128});
-  a.model.tensors.push_back({"v", "float32", {2}, "cpu", "", "", 8});
-  b.model.tensors.push_back({"w", "bfloat16", {8, 4}, "cpu", "", "", 64});
-  b.model.tensors.push_back({"v", "float32", {3}, "cpu", "", "", 12});
-  b.model.tensors.push_back({"u", "float32", {1}, "cpu", "", "", 4});
+  a.model.tensors.push_back({"w", DType::kFloat32, {8, 4}, "cpu", "", "", 128});
+  a.model.tensors.push_back({"v", DType::kFloat32, {2}, "cpu", "", "", 8});
+  b.model.tensors.push_back({"w", DType::kBFloat16, {8, 4}, "cpu", "", "", 64});
+  b.model.tensors.push_back({"v", DType::kFloat32, {3}, "cpu", "", "", 12});
+  b.model.tensors.push_back({"u", DType::kFloat32, {1}, "cpu", "", "", 4});
   a.config_digest = b.config_digest = "00ff";
   a.environment_digest = "01";
   b.environment_digest = "02";

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "ckpt/io/env.h"
+#include "tests/common/test_readers.h"
 #include "verify/audit/audit.h"
 #include "verify/formats/safetensors.h"
 #include "verify/pickle/pickle_reader.h"
@@ -46,7 +47,8 @@ void replay_dir(const fs::path& dir, size_t* count) {
     auto st = parse_safetensors(*f);
     if (!st.is_ok())
       CHECK(st.status().message().find(e.path().filename().string()) != std::string::npos);
-    auto r = audit_path(e.path().string(), AuditOptions{true, false, {}});
+    auto r = audit_path(test::foreign_readers(), Env::posix(), e.path().string(),
+                        AuditOptions{true, false, {}});
     if (!r.is_ok()) {
       CHECK(r.status().message().find('\n') == std::string::npos);
       CHECK(r.status().message().find(e.path().filename().string()) != std::string::npos);
@@ -66,16 +68,17 @@ TEST_CASE("fixtures/malicious and fixtures/fuzz regression inputs are handled", 
 
 TEST_CASE("damaged foreign fixtures fail with the documented error kinds", "[verify]") {
   const fs::path d = fs::path(CKPT_SOURCE_DIR) / "fixtures" / "foreign" / "damaged";
-  auto r = audit_path((d / "truncated.pt").string(), {});
+  auto r = audit_path(test::foreign_readers(), Env::posix(), (d / "truncated.pt").string(), {});
   REQUIRE_FALSE(r.is_ok());
   CHECK(r.status().code() == ckpt::Code::kCorrupt);
-  r = audit_path((d / "zip_slip.pt").string(), {});
+  r = audit_path(test::foreign_readers(), Env::posix(), (d / "zip_slip.pt").string(), {});
   REQUIRE_FALSE(r.is_ok());
   CHECK(r.status().message().find("../evil") != std::string::npos);
-  r = audit_path((d / "does_not_exist.pt").string(), {});
+  r = audit_path(test::foreign_readers(), Env::posix(), (d / "does_not_exist.pt").string(), {});
   REQUIRE_FALSE(r.is_ok());
   CHECK(r.status().code() == ckpt::Code::kNotFound);
   r = audit_path(
+      test::foreign_readers(), Env::posix(),
       (fs::path(CKPT_SOURCE_DIR) / "fixtures" / "foreign" / "torch" / "legacy_tutorial.pt")
           .string(),
       {});

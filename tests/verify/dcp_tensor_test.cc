@@ -44,7 +44,7 @@ struct Folder {
 
 TensorRecord record(std::vector<int64_t> shape) {
   TensorRecord t;
-  t.dtype = "float32";
+  t.dtype = DType::kFloat32;
   t.element_size = 4;
   t.shape = std::move(shape);
   t.storage_key = "w";
@@ -62,7 +62,7 @@ TEST_CASE("read_dcp_tensor places raw chunks into the whole tensor", "[verify]")
   SECTION("two row chunks, stored in the file in reverse order") {
     // Rows 0-1 are the file's bytes 16..47 (elements 4..11), row 2 its bytes 0..15 (0..3).
     Chunks c{{"w", {{{0, 0}, {2, 4}, "x.distcp", 16, 32}, {{2, 0}, {1, 4}, "x.distcp", 0, 16}}}};
-    auto x = read_dcp_tensor(f.dir.string(), c, record({3, 4}));
+    auto x = read_dcp_tensor(Env::posix(), f.dir.string(), c, record({3, 4}));
     REQUIRE(x.is_ok());
     CHECK(x->nbytes == 48);
     CHECK(floats(*x) == std::vector<float>{4, 5, 6, 7, 8, 9, 10, 11, 0, 1, 2, 3});
@@ -70,7 +70,7 @@ TEST_CASE("read_dcp_tensor places raw chunks into the whole tensor", "[verify]")
   SECTION("two column chunks: each row of a chunk lands at its column offset") {
     // Columns 0-1 from elements 0..5 ([3,2]), columns 2-3 from elements 6..11.
     Chunks c{{"w", {{{0, 0}, {3, 2}, "x.distcp", 0, 24}, {{0, 2}, {3, 2}, "x.distcp", 24, 24}}}};
-    auto x = read_dcp_tensor(f.dir.string(), c, record({3, 4}));
+    auto x = read_dcp_tensor(Env::posix(), f.dir.string(), c, record({3, 4}));
     REQUIRE(x.is_ok());
     CHECK(floats(*x) == std::vector<float>{0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11});
   }
@@ -80,7 +80,7 @@ TEST_CASE("read_dcp_tensor refuses hostile chunk tables without allocating them"
   Folder f;
   const std::string dir = f.dir.string();
   auto refused = [&](const Chunks& c, const TensorRecord& t, const std::string& why) {
-    auto x = read_dcp_tensor(dir, c, t);
+    auto x = read_dcp_tensor(Env::posix(), dir, c, t);
     INFO(why);
     REQUIRE_FALSE(x.is_ok());
     INFO(x.status().message());
@@ -103,7 +103,8 @@ TEST_CASE("read_dcp_tensor refuses hostile chunk tables without allocating them"
           "nor the 48 raw bytes its shape needs");
   refused({}, record({3, 4}), "has no stored chunks");
   // A chunk file that is not there: the open fails (NotFound), naming it.
-  auto gone = read_dcp_tensor(dir, {{"w", {{{0, 0}, {3, 4}, "y.distcp", 0, 48}}}}, record({3, 4}));
+  auto gone = read_dcp_tensor(Env::posix(), dir, {{"w", {{{0, 0}, {3, 4}, "y.distcp", 0, 48}}}},
+                              record({3, 4}));
   REQUIRE_FALSE(gone.is_ok());
   CHECK(gone.status().message().find("y.distcp") != std::string::npos);
 }

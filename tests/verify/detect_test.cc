@@ -1,11 +1,12 @@
 // Structural detection and the audit rules on hand-built value trees: components found by shape
 // under any key name, device awareness, consistency checks, --require semantics.
-#include "verify/audit/detect.h"
+#include "verify/formats/detect.h"
 
 #include <catch2/catch.hpp>
 
 #include "verify/audit/rules.h"
 
+using namespace ckpt;
 using namespace ckpt::verify;
 
 namespace {
@@ -31,7 +32,7 @@ struct Tree {
   }
   Value* tensor(const std::string& dtype, std::vector<int64_t> shape, const std::string& loc) {
     Value* v = doc.make(Kind::kTensor);
-    v->tensor->dtype = dtype;
+    v->tensor->dtype = AnyDType::from_name(dtype);
     v->tensor->element_size = dtype == "uint8" ? 1 : 4;
     v->tensor->shape = std::move(shape);
     v->tensor->location = loc;
@@ -93,7 +94,7 @@ struct Tree {
 AuditReport judge(const Value* root, const std::set<AuditComponent>& required = {}) {
   CheckpointView v;
   v.path = "hand-built";
-  v.format = "test";
+  v.format = CheckpointFormat::kTorchSave;
   detect_components(*root, DetectContext{"t.pt", nullptr}, &v);
   return apply_rules(v, required);
 }

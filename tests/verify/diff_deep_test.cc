@@ -11,6 +11,7 @@
 
 namespace {
 
+using namespace ckpt;
 using namespace ckpt::verify;
 
 template <typename T>
@@ -24,7 +25,7 @@ TensorInfo tensor(const std::string& name, const std::string& dtype, std::vector
                   std::shared_ptr<const std::string> values) {
   TensorInfo t;
   t.name = name;
-  t.dtype = dtype;
+  t.dtype = AnyDType::from_name(dtype);
   t.shape = std::move(shape);
   t.values = std::move(values);
   return t;
@@ -33,30 +34,31 @@ TensorInfo tensor(const std::string& name, const std::string& dtype, std::vector
 CheckpointView model_view(std::vector<TensorInfo> tensors) {
   CheckpointView v;
   v.path = "x";
-  v.format = "test";
+  v.format = CheckpointFormat::kTorchSave;
   v.model.found = true;
   v.model.tensors = std::move(tensors);
   return v;
 }
 
 TEST_CASE("max_abs_difference reads each dtype as numbers", "[verify]") {
-  CHECK(*max_abs_difference("float32", bytes_of<float>({1, 2, 3}), bytes_of<float>({1, 2.5f, 2})) ==
-        1.0);
-  CHECK(*max_abs_difference("float64", bytes_of<double>({1e-9, 0}), bytes_of<double>({0, 0})) ==
-        1e-9);
-  CHECK(*max_abs_difference("int64", bytes_of<int64_t>({5, -7}), bytes_of<int64_t>({5, 7})) == 14);
+  CHECK(*max_abs_difference(DType::kFloat32, bytes_of<float>({1, 2, 3}),
+                            bytes_of<float>({1, 2.5f, 2})) == 1.0);
+  CHECK(*max_abs_difference(DType::kFloat64, bytes_of<double>({1e-9, 0}),
+                            bytes_of<double>({0, 0})) == 1e-9);
+  CHECK(*max_abs_difference(DType::kInt64, bytes_of<int64_t>({5, -7}), bytes_of<int64_t>({5, 7})) ==
+        14);
   // bfloat16 1.0 = 0x3f80, 2.0 = 0x4000; float16 1.0 = 0x3c00, 0.5 = 0x3800.
-  CHECK(*max_abs_difference("bfloat16", bytes_of<uint16_t>({0x3f80}),
+  CHECK(*max_abs_difference(DType::kBFloat16, bytes_of<uint16_t>({0x3f80}),
                             bytes_of<uint16_t>({0x4000})) == 1.0);
-  CHECK(*max_abs_difference("float16", bytes_of<uint16_t>({0x3c00}),
+  CHECK(*max_abs_difference(DType::kFloat16, bytes_of<uint16_t>({0x3c00}),
                             bytes_of<uint16_t>({0x3800})) == 0.5);
   const float nan = std::nanf("");
   CHECK(std::isnan(
-      *max_abs_difference("float32", bytes_of<float>({1, nan}), bytes_of<float>({1, 2}))));
-  CHECK(*max_abs_difference("float32", bytes_of<float>({nan, INFINITY}),
+      *max_abs_difference(DType::kFloat32, bytes_of<float>({1, nan}), bytes_of<float>({1, 2}))));
+  CHECK(*max_abs_difference(DType::kFloat32, bytes_of<float>({nan, INFINITY}),
                             bytes_of<float>({nan, INFINITY})) == 0);
-  CHECK_FALSE(max_abs_difference("complex64", std::string(8, '\0'), std::string(8, '\1')));
-  CHECK_FALSE(max_abs_difference("float32", std::string(8, '\0'), std::string(4, '\0')));
+  CHECK_FALSE(max_abs_difference(DType::kComplex64, std::string(8, '\0'), std::string(8, '\1')));
+  CHECK_FALSE(max_abs_difference(DType::kFloat32, std::string(8, '\0'), std::string(4, '\0')));
 }
 
 TEST_CASE("diff_views lists a value change only when both sides have the bytes", "[verify]") {

@@ -4,9 +4,11 @@
 #include <catch2/catch.hpp>
 #include <vector>
 
+#define CKPT_TEST_WITH_OURS_READER
 #include "ckpt/store/journal.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
+#include "tests/common/test_readers.h"
 #include "tests/common/test_util.h"
 #include "verify/audit/audit.h"
 #include "verify/audit/diff.h"
@@ -68,19 +70,19 @@ bool has_finding(const verify::AuditReport& r, const std::string& text) {
 }  // namespace
 
 TEST_CASE("a group deleted with h5py is audited per component, not refused", "[verify]") {
-  verify::register_ours_reader();
   TempDir tmp;
   Env* env = Env::posix();
   for (int64_t s : {10, 20, 30}) REQUIRE(save(env, tmp.path(), s).is_ok());
   {
-    auto ok = verify::audit_path(tmp.path(), {});
+    auto ok = verify::audit_path(test::all_readers(), Env::posix(), tmp.path(), {});
     REQUIRE(ok.is_ok());
     CHECK(ok->find(AuditComponent::kOptimizer)->status == ComponentStatus::kPresent);
   }
   h5py_delete(tmp.path() + "/step-000000000020/rank-00000.h5", "optimizer");
   h5py_delete(tmp.path() + "/step-000000000030/rank-00000.h5", "optimizer");
 
-  auto one = verify::audit_path(tmp.path() + "/step-000000000030", {});
+  auto one =
+      verify::audit_path(test::all_readers(), Env::posix(), tmp.path() + "/step-000000000030", {});
   REQUIRE(one.is_ok());  // was: Corrupt (exit 65) with no components
   CHECK_FALSE(one->complete);
   CHECK(one->find(AuditComponent::kOptimizer)->status == ComponentStatus::kMissing);
@@ -94,14 +96,13 @@ TEST_CASE("a group deleted with h5py is audited per component, not refused", "[v
   CHECK(has_finding(*one, "manifest"));
   CHECK(verify::report_to_json(*one)["components"]["optimizer"]["status"] == "missing");
 
-  auto run = verify::audit_path(tmp.path(), {});
+  auto run = verify::audit_path(test::all_readers(), Env::posix(), tmp.path(), {});
   REQUIRE(run.is_ok());
   CHECK(run->find(AuditComponent::kOptimizer)->status == ComponentStatus::kMissing);
   CHECK(has_finding(*run, "/optimizer has been missing since step 20"));
 }
 
 TEST_CASE("a run's history reaches back through the journal past retention", "[verify]") {
-  verify::register_ours_reader();
   TempDir tmp;
   Env* env = Env::posix();
   // Steps 10 and 20 were saved and then removed by retention: only the journal remembers them.
@@ -119,7 +120,7 @@ TEST_CASE("a run's history reaches back through the journal past retention", "[v
                 .is_ok());
   }
   for (int64_t s : {30, 40}) REQUIRE(save(env, tmp.path(), s, false).is_ok());
-  auto run = verify::audit_path(tmp.path(), {});
+  auto run = verify::audit_path(test::all_readers(), Env::posix(), tmp.path(), {});
   REQUIRE(run.is_ok());
   std::string all;
   for (const auto& f : run->findings) all += f.message + "\n";
@@ -129,7 +130,7 @@ TEST_CASE("a run's history reaches back through the journal past retention", "[v
 
   // Without the journal, nothing committed ever held an optimizer: no history to tell.
   REQUIRE(env->remove_file(tmp.path() + "/journal.jsonl").is_ok());
-  auto bare = verify::audit_path(tmp.path(), {});
+  auto bare = verify::audit_path(test::all_readers(), Env::posix(), tmp.path(), {});
   REQUIRE(bare.is_ok());
   CHECK(bare->find(AuditComponent::kOptimizer)->status == ComponentStatus::kMissing);
   CHECK_FALSE(has_finding(*bare, "/optimizer has been missing since"));
@@ -140,25 +141,24 @@ TEST_CASE("a run's history reaches back through the journal past retention", "[v
 namespace ckpt {
 
 TEST_CASE("diff --deep compares the model values of our own format", "[verify]") {
-  verify::register_ours_reader();
   TempDir tmp;
   Env* env = Env::posix();
   const std::string a = path_join(tmp.path(), "a"), b = path_join(tmp.path(), "b");
   REQUIRE(save(env, a, 10).is_ok());
   REQUIRE(save(env, b, 10, true, 1.25f).is_ok());  // one element of /model/w differs by 0.25
 
-  auto shallow = verify::diff_paths(a, b, false);
+  auto shallow = verify::diff_paths(test::all_readers(), Env::posix(), a, b, false);
   REQUIRE(shallow.is_ok());
   CHECK(shallow->changed.empty());  // same dtype and shape: not a change without --deep
 
-  auto deep = verify::diff_paths(a, b, true);
+  auto deep = verify::diff_paths(test::all_readers(), Env::posix(), a, b, true);
   REQUIRE(deep.is_ok());
   REQUIRE(deep->changed.size() == 1);
   CHECK(deep->changed[0].name == "w");
   REQUIRE(deep->changed[0].max_abs_diff.has_value());
   CHECK(*deep->changed[0].max_abs_diff == Approx(0.25));
 
-  auto same = verify::diff_paths(a, a, true);
+  auto same = verify::diff_paths(test::all_readers(), Env::posix(), a, a, true);
   REQUIRE(same.is_ok());
   CHECK(same->changed.empty());
 }

@@ -163,7 +163,7 @@ TEST_CASE("persistent ids become tensor records without tensor bytes", "[verify]
   auto doc = parse_ok(tensor_pickle(12, 3, 4, "cuda:1").b);
   const Value* t = doc->root;
   REQUIRE(t->kind == Kind::kTensor);
-  CHECK(t->tensor->dtype == "float32");
+  CHECK(t->tensor->dtype.name() == "float32");
   CHECK(t->tensor->shape == std::vector<int64_t>{3, 4});
   CHECK(t->tensor->location == "cuda:1");
   CHECK(t->tensor->storage_key == "0");

@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 
+#include "tests/common/test_readers.h"
 #include "verify/audit/audit.h"
 #include "verify/pickle/pickle_reader.h"
 
@@ -61,7 +62,7 @@ TEST_CASE("every exploit family in the corpus is dangerous, and nothing runs", "
   ::unlink(kMarker);
   int files = 0;
   for (const auto& e : fs::directory_iterator(fixtures() / "scan" / "exploits")) {
-    auto r = scan_path(e.path().string());
+    auto r = scan_path(Env::posix(), e.path().string());
     INFO(e.path().string() << ": " << r.status().to_string());
     REQUIRE(r.is_ok());
     INFO(describe(*r));
@@ -78,7 +79,7 @@ TEST_CASE("no false alarm: every real checkpoint fixture is safe", "[verify]") {
                           "deepspeed", "real", "dcp_diff", "accelerate_ddp"}) {
     for (const auto& e : fs::recursive_directory_iterator(fixtures() / "foreign" / dir)) {
       if (!e.is_regular_file() || e.path().filename() == "malicious.pt") continue;
-      auto r = scan_path(e.path().string());
+      auto r = scan_path(Env::posix(), e.path().string());
       if (!r.is_ok()) {
         // Files of no pickle-bearing format (config.json) are not scan's business.
         CHECK(r.status().code() == Code::kUnsupported);
@@ -89,7 +90,7 @@ TEST_CASE("no false alarm: every real checkpoint fixture is safe", "[verify]") {
       for (const auto& f : r->files) CHECK(f.errors.empty());
     }
   }
-  auto folder = scan_path((fixtures() / "foreign" / "hf" / "checkpoint-6").string());
+  auto folder = scan_path(Env::posix(), (fixtures() / "foreign" / "hf" / "checkpoint-6").string());
   REQUIRE(folder.is_ok());
   CHECK(folder->format == "folder");
   CHECK(folder->safe());
@@ -103,7 +104,7 @@ TEST_CASE("weights_only prediction matches what PyTorch 2.x did with each fixtur
   nlohmann::json observed = nlohmann::json::parse(in);
   REQUIRE(observed["files"].size() >= 25);
   for (const auto& [rel, want] : observed["files"].items()) {
-    auto r = scan_path((fixtures() / "foreign" / rel).string());
+    auto r = scan_path(Env::posix(), (fixtures() / "foreign" / rel).string());
     INFO(rel << ": " << r.status().to_string());
     REQUIRE(r.is_ok());
     INFO(describe(*r));
@@ -114,7 +115,8 @@ TEST_CASE("weights_only prediction matches what PyTorch 2.x did with each fixtur
 }
 
 TEST_CASE("scan --json has exactly the documented keys", "[verify]") {
-  auto r = scan_path((fixtures() / "scan" / "exploits" / "os_system_p2.pkl").string());
+  auto r =
+      scan_path(Env::posix(), (fixtures() / "scan" / "exploits" / "os_system_p2.pkl").string());
   REQUIRE(r.is_ok());
   nlohmann::json j = scan_report_to_json(*r);
   std::set<std::string> keys;
@@ -216,7 +218,7 @@ TEST_CASE("files without pickles are safe, unknown formats are refused", "[verif
   auto f = memory_file("notes.txt", "hello, not a checkpoint\n");
   auto s = scan_file(*f, "notes.txt");
   CHECK(s.status().code() == Code::kUnsupported);
-  CHECK(scan_path("/nonexistent/ckpt-scan").status().code() == Code::kNotFound);
+  CHECK(scan_path(Env::posix(), "/nonexistent/ckpt-scan").status().code() == Code::kNotFound);
 }
 
 TEST_CASE("risk lists: the issue's named families", "[verify]") {
@@ -289,7 +291,8 @@ TEST_CASE("audit gives scan's verdict as findings, legacy files included", "[ver
   ::unlink(kMarker);
   for (const char* name :
        {"torch_zip_payload.pt", "torch_legacy_payload.pt", "torch_zip_odd_flags.pt"}) {
-    auto r = audit_path((fixtures() / "scan" / "exploits" / name).string(), {});
+    auto r = audit_path(test::foreign_readers(), Env::posix(),
+                        (fixtures() / "scan" / "exploits" / name).string(), {});
     INFO(name << ": " << r.status().to_string());
     REQUIRE(r.is_ok());
     CHECK_FALSE(r->complete);  // exit 2

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "ckpt/io/env.h"
+#include "tests/common/test_readers.h"
 #include "tests/verify/zip_writer.h"
 #include "verify/audit/audit.h"
 #include "verify/pickle/pickle_reader.h"
@@ -80,12 +81,12 @@ TEST_CASE("metadata-only audit reads the zip directory and data.pkl, never tenso
                                        {"big/version", "3\n"}});
   fs::path p = write_temp("big.pt", zip);
   AuditOptions o;
-  auto r = audit_path(p.string(), o);
+  auto r = audit_path(test::foreign_readers(), Env::posix(), p.string(), o);
   REQUIRE(r.is_ok());
   CHECK(r->find(AuditComponent::kModel)->status == ComponentStatus::kPresent);
   CHECK(r->bytes_read < 70000);  // EOCD tail + directory + data.pkl, not 16 MiB
   o.deep = true;
-  auto deep = audit_path(p.string(), o);
+  auto deep = audit_path(test::foreign_readers(), Env::posix(), p.string(), o);
   REQUIRE(deep.is_ok());
   CHECK(deep->bytes_read >= uint64_t(n) * 4);
   fs::remove(p);
@@ -94,12 +95,14 @@ TEST_CASE("metadata-only audit reads the zip directory and data.pkl, never tenso
 TEST_CASE("audit --deep finds a flipped byte through the record CRC-32", "[verify]") {
   AuditOptions o;
   o.deep = true;
-  auto r = audit_path((kForeign / "damaged" / "bitflip.pt").string(), o);
+  auto r = audit_path(test::foreign_readers(), Env::posix(),
+                      (kForeign / "damaged" / "bitflip.pt").string(), o);
   REQUIRE(r.is_ok());
   CHECK(r->find(AuditComponent::kModel)->status == ComponentStatus::kInconsistent);
   CHECK_FALSE(r->complete);
   o.deep = false;
-  r = audit_path((kForeign / "damaged" / "bitflip.pt").string(), o);
+  r = audit_path(test::foreign_readers(), Env::posix(),
+                 (kForeign / "damaged" / "bitflip.pt").string(), o);
   REQUIRE(r.is_ok());
   CHECK(r->find(AuditComponent::kModel)->status == ComponentStatus::kPresent);
 }

@@ -3,7 +3,7 @@
 #include <sstream>
 
 #include "ckpt/format/printable.h"
-#include "verify/audit/reader_registry.h"
+#include "verify/formats/format_reader.h"
 
 namespace ckpt::verify {
 
@@ -21,25 +21,26 @@ Result<std::set<AuditComponent>> parse_component_list(const std::string& list) {
   return parsed;
 }
 
-Result<AuditReport> audit_path(const std::string& path, const AuditOptions& options) {
+Result<AuditReport> audit_path(const ReaderSet& readers, Env* env, const std::string& path,
+                               const AuditOptions& options) {
   ReadOptions ro;
   ro.deep = options.deep;
   ro.progress = options.progress;
   ro.inspect = false;
-  CKPT_ASSIGN_OR_RETURN(CheckpointView view, read_checkpoint(path, ro));
+  CKPT_ASSIGN_OR_RETURN(CheckpointView view, readers.read(env, path, ro));
   return apply_rules(view, options.require);
 }
 
-Result<CheckpointView> inspect_path(const std::string& path) {
+Result<CheckpointView> inspect_path(const ReaderSet& readers, Env* env, const std::string& path) {
   ReadOptions ro;
   ro.inspect = true;
-  return read_checkpoint(path, ro);
+  return readers.read(env, path, ro);
 }
 
 nlohmann::json report_to_json(const AuditReport& r) {
   nlohmann::json j;
   j["path"] = r.path;
-  j["format"] = r.format;
+  j["format"] = format_name(r.format);
   j["complete"] = r.complete;
   nlohmann::json comps = nlohmann::json::object();
   for (const auto& c : r.components) {
@@ -92,7 +93,7 @@ std::string report_to_text(const AuditReport& r, bool color) {
   const char* green = color ? "\033[32m" : "";
   const char* yellow = color ? "\033[33m" : "";
   const char* reset = color ? "\033[0m" : "";
-  o << r.path << "  (" << r.format << ")  " << (r.complete ? green : red)
+  o << r.path << "  (" << format_name(r.format) << ")  " << (r.complete ? green : red)
     << (r.complete ? "COMPLETE" : "INCOMPLETE") << reset << "\n\n";
   o << pad("COMPONENT", 13) << pad("STATUS", 16) << "EVIDENCE / CONSEQUENCE / FIX\n";
   for (const auto& c : r.components) {

@@ -1,12 +1,12 @@
 // The auditor's front door: audit a path, render the report. This is what `ckpt audit`,
 // `ckpt inspect` and `ckpt report` call.
 //
-//   auto r = ckpt::verify::audit_path("ckpt/checkpoint-500", {.deep = false});
+//   auto r = ckpt::verify::audit_path(readers, Env::posix(), "ckpt/checkpoint-500", {});
 //   if (!r.is_ok()) { /* r.status(): NotFound/IoError → 66, Corrupt/Unsupported → 65 */ }
 //   nlohmann::json j = ckpt::verify::report_to_json(*r);   // the documented --json object
 //
-// audit_path = read_checkpoint (reader registry) + apply_rules. Stateless; thread-safe as long
-// as no reader is being registered concurrently.
+// audit_path = ReaderSet::read (the set the program built, verify/formats/format_reader.h) through
+// the Env it is given + apply_rules. Stateless; thread-safe.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -15,7 +15,8 @@
 
 #include "ckpt/base/status.h"
 #include "verify/audit/rules.h"
-#include "verify/audit/view.h"
+#include "verify/formats/format_reader.h"
+#include "verify/formats/view.h"
 
 namespace ckpt::verify {
 
@@ -27,7 +28,8 @@ struct AuditOptions {
 
 // Reads and judges `path`. Errors: NotFound/IoError (cannot open), Corrupt/Unsupported
 // (unreadable, not a checkpoint), InvalidArgument (unknown component in `require`).
-Result<AuditReport> audit_path(const std::string& path, const AuditOptions& options);
+Result<AuditReport> audit_path(const ReaderSet& readers, Env* env, const std::string& path,
+                               const AuditOptions& options);
 
 // Parses "--require model,optimizer": InvalidArgument naming an unknown component.
 Result<std::set<AuditComponent>> parse_component_list(const std::string& list);
@@ -47,7 +49,7 @@ std::string report_to_text(const AuditReport& report, bool color);
 std::string report_to_html_table(const AuditReport& report);
 
 // `ckpt inspect`: the tree of what is inside.
-Result<CheckpointView> inspect_path(const std::string& path);
+Result<CheckpointView> inspect_path(const ReaderSet& readers, Env* env, const std::string& path);
 nlohmann::json inspect_to_json(const InspectNode& node);
 std::string inspect_to_text(const InspectNode& node);
 

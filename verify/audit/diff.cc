@@ -7,7 +7,7 @@
 #include <map>
 #include <sstream>
 
-#include "verify/audit/reader_registry.h"
+#include "verify/formats/format_reader.h"
 
 namespace ckpt::verify {
 namespace {
@@ -24,7 +24,7 @@ bool same_number(double a, double b) {
 }
 
 std::string tensor_text(const TensorInfo& t) {
-  std::string s = t.dtype + " [";
+  std::string s = t.dtype.name() + " [";
   for (size_t i = 0; i < t.shape.size(); ++i) s += (i ? "," : "") + std::to_string(t.shape[i]);
   return s + "]";
 }
@@ -108,47 +108,6 @@ bool same_lrs(const std::vector<double>& a, const std::vector<double>& b) {
   return true;
 }
 
-// One element as a double, for the dtypes checkpoints hold.
-std::optional<double> element(const std::string& dtype, const char* p) {
-  auto get = [p](auto x) {
-    std::memcpy(&x, p, sizeof x);
-    return static_cast<double>(x);
-  };
-  if (dtype == "float32") return get(float{});
-  if (dtype == "float64") return get(double{});
-  if (dtype == "float16") {
-    uint16_t h;
-    std::memcpy(&h, p, 2);
-    const uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, frac = h & 0x3ff;
-    double v = exp == 0    ? std::ldexp(frac, -24)
-               : exp == 31 ? (frac ? std::nan("") : INFINITY)
-                           : std::ldexp(frac + 1024, static_cast<int>(exp) - 25);
-    return sign ? -v : v;
-  }
-  if (dtype == "bfloat16") {
-    uint16_t h;
-    std::memcpy(&h, p, 2);
-    const uint32_t w = static_cast<uint32_t>(h) << 16;
-    float f;
-    std::memcpy(&f, &w, 4);
-    return f;
-  }
-  if (dtype == "int64") return get(int64_t{});
-  if (dtype == "int32") return get(int32_t{});
-  if (dtype == "int16") return get(int16_t{});
-  if (dtype == "int8") return get(int8_t{});
-  if (dtype == "uint8" || dtype == "bool") return get(uint8_t{});
-  return std::nullopt;
-}
-
-size_t element_size(const std::string& dtype) {
-  if (dtype == "float64" || dtype == "int64") return 8;
-  if (dtype == "float32" || dtype == "int32") return 4;
-  if (dtype == "float16" || dtype == "bfloat16" || dtype == "int16") return 2;
-  if (dtype == "int8" || dtype == "uint8" || dtype == "bool") return 1;
-  return 0;
-}
-
 void diff_tensors(const CheckpointView& a, const CheckpointView& b, bool deep, CheckpointDiff* d) {
   std::map<std::string, const TensorInfo*> ta, tb;
   for (const auto& t : a.model.tensors) ta[t.name] = &t;
@@ -196,13 +155,15 @@ nlohmann::json counters_json(const DiffCounters& c) {
 
 }  // namespace
 
-std::optional<double> max_abs_difference(const std::string& dtype, const std::string& a,
+std::optional<double> max_abs_difference(const AnyDType& dtype, const std::string& a,
                                          const std::string& b) {
-  const size_t es = element_size(dtype);
-  if (es == 0 || a.size() != b.size() || a.size() % es != 0) return std::nullopt;
+  if (!dtype.known()) return std::nullopt;
+  const DType t = *dtype.known();
+  const size_t es = dtype_size(t);
+  if (a.size() != b.size() || a.size() % es != 0) return std::nullopt;
   double worst = 0;
   for (size_t i = 0; i < a.size(); i += es) {
-    auto x = element(dtype, a.data() + i), y = element(dtype, b.data() + i);
+    auto x = dtype_element(t, a.data() + i), y = dtype_element(t, b.data() + i);
     if (!x || !y) return std::nullopt;
     if (std::isnan(*x) != std::isnan(*y)) return std::nan("");
     if (std::isnan(*x)) continue;
@@ -254,12 +215,13 @@ CheckpointDiff diff_views(const CheckpointView& a, const CheckpointView& b) {
   return d;
 }
 
-Result<CheckpointDiff> diff_paths(const std::string& a, const std::string& b, bool deep) {
+Result<CheckpointDiff> diff_paths(const ReaderSet& readers, Env* env, const std::string& a,
+                                  const std::string& b, bool deep) {
   ReadOptions ro;
   ro.inspect = false;
   ro.tensor_values = deep;
-  CKPT_ASSIGN_OR_RETURN(CheckpointView va, read_checkpoint(a, ro));
-  CKPT_ASSIGN_OR_RETURN(CheckpointView vb, read_checkpoint(b, ro));
+  CKPT_ASSIGN_OR_RETURN(CheckpointView va, readers.read(env, a, ro));
+  CKPT_ASSIGN_OR_RETURN(CheckpointView vb, readers.read(env, b, ro));
   CheckpointDiff d = diff_views(va, vb);
   d.deep = deep;
   return d;
@@ -320,7 +282,8 @@ std::string list_text(const std::vector<double>& v) {
 
 std::string diff_to_text(const CheckpointDiff& d) {
   std::ostringstream o;
-  o << "A: " << d.a << "  (" << d.format_a << ")\nB: " << d.b << "  (" << d.format_b << ")\n\n";
+  o << "A: " << d.a << "  (" << format_name(d.format_a) << ")\nB: " << d.b << "  ("
+    << format_name(d.format_b) << ")\n\n";
   std::vector<std::string> same;
   std::vector<std::array<std::string, 3>> rows;
   for (const auto& c : d.components) {

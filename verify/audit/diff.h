@@ -13,7 +13,8 @@
 
 #include "ckpt/base/status.h"
 #include "verify/audit/rules.h"
-#include "verify/audit/view.h"
+#include "verify/formats/format_reader.h"
+#include "verify/formats/view.h"
 
 namespace ckpt::verify {
 
@@ -36,7 +37,7 @@ struct DiffTensor {
 
 struct CheckpointDiff {
   std::string a, b;  // the paths
-  std::string format_a, format_b;
+  CheckpointFormat format_a = CheckpointFormat::kTorchSave, format_b = format_a;
   struct Status2 {
     AuditComponent component;
     ComponentStatus a, b;
@@ -67,14 +68,16 @@ struct CheckpointDiff {
 // The two views → their difference. Exposed for tests.
 CheckpointDiff diff_views(const CheckpointView& a, const CheckpointView& b);
 
-// Reads both paths (errors as audit_path: NotFound/IoError, Corrupt/Unsupported, naming the
-// path) and diffs them. `deep`: also read every model tensor's bytes and compare the values
-// (formats whose readers provide them: torch.save files and the folders made of them).
-Result<CheckpointDiff> diff_paths(const std::string& a, const std::string& b, bool deep = false);
+// Reads both paths with `readers` through `env` (errors as audit_path: NotFound/IoError,
+// Corrupt/Unsupported, naming the path) and diffs them. `deep`: also read every model tensor's
+// bytes and compare the values (formats whose readers provide them: torch.save files and the
+// folders made of them).
+Result<CheckpointDiff> diff_paths(const ReaderSet& readers, Env* env, const std::string& a,
+                                  const std::string& b, bool deep = false);
 
 // --deep: the largest |a - b| over the elements of two byte-strings of one dtype and length;
 // nullopt for a dtype it cannot read as numbers (then only "the bytes differ" is known).
-std::optional<double> max_abs_difference(const std::string& dtype, const std::string& a,
+std::optional<double> max_abs_difference(const AnyDType& dtype, const std::string& a,
                                          const std::string& b);
 
 // The documented --json object (docs/cli.md, "ckpt diff").

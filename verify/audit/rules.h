@@ -14,7 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "verify/audit/view.h"
+#include "verify/audit/vocabulary.h"
+#include "verify/formats/view.h"
 
 namespace ckpt::verify {
 
@@ -38,7 +39,7 @@ struct Finding {
 
 struct AuditReport {
   std::string path;
-  std::string format;
+  CheckpointFormat format = CheckpointFormat::kTorchSave;
   bool complete = false;
   std::vector<ComponentReport> components;
   std::vector<Finding> findings;

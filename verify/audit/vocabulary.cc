@@ -27,18 +27,6 @@ std::optional<ComponentStatus> status_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-const char* severity_name(Severity s) {
-  switch (s) {
-    case Severity::kError:
-      return "error";
-    case Severity::kWarning:
-      return "warning";
-    case Severity::kInfo:
-      return "info";
-  }
-  return "?";
-}
-
 bool status_is_ok(ComponentStatus s) {
   return s == ComponentStatus::kPresent || s == ComponentStatus::kNotApplicable ||
          s == ComponentStatus::kDerived;

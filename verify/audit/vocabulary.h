@@ -1,7 +1,7 @@
-// The audit's closed vocabularies: a component's status and a finding's severity, each an enum
-// with one name table (verify/audit/vocabulary.cc). The components themselves are
-// ckpt::AuditComponent (ckpt/format/component.h). The names are contracts (`ckpt audit --json`,
-// the text table, `ckpt diff`): never rename one.
+// The audit's closed vocabulary of a component's status, an enum with one name table
+// (verify/audit/vocabulary.cc). The components themselves are ckpt::AuditComponent
+// (ckpt/format/component.h); a finding's severity is the readers' (verify/formats/view.h). The
+// names are contracts (`ckpt audit --json`, the text table, `ckpt diff`): never rename one.
 #pragma once
 
 #include <optional>
@@ -19,12 +19,8 @@ inline constexpr ComponentStatus kComponentStatuses[] = {
     ComponentStatus::kPresent,      ComponentStatus::kMissing,       ComponentStatus::kEmpty,
     ComponentStatus::kInconsistent, ComponentStatus::kNotApplicable, ComponentStatus::kDerived};
 
-// error, warning, info.
-enum class Severity { kError, kWarning, kInfo };
-
 const char* status_name(ComponentStatus s);
 std::optional<ComponentStatus> status_from_name(std::string_view name);
-const char* severity_name(Severity s);
 
 // True for statuses that do not make a required component fail: present, not_applicable,
 // derived.

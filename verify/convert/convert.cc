@@ -299,11 +299,11 @@ Status write_run(Env* env, const std::string& out, Node* root, ConvertReport* re
 
 }  // namespace
 
-Result<ConvertReport> convert_checkpoint(Env* env, const std::string& input,
-                                         const std::string& out_dir,
+Result<ConvertReport> convert_checkpoint(Env* env, const ReaderSet& readers,
+                                         const std::string& input, const std::string& out_dir,
                                          const ConvertOptions& options) {
   CKPT_RETURN_IF_ERROR(check_out_dir(env, out_dir));
-  CKPT_ASSIGN_OR_RETURN(Source s, open_source(input));
+  CKPT_ASSIGN_OR_RETURN(Source s, open_source(env, readers, input));
   ConvertReport rep;
   rep.input = input;
   rep.output = out_dir;
@@ -342,7 +342,7 @@ Result<ConvertReport> convert_checkpoint(Env* env, const std::string& input,
   root.attrs["rank"] = int64_t{0};
   root.attrs["world_size"] = int64_t{1};
   root.attrs["components"] = rep.components;
-  root.attrs["source_format"] = rep.format;
+  root.attrs["source_format"] = std::string(format_name(rep.format));
   root.attrs["source_path"] = input;
   CKPT_RETURN_IF_ERROR(write_run(env, out_dir, &root, &rep));
   return rep;

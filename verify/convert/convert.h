@@ -4,7 +4,7 @@
 //
 // Everything is read by the auditor's non-executing readers (verify/zip, verify/pickle,
 // verify/formats): no pickle is ever run. The components are found by the audit's structural
-// detection (verify/audit/detect.h) and written in torch's own state_dict layout, as the Python
+// detection (verify/formats/detect.h) and written in torch's own state_dict layout, as the Python
 // package stores them (docs/python.md, "Storage"): /model the model state dict (one tensor per
 // name), /optimizer and /scheduler their state dicts (per-parameter state, param_groups,
 // counters and hyperparameters as typed attributes), /rng the CPU (and CUDA) generator states,
@@ -21,6 +21,7 @@
 
 #include "ckpt/base/status.h"
 #include "ckpt/io/env.h"
+#include "verify/formats/format_reader.h"
 
 namespace ckpt::verify::convert {
 
@@ -36,7 +37,9 @@ struct UnmappedEntry {
 };
 
 struct ConvertReport {
-  std::string input, format, output;
+  std::string input;
+  CheckpointFormat format = CheckpointFormat::kTorchSave;  // as `ckpt audit` names it
+  std::string output;
   std::string checkpoint;  // the step directory written, e.g. "step-000000000006"
   int64_t step = 0;
   size_t tensors = 0;
@@ -54,9 +57,10 @@ struct ConvertOptions {
 // checkpoint. Failures: InvalidArgument when OUT_DIR is not empty (never overwrites a run);
 // NotFound/IoError when the input cannot be opened or the output written; Corrupt when the input
 // is damaged or not a checkpoint; Unsupported for a format convert does not read (TorchScript,
-// DeepSpeed, a ckpt run). Every message names the file.
-Result<ConvertReport> convert_checkpoint(Env* env, const std::string& input,
-                                         const std::string& out_dir,
+// DeepSpeed, a ckpt run). Every message names the file. The input is read through `env` by the
+// reader of `readers` that `ckpt audit` would pick; the output is written through `env`.
+Result<ConvertReport> convert_checkpoint(Env* env, const ReaderSet& readers,
+                                         const std::string& input, const std::string& out_dir,
                                          const ConvertOptions& options = {});
 
 // The report as one JSON object (docs/cli.md, `ckpt convert --json`), and as text.

@@ -12,7 +12,7 @@ std::string report_json(const ConvertReport& r) {
   for (const auto& m : r.mapped) mapped.push_back({{"path", m.path}, {"to", m.to}, {"as", m.as}});
   for (const auto& u : r.unmapped) unmapped.push_back({{"path", u.path}, {"why", u.why}});
   nlohmann::json j = {{"input", r.input},
-                      {"format", r.format},
+                      {"format", format_name(r.format)},
                       {"output", r.output},
                       {"checkpoint", r.checkpoint},
                       {"step", r.step},
@@ -26,7 +26,8 @@ std::string report_json(const ConvertReport& r) {
 
 std::string report_text(const ConvertReport& r) {
   std::ostringstream o;
-  o << r.input << " (" << r.format << ") -> " << r.output << "/" << r.checkpoint << "\n";
+  o << r.input << " (" << format_name(r.format) << ") -> " << r.output << "/" << r.checkpoint
+    << "\n";
   o << "  step " << r.step << ", " << r.tensors << " tensors, " << r.bytes << " bytes; components";
   for (const auto& c : r.components) o << " " << c;
   o << "\n";

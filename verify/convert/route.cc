@@ -6,8 +6,8 @@
 #include <deque>
 #include <unordered_set>
 
-#include "verify/audit/detect.h"
 #include "verify/convert/encode.h"
+#include "verify/formats/detect.h"
 
 namespace ckpt::verify::convert {
 namespace {
@@ -164,7 +164,7 @@ class Router {
     for (const auto& [k, x] : d.entries) {
       if (x->kind == Kind::kTensor) {
         ++tensors;
-        all_uint8 = all_uint8 && x->tensor->dtype == "uint8";
+        all_uint8 = all_uint8 && x->tensor->dtype.is(DType::kUInt8);
       } else if (x->kind != Kind::kNone) {
         ++others;
       }

@@ -1,5 +1,5 @@
 // Which parts of a foreign checkpoint become which ckpt component. The shapes are the audit's
-// (verify/audit/detect.h): an optimizer is a dict with `state` and `param_groups`, a scheduler a
+// (verify/formats/detect.h): an optimizer is a dict with `state` and `param_groups`, a scheduler a
 // dict with `last_epoch` and `base_lrs` (or the shapes of ReduceLROnPlateau, SequentialLR,
 // ChainedScheduler, DeepSpeed's), a grad scaler a dict with `scale` and its growth parameters,
 // the CPU generator a 5056-byte uint8 tensor, CUDA generators 16/8/816-byte uint8 tensors under a

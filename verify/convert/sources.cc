@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/format/python_json.h"
-#include "verify/audit/reader_registry.h"
 #include "verify/formats/dcp.h"
+#include "verify/formats/format_reader.h"
 
 namespace ckpt::verify::convert {
 namespace {
@@ -21,20 +21,6 @@ bool starts_with(const std::string& s, const std::string& p) {
   return s.compare(0, p.size(), p) == 0;
 }
 
-// The format `ckpt audit` would read `path` as: the registered reader with the highest probe.
-std::string probe_format(const std::string& path) {
-  int best = 0;
-  std::string name;
-  for (const auto& r : registered_readers()) {
-    const int p = r->probe(path);
-    if (p > best) {
-      best = p;
-      name = r->name();
-    }
-  }
-  return name;
-}
-
 void add_tree(Source* s, std::string label, const Value* root, TensorFetch fetch,
               std::shared_ptr<void> owner) {
   s->trees.push_back({std::move(label), root});
@@ -42,8 +28,8 @@ void add_tree(Source* s, std::string label, const Value* root, TensorFetch fetch
   s->owners.push_back(std::move(owner));
 }
 
-Status add_torch_file(Source* s, const std::string& path, const std::string& label) {
-  CKPT_ASSIGN_OR_RETURN(auto file, Env::posix()->open_random(path));
+Status add_torch_file(Env* env, Source* s, const std::string& path, const std::string& label) {
+  CKPT_ASSIGN_OR_RETURN(auto file, env->open_random(path));
   CKPT_ASSIGN_OR_RETURN(TorchFile opened, open_torch_file(std::move(file)));
   auto tf = std::make_shared<TorchFile>(std::move(opened));
   auto tensors = std::make_shared<TorchFileTensors>(tf.get(), path_basename(path));
@@ -53,7 +39,8 @@ Status add_torch_file(Source* s, const std::string& path, const std::string& lab
 }
 
 // The tensors of every safetensors file, by name, as one dict (shards merge).
-Status add_safetensors(Source* s, const std::vector<std::string>& paths, const std::string& label) {
+Status add_safetensors(Env* env, Source* s, const std::vector<std::string>& paths,
+                       const std::string& label) {
   struct Files {
     PickleDoc doc;
     std::vector<std::unique_ptr<RandomAccessFile>> files;
@@ -64,7 +51,7 @@ Status add_safetensors(Source* s, const std::vector<std::string>& paths, const s
   Value* dict = f->doc.make(Kind::kDict);
   f->doc.root = dict;
   for (const std::string& p : paths) {
-    CKPT_ASSIGN_OR_RETURN(auto file, Env::posix()->open_random(p));
+    CKPT_ASSIGN_OR_RETURN(auto file, env->open_random(p));
     CKPT_ASSIGN_OR_RETURN(SafetensorsHeader h, parse_safetensors(*file));
     for (size_t i = 0; i < h.tensors.size(); ++i) {
       const SafetensorsTensor& t = h.tensors[i];
@@ -121,8 +108,8 @@ Value* json_value(const nlohmann::json& j, PickleDoc* doc, int depth) {
   return v;
 }
 
-Status add_json(Source* s, const std::string& path, const std::string& label) {
-  CKPT_ASSIGN_OR_RETURN(auto f, Env::posix()->open_random(path));
+Status add_json(Env* env, Source* s, const std::string& path, const std::string& label) {
+  CKPT_ASSIGN_OR_RETURN(auto f, env->open_random(path));
   if (f->size() > kMaxJsonBytes) return corrupt(path + ": JSON file larger than 64 MiB");
   CKPT_ASSIGN_OR_RETURN(std::string text, f->read_string(0, f->size()));
   // Python's json.dumps writes NaN / Infinity literals: null, outside strings only, in one pass.
@@ -140,11 +127,13 @@ Status add_json(Source* s, const std::string& path, const std::string& label) {
   return Status::ok();
 }
 
-Status add_dcp(Source* s, const std::string& path) {
-  CKPT_ASSIGN_OR_RETURN(DcpTree opened, open_dcp_tree(path));
+Status add_dcp(Env* env, Source* s, const std::string& path) {
+  CKPT_ASSIGN_OR_RETURN(DcpTree opened, open_dcp_tree(env, path));
   if (!opened.errors.empty()) return corrupt(path + ": " + opened.errors.front());
   auto tree = std::make_shared<DcpTree>(std::move(opened));
-  auto fetch = [tree, path](const TensorRecord& t) { return read_dcp_tensor(path, *tree, t); };
+  auto fetch = [env, tree, path](const TensorRecord& t) {
+    return read_dcp_tensor(env, path, *tree, t);
+  };
   add_tree(s, "", tree->root, fetch, tree);
   return Status::ok();
 }
@@ -157,8 +146,8 @@ bool torch_like(const std::string& n) {
 
 // A Trainer / Accelerate folder: the safetensors weights as one dict (or the .bin weights when
 // there are none), every torch.save file and every JSON file as its own tree.
-Status add_hf_folder(Source* s, const std::string& dir) {
-  const auto names = Env::posix()->list_dir_or_empty(dir);
+Status add_hf_folder(Env* env, Source* s, const std::string& dir) {
+  const auto names = env->list_dir_or_empty(dir);
   std::vector<std::string> safetensors;
   for (const auto& n : names) {
     if (ends_with(n, ".safetensors")) safetensors.push_back(path_join(dir, n));
@@ -166,21 +155,21 @@ Status add_hf_folder(Source* s, const std::string& dir) {
   if (!safetensors.empty()) {
     const std::string label =
         safetensors.size() == 1 ? path_basename(safetensors[0]) : "model-*.safetensors";
-    CKPT_RETURN_IF_ERROR(add_safetensors(s, safetensors, label));
+    CKPT_RETURN_IF_ERROR(add_safetensors(env, s, safetensors, label));
   }
   for (const auto& n : names) {
     const std::string p = path_join(dir, n);
     if (ends_with(n, ".safetensors")) continue;
-    if (Env::posix()->is_dir(p)) {
+    if (env->is_dir(p)) {
       s->unmapped.push_back({n + "/", "a subfolder (convert reads the files of the folder)"});
     } else if (torch_like(n)) {
       if (!safetensors.empty() && starts_with(n, "pytorch_model")) {
         s->unmapped.push_back({n, "weights also in safetensors form (those were converted)"});
         continue;
       }
-      CKPT_RETURN_IF_ERROR(add_torch_file(s, p, n).with_context(n));
+      CKPT_RETURN_IF_ERROR(add_torch_file(env, s, p, n).with_context(n));
     } else if (ends_with(n, ".json")) {
-      CKPT_RETURN_IF_ERROR(add_json(s, p, n));
+      CKPT_RETURN_IF_ERROR(add_json(env, s, p, n));
     } else {
       s->unmapped.push_back({n, "not a torch.save, safetensors or JSON file (not read)"});
     }
@@ -190,15 +179,15 @@ Status add_hf_folder(Source* s, const std::string& dir) {
 
 // As the audit names them: a Trainer checkpoint (trainer_state.json), an Accelerate folder
 // (training state without it), or save_pretrained weights (no training state at all).
-std::string hf_kind(const std::string& dir) {
-  const auto names = Env::posix()->list_dir_or_empty(dir);
+CheckpointFormat hf_kind(Env* env, const std::string& dir) {
+  const auto names = env->list_dir_or_empty(dir);
   bool training = false;
   for (const auto& n : names) {
-    if (n == "trainer_state.json") return "hf-trainer";
+    if (n == "trainer_state.json") return CheckpointFormat::kHfTrainer;
     training = training || starts_with(n, "optimizer") || starts_with(n, "scheduler") ||
                starts_with(n, "random_states_") || starts_with(n, "rng_state");
   }
-  return training ? "accelerate" : "hf-model";
+  return training ? CheckpointFormat::kAccelerate : CheckpointFormat::kHfModel;
 }
 
 bool is_lightning(const Value* root) {
@@ -207,8 +196,7 @@ bool is_lightning(const Value* root) {
           (root->get("loops") != nullptr && root->get("state_dict") != nullptr));
 }
 
-bool is_ckpt_run(const std::string& path) {
-  Env* env = Env::posix();
+bool is_ckpt_run(Env* env, const std::string& path) {
   if (!env->is_dir(path))
     return ends_with(path, ".h5") && starts_with(path_basename(path), "rank-");
   return env->exists(path_join(path, "LATEST")) || env->exists(path_join(path, "COMMIT.json")) ||
@@ -217,29 +205,36 @@ bool is_ckpt_run(const std::string& path) {
 
 }  // namespace
 
-Result<Source> open_source(const std::string& path) {
-  Env* env = Env::posix();
+Result<Source> open_source(Env* env, const ReaderSet& readers, const std::string& path) {
   if (!env->exists(path)) return not_found(path + ": no such file or directory");
-  if (is_ckpt_run(path))
+  if (is_ckpt_run(env, path))
     return unsupported(path + ": already a ckpt checkpoint (ckpt verify / ckpt inspect read it)");
-  Source s;
-  s.format = probe_format(path);
-  if (s.format == "torch.save") {
-    CKPT_RETURN_IF_ERROR(add_torch_file(&s, path, ""));
-    if (is_lightning(s.trees[0].root)) s.format = "lightning";
-  } else if (s.format == "safetensors") {
-    CKPT_RETURN_IF_ERROR(add_safetensors(&s, {path}, ""));
-  } else if (s.format == "hf-trainer") {
-    CKPT_RETURN_IF_ERROR(add_hf_folder(&s, path));
-    s.format = hf_kind(path);
-  } else if (s.format == "dcp") {
-    CKPT_RETURN_IF_ERROR(add_dcp(&s, path));
-  } else if (s.format.empty()) {
+  const FormatReader* reader = readers.best(env, path);
+  if (reader == nullptr) {
     return corrupt(path +
                    ": not a checkpoint convert reads (torch.save, Lightning, safetensors, "
                    "HF Trainer / Accelerate folder, DCP folder)");
-  } else {
-    return unsupported(path + ": " + s.format + " checkpoints are not converted yet");
+  }
+  Source s;
+  s.format = reader->format();
+  switch (s.format) {
+    case CheckpointFormat::kTorchSave:
+      CKPT_RETURN_IF_ERROR(add_torch_file(env, &s, path, ""));
+      if (is_lightning(s.trees[0].root)) s.format = CheckpointFormat::kLightning;
+      break;
+    case CheckpointFormat::kSafetensors:
+      CKPT_RETURN_IF_ERROR(add_safetensors(env, &s, {path}, ""));
+      break;
+    case CheckpointFormat::kHfTrainer:
+      CKPT_RETURN_IF_ERROR(add_hf_folder(env, &s, path));
+      s.format = hf_kind(env, path);
+      break;
+    case CheckpointFormat::kDcp:
+      CKPT_RETURN_IF_ERROR(add_dcp(env, &s, path));
+      break;
+    default:
+      return unsupported(path + ": " + format_name(s.format) +
+                         " checkpoints are not converted yet");
   }
   return s;
 }

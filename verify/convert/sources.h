@@ -1,6 +1,6 @@
 // Opening a foreign checkpoint for conversion: its value trees (route.h) and, for each, how to
 // read its tensors' bytes (verify/formats/tensor_bytes.h). The format is the one `ckpt audit` would
-// pick (the highest probe of the registered readers); JSON files of a folder (trainer_state.json,
+// pick (ReaderSet::best of the program's readers); JSON files of a folder (trainer_state.json,
 // config.json) become value trees too, so their counters and settings are typed attributes.
 // The Source owns every file, pickle and buffer its trees point into.
 #pragma once
@@ -17,7 +17,7 @@
 namespace ckpt::verify::convert {
 
 struct Source {
-  std::string format;  // "torch.save", "lightning", "hf-trainer", "accelerate", "dcp", ...
+  CheckpointFormat format = CheckpointFormat::kTorchSave;
   std::vector<SourceTree> trees;
   std::vector<TensorFetch> fetch;       // one per tree
   std::vector<UnmappedEntry> unmapped;  // files of a folder that were not read
@@ -25,7 +25,8 @@ struct Source {
 };
 
 // NotFound when `path` does not exist; Corrupt when no reader claims it or it is damaged;
-// Unsupported for formats convert does not read (TorchScript, DeepSpeed, ckpt's own runs).
-Result<Source> open_source(const std::string& path);
+// Unsupported for formats convert does not read (TorchScript, DeepSpeed, ckpt's own runs). Every
+// file is read through `env`.
+Result<Source> open_source(Env* env, const ReaderSet& readers, const std::string& path);
 
 }  // namespace ckpt::verify::convert

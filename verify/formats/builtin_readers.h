@@ -1,10 +1,11 @@
-// Factories of the built-in format readers (registered by verify/audit/reader_registry.cc).
-// Each reader is stateless and thread-safe; see verify/audit/reader_registry.h for the contract.
+// Factories of the built-in foreign-format readers, and the set of all of them. Each reader is
+// stateless and thread-safe; see verify/formats/format_reader.h for the contract. A program builds
+// its ReaderSet from these (cli/main.cc adds verify/ours' reader after them).
 #pragma once
 
 #include <memory>
 
-#include "verify/audit/reader_registry.h"
+#include "verify/formats/format_reader.h"
 
 namespace ckpt::verify {
 
@@ -14,5 +15,8 @@ std::unique_ptr<FormatReader> make_hf_folder_reader();    // HF Trainer checkpoi
 std::unique_ptr<FormatReader> make_dcp_reader();          // torch.distributed.checkpoint folders
 std::unique_ptr<FormatReader> make_deepspeed_reader();    // DeepSpeed save_checkpoint folders
 std::unique_ptr<FormatReader> make_megatron_reader();     // Megatron-LM iter_N/ and torch_dist
+
+// A set holding every reader above, in that order.
+ReaderSet builtin_readers();
 
 }  // namespace ckpt::verify

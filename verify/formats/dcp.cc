@@ -11,15 +11,14 @@
 #include "verify/formats/dcp.h"
 
 #include <dirent.h>
-#include <sys/stat.h>
 
 #include <cstring>
 #include <map>
 #include <set>
 #include <sstream>
 
-#include "verify/audit/detect.h"
 #include "verify/formats/builtin_readers.h"
+#include "verify/formats/detect.h"
 #include "verify/formats/tensor_bytes.h"
 #include "verify/formats/torch_file.h"
 
@@ -100,15 +99,15 @@ StorageIndex index_storage(const Value* storage) {
 // state_dict entry tensor_leaf or blob_leaf and place, then finish.
 class DcpFolder {
  public:
-  DcpFolder(const std::string& path, const DcpLayout& layout, CheckpointView* view)
-      : path_(path), mpath_(path + "/.metadata"), layout_(layout), view_(*view) {
+  DcpFolder(Env* env, const std::string& path, const DcpLayout& layout, CheckpointView* view)
+      : env_(env), path_(path), mpath_(path + "/.metadata"), layout_(layout), view_(*view) {
     root_ = synth_.make(Kind::kDict);
     mine_.insert(root_);
   }
 
   // Reads and unpickles .metadata; the state_dict_metadata dict, or Corrupt.
   Result<const Value*> load_metadata() {
-    CKPT_ASSIGN_OR_RETURN(auto mf, Env::posix()->open_random(mpath_));
+    CKPT_ASSIGN_OR_RETURN(auto mf, env_->open_random(mpath_));
     if (mf->size() > kMaxMetadataBytes) return corrupt(mpath_ + ": larger than 512 MiB");
     CKPT_ASSIGN_OR_RETURN(std::string bytes, mf->read_string(0, mf->size()));
     CKPT_ASSIGN_OR_RETURN(doc_, read_pickle(bytes, mpath_));
@@ -130,7 +129,7 @@ class DcpFolder {
   Value* tensor_leaf(const std::string& fqn, const Value* meta) {
     Value* leaf = synth_.make(Kind::kTensor);
     TensorRecord& t = *leaf->tensor;
-    t.dtype = dtype_of(meta);
+    t.dtype = AnyDType::from_name(dtype_of(meta));
     t.element_size = torch_dtype_size(t.dtype);
     t.shape = ints(field(meta, "size"));
     t.storage_key = fqn;
@@ -348,7 +347,7 @@ class DcpFolder {
     auto loc = where_.find({t.storage_key, std::vector<int64_t>(t.shape.size(), 0)});
     if (loc == where_.end() || loc->second.length <= 0 || loc->second.length > 4096)
       return std::nullopt;
-    auto f = Env::posix()->open_random(path_ + "/" + loc->second.file);
+    auto f = env_->open_random(path_ + "/" + loc->second.file);
     if (!f.is_ok()) return std::nullopt;
     auto bytes = (*f)->read_string(loc->second.offset, loc->second.length);
     bytes_read_ += (*f)->bytes_read();
@@ -367,11 +366,11 @@ class DcpFolder {
   // damaged chunk becomes the read's error (values_error), naming the folder and the file.
   std::shared_ptr<const std::string> values(const TensorRecord& t) {
     if (!values_error_.is_ok()) return nullptr;
-    const auto dt = dtype_from_name(t.dtype);
+    const auto dt = t.dtype.known();
     if (!dt || t.numel() < 0 ||
         static_cast<__int128>(t.numel()) * dtype_size(*dt) > (__int128{1} << 32))
       return nullptr;
-    auto x = read_dcp_tensor(path_, chunks_, t);
+    auto x = read_dcp_tensor(env_, path_, chunks_, t);
     if (!x.is_ok()) {
       if (x.status().code() != Code::kUnsupported)
         values_error_ = Status(x.status().code(), path_ + "/" + x.status().message());
@@ -381,17 +380,9 @@ class DcpFolder {
     return std::make_shared<const std::string>(static_cast<const char*>(x->data), x->nbytes);
   }
 
-  static std::optional<double> raw_scalar(const std::string& dtype, const std::string& b) {
-    auto get = [&](auto x) -> std::optional<double> {
-      if (b.size() < sizeof x) return std::nullopt;
-      std::memcpy(&x, b.data(), sizeof x);
-      return static_cast<double>(x);
-    };
-    if (dtype == "float32") return get(float{});
-    if (dtype == "float64") return get(double{});
-    if (dtype == "int64") return get(int64_t{});
-    if (dtype == "int32") return get(int32_t{});
-    return std::nullopt;
+  static std::optional<double> raw_scalar(const AnyDType& dtype, const std::string& b) {
+    if (!dtype.known() || b.size() < dtype_size(*dtype.known())) return std::nullopt;
+    return dtype_element(*dtype.known(), b.data());
   }
 
  public:
@@ -417,9 +408,9 @@ class DcpFolder {
     if (rel.empty() || rel.find("..") != std::string::npos || rel[0] == '/') return std::nullopt;
     auto it = file_sizes_.find(rel);
     if (it != file_sizes_.end()) return it->second;
-    struct stat st;
-    if (::stat((path_ + "/" + rel).c_str(), &st) != 0) return std::nullopt;
-    return file_sizes_[rel] = static_cast<uint64_t>(st.st_size);
+    auto size = env_->file_size(path_ + "/" + rel);
+    if (!size.is_ok()) return std::nullopt;
+    return file_sizes_[rel] = *size;
   }
 
   void check_chunk_bytes(const std::string& fqn, const std::vector<int64_t>& off) {
@@ -438,7 +429,7 @@ class DcpFolder {
   }
 
   Value* read_blob(const std::string& fqn, const Loc& loc) {
-    auto f = Env::posix()->open_random(path_ + "/" + loc.file);
+    auto f = env_->open_random(path_ + "/" + loc.file);
     if (!f.is_ok()) return nullptr;
     auto blob = (*f)->read_string(loc.offset, loc.length);
     bytes_read_ += (*f)->bytes_read();
@@ -469,6 +460,7 @@ class DcpFolder {
     d->kind = Kind::kList;
   }
 
+  Env* const env_;
   const std::string path_, mpath_;
   const DcpLayout layout_;  // a copy: open_dcp_tree keeps the folder past the caller's layout
   CheckpointView& view_;
@@ -499,29 +491,28 @@ Status read_entries(const Value* sdm, DcpFolder* folder) {
 
 class DcpReader : public FormatReader {
  public:
-  std::string name() const override { return "dcp"; }
-  int probe(const std::string& path) const override {
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
-    return ::stat((path + "/.metadata").c_str(), &st) == 0 ? 90 : 0;
+  CheckpointFormat format() const override { return CheckpointFormat::kDcp; }
+  int probe(Env* env, const std::string& path) const override {
+    return env->is_dir(path) && env->exists(path + "/.metadata") ? 90 : 0;
   }
 
-  Result<CheckpointView> read(const std::string& path, const ReadOptions& options) const override {
+  Result<CheckpointView> read(Env* env, const std::string& path,
+                              const ReadOptions& options) const override {
     CheckpointView view;
     view.path = path;
-    view.format = "dcp";
+    view.format = CheckpointFormat::kDcp;
     view.contents.name = path;
     view.contents.kind = "dir";
-    CKPT_RETURN_IF_ERROR(read_dcp_folder(path, options, DcpLayout{}, &view));
+    CKPT_RETURN_IF_ERROR(read_dcp_folder(env, path, options, DcpLayout{}, &view));
     return view;
   }
 };
 
 }  // namespace
 
-Status read_dcp_folder(const std::string& path, const ReadOptions& options, const DcpLayout& layout,
-                       CheckpointView* view) {
-  DcpFolder folder(path, layout, view);
+Status read_dcp_folder(Env* env, const std::string& path, const ReadOptions& options,
+                       const DcpLayout& layout, CheckpointView* view) {
+  DcpFolder folder(env, path, layout, view);
   CKPT_ASSIGN_OR_RETURN(const Value* sdm, folder.load_metadata());
   CKPT_RETURN_IF_ERROR(read_entries(sdm, &folder));
   folder.finish(options);
@@ -530,13 +521,13 @@ Status read_dcp_folder(const std::string& path, const ReadOptions& options, cons
 
 std::unique_ptr<FormatReader> make_dcp_reader() { return std::make_unique<DcpReader>(); }
 
-Result<DcpTree> open_dcp_tree(const std::string& path) {
+Result<DcpTree> open_dcp_tree(Env* env, const std::string& path) {
   struct Owner {
     CheckpointView view;
     std::unique_ptr<DcpFolder> folder;
   };
   auto owner = std::make_shared<Owner>();
-  owner->folder = std::make_unique<DcpFolder>(path, DcpLayout{}, &owner->view);
+  owner->folder = std::make_unique<DcpFolder>(env, path, DcpLayout{}, &owner->view);
   CKPT_ASSIGN_OR_RETURN(const Value* sdm, owner->folder->load_metadata());
   CKPT_RETURN_IF_ERROR(read_entries(sdm, owner->folder.get()));
   ReadOptions quiet;

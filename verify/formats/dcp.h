@@ -20,7 +20,8 @@
 #include <vector>
 
 #include "ckpt/base/status.h"
-#include "verify/audit/view.h"
+#include "ckpt/io/env.h"
+#include "verify/formats/view.h"
 #include "verify/pickle/value.h"
 
 namespace ckpt::verify {
@@ -41,7 +42,7 @@ struct DcpTree {
 
 // On success the tree of `path` (a folder holding `.metadata`); NotFound/IoError when it cannot
 // be opened, Corrupt when `.metadata` is not DCP metadata.
-Result<DcpTree> open_dcp_tree(const std::string& path);
+Result<DcpTree> open_dcp_tree(Env* env, const std::string& path);
 
 struct DcpLayout {
   // The nested path of a flat state_dict key; empty = DCP's own (planner_data, else the dots).
@@ -54,8 +55,8 @@ struct DcpLayout {
 };
 
 // Reads `path` (a folder with .metadata) into `view` (path, format and contents.name set by the
-// caller). NotFound/IoError/Corrupt as the DCP reader.
-Status read_dcp_folder(const std::string& path, const ReadOptions& options, const DcpLayout& layout,
-                       CheckpointView* view);
+// caller), through `env`. NotFound/IoError/Corrupt as the DCP reader.
+Status read_dcp_folder(Env* env, const std::string& path, const ReadOptions& options,
+                       const DcpLayout& layout, CheckpointView* view);
 
 }  // namespace ckpt::verify

@@ -11,14 +11,13 @@
 // detection finds the optimizer (ZeRO's base_optimizer_state / optimizer_state_dict), the
 // scheduler and the counters (global_steps). ds_config gives the config digest.
 #include <dirent.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <vector>
 
 #include "ckpt/io/env.h"
-#include "verify/audit/detect.h"
 #include "verify/formats/builtin_readers.h"
+#include "verify/formats/detect.h"
 #include "verify/formats/torch_file.h"
 
 namespace ckpt::verify {
@@ -32,16 +31,16 @@ bool is_model_states(const std::string& n) {
   return n.find("mp_rank_") != std::string::npos && ends_with(n, "_model_states.pt");
 }
 
-bool holds_model_states(const std::string& dir) {
-  for (const auto& n : Env::posix()->list_dir_or_empty(dir)) {
+bool holds_model_states(Env* env, const std::string& dir) {
+  for (const auto& n : env->list_dir_or_empty(dir)) {
     if (is_model_states(n)) return true;
   }
   return false;
 }
 
 // The tag `latest` names, trimmed; empty when there is no usable `latest`.
-std::string latest_tag(const std::string& dir) {
-  auto f = Env::posix()->open_random(dir + "/latest");
+std::string latest_tag(Env* env, const std::string& dir) {
+  auto f = env->open_random(dir + "/latest");
   if (!f.is_ok() || (*f)->size() > 4096) return "";
   auto text = (*f)->read_string(0, (*f)->size());
   if (!text.is_ok()) return "";
@@ -53,33 +52,33 @@ std::string latest_tag(const std::string& dir) {
 
 class DeepSpeedReader : public FormatReader {
  public:
-  std::string name() const override { return "deepspeed"; }
-  int probe(const std::string& path) const override {
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
-    const std::string tag = latest_tag(path);
-    if (!tag.empty() && holds_model_states(path + "/" + tag)) return 85;
-    return holds_model_states(path) ? 85 : 0;
+  CheckpointFormat format() const override { return CheckpointFormat::kDeepSpeed; }
+  int probe(Env* env, const std::string& path) const override {
+    if (!env->is_dir(path)) return 0;
+    const std::string tag = latest_tag(env, path);
+    if (!tag.empty() && holds_model_states(env, path + "/" + tag)) return 85;
+    return holds_model_states(env, path) ? 85 : 0;
   }
 
-  Result<CheckpointView> read(const std::string& path, const ReadOptions& options) const override {
+  Result<CheckpointView> read(Env* env, const std::string& path,
+                              const ReadOptions& options) const override {
     CheckpointView view;
     view.path = path;
-    view.format = "deepspeed";
+    view.format = CheckpointFormat::kDeepSpeed;
     view.contents.name = path;
     view.contents.kind = "dir";
     std::string dir = path;
-    const std::string tag = latest_tag(path);
-    if (!tag.empty() && holds_model_states(path + "/" + tag)) {
+    const std::string tag = latest_tag(env, path);
+    if (!tag.empty() && holds_model_states(env, path + "/" + tag)) {
       dir = path + "/" + tag;
       view.findings.push_back(
           {Severity::kInfo, std::nullopt, "latest names " + tag + ": auditing " + dir, false});
     }
     uint64_t bytes = 0;
     std::vector<TorchFile> keep;  // the pickles stay alive while the view is built
-    for (const auto& n : Env::posix()->list_dir_or_empty(dir)) {
+    for (const auto& n : env->list_dir_or_empty(dir)) {
       if (!ends_with(n, ".pt")) continue;
-      CKPT_ASSIGN_OR_RETURN(auto file, Env::posix()->open_random(dir + "/" + n));
+      CKPT_ASSIGN_OR_RETURN(auto file, env->open_random(dir + "/" + n));
       const RandomAccessFile* raw = file.get();
       CKPT_ASSIGN_OR_RETURN(TorchFile tf, open_torch_file(std::move(file)));
       add_torch_file_to_view(tf, n, &view, options);
@@ -91,8 +90,8 @@ class DeepSpeedReader : public FormatReader {
       bytes += raw->bytes_read();
       keep.push_back(std::move(tf));
     }
-    note_zero3_placeholders(dir, &view);
-    note_bf16(dir, &view);
+    note_zero3_placeholders(env, dir, &view);
+    note_bf16(env, dir, &view);
     view.bytes_read = bytes;
     return view;
   }
@@ -100,9 +99,9 @@ class DeepSpeedReader : public FormatReader {
  private:
   // bf16 runs (DeepSpeed's BF16_Optimizer / bf16 ZeRO) name the optimizer files bf16_...: the
   // module holds bf16 weights, the fp32 master copy is in those files.
-  static void note_bf16(const std::string& dir, CheckpointView* view) {
+  static void note_bf16(Env* env, const std::string& dir, CheckpointView* view) {
     int files = 0;
-    for (const auto& n : Env::posix()->list_dir_or_empty(dir))
+    for (const auto& n : env->list_dir_or_empty(dir))
       files += n.rfind("bf16_zero_pp_rank_", 0) == 0 && ends_with(n, "_optim_states.pt");
     if (files == 0 || !view->optimizer.found) return;
     view->optimizer.evidence += "; bf16 run: the fp32 master weights are in " +
@@ -111,13 +110,13 @@ class DeepSpeedReader : public FormatReader {
 
   // ZeRO-3 saves the module as empty placeholders: the weights are the fp32 partitions in the
   // optimizer files (DeepSpeed's zero_to_fp32.py rebuilds a state_dict from them).
-  static void note_zero3_placeholders(const std::string& dir, CheckpointView* view) {
+  static void note_zero3_placeholders(Env* env, const std::string& dir, CheckpointView* view) {
     if (!view->model.found || view->model.tensors.empty()) return;
     for (const auto& t : view->model.tensors) {
       if (t.nbytes != 0) return;
     }
     bool optim = false;
-    for (const auto& n : Env::posix()->list_dir_or_empty(dir))
+    for (const auto& n : env->list_dir_or_empty(dir))
       optim = optim || ends_with(n, "_optim_states.pt");
     if (!optim) return;
     view->model.evidence +=

@@ -2,9 +2,6 @@
 // folders: each file is read by the torch.save / safetensors readers and folded into one view;
 // trainer_state.json supplies the counters (HF keeps no loader state: the position is derived
 // from global_step by replaying batches), training_args.bin says whether fp16 needs a GradScaler.
-#include <dirent.h>
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -17,8 +14,8 @@
 
 #include "ckpt/format/python_json.h"
 #include "ckpt/io/env.h"
-#include "verify/audit/detect.h"
 #include "verify/formats/builtin_readers.h"
+#include "verify/formats/detect.h"
 #include "verify/formats/safetensors.h"
 #include "verify/formats/torch_file.h"
 
@@ -27,11 +24,6 @@ namespace {
 
 constexpr uint64_t kMaxJsonBytes = 64ull << 20;
 constexpr const char* kShardIndex = "model.safetensors.index.json";
-
-bool is_dir(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
 
 bool ends_with(const std::string& s, const std::string& e) {
   return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
@@ -48,11 +40,11 @@ const Value* attr(const Value* obj, const std::string& name) {
 
 class HfFolderReader : public FormatReader {
  public:
-  std::string name() const override { return "hf-trainer"; }
+  CheckpointFormat format() const override { return CheckpointFormat::kHfTrainer; }
 
-  int probe(const std::string& path) const override {
-    if (!is_dir(path)) return 0;
-    auto names = Env::posix()->list_dir_or_empty(path);
+  int probe(Env* env, const std::string& path) const override {
+    if (!env->is_dir(path)) return 0;
+    auto names = env->list_dir_or_empty(path);
     auto has = [&](const std::string& n) {
       return std::find(names.begin(), names.end(), n) != names.end();
     };
@@ -67,23 +59,26 @@ class HfFolderReader : public FormatReader {
     return 0;
   }
 
-  Result<CheckpointView> read(const std::string& path, const ReadOptions& options) const override {
+  Result<CheckpointView> read(Env* env, const std::string& path,
+                              const ReadOptions& options) const override {
     CheckpointView view;
     view.path = path;
     view.contents.name = path;
     view.contents.kind = "dir";
-    auto names = Env::posix()->list_dir_or_empty(path);
+    auto names = env->list_dir_or_empty(path);
     auto has = [&](const std::string& n) {
       return std::find(names.begin(), names.end(), n) != names.end();
     };
-    view.format = has("trainer_state.json") ? "hf-trainer" : "accelerate";
+    view.format =
+        has("trainer_state.json") ? CheckpointFormat::kHfTrainer : CheckpointFormat::kAccelerate;
     bool training_files = false;
     for (const auto& n : names) {
       training_files = training_files || starts_with(n, "optimizer") ||
                        starts_with(n, "random_states_") || starts_with(n, "scheduler") ||
                        n == "trainer_state.json";
     }
-    if (!training_files) view.format = "hf-model";  // save_pretrained: weights + config
+    if (!training_files)
+      view.format = CheckpointFormat::kHfModel;  // save_pretrained: weights + config
     std::vector<std::string> rng_ranks_ok, rng_ranks_bad;
     uint64_t bytes = 0;
     int rng_files = 0;
@@ -91,9 +86,9 @@ class HfFolderReader : public FormatReader {
     std::vector<TorchFile> keep;  // the pickles stay alive while the view is built
     for (const auto& n : names) {
       const std::string p = path + "/" + n;
-      if (is_dir(p)) continue;
+      if (env->is_dir(p)) continue;
       if (ends_with(n, ".safetensors")) {
-        CKPT_ASSIGN_OR_RETURN(uint64_t b, add_safetensors_to_view(p, n, &view, options));
+        CKPT_ASSIGN_OR_RETURN(uint64_t b, add_safetensors_to_view(env, p, n, &view, options));
         bytes += b;
         continue;
       }
@@ -101,7 +96,7 @@ class HfFolderReader : public FormatReader {
                               (starts_with(n, "random_states_") && ends_with(n, ".pkl")) ||
                               (starts_with(n, "custom_checkpoint_") && ends_with(n, ".pkl"));
       if (!torch_like) continue;
-      CKPT_ASSIGN_OR_RETURN(auto file, Env::posix()->open_random(p));
+      CKPT_ASSIGN_OR_RETURN(auto file, env->open_random(p));
       const RandomAccessFile* raw = file.get();
       CKPT_ASSIGN_OR_RETURN(TorchFile tf, open_torch_file(std::move(file)));
       if (starts_with(n, "rng_state") || starts_with(n, "random_states_")) {
@@ -118,8 +113,8 @@ class HfFolderReader : public FormatReader {
       keep.push_back(std::move(tf));
     }
     if (has("trainer_state.json"))
-      CKPT_RETURN_IF_ERROR(read_trainer_state(path + "/trainer_state.json", &view));
-    if (has(kShardIndex)) CKPT_RETURN_IF_ERROR(check_shard_index(path, &view));
+      CKPT_RETURN_IF_ERROR(read_trainer_state(env, path + "/trainer_state.json", &view));
+    if (has(kShardIndex)) CKPT_RETURN_IF_ERROR(check_shard_index(env, path, &view));
     note_rng_ranks(rng_ranks_ok, rng_ranks_bad, &view);
     note_accelerate_processes(rng_ranks_ok, rng_ranks_bad, &view);
     note_format_gaps(rng_files, &view);
@@ -172,7 +167,7 @@ class HfFolderReader : public FormatReader {
 
   // What a save_pretrained folder cannot hold, and what the HF Trainer derives or lacks.
   static void note_format_gaps(int rng_files, CheckpointView* view) {
-    if (view->format == "hf-model") {
+    if (view->format == CheckpointFormat::kHfModel) {
       const std::string why = "a save_pretrained model folder holds weights and config only";
       view->model.weights_only_format = true;
       for (AuditComponent c :
@@ -183,7 +178,7 @@ class HfFolderReader : public FormatReader {
       view->optimizer.evidence = why;
       view->scheduler.evidence = why;
     }
-    if (view->format == "hf-trainer" && !view->loader.found) {
+    if (view->format == CheckpointFormat::kHfTrainer && !view->loader.found) {
       const auto gs = view->counters.global_step;
       view->loader.derived = gs.has_value();
       view->loader.kind = "derived from global_step";
@@ -197,7 +192,7 @@ class HfFolderReader : public FormatReader {
           "(decode + collate, no forward), and the position is only right if dataset, batch size, "
           "world size and seed are unchanged";
     }
-    if (view->format == "hf-trainer" && rng_files == 0) {
+    if (view->format == CheckpointFormat::kHfTrainer && rng_files == 0) {
       view->rng_cpu.evidence = "no rng_state.pth / rng_state_<rank>.pth in the folder";
     }
   }
@@ -262,7 +257,8 @@ class HfFolderReader : public FormatReader {
   // scheduler is judged at that cadence, and each of those ranks must have left its RNG file.
   static void note_accelerate_processes(const std::vector<std::string>& ok,
                                         const std::vector<std::string>& bad, CheckpointView* view) {
-    if (view->format != "accelerate" || !view->scheduler.found || !view->scheduler.last_epoch)
+    if (view->format != CheckpointFormat::kAccelerate || !view->scheduler.found ||
+        !view->scheduler.last_epoch)
       return;
     std::optional<double> step;
     for (const auto& ps : view->optimizer.state) {
@@ -335,9 +331,9 @@ class HfFolderReader : public FormatReader {
 
   // model.safetensors.index.json: every shard it names must exist and hold the tensors the
   // weight_map assigns to it (a failed copy leaves a folder that loads with missing weights).
-  static Status check_shard_index(const std::string& dir, CheckpointView* view) {
+  static Status check_shard_index(Env* env, const std::string& dir, CheckpointView* view) {
     const std::string p = dir + "/" + kShardIndex;
-    CKPT_ASSIGN_OR_RETURN(auto f, Env::posix()->open_random(p));
+    CKPT_ASSIGN_OR_RETURN(auto f, env->open_random(p));
     if (f->size() > kMaxJsonBytes) return corrupt(p + ": larger than 64 MiB");
     CKPT_ASSIGN_OR_RETURN(std::string text, f->read_string(0, f->size()));
     nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
@@ -390,8 +386,8 @@ class HfFolderReader : public FormatReader {
     }
   }
 
-  static Status read_trainer_state(const std::string& p, CheckpointView* view) {
-    CKPT_ASSIGN_OR_RETURN(auto f, Env::posix()->open_random(p));
+  static Status read_trainer_state(Env* env, const std::string& p, CheckpointView* view) {
+    CKPT_ASSIGN_OR_RETURN(auto f, env->open_random(p));
     if (f->size() > kMaxJsonBytes) return corrupt(p + ": trainer_state.json is larger than 64 MiB");
     CKPT_ASSIGN_OR_RETURN(std::string text, f->read_string(0, f->size()));
     // Python's json.dumps writes NaN / Infinity literals: null, outside strings only, in one pass.

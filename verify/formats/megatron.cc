@@ -14,7 +14,6 @@
 // A save folder (with the tracker) or one iter_/release folder is read. Every file goes through
 // the torch.save or DCP readers (never executed); megatron_state.h maps Megatron's names onto the
 // contract. Recognised ahead of the plain DCP reader (probe 95 against 90).
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cctype>
@@ -22,9 +21,9 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/io/env.h"
-#include "verify/audit/detect.h"
 #include "verify/formats/builtin_readers.h"
 #include "verify/formats/dcp.h"
+#include "verify/formats/detect.h"
 #include "verify/formats/megatron_state.h"
 #include "verify/formats/torch_file.h"
 
@@ -33,16 +32,6 @@ namespace {
 
 constexpr const char* kTracker = "latest_checkpointed_iteration.txt";
 constexpr const char* kRankFile = "model_optim_rng.pt";
-
-bool exists(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0;
-}
-
-bool is_dir(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
 
 bool all_digits(const std::string& s, size_t from, size_t n) {
   if (s.size() < from + n) return false;
@@ -69,23 +58,25 @@ std::optional<int64_t> iter_number(const std::string& n) {
   return std::stoll(n.substr(5));
 }
 
-std::vector<std::string> rank_dirs(const std::string& dir) {
+std::vector<std::string> rank_dirs(Env* env, const std::string& dir) {
   std::vector<std::string> out;
-  for (const auto& n : Env::posix()->list_dir_or_empty(dir)) {
-    if (is_rank_dir(n) && is_dir(dir + "/" + n)) out.push_back(n);
+  for (const auto& n : env->list_dir_or_empty(dir)) {
+    if (is_rank_dir(n) && env->is_dir(dir + "/" + n)) out.push_back(n);
   }
   std::sort(out.begin(), out.end());
   return out;
 }
 
-bool is_torch_dist(const std::string& dir) {
-  return exists(dir + "/common.pt") || exists(dir + "/metadata.json");
+bool is_torch_dist(Env* env, const std::string& dir) {
+  return env->exists(dir + "/common.pt") || env->exists(dir + "/metadata.json");
 }
 
-bool is_iter_dir(const std::string& dir) { return is_torch_dist(dir) || !rank_dirs(dir).empty(); }
+bool is_iter_dir(Env* env, const std::string& dir) {
+  return is_torch_dist(env, dir) || !rank_dirs(env, dir).empty();
+}
 
-Result<std::string> read_small(const std::string& path, uint64_t cap) {
-  CKPT_ASSIGN_OR_RETURN(auto f, Env::posix()->open_random(path));
+Result<std::string> read_small(Env* env, const std::string& path, uint64_t cap) {
+  CKPT_ASSIGN_OR_RETURN(auto f, env->open_random(path));
   if (f->size() > cap) {
     return corrupt(path + ": " + std::to_string(f->size()) + " bytes, expected at most " +
                    std::to_string(cap));
@@ -101,9 +92,9 @@ std::string trim(std::string t) {
 }
 
 // The iteration folder the tracker names; findings for a tracker behind a newer folder.
-Result<std::string> tracked_iter_dir(const std::string& save, CheckpointView* view) {
+Result<std::string> tracked_iter_dir(Env* env, const std::string& save, CheckpointView* view) {
   const std::string tracker = save + "/" + kTracker;
-  CKPT_ASSIGN_OR_RETURN(std::string raw, read_small(tracker, 64));
+  CKPT_ASSIGN_OR_RETURN(std::string raw, read_small(env, tracker, 64));
   const std::string text = trim(raw);
   std::string name;
   int64_t tracked = -1;
@@ -119,16 +110,16 @@ Result<std::string> tracked_iter_dir(const std::string& save, CheckpointView* vi
                    text.substr(0, 40) + "\"");
   }
   const std::string dir = save + "/" + name;
-  if (!is_dir(dir)) {
+  if (!env->is_dir(dir)) {
     return corrupt(tracker + ": names " + text + ", but " + name +
                    "/ is missing: Megatron's load_checkpoint fails on this save folder");
   }
   view->findings.push_back({Severity::kInfo, std::nullopt,
                             kTracker + std::string(" names ") + text + ": auditing " + name,
                             false});
-  for (const auto& n : Env::posix()->list_dir_or_empty(save)) {
+  for (const auto& n : env->list_dir_or_empty(save)) {
     auto it = iter_number(n);
-    if (it && tracked >= 0 && *it > tracked && is_dir(save + "/" + n)) {
+    if (it && tracked >= 0 && *it > tracked && env->is_dir(save + "/" + n)) {
       view->findings.push_back(
           {Severity::kWarning, std::nullopt,
            n + "/ is newer than the tracked iteration " + text +
@@ -141,36 +132,37 @@ Result<std::string> tracked_iter_dir(const std::string& save, CheckpointView* vi
 
 class MegatronReader : public FormatReader {
  public:
-  std::string name() const override { return "megatron"; }
-  int probe(const std::string& path) const override {
-    if (!is_dir(path)) return 0;
-    if (exists(path + "/" + kTracker)) return 95;
-    return is_iter_dir(path) ? 95 : 0;
+  CheckpointFormat format() const override { return CheckpointFormat::kMegatron; }
+  int probe(Env* env, const std::string& path) const override {
+    if (!env->is_dir(path)) return 0;
+    if (env->exists(path + "/" + kTracker)) return 95;
+    return is_iter_dir(env, path) ? 95 : 0;
   }
 
-  Result<CheckpointView> read(const std::string& path, const ReadOptions& options) const override {
+  Result<CheckpointView> read(Env* env, const std::string& path,
+                              const ReadOptions& options) const override {
     CheckpointView view;
     view.path = path;
     view.contents.name = path;
     view.contents.kind = "dir";
     std::string dir = path;
-    if (exists(path + "/" + kTracker)) {
-      CKPT_ASSIGN_OR_RETURN(dir, tracked_iter_dir(path, &view));
+    if (env->exists(path + "/" + kTracker)) {
+      CKPT_ASSIGN_OR_RETURN(dir, tracked_iter_dir(env, path, &view));
     }
-    if (is_torch_dist(dir)) {
-      view.format = "megatron-torch_dist";
-      CKPT_RETURN_IF_ERROR(read_torch_dist(dir, options, &view));
+    if (is_torch_dist(env, dir)) {
+      view.format = CheckpointFormat::kMegatronTorchDist;
+      CKPT_RETURN_IF_ERROR(read_torch_dist(env, dir, options, &view));
     } else {
-      view.format = "megatron";
-      CKPT_RETURN_IF_ERROR(read_legacy(dir, options, &view));
+      view.format = CheckpointFormat::kMegatron;
+      CKPT_RETURN_IF_ERROR(read_legacy(env, dir, options, &view));
     }
     return view;
   }
 
  private:
-  static Status read_legacy(const std::string& dir, const ReadOptions& options,
+  static Status read_legacy(Env* env, const std::string& dir, const ReadOptions& options,
                             CheckpointView* view) {
-    const auto ranks = rank_dirs(dir);
+    const auto ranks = rank_dirs(env, dir);
     if (ranks.empty()) {
       return corrupt(dir + ": no mp_rank_XX/" + kRankFile +
                      " and no common.pt: not a Megatron checkpoint folder");
@@ -180,7 +172,7 @@ class MegatronReader : public FormatReader {
     uint64_t bytes = 0;
     for (const auto& r : ranks) {
       const std::string label = r + "/" + kRankFile;
-      auto file = Env::posix()->open_random(dir + "/" + label);
+      auto file = env->open_random(dir + "/" + label);
       if (!file.is_ok()) {
         rank_files.push_back({label, nullptr, "missing: " + file.status().message()});
         continue;
@@ -206,7 +198,7 @@ class MegatronReader : public FormatReader {
       bytes += raw->bytes_read();
       files.push_back(std::move(*tf));
       rank_files.push_back({label, files.back().doc->root, ""});
-      check_distributed_optimizer(dir + "/" + r, r, *files.back().doc->root, view);
+      check_distributed_optimizer(env, dir + "/" + r, r, *files.back().doc->root, view);
     }
     view->bytes_read = bytes;
     for (const auto& f : rank_files) {
@@ -222,15 +214,16 @@ class MegatronReader : public FormatReader {
   }
 
   // --use-distributed-optimizer (legacy): the moments are in distrib_optim.pt beside the file.
-  static void check_distributed_optimizer(const std::string& rank_dir, const std::string& rank,
-                                          const Value& root, CheckpointView* view) {
+  static void check_distributed_optimizer(Env* env, const std::string& rank_dir,
+                                          const std::string& rank, const Value& root,
+                                          CheckpointView* view) {
     const Value* args = root.get("args");
     const Value* flag = args != nullptr && args->state != nullptr
                             ? args->state->get("use_distributed_optimizer")
                             : nullptr;
     if (flag == nullptr || flag->as_int().value_or(0) == 0 || root.get("optimizer") == nullptr)
       return;
-    if (exists(rank_dir + "/distrib_optim.pt")) {
+    if (env->exists(rank_dir + "/distrib_optim.pt")) {
       view->findings.push_back({Severity::kInfo, AuditComponent::kOptimizer,
                                 rank + "/distrib_optim.pt holds the distributed optimizer's "
                                        "moments (not read)",
@@ -243,11 +236,11 @@ class MegatronReader : public FormatReader {
     }
   }
 
-  static Status read_torch_dist(const std::string& dir, const ReadOptions& options,
+  static Status read_torch_dist(Env* env, const std::string& dir, const ReadOptions& options,
                                 CheckpointView* view) {
-    check_metadata_json(dir, view);
+    check_metadata_json(env, dir, view);
     std::optional<TorchFile> common;
-    if (auto f = Env::posix()->open_random(dir + "/common.pt"); f.is_ok()) {
+    if (auto f = env->open_random(dir + "/common.pt"); f.is_ok()) {
       CKPT_ASSIGN_OR_RETURN(TorchFile tf, open_torch_file(std::move(*f)));
       add_global_findings(*tf.doc, "common.pt", view);
       common = std::move(tf);
@@ -257,7 +250,7 @@ class MegatronReader : public FormatReader {
                                 "args, iteration and the scheduler from it",
                                 false});
     }
-    if (!exists(dir + "/.metadata")) {
+    if (!env->exists(dir + "/.metadata")) {
       return corrupt(dir +
                      "/.metadata: missing: the sharded state (model, optimizer moments, "
                      "rng_state) has no index; the save did not finish");
@@ -275,12 +268,12 @@ class MegatronReader : public FormatReader {
         v->optimizer.evidence += "; step from common.pt optimizer.state.common_step";
       }
     };
-    return read_dcp_folder(dir, options, layout, view);
+    return read_dcp_folder(env, dir, options, layout, view);
   }
 
   // metadata.json says which backend wrote the folder; dist_checkpointing needs it to load.
-  static void check_metadata_json(const std::string& dir, CheckpointView* view) {
-    auto text = read_small(dir + "/metadata.json", 1 << 16);
+  static void check_metadata_json(Env* env, const std::string& dir, CheckpointView* view) {
+    auto text = read_small(env, dir + "/metadata.json", 1 << 16);
     std::string backend;
     if (text.is_ok()) {
       auto j = nlohmann::json::parse(*text, nullptr, false);

@@ -4,7 +4,7 @@
 #include <sstream>
 #include <tuple>
 
-#include "verify/audit/detect.h"
+#include "verify/formats/detect.h"
 
 namespace ckpt::verify {
 namespace {

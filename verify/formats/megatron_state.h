@@ -6,7 +6,7 @@
 // `rng_state` (unless --no-save-rng: a list, one dict per data-parallel rank when
 // --data-parallel-random-init, with random_rng_state, np_rng_state, torch_rng_state,
 // cuda_rng_state and rng_tracker_states) and `num_floating_point_operations_so_far`.
-// Structural detection (verify/audit/detect.h) finds the model, optimizer and RNG tensors; this
+// Structural detection (verify/formats/detect.h) finds the model, optimizer and RNG tensors; this
 // adds what only Megatron's names say: the scheduler (its closed-form LR recomputed and compared
 // with the param groups), the sampler cursor, the missing pieces and what each does to a resumed
 // run (Megatron's load_checkpoint refuses a checkpoint without optimizer or RNG unless told).
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "verify/audit/view.h"
+#include "verify/formats/view.h"
 #include "verify/pickle/value.h"
 
 namespace ckpt::verify {

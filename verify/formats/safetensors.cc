@@ -68,7 +68,7 @@ Result<SafetensorsHeader> parse_safetensors_header(const std::string& text, uint
     size_t bits = 0;
     for (const auto& d : kDtypes) {
       if (t.st_dtype == d.st) {
-        t.dtype = d.name;
+        t.dtype = AnyDType::from_name(d.name);
         bits = d.bits;
       }
     }

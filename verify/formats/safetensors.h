@@ -12,13 +12,13 @@
 
 #include "ckpt/base/status.h"
 #include "ckpt/io/env.h"
-#include "verify/audit/view.h"
+#include "verify/formats/view.h"
 
 namespace ckpt::verify {
 
 struct SafetensorsTensor {
   std::string name;
-  std::string dtype;     // ckpt spelling: "float32", "bfloat16", ...
+  AnyDType dtype;        // "float32", "bfloat16", ...; other: "float4_e2m1", ...
   std::string st_dtype;  // safetensors spelling: "F32"
   size_t element_size = 0;
   std::vector<int64_t> shape;
@@ -41,8 +41,9 @@ Result<SafetensorsHeader> parse_safetensors_header(const std::string& json_text,
                                                    const std::string& where);
 
 // Adds the file's tensors to view->model (merging with earlier shards), its inspect node, and
-// with options.deep NaN/Inf findings. Returns bytes read.
-Result<uint64_t> add_safetensors_to_view(const std::string& path, const std::string& label,
-                                         CheckpointView* view, const ReadOptions& options);
+// with options.deep NaN/Inf findings, reading `path` through `env`. Returns bytes read.
+Result<uint64_t> add_safetensors_to_view(Env* env, const std::string& path,
+                                         const std::string& label, CheckpointView* view,
+                                         const ReadOptions& options);
 
 }  // namespace ckpt::verify

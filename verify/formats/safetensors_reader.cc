@@ -1,9 +1,5 @@
 // The FormatReader for a lone *.safetensors file (weights only: everything else is reported
 // missing, with the reason), and the helper that folds safetensors shards into a view.
-#include <sys/stat.h>
-
-#include <cmath>
-#include <cstring>
 #include <sstream>
 
 #include "verify/formats/builtin_readers.h"
@@ -18,50 +14,28 @@ std::string basename_of(const std::string& path) {
   return s == std::string::npos ? path : path.substr(s + 1);
 }
 
-uint64_t count_nonfinite(const std::string& dtype, const unsigned char* p, size_t n) {
-  uint64_t bad = 0;
-  if (dtype == "float32") {
-    for (size_t k = 0; k + 4 <= n; k += 4) {
-      float f;
-      std::memcpy(&f, p + k, 4);
-      bad += !std::isfinite(f);
-    }
-  } else if (dtype == "float64") {
-    for (size_t k = 0; k + 8 <= n; k += 8) {
-      double d;
-      std::memcpy(&d, p + k, 8);
-      bad += !std::isfinite(d);
-    }
-  } else if (dtype == "float16") {
-    for (size_t k = 0; k + 2 <= n; k += 2) bad += (p[k + 1] & 0x7c) == 0x7c;
-  } else if (dtype == "bfloat16") {
-    for (size_t k = 0; k + 2 <= n; k += 2) bad += (p[k + 1] & 0x7f) == 0x7f && (p[k] & 0x80);
-  }
-  return bad;
-}
-
 class SafetensorsReader : public FormatReader {
  public:
-  std::string name() const override { return "safetensors"; }
-  int probe(const std::string& path) const override {
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+  CheckpointFormat format() const override { return CheckpointFormat::kSafetensors; }
+  int probe(Env* env, const std::string& path) const override {
+    auto f = env->open_random(path);  // regular files only
+    if (!f.is_ok()) return 0;
     const std::string ext = ".safetensors";
     if (path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0)
       return 70;
-    auto f = Env::posix()->open_random(path);
-    if (!f.is_ok() || (*f)->size() < 9) return 0;
+    if ((*f)->size() < 9) return 0;
     auto head = (*f)->read_string(8, 1);
     return head.is_ok() && *head == "{" ? 20 : 0;
   }
-  Result<CheckpointView> read(const std::string& path, const ReadOptions& options) const override {
+  Result<CheckpointView> read(Env* env, const std::string& path,
+                              const ReadOptions& options) const override {
     CheckpointView view;
     view.path = path;
-    view.format = "safetensors";
+    view.format = CheckpointFormat::kSafetensors;
     view.contents.name = path;
     view.contents.kind = "file";
     CKPT_ASSIGN_OR_RETURN(view.bytes_read,
-                          add_safetensors_to_view(path, basename_of(path), &view, options));
+                          add_safetensors_to_view(env, path, basename_of(path), &view, options));
     view.model.weights_only_format = true;
     const std::string why = "safetensors holds weights only: this state cannot be in the file";
     for (AuditComponent c :
@@ -81,9 +55,10 @@ class SafetensorsReader : public FormatReader {
 
 }  // namespace
 
-Result<uint64_t> add_safetensors_to_view(const std::string& path, const std::string& label,
-                                         CheckpointView* view, const ReadOptions& options) {
-  CKPT_ASSIGN_OR_RETURN(auto file, Env::posix()->open_random(path));
+Result<uint64_t> add_safetensors_to_view(Env* env, const std::string& path,
+                                         const std::string& label, CheckpointView* view,
+                                         const ReadOptions& options) {
+  CKPT_ASSIGN_OR_RETURN(auto file, env->open_random(path));
   CKPT_ASSIGN_OR_RETURN(SafetensorsHeader h, parse_safetensors(*file));
   ModelPart& m = view->model;
   m.found = true;
@@ -111,10 +86,11 @@ Result<uint64_t> add_safetensors_to_view(const std::string& path, const std::str
     }
     m.tensors.push_back(ti);
     std::ostringstream s;
-    s << t.dtype << " [";
+    s << t.dtype.name() << " [";
     for (size_t i = 0; i < t.shape.size(); ++i) s << (i ? ", " : "") << t.shape[i];
     s << "] " << (t.end - t.begin) << " B @" << (h.data_start + t.begin);
-    node.children.push_back({t.name, "tensor", s.str(), t.dtype, t.shape, t.end - t.begin, "", {}});
+    node.children.push_back(
+        {t.name, "tensor", s.str(), t.dtype.name(), t.shape, t.end - t.begin, "", {}});
     if (!options.deep) continue;
     uint64_t bad = 0;
     constexpr uint64_t kChunk = 4u << 20;
@@ -124,7 +100,7 @@ Result<uint64_t> add_safetensors_to_view(const std::string& path, const std::str
       if (n == 0) break;
       buf.resize(n);
       CKPT_RETURN_IF_ERROR(file->read_at(h.data_start + off, buf.data(), n));
-      bad += count_nonfinite(t.dtype, reinterpret_cast<const unsigned char*>(buf.data()), n);
+      if (t.dtype.known()) bad += count_nonfinite(*t.dtype.known(), buf.data(), n);
       off += n;
       bar.advance(n);
     }

@@ -60,9 +60,11 @@ std::string gather(const char* base, const std::vector<int64_t>& shape,
 
 }  // namespace
 
-std::optional<DType> dtype_of_record(const std::string& spelling) {
+std::optional<DType> dtype_of_record(const AnyDType& dtype) {
+  if (dtype.known()) return dtype.known();
+  const std::string spelling = dtype.name();
   if (spelling.rfind("numpy ", 0) == 0) return numpy_dtype(spelling.substr(6));
-  return dtype_from_name(spelling);
+  return std::nullopt;
 }
 
 Result<Tensor> view_of_storage(const TensorRecord& t, DType dtype,
@@ -138,9 +140,9 @@ Result<std::shared_ptr<const std::string>> TorchFileTensors::storage(const std::
 
 Result<Tensor> TorchFileTensors::fetch(const TensorRecord& t) {
   auto dtype = dtype_of_record(t.dtype);
-  if (!dtype) return unsupported("dtype \"" + t.dtype + "\" has no ckpt equivalent");
+  if (!dtype) return unsupported("dtype \"" + t.dtype.name() + "\" has no ckpt equivalent");
   if (t.element_size != 0 && t.element_size != dtype_size(*dtype))
-    return corrupt(label_ + ": " + t.dtype + " tensor with element size " +
+    return corrupt(label_ + ": " + t.dtype.name() + " tensor with element size " +
                    std::to_string(t.element_size));
   if (t.inline_bytes != nullptr) {  // numpy: the bytes are in the pickle
     return view_of_storage(t, *dtype, share(t.inline_bytes->s), label_);
@@ -153,7 +155,7 @@ Result<Tensor> TorchFileTensors::fetch(const TensorRecord& t) {
 
 Result<Tensor> read_safetensors_tensor(const RandomAccessFile& file, const SafetensorsHeader& h,
                                        const SafetensorsTensor& t) {
-  auto dtype = dtype_from_name(t.dtype);
+  const auto dtype = t.dtype.known();
   if (!dtype) return unsupported("dtype \"" + t.st_dtype + "\" has no ckpt equivalent");
   CKPT_ASSIGN_OR_RETURN(std::string bytes,
                         file.read_string(h.data_start + t.begin, t.end - t.begin));
@@ -195,10 +197,10 @@ bool plain_relative(const std::string& name) {
 
 // One chunk's bytes in C order: raw, or the tensor of a torch.save blob. Its name and byte range
 // were checked by check_chunks.
-Result<std::string> chunk_bytes(const std::string& dir, const DcpChunk& c, const TensorRecord& t,
-                                DType dtype) {
+Result<std::string> chunk_bytes(Env* env, const std::string& dir, const DcpChunk& c,
+                                const TensorRecord& t, DType dtype) {
   const std::string where = c.file + ": \"" + t.storage_key + "\"";
-  CKPT_ASSIGN_OR_RETURN(auto f, Env::posix()->open_random(path_join(dir, c.file)));
+  CKPT_ASSIGN_OR_RETURN(auto f, env->open_random(path_join(dir, c.file)));
   if (c.offset < 0 || c.length < 0 ||
       static_cast<uint64_t>(c.offset) + static_cast<uint64_t>(c.length) > f->size())
     return corrupt(where + ": chunk bytes lie outside the file");
@@ -228,7 +230,7 @@ Result<std::string> chunk_bytes(const std::string& dir, const DcpChunk& c, const
 // The chunks' geometry (each inside the shape, together tiling it) and byte ranges (inside
 // existing files), before anything is allocated: the files the tensor's chunks lie in must hold
 // at least its bytes, so a hostile .metadata cannot make us allocate more than the folder holds.
-Status check_chunks(const std::string& dir, const std::vector<DcpChunk>& chunks,
+Status check_chunks(Env* env, const std::string& dir, const std::vector<DcpChunk>& chunks,
                     const TensorRecord& t, __int128 numel, size_t es) {
   const std::string key = "\"" + t.storage_key + "\"";
   __int128 covered = 0;
@@ -249,7 +251,7 @@ Status check_chunks(const std::string& dir, const std::vector<DcpChunk>& chunks,
       return corrupt(where + ": chunk file name is not a plain relative name");
     auto it = sizes.find(c.file);
     if (it == sizes.end()) {
-      CKPT_ASSIGN_OR_RETURN(auto f, Env::posix()->open_random(path_join(dir, c.file)));
+      CKPT_ASSIGN_OR_RETURN(auto f, env->open_random(path_join(dir, c.file)));
       it = sizes.emplace(c.file, f->size()).first;
     }
     if (c.offset < 0 || c.length < 0 ||
@@ -271,11 +273,11 @@ Status check_chunks(const std::string& dir, const std::vector<DcpChunk>& chunks,
 
 }  // namespace
 
-Result<Tensor> read_dcp_tensor(const std::string& dir,
+Result<Tensor> read_dcp_tensor(Env* env, const std::string& dir,
                                const std::map<std::string, std::vector<DcpChunk>>& chunks,
                                const TensorRecord& t) {
-  auto dtype = dtype_from_name(t.dtype);
-  if (!dtype) return unsupported("dtype \"" + t.dtype + "\" has no ckpt equivalent");
+  const auto dtype = t.dtype.known();
+  if (!dtype) return unsupported("dtype \"" + t.dtype.name() + "\" has no ckpt equivalent");
   const int64_t numel = t.numel();
   if (numel < 0) return corrupt(".metadata: \"" + t.storage_key + "\": shape overflows");
   const size_t es = dtype_size(*dtype);
@@ -283,13 +285,13 @@ Result<Tensor> read_dcp_tensor(const std::string& dir,
   if (numel == 0) return Tensor::copy_of(*dtype, t.shape, nullptr, 0);
   if (it == chunks.end())
     return corrupt(".metadata: \"" + t.storage_key + "\" has no stored chunks");
-  CKPT_RETURN_IF_ERROR(check_chunks(dir, it->second, t, numel, es));
+  CKPT_RETURN_IF_ERROR(check_chunks(env, dir, it->second, t, numel, es));
   std::string whole(static_cast<size_t>(numel) * es, '\0');
   for (const DcpChunk& c : it->second) {
     int64_t n = 1;
     for (int64_t s : c.sizes) n *= s;
     if (n == 0) continue;
-    CKPT_ASSIGN_OR_RETURN(std::string bytes, chunk_bytes(dir, c, t, *dtype));
+    CKPT_ASSIGN_OR_RETURN(std::string bytes, chunk_bytes(env, dir, c, t, *dtype));
     place_chunk(bytes, t.shape, c.offsets, c.sizes, es, &whole);
   }
   auto owner = share(std::move(whole));

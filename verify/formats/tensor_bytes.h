@@ -25,7 +25,7 @@ namespace ckpt::verify {
 
 // Our dtype for a record's spelling: ckpt names ("float32", "bfloat16") and little-endian or
 // byte-sized numpy ones ("<f4", "|u1"); nullopt for anything else (big-endian, object, ...).
-std::optional<DType> dtype_of_record(const std::string& spelling);
+std::optional<DType> dtype_of_record(const AnyDType& dtype);
 
 // The bytes of one tensor record; Unsupported when the record cannot be turned into bytes by
 // design (a meta tensor, an unknown dtype), Corrupt when its bytes are damaged or missing.
@@ -58,13 +58,14 @@ Result<Tensor> read_safetensors_tensor(const RandomAccessFile& file, const Safet
 // A whole DCP tensor (`t.storage_key` is its flat key) assembled from its chunks, each raw bytes
 // or a torch.save blob, read from the folder `dir`. The chunks' geometry and byte ranges are
 // checked before anything is allocated: they must tile the shape, lie inside existing files whose
-// sizes add up to at least the tensor's bytes, and each hold exactly its part.
-Result<Tensor> read_dcp_tensor(const std::string& dir,
+// sizes add up to at least the tensor's bytes, and each hold exactly its part. Files are read
+// through `env`.
+Result<Tensor> read_dcp_tensor(Env* env, const std::string& dir,
                                const std::map<std::string, std::vector<DcpChunk>>& chunks,
                                const TensorRecord& t);
-inline Result<Tensor> read_dcp_tensor(const std::string& dir, const DcpTree& tree,
+inline Result<Tensor> read_dcp_tensor(Env* env, const std::string& dir, const DcpTree& tree,
                                       const TensorRecord& t) {
-  return read_dcp_tensor(dir, tree.chunks, t);
+  return read_dcp_tensor(env, dir, tree.chunks, t);
 }
 
 }  // namespace ckpt::verify

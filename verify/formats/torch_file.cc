@@ -5,11 +5,10 @@
 #include <cmath>
 #include <cstring>
 #include <iostream>
-#include <limits>
 #include <set>
 #include <unordered_set>
 
-#include "verify/audit/detect.h"
+#include "verify/formats/detect.h"
 #include "verify/scan/risk.h"
 
 namespace ckpt::verify {
@@ -38,15 +37,6 @@ void collect_storages(const Value* root, std::map<std::string, TensorRecord>* ou
     stack.push_back(v->args);
     stack.push_back(v->state);
   }
-}
-
-float half_to_float(uint16_t h) {
-  const float sign = (h & 0x8000u) ? -1.f : 1.f;
-  const int exp = (h >> 10) & 0x1f;
-  const int man = h & 0x3ff;
-  if (exp == 0x1f) return man != 0 ? std::nanf("") : sign * std::numeric_limits<float>::infinity();
-  if (exp == 0) return sign * std::ldexp(static_cast<float>(man), -24);
-  return sign * std::ldexp(static_cast<float>(man | 0x400), exp - 25);
 }
 
 }  // namespace
@@ -185,38 +175,9 @@ std::optional<double> TorchFile::read_scalar(const TensorRecord& t) const {
   }
   unsigned char b[8] = {0};
   if (!file->read_at(*off + byte, b, t.element_size).is_ok()) return std::nullopt;
-  if (t.dtype == "float32") {
-    float f;
-    std::memcpy(&f, b, 4);
-    return f;
-  }
-  if (t.dtype == "float64") {
-    double d;
-    std::memcpy(&d, b, 8);
-    return d;
-  }
-  if (t.dtype == "int64") {
-    int64_t i;
-    std::memcpy(&i, b, 8);
-    return static_cast<double>(i);
-  }
-  if (t.dtype == "int32") {
-    int32_t i;
-    std::memcpy(&i, b, 4);
-    return i;
-  }
-  if (t.dtype == "float16") {
-    uint16_t h;
-    std::memcpy(&h, b, 2);
-    return half_to_float(h);
-  }
-  if (t.dtype == "bfloat16") {
-    uint32_t w = static_cast<uint32_t>(b[0] | (b[1] << 8)) << 16;
-    float f;
-    std::memcpy(&f, &w, 4);
-    return f;
-  }
-  return std::nullopt;
+  const std::optional<DType> dtype = t.dtype.known();
+  if (!dtype || dtype_size(*dtype) != t.element_size) return std::nullopt;
+  return dtype_element(*dtype, b);
 }
 
 std::shared_ptr<const std::string> TorchFile::read_elements(const TensorRecord& t,
@@ -300,7 +261,7 @@ Status deep_scan_torch(const TorchFile& tf, const std::string& label, Checkpoint
     const bool is_storage = e.name.compare(0, data_prefix.size(), data_prefix) == 0;
     const std::string key = is_storage ? e.name.substr(data_prefix.size()) : "";
     auto it = tf.storages.find(key);
-    const std::string dtype = it != tf.storages.end() ? it->second.dtype : "";
+    const AnyDType dtype = it != tf.storages.end() ? it->second.dtype : AnyDType();
     uint32_t crc = 0;
     uint64_t nonfinite = 0;
     bool all_zero = true;
@@ -319,24 +280,7 @@ Status deep_scan_torch(const TorchFile& tf, const std::string& label, Checkpoint
         crc = crc32_update(crc, buf.data(), n);
         const unsigned char* p = reinterpret_cast<const unsigned char*>(buf.data());
         for (size_t k = 0; k < n && all_zero; ++k) all_zero = p[k] == 0;
-        if (dtype == "float32") {
-          for (size_t k = 0; k + 4 <= n; k += 4) {
-            float f;
-            std::memcpy(&f, p + k, 4);
-            nonfinite += !std::isfinite(f);
-          }
-        } else if (dtype == "float64") {
-          for (size_t k = 0; k + 8 <= n; k += 8) {
-            double d;
-            std::memcpy(&d, p + k, 8);
-            nonfinite += !std::isfinite(d);
-          }
-        } else if (dtype == "float16") {
-          for (size_t k = 0; k + 2 <= n; k += 2) nonfinite += ((p[k + 1] & 0x7c) == 0x7c);
-        } else if (dtype == "bfloat16") {
-          for (size_t k = 0; k + 2 <= n; k += 2)
-            nonfinite += ((p[k + 1] & 0x7f) == 0x7f && (p[k] & 0x80));
-        }
+        if (dtype.known()) nonfinite += count_nonfinite(*dtype.known(), p, n);
         done += n;
         bar.advance(n);
       }

@@ -15,7 +15,7 @@
 
 #include "ckpt/base/status.h"
 #include "ckpt/io/env.h"
-#include "verify/audit/view.h"
+#include "verify/formats/view.h"
 #include "verify/pickle/pickle_reader.h"
 #include "verify/zip/zip_reader.h"
 

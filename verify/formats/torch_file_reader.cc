@@ -1,9 +1,7 @@
 // The FormatReader for single torch.save files: plain torch.save dicts, Lightning .ckpt files,
 // and (refused with a clear message) TorchScript archives and legacy pre-1.6 files.
-#include <sys/stat.h>
-
-#include "verify/audit/detect.h"
 #include "verify/formats/builtin_readers.h"
+#include "verify/formats/detect.h"
 #include "verify/formats/torch_file.h"
 
 namespace ckpt::verify {
@@ -22,12 +20,10 @@ std::string basename_of(const std::string& path) {
 
 class TorchFileReader : public FormatReader {
  public:
-  std::string name() const override { return "torch.save"; }
+  CheckpointFormat format() const override { return CheckpointFormat::kTorchSave; }
 
-  int probe(const std::string& path) const override {
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return 0;
-    auto f = Env::posix()->open_random(path);
+  int probe(Env* env, const std::string& path) const override {
+    auto f = env->open_random(path);  // regular files only
     if (!f.is_ok()) return 0;
     auto head = (*f)->read_string(0, std::min<uint64_t>((*f)->size(), 512));
     if (head.is_ok() && !sniff_torch(*head).empty()) return 60;
@@ -39,23 +35,25 @@ class TorchFileReader : public FormatReader {
     return 0;
   }
 
-  Result<CheckpointView> read(const std::string& path, const ReadOptions& options) const override {
-    CKPT_ASSIGN_OR_RETURN(auto file, Env::posix()->open_random(path));
+  Result<CheckpointView> read(Env* env, const std::string& path,
+                              const ReadOptions& options) const override {
+    CKPT_ASSIGN_OR_RETURN(auto file, env->open_random(path));
     const RandomAccessFile* raw = file.get();
     CKPT_ASSIGN_OR_RETURN(TorchFile tf, open_torch_file(std::move(file)));
     CheckpointView view;
     view.path = path;
-    view.format = is_lightning(tf.doc->root) ? "lightning" : "torch.save";
+    view.format =
+        is_lightning(tf.doc->root) ? CheckpointFormat::kLightning : CheckpointFormat::kTorchSave;
     view.contents.name = path;
     view.contents.kind = "file";
     const std::string label = basename_of(path);
-    if (view.format == "lightning") {
+    if (view.format == CheckpointFormat::kLightning) {
       const std::string why = "Lightning's checkpoint (dump_checkpoint) saves no RNG state";
       view.format_gaps[AuditComponent::kRngCpu] = why;
       view.format_gaps[AuditComponent::kRngCuda] = why;
     }
     add_torch_file_to_view(tf, label, &view, options);
-    if (view.format == "lightning") {
+    if (view.format == CheckpointFormat::kLightning) {
       if (const Value* hp = tf.doc->root->get("hyper_parameters"))
         view.config_digest = value_digest(*hp);
     }

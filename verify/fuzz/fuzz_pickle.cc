@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string>
 
-#include "verify/audit/detect.h"
 #include "verify/audit/rules.h"
+#include "verify/formats/detect.h"
 #include "verify/formats/megatron_state.h"
 #include "verify/pickle/pickle_reader.h"
 

@@ -9,7 +9,6 @@
 #include <cstring>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 
@@ -40,7 +39,7 @@ TensorInfo info(const std::string& name, const Tensor& t, const std::string& fil
                 const std::string& record) {
   TensorInfo ti;
   ti.name = name;
-  ti.dtype = dtype_name(t.dtype);
+  ti.dtype = t.dtype;
   ti.shape = t.shape;
   ti.device = "cpu";  // ckpt stores host bytes; the device the run used is in /rng
   ti.file = file;
@@ -319,10 +318,9 @@ void map_components(const Node& root, const std::string& file, bool deep, bool v
 
 class OursReader : public FormatReader {
  public:
-  std::string name() const override { return "ckpt-h5"; }
+  CheckpointFormat format() const override { return CheckpointFormat::kCkptH5; }
 
-  int probe(const std::string& path) const override {
-    Env* env = Env::posix();
+  int probe(Env* env, const std::string& path) const override {
     if (env->is_dir(path)) {
       if (env->exists(path_join(path, "COMMIT.json")) ||
           env->exists(path_join(path, "rank-00000.manifest.json")))
@@ -342,11 +340,11 @@ class OursReader : public FormatReader {
     return 0;
   }
 
-  Result<CheckpointView> read(const std::string& path, const ReadOptions& options) const override {
-    Env* env = Env::posix();
+  Result<CheckpointView> read(Env* env, const std::string& path,
+                              const ReadOptions& options) const override {
     CheckpointView view;
     view.path = path;
-    view.format = "ckpt-h5";
+    view.format = CheckpointFormat::kCkptH5;
     std::string step_dir = path;
     int64_t rank = 0;
     bool run_dir = false;
@@ -544,8 +542,4 @@ class OursReader : public FormatReader {
 
 std::unique_ptr<FormatReader> make_ours_reader() { return std::make_unique<OursReader>(); }
 
-void register_ours_reader() {
-  static std::once_flag once;
-  std::call_once(once, [] { register_reader(make_ours_reader()); });
-}
 }  // namespace ckpt::verify

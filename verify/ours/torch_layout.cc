@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "ckpt/format/torch_layout.h"
-#include "verify/audit/detect.h"
+#include "verify/formats/detect.h"
 #include "verify/pickle/value.h"
 
 namespace ckpt::verify {
@@ -117,7 +117,7 @@ class Builder {
     Value* v = make(Kind::kTensor);
     v->tensor = std::make_unique<TensorRecord>();
     TensorRecord& r = *v->tensor;
-    r.dtype = dtype_name(t.dtype);
+    r.dtype = t.dtype;
     r.element_size = dtype_size(t.dtype);
     r.shape = t.shape;
     r.location = "cpu";  // the package stores every tensor from host memory

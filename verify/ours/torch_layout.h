@@ -1,7 +1,7 @@
 // Groups that the `ckpt` Python package writes hold torch's own state_dict layout (docs/python.md,
 // "Storage": a container is a group tagged `ckpt.kind` = dict / intdict / list / tuple, scalars are
 // attributes, tensors datasets). This turns such a group back into the value tree the foreign-
-// format readers build, so the same structural detection (verify/audit/detect.h) judges an
+// format readers build, so the same structural detection (verify/formats/detect.h) judges an
 // optimizer or a scheduler state_dict whether torch.save or ckpt wrote it.
 #pragma once
 
@@ -9,7 +9,7 @@
 
 #include "ckpt/format/torch_layout.h"
 #include "ckpt/format/tree.h"
-#include "verify/audit/view.h"
+#include "verify/formats/view.h"
 
 namespace ckpt::verify {
 

@@ -22,7 +22,7 @@ size_t nargs(const Value* args) {
 }
 
 // torch.<X>Storage → (dtype, element size); UntypedStorage counts bytes.
-bool storage_dtype(const std::string& name, std::string* dtype) {
+bool storage_dtype(const std::string& name, AnyDType* dtype) {
   static const std::map<std::string, std::string> kMap = {{"DoubleStorage", "float64"},
                                                           {"FloatStorage", "float32"},
                                                           {"HalfStorage", "float16"},
@@ -43,7 +43,7 @@ bool storage_dtype(const std::string& name, std::string* dtype) {
                                                           {"UntypedStorage", "uint8"}};
   auto it = kMap.find(name);
   if (it == kMap.end()) return false;
-  *dtype = it->second;
+  *dtype = AnyDType::from_name(it->second);
   return true;
 }
 
@@ -111,7 +111,7 @@ Result<Value*> rebuild_tensor(Interpreter& in, const std::string& fn, const Valu
   if (fn == "_rebuild_tensor_v3") {
     const Value* dt = arg(args, 6);
     if (dt == nullptr || dt->kind != Kind::kGlobal) return bad(in, fn + " without a dtype");
-    t.dtype = torch_dtype_name(dt->name);
+    t.dtype = AnyDType::from_name(torch_dtype_name(dt->name));
     t.element_size = torch_dtype_size(t.dtype);
     if (t.element_size == 0) return bad(in, fn + ": unknown dtype torch." + dt->name);
   }
@@ -154,10 +154,11 @@ bool numpy_dtype(const Value* d, std::string* code, size_t* size) {
 
 }  // namespace
 
-size_t torch_dtype_size(const std::string& dtype) {
-  if (auto d = dtype_from_name(dtype)) return dtype_size(*d);
-  if (dtype == "quint4x2" || dtype == "float8_e5m2fnuz" || dtype == "float8_e4m3fnuz" ||
-      dtype == "float8_e8m0fnu" || dtype == "bits8" || dtype == "float4_e2m1fn_x2") {
+size_t torch_dtype_size(const AnyDType& t) {
+  if (t.known()) return dtype_size(*t.known());
+  const std::string dtype = t.name();
+  if (dtype == "float8_e5m2fnuz" || dtype == "float8_e4m3fnuz" || dtype == "float8_e8m0fnu" ||
+      dtype == "bits8" || dtype == "float4_e2m1fn_x2") {
     return 1;
   }
   if (dtype == "bits16") return 2;
@@ -227,7 +228,8 @@ Result<Value*> rebuild_torch(Interpreter& in, const std::string& name, const Val
   t.rebuild = name;
   if (name == "_rebuild_meta_tensor_no_storage") {
     const Value* dt = arg(args, 0);
-    if (dt != nullptr && dt->kind == Kind::kGlobal) t.dtype = torch_dtype_name(dt->name);
+    if (dt != nullptr && dt->kind == Kind::kGlobal)
+      t.dtype = AnyDType::from_name(torch_dtype_name(dt->name));
     t.element_size = torch_dtype_size(t.dtype);
     CKPT_RETURN_IF_ERROR(shape_of(in, arg(args, 1), &t.shape, "size"));
     t.location = "meta";
@@ -388,7 +390,7 @@ Status interpret_build(Interpreter& in, Value* obj, Value* state) {
         obj->kind = Kind::kTensor;
         obj->tensor = std::make_unique<TensorRecord>();
         TensorRecord& t = *obj->tensor;
-        t.dtype = "numpy " + code;
+        t.dtype = AnyDType::other("numpy " + code);
         t.element_size = size;
         t.shape = shape;
         t.location = "numpy";

@@ -41,7 +41,8 @@ struct PickleScan {
 PickleScan scan_pickle(const std::string& bytes, const std::string& where,
                        const PickleLimits& limits = {}, uint64_t offset = 0);
 
-// Element size of a torch dtype spelled as in ckpt ("float32", "bfloat16"...); 0 if unknown.
-size_t torch_dtype_size(const std::string& dtype);
+// Element size of a torch dtype: dtype_size for ours, and torch's own beyond them ("bits16",
+// "float8_e8m0fnu"...); 0 if unknown.
+size_t torch_dtype_size(const AnyDType& dtype);
 
 }  // namespace ckpt::verify

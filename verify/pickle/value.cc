@@ -222,11 +222,11 @@ std::string summarize(const Value& v) {
     case Kind::kObject:
       return "object " + v.qualname() + " (not constructed)";
     case Kind::kStorage:
-      return "storage " + v.tensor->dtype + " key=" + v.tensor->storage_key + " " +
+      return "storage " + v.tensor->dtype.name() + " key=" + v.tensor->storage_key + " " +
              v.tensor->location;
     case Kind::kTensor: {
       const TensorRecord& t = *v.tensor;
-      o << "tensor " << t.dtype << " " << shape_str(t.shape) << " " << t.nbytes() << " B "
+      o << "tensor " << t.dtype.name() << " " << shape_str(t.shape) << " " << t.nbytes() << " B "
         << t.location;
       return o.str();
     }

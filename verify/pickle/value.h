@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "ckpt/format/any_dtype.h"
+
 namespace ckpt::verify {
 
 enum class Kind : uint8_t {
@@ -43,7 +45,7 @@ struct Value;
 
 // Where a tensor's bytes live, without reading them.
 struct TensorRecord {
-  std::string dtype;        // ckpt dtype spelling: "float32", "uint8", ... or numpy "<u4"
+  AnyDType dtype;           // ours ("float32", "uint8", ...) or other: "numpy <u4", "bits16"
   size_t element_size = 0;  // 0 when unknown
   std::vector<int64_t> shape;
   std::vector<int64_t> stride;  // elements

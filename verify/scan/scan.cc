@@ -1,7 +1,5 @@
 #include "verify/scan/scan.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <set>
@@ -227,14 +225,39 @@ Result<FileScan> scan_file(const RandomAccessFile& file, const std::string& labe
   return out;
 }
 
-Result<ScanReport> scan_path(const std::string& path, const ScanOptions& options) {
+namespace {
+
+// Every regular file under `dir` (relative names from the scanned folder in `rel`), links not
+// followed, folders deeper than 32 levels not entered.
+Status collect_files(Env* env, const std::string& root, const std::string& dir, int depth,
+                     const ScanOptions& options, std::vector<std::string>* files) {
+  auto names = env->list_dir(dir);
+  if (!names.is_ok())
+    return io_error(root + ": cannot list the folder: " + names.status().message());
+  for (const std::string& n : *names) {
+    const std::string p = path_join(dir, n);
+    CKPT_ASSIGN_OR_RETURN(FileKind kind, env->entry_kind(p));
+    if (kind == FileKind::kDirectory && depth <= 32) {
+      CKPT_RETURN_IF_ERROR(collect_files(env, root, p, depth + 1, options, files));
+    } else if (kind == FileKind::kRegular) {
+      files->push_back(p);
+      if (files->size() > options.max_files) {
+        return corrupt(root + ": more than " + std::to_string(options.max_files) + " files");
+      }
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<ScanReport> scan_path(Env* env, const std::string& path, const ScanOptions& options) {
   namespace fs = std::filesystem;
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return not_found(path + ": cannot open (no such file)");
+  if (!env->exists(path)) return not_found(path + ": cannot open (no such file)");
   ScanReport r;
   r.path = path;
-  if (!S_ISDIR(st.st_mode)) {
-    CKPT_ASSIGN_OR_RETURN(auto f, Env::posix()->open_random(path));
+  if (!env->is_dir(path)) {
+    CKPT_ASSIGN_OR_RETURN(auto f, env->open_random(path));
     CKPT_ASSIGN_OR_RETURN(FileScan fs1, scan_file(*f, fs::path(path).filename().string(), options));
     r.format = fs1.format;
     r.files.push_back(std::move(fs1));
@@ -242,22 +265,11 @@ Result<ScanReport> scan_path(const std::string& path, const ScanOptions& options
   }
   r.format = "folder";
   std::vector<std::string> files;
-  std::error_code ec;
-  fs::recursive_directory_iterator it(path, fs::directory_options::none, ec), end;
-  if (ec) return io_error(path + ": cannot list the folder: " + ec.message());
-  for (; it != end; it.increment(ec)) {
-    if (ec) return io_error(path + ": cannot list the folder: " + ec.message());
-    if (it.depth() > 32) it.disable_recursion_pending();
-    if (it->is_symlink(ec) || !it->is_regular_file(ec)) continue;  // links are not followed
-    files.push_back(it->path().string());
-    if (files.size() > options.max_files) {
-      return corrupt(path + ": more than " + std::to_string(options.max_files) + " files");
-    }
-  }
+  CKPT_RETURN_IF_ERROR(collect_files(env, path, path, 0, options, &files));
   std::sort(files.begin(), files.end());
   for (const std::string& p : files) {
     const std::string label = fs::path(p).lexically_relative(path).string();
-    auto f = Env::posix()->open_random(p);
+    auto f = env->open_random(p);
     if (!f.is_ok()) {
       FileScan bad;
       bad.file = label;

@@ -59,9 +59,10 @@ struct ScanOptions {
   size_t max_globals = 100000;             // entries reported per file
 };
 
-// Scans a file or a folder. NotFound/IoError when it cannot be opened; Unsupported when a file is
-// not a format scan reads (in a folder such files are skipped).
-Result<ScanReport> scan_path(const std::string& path, const ScanOptions& options = {});
+// Scans a file or a folder, read through `env` (links inside a folder are not followed).
+// NotFound/IoError when it cannot be opened; Unsupported when a file is not a format scan reads
+// (in a folder such files are skipped).
+Result<ScanReport> scan_path(Env* env, const std::string& path, const ScanOptions& options = {});
 
 // Scans one open file (audit calls this for the files it reads; the fuzzer with memory files).
 Result<FileScan> scan_file(const RandomAccessFile& file, const std::string& label,

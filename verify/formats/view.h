@@ -18,13 +18,75 @@
 #include <string>
 #include <vector>
 
-#include "verify/audit/vocabulary.h"
+#include "ckpt/format/any_dtype.h"
+#include "ckpt/format/component.h"
 
 namespace ckpt::verify {
 
+using ckpt::AuditComponent;
+
+// The formats the readers tell apart; the names are contracts (`ckpt audit --json` "format",
+// `ckpt convert`'s source_format attribute): never rename one.
+enum class CheckpointFormat {
+  kTorchSave,          // "torch.save"
+  kLightning,          // "lightning"
+  kSafetensors,        // "safetensors"
+  kHfTrainer,          // "hf-trainer": checkpoint-N/ with trainer_state.json
+  kAccelerate,         // "accelerate": save_state folders
+  kHfModel,            // "hf-model": save_pretrained weights and config only
+  kDcp,                // "dcp"
+  kDeepSpeed,          // "deepspeed"
+  kMegatron,           // "megatron": iter_N/mp_rank_XX/
+  kMegatronTorchDist,  // "megatron-torch_dist"
+  kCkptH5,             // "ckpt-h5": our own format
+};
+
+constexpr const char* format_name(CheckpointFormat f) {
+  switch (f) {
+    case CheckpointFormat::kTorchSave:
+      return "torch.save";
+    case CheckpointFormat::kLightning:
+      return "lightning";
+    case CheckpointFormat::kSafetensors:
+      return "safetensors";
+    case CheckpointFormat::kHfTrainer:
+      return "hf-trainer";
+    case CheckpointFormat::kAccelerate:
+      return "accelerate";
+    case CheckpointFormat::kHfModel:
+      return "hf-model";
+    case CheckpointFormat::kDcp:
+      return "dcp";
+    case CheckpointFormat::kDeepSpeed:
+      return "deepspeed";
+    case CheckpointFormat::kMegatron:
+      return "megatron";
+    case CheckpointFormat::kMegatronTorchDist:
+      return "megatron-torch_dist";
+    case CheckpointFormat::kCkptH5:
+      return "ckpt-h5";
+  }
+  return "?";
+}
+
+// A reader finding's severity: error, warning, info (the names are contracts, as above).
+enum class Severity { kError, kWarning, kInfo };
+
+constexpr const char* severity_name(Severity s) {
+  switch (s) {
+    case Severity::kError:
+      return "error";
+    case Severity::kWarning:
+      return "warning";
+    case Severity::kInfo:
+      return "info";
+  }
+  return "?";
+}
+
 struct TensorInfo {
-  std::string name;   // "0.weight", "state.3.exp_avg"
-  std::string dtype;  // "float32", "uint8", "numpy <u4"
+  std::string name;  // "0.weight", "state.3.exp_avg"
+  AnyDType dtype;    // "float32", "uint8"; other: "numpy <u4"
   std::vector<int64_t> shape;
   std::string device;  // "cpu", "cuda:0", "meta", "" when the format does not say
   std::string file;    // file that holds the bytes
@@ -133,7 +195,7 @@ struct ReaderFinding {
 
 struct CheckpointView {
   std::string path;
-  std::string format;  // "torch.save", "safetensors", "hf-trainer", "accelerate", "lightning", ...
+  CheckpointFormat format = CheckpointFormat::kTorchSave;
   ModelPart model;
   OptimizerPart optimizer;  // the first found; `optimizer.count` says how many there are
   SchedulerPart scheduler;  // the first found

@@ -1,4 +1,4 @@
-#include "verify/audit/detect.h"
+#include "verify/formats/detect.h"
 
 #include <cmath>
 #include <deque>
@@ -16,7 +16,7 @@ constexpr int kMaxDepth = 64;
 constexpr size_t kMaxVisits = 2'000'000;
 
 bool is_uint8_vector(const Value* v, int64_t n) {
-  return v != nullptr && v->kind == Kind::kTensor && v->tensor->dtype == "uint8" &&
+  return v != nullptr && v->kind == Kind::kTensor && v->tensor->dtype.is(DType::kUInt8) &&
          v->tensor->shape.size() == 1 && (n < 0 || v->tensor->shape[0] == n);
 }
 bool is_cuda_rng(const Value* v) {
@@ -101,7 +101,7 @@ class Detector {
         for (const auto& [k, x] : v->entries) {
           if (x->kind == Kind::kTensor) {
             ++tensors;
-            all_uint8 = all_uint8 && x->tensor->dtype == "uint8";
+            all_uint8 = all_uint8 && x->tensor->dtype.is(DType::kUInt8);
           } else if (x->kind != Kind::kNone) {
             ++others;
           }
@@ -305,7 +305,7 @@ class Detector {
       } else if (v->kind == Kind::kTensor && v->tensor->numel() == 1 && ctx_.resolve) {
         // torchtitan's train_state.step, DeepSpeed-style counters: a 0-d tensor.
         if (auto x = ctx_.resolve(*v->tensor)) step = static_cast<int64_t>(std::llround(*x));
-        how = " (0-d " + v->tensor->dtype + " tensor)";
+        how = " (0-d " + v->tensor->dtype.name() + " tensor)";
       }
       if (step) {
         c.global_step = step;
@@ -590,7 +590,7 @@ void canonical(const Value& v, int depth, std::string* out) {
       *out += v.b ? "1" : "0";
       break;
     case Kind::kTensor:
-      *out += v.tensor->dtype + shape_str(v.tensor->shape);
+      *out += v.tensor->dtype.name() + shape_str(v.tensor->shape);
       break;
     default:
       *out += v.s;
@@ -629,7 +629,7 @@ InspectNode inspect_at(const Value& v, const std::string& name, size_t* budget, 
   if (*budget == 0 || depth > kMaxInspectDepth) return n;
   --*budget;
   if (v.kind == Kind::kTensor) {
-    n.dtype = v.tensor->dtype;
+    n.dtype = v.tensor->dtype.name();
     n.shape = v.tensor->shape;
     n.nbytes = v.tensor->nbytes();
     n.device = v.tensor->location;

@@ -21,7 +21,7 @@
 #include <optional>
 #include <string>
 
-#include "verify/audit/view.h"
+#include "verify/formats/view.h"
 #include "verify/pickle/value.h"
 
 namespace ckpt::verify {
