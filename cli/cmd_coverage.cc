@@ -9,7 +9,7 @@
 #include "cli/commands.h"
 
 namespace ckpt::cli {
-Runner setup_coverage(CLI::App& root, CLI::App*& sub) {
+Runner setup_coverage(CLI::App& root, CLI::App*& sub, const Context& ctx) {
   auto o = std::make_shared<CoverageCommandOptions>();
   sub = root.add_subcommand("coverage",
                             "Dataset coverage across restarts: per-epoch unique fraction, "
@@ -33,7 +33,7 @@ Runner setup_coverage(CLI::App& root, CLI::App*& sub) {
       ->capture_default_str();
   sub->add_flag("--json", o->json, "JSON on stdout");
   sub->add_option("--svg", o->svg_path, "Write the per-epoch strip chart (SVG) to this file");
-  return [o] { return run_coverage_command(*o, Env::posix(), std::cout, std::cerr); };
+  return [o, ctx] { return run_coverage_command(*o, ctx.env, std::cout, std::cerr); };
 }
 
 }  // namespace ckpt::cli

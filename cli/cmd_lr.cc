@@ -10,7 +10,7 @@
 #include "cli/commands.h"
 
 namespace ckpt::cli {
-Runner setup_lr(CLI::App& root, CLI::App*& sub) {
+Runner setup_lr(CLI::App& root, CLI::App*& sub, const Context& ctx) {
   auto o = std::make_shared<LrCommandOptions>();
   sub = root.add_subcommand("lr",
                             "Learning rate across restarts: discontinuities, their kind, "
@@ -34,7 +34,7 @@ Runner setup_lr(CLI::App& root, CLI::App*& sub) {
       ->delimiter(',');
   sub->add_flag("--json", o->json, "JSON on stdout");
   sub->add_option("--svg", o->svg_path, "Write the LR chart (SVG) to this file");
-  return [o] { return run_lr_command(*o, Env::posix(), std::cout, std::cerr); };
+  return [o, ctx] { return run_lr_command(*o, ctx.env, std::cout, std::cerr); };
 }
 
 }  // namespace ckpt::cli

@@ -33,14 +33,14 @@ using Runner = std::function<int()>;
 // Adds one subcommand to `root`; returns the subcommand and the runner to call when it is chosen.
 using Setup = std::function<Runner(CLI::App& root, CLI::App*& sub)>;
 
-// One per cli/cmd_<name>.cc; the commands that read checkpoints take the Context.
+// One per cli/cmd_<name>.cc; the commands that read files through the Env take the Context.
 Runner setup_audit(CLI::App& root, CLI::App*& sub, const Context& ctx);
 Runner setup_convert(CLI::App& root, CLI::App*& sub, const Context& ctx);
-Runner setup_coverage(CLI::App& root, CLI::App*& sub);
+Runner setup_coverage(CLI::App& root, CLI::App*& sub, const Context& ctx);
 Runner setup_diff(CLI::App& root, CLI::App*& sub, const Context& ctx);
 Runner setup_inspect(CLI::App& root, CLI::App*& sub, const Context& ctx);
 Runner setup_load_bench(CLI::App& root, CLI::App*& sub, const Context& ctx);
-Runner setup_lr(CLI::App& root, CLI::App*& sub);
+Runner setup_lr(CLI::App& root, CLI::App*& sub, const Context& ctx);
 Runner setup_profile(CLI::App& root, CLI::App*& sub);
 Runner setup_report(CLI::App& root, CLI::App*& sub, const Context& ctx);
 Runner setup_scan(CLI::App& root, CLI::App*& sub, const Context& ctx);

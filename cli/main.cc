@@ -15,13 +15,14 @@ namespace ckpt::cli {
 
 namespace {
 
-// The subcommands, in the order `ckpt --help` lists them; those that read checkpoints get `ctx`.
+// The subcommands, in the order `ckpt --help` lists them; those that read through the Env get
+// `ctx`.
 std::vector<Setup> commands(const Context& ctx) {
   auto with = [&ctx](Runner (*setup)(CLI::App&, CLI::App*&, const Context&)) -> Setup {
     return [setup, &ctx](CLI::App& root, CLI::App*& sub) { return setup(root, sub, ctx); };
   };
-  return {with(setup_audit),   with(setup_convert),    setup_coverage,    with(setup_diff),
-          with(setup_inspect), with(setup_load_bench), setup_lr,          setup_profile,
+  return {with(setup_audit),   with(setup_convert),    with(setup_coverage), with(setup_diff),
+          with(setup_inspect), with(setup_load_bench), with(setup_lr),       setup_profile,
           with(setup_report),  with(setup_scan),       with(setup_verify)};
 }
 

@@ -81,9 +81,9 @@ std::string audit_section(Env* env, const verify::ReaderSet& readers, const std:
   return s;
 }
 
-std::string lr_section(const std::string& run_dir, bool* findings) {
+std::string lr_section(Env* env, const std::string& run_dir, bool* findings) {
   std::string s = "<section id=\"lr\"><h2>Learning rate across restarts</h2>\n";
-  auto series = lr_from_run(Env::posix(), run_dir);
+  auto series = lr_from_run(env, run_dir);
   if (!series.is_ok()) return s + note(series.status().message()) + "</section>\n";
   const LrAnalysis a = analyze_lr(*series, {});
   if (a.has_findings()) *findings = true;
@@ -98,9 +98,9 @@ std::string lr_section(const std::string& run_dir, bool* findings) {
   return s + "</ul></section>\n";
 }
 
-std::string coverage_section(const std::string& run_dir) {
+std::string coverage_section(Env* env, const std::string& run_dir) {
   std::string s = "<section id=\"coverage\"><h2>Dataset coverage</h2>\n";
-  auto in = coverage_input_from_run(Env::posix(), run_dir);
+  auto in = coverage_input_from_run(env, run_dir);
   if (!in.is_ok()) return s + note(in.status().message()) + "</section>\n";
   CoverageOptions opts;
   opts.max_ids = 0;  // the page shows counts; `ckpt coverage --json` lists ids
@@ -176,8 +176,8 @@ Result<RunReport> build_run_report(Env* env, const verify::ReaderSet& readers,
       html_escape(run_dir) + "</title><style>" + kStyle + "</style></head><body>\n";
   h += "<h1>ckpt report: " + html_escape(run_dir) + "</h1>\n<p>Generated " + when + ".</p>\n";
   h += audit_section(env, readers, run_dir, &out.findings);
-  h += lr_section(run_dir, &out.findings);
-  h += coverage_section(run_dir);
+  h += lr_section(env, run_dir, &out.findings);
+  h += coverage_section(env, run_dir);
   h += profile_section(env, run_dir);
   h += "</body></html>\n";
   return out;
