@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "ckpt/format/printable.h"
+#include "ckpt/format/rank_root.h"
 #include "ckpt/io/env.h"
 #include "cli/command.h"
 #include "cli/exit_codes.h"
@@ -37,7 +38,7 @@ int main(int argc, char** argv) {
       "ckpt"};
   app.require_subcommand(1);
   app.footer(kExitCodeHelp);
-  app.set_version_flag("--version", "ckpt 0.1.0");
+  app.set_version_flag("--version", std::string("ckpt ") + ckpt::kVersion);
 
   // Every checkpoint is read through the real file system, by the foreign-format readers and
   // then our own format's.

@@ -258,8 +258,8 @@ Status Checkpointer::save(int64_t step, const SaveOptions& save_options) {
   Node root;
   std::set<Component> components;
   CKPT_RETURN_IF_ERROR(capture(&root, &components));
-  set_root_attrs({"ckpt 0.1.0", torch_adapter::libtorch_version(), step, options_.rank,
-                  options_.world_size, component_names(components)},
+  set_root_attrs({std::string("ckpt ") + kVersion, torch_adapter::libtorch_version(), step,
+                  options_.rank, options_.world_size, component_names(components)},
                  &root);
   if (options_.rank == 0) CKPT_RETURN_IF_ERROR(open_journal());
   if (!save_options.blocking) {

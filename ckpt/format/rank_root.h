@@ -17,6 +17,9 @@ namespace ckpt {
 // The root attribute `format` and the format version this build writes and reads.
 inline constexpr char kFormatName[] = "ckpt";
 inline constexpr int64_t kFormatVersion = 1;
+// ckpt's release (CMakeLists.txt's project() and python/pyproject.toml say the same; the
+// `producer` attribute and `ckpt --version` print it).
+inline constexpr char kVersion[] = "0.1.0";
 inline constexpr int64_t kMaxFormatVersion = 1;  // the newest version this build reads
 
 struct RankRoot {

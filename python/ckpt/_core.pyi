@@ -13,6 +13,7 @@ Destination = Tuple[int, int, str, List[int]]
 MAX_STEP: int
 FORMAT: str
 FORMAT_VERSION: int
+VERSION: str
 # dtype name -> (element size in bytes, quantized)
 DTYPES: Dict[str, Tuple[int, bool]]
 

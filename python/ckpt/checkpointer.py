@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .loader import ResumableLoader
 
 _RESERVED = ("rng", "train")
-_PRODUCER = "ckpt-python 0.1.0"
+_PRODUCER = f"ckpt-python {_core.VERSION}"
 
 
 @runtime_checkable

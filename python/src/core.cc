@@ -570,6 +570,7 @@ PYBIND11_MODULE(_core, m) {
   m.attr("MAX_STEP") = kMaxStep;  // a checkpoint's step is in [0, MAX_STEP] (check_step)
   m.attr("FORMAT") = kFormatName;
   m.attr("FORMAT_VERSION") = kFormatVersion;
+  m.attr("VERSION") = kVersion;
   m.def(
       "step_dir_name",
       [](int64_t step) {

@@ -16,6 +16,7 @@ from torch import nn
 import ckpt
 import ckpt._core as core
 from ckpt import _env, _restore_checks, _tree
+from conftest import ROOT
 
 
 def test_the_root_attributes_are_the_cores(tmp_path, monkeypatch):
@@ -232,3 +233,11 @@ def test_what_track_takes_is_the_stateful_protocol(tmp_path):
         "stepped_over"}
     assert rep.restored and rep.step == 1 and "counter" in rep.components
     assert ckpt.RestoreReport() == ckpt.RestoreReport() and ckpt.RestoreReport().missing == []
+
+
+def test_release_number_is_the_packages():
+    """ckpt._core.VERSION (the C++ kVersion) is the version pyproject.toml gives the package."""
+    import re
+    text = (ROOT / "python" / "pyproject.toml").read_text()
+    m = re.search(r'^version = "([^"]+)"', text, re.M)
+    assert m is not None and m.group(1) == core.VERSION

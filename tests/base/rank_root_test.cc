@@ -47,5 +47,9 @@ TEST_CASE("root attributes: a newer version or another format is refused, absent
   CHECK(check_root_format(zero, "h.h5").code() == Code::kUnsupported);
 }
 
+TEST_CASE("the release number is the one CMake's project() declares", "[format]") {
+  CHECK(std::string(kVersion) == CKPT_PROJECT_VERSION);
+}
+
 }  // namespace
 }  // namespace ckpt

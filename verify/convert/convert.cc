@@ -9,6 +9,7 @@
 
 #include "ckpt/format/component.h"
 #include "ckpt/format/manifest.h"
+#include "ckpt/format/rank_root.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
 #include "verify/convert/encode.h"
@@ -334,14 +335,8 @@ Result<ConvertReport> convert_checkpoint(Env* env, const ReaderSet& readers,
   }
   if (rep.components.empty())
     return corrupt(input + ": nothing convertible (no tensors, no state dicts)");
-  root.attrs["format"] = std::string("ckpt");
-  root.attrs["format_version"] = int64_t{1};
-  root.attrs["producer"] = std::string("ckpt 0.1.0 convert");
-  root.attrs["libtorch_version"] = std::string("");
-  root.attrs["step"] = rep.step;
-  root.attrs["rank"] = int64_t{0};
-  root.attrs["world_size"] = int64_t{1};
-  root.attrs["components"] = rep.components;
+  set_root_attrs({std::string("ckpt ") + kVersion + " convert", "", rep.step, 0, 1, rep.components},
+                 &root);
   root.attrs["source_format"] = std::string(format_name(rep.format));
   root.attrs["source_path"] = input;
   CKPT_RETURN_IF_ERROR(write_run(env, out_dir, &root, &rep));
