@@ -97,7 +97,7 @@ Result<LaunchSteps> launch_from_csv_text(const std::string& text, const std::str
 // On failure invalid_argument naming what is missing (--dataset-size, --batch-size) or
 // inconsistent (the steps per epoch a checkpoint shows), corrupt for checkpoints that contradict
 // the logs (a launch with no checkpoint to resume from).
-Result<DerivedLoaderRun> derive_loader_run(std::vector<LoaderCheckpoint> checkpoints,
+Result<DerivedLoaderRun> derive_loader_run(std::vector<LoaderCheckpoint> cks,
                                            const std::vector<LaunchSteps>& launches,
                                            uint64_t dataset_size, uint32_t batch_size_flag);
 

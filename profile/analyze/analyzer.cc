@@ -349,6 +349,7 @@ void check_periodicity(const std::vector<RankTrace>& traces, const AnalyzeOption
   {
     auto pos = step_numbers(*t);
     std::vector<double> d;
+    d.reserve(steps.size());
     for (const auto& s : steps) d.push_back(s.duration_s);
     double p50 = percentile(d, 0.5);
     for (int p = 0; p < kNumPhases; ++p) {

@@ -59,7 +59,7 @@ std::vector<Fix> verdict_fixes(VerdictId id, std::string_view cause = "");
 
 // The text for a verdict; nullptr for an unknown name.
 const VerdictText* verdict_text(VerdictId id);
-const VerdictText* verdict_text(const std::string& name);
+const VerdictText* verdict_text(const std::string& id);
 
 constexpr int kNumVerdicts = 11;
 extern const char* const kVerdictIds[kNumVerdicts];  // indexed by VerdictId

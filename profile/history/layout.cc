@@ -50,11 +50,8 @@ std::string sniff_format(const unsigned char* h, size_t n) {
   if (at(0, "\x1f\x8b", 2)) return "gzip";
   if (at(0, "\x28\xb5\x2f\xfd", 4)) return "zstd";
   if (at(0, "BZh", 3)) return "bzip2";
-  if (at(0,
-         "\xfd"
-         "7zXZ\x00",
-         6))
-    return "xz";
+  static constexpr char kXzMagic[] = {'\xfd', '7', 'z', 'X', 'Z', '\0'};
+  if (at(0, kXzMagic, sizeof kXzMagic)) return "xz";
   if (at(0, "\x04\x22\x4d\x18", 4)) return "lz4";
   if (at(257, "ustar", 5)) return "tar";
   if (at(0, "PK\x03\x04", 4)) return "zip";

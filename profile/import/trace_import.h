@@ -61,7 +61,7 @@ std::optional<int> rank_from_file_name(const std::string& path);
 // decide is in the first trace's layout_notes and, when `warnings` is given, there too (the CLI
 // prints them on stderr). On failure: NotFound/IoError when a file cannot be opened (exit 66),
 // Corrupt when it is empty or malformed (exit 65); the message names the file.
-Result<std::vector<RankTrace>> load_traces(const std::vector<std::string>& paths,
+Result<std::vector<RankTrace>> load_traces(const std::vector<std::string>& args,
                                            const LoadOptions& options = {},
                                            std::vector<std::string>* warnings = nullptr);
 

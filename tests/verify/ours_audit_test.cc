@@ -5,6 +5,7 @@
 #include <vector>
 
 #define CKPT_TEST_WITH_OURS_READER
+#include "ckpt/loader/sampler_node.h"
 #include "ckpt/store/journal.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
@@ -163,4 +164,58 @@ TEST_CASE("diff --deep compares the model values of our own format", "[verify]")
   CHECK(same->changed.empty());
 }
 
+}  // namespace ckpt
+
+namespace ckpt {
+namespace {
+
+// A one-rank checkpoint whose loader cursor stands at `batches` global batches into the run and
+// whose counters say `global_step` optimizer steps of `accum` batches each (+ `pos`).
+verify::AuditReport audit_cursor(int64_t global_step, int64_t accum, int64_t pos,
+                                 uint64_t batches) {
+  TempDir tmp;
+  static std::vector<float> w(8, 1.0f);
+  Node root;
+  root.attrs["step"] = global_step;
+  root.child("model").tensors["w"] = Tensor::borrow(DType::kFloat32, {8}, w.data(), 32);
+  loader::SamplerSpec spec;
+  spec.dataset_size = 100;
+  spec.batch_size = 4;
+  const uint64_t spe = 100 / 4;
+  loader::sampler_to_node(spec, {batches / spe, (batches % spe) * 4}, &root.child("loader"));
+  Node& t = root.child("train");
+  t.attrs["global_step"] = global_step;
+  t.attrs["epoch"] = static_cast<int64_t>(batches / spe);
+  t.attrs["grad_accum_steps"] = accum;
+  t.attrs["grad_accum_pos"] = pos;
+  const std::vector<std::string> components{"loader", "model", "train"};
+  root.attrs["components"] = components;
+  const std::string dir = path_join(tmp.path(), step_dir_name(global_step));
+  REQUIRE(Env::posix()->make_dirs(dir).is_ok());
+  REQUIRE(store::write_rank(Env::posix(), dir, 0, global_step, 1, &root).is_ok());
+  REQUIRE(store::commit(Env::posix(), tmp.path(), global_step, 1, components).is_ok());
+  auto r = verify::audit_path(test::all_readers(), Env::posix(), dir, {});
+  REQUIRE(r.is_ok());
+  return *r;
+}
+
+TEST_CASE("with gradient accumulation a step consumes grad_accum batches of the loader",
+          "[verify]") {
+  // 7 optimizer steps of 3 batches, 1 more drawn for the 8th: 22 batches, epoch 0 position 88.
+  verify::AuditReport ok = audit_cursor(7, 3, 1, 22);
+  CHECK_FALSE(has_finding(ok, "loader cursor"));
+  CHECK(ok.find(AuditComponent::kLoader)->status == ComponentStatus::kPresent);
+  // 30 batches: past an epoch boundary, still consistent.
+  CHECK_FALSE(has_finding(audit_cursor(10, 3, 0, 30), "loader cursor"));
+  // A cursor at one batch per step (the accumulation forgotten) is the reset it would be.
+  verify::AuditReport bad = audit_cursor(7, 3, 1, 7);
+  CHECK(has_finding(bad,
+                    "but global step 7 (22 batches with gradient accumulation 3) implies "
+                    "epoch 0 position 88"));
+  // Without accumulation a step is one batch, as before.
+  CHECK_FALSE(has_finding(audit_cursor(12, 1, 0, 12), "loader cursor"));
+  CHECK(has_finding(audit_cursor(12, 1, 0, 3), "but global step 12 implies epoch 0 position 48"));
+}
+
+}  // namespace
 }  // namespace ckpt

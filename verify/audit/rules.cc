@@ -465,9 +465,9 @@ class Judge {
 
 }  // namespace
 
-const ComponentReport* AuditReport::find(AuditComponent name) const {
-  for (const auto& c : components) {
-    if (c.component == name) return &c;
+const ComponentReport* AuditReport::find(AuditComponent c) const {
+  for (const auto& r : components) {
+    if (r.component == c) return &r;
   }
   return nullptr;
 }

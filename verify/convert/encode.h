@@ -42,7 +42,7 @@ class TreeEncoder {
   Result<bool> tensor(const Value& v, const std::string& path, Tensor* out);
 
  private:
-  Status entry(const std::string& name, const Value& v, const std::string& path, Node* out,
+  Status entry(const std::string& name, const Value& x, const std::string& path, Node* out,
                std::map<std::string, std::vector<std::string>>* lists, int depth);
   void skip(const std::string& name, const std::string& path, const std::string& why,
             std::map<std::string, std::vector<std::string>>* lists);

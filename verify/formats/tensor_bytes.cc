@@ -68,7 +68,7 @@ std::optional<DType> dtype_of_record(const AnyDType& dtype) {
 }
 
 Result<Tensor> view_of_storage(const TensorRecord& t, DType dtype,
-                               std::shared_ptr<const std::string> storage,
+                               const std::shared_ptr<const std::string>& storage,
                                const std::string& where) {
   const size_t es = dtype_size(dtype);
   const int64_t numel = t.numel();

@@ -34,7 +34,7 @@ using TensorFetch = std::function<Result<Tensor>(const TensorRecord&)>;
 // The C-order bytes of `t` (shape, stride, storage_offset in elements) from its whole storage
 // `storage`; `where` names the file in errors. Borrows `storage` when the view is contiguous.
 Result<Tensor> view_of_storage(const TensorRecord& t, DType dtype,
-                               std::shared_ptr<const std::string> storage,
+                               const std::shared_ptr<const std::string>& storage,
                                const std::string& where);
 
 // Fetches tensors of one torch.save file; storages are read once and shared between views.

@@ -37,8 +37,10 @@ Status read_legacy_pickles(TorchFile* tf) {
       if (k == 0 && (*doc)->root->as_int() != std::nullopt) {
         return corrupt(fn + ": legacy torch.save magic number is not the expected long");
       }
-      if (k == 3) object = std::move(doc).value();
-      if (k == 4) keys = std::move(doc).value();
+      if (k == 3)
+        object = std::move(doc).value();
+      else if (k == 4)
+        keys = std::move(doc).value();
     }
     if (!st.is_ok()) {
       if (window < f.size() && window < kMaxPickles) continue;  // may be cut by the window

@@ -5,8 +5,10 @@
 // auditor's CheckpointView. An uncommitted step directory is reported, never silently used.
 #include "verify/ours/ours_reader.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -114,8 +116,8 @@ void scan_moment(const std::string& name, const Tensor& t, OptimizerPart* opt) {
   if (!finite) opt->nonfinite.insert(name);
 }
 
-// Our sampler's cursor is a pure function of the global step (one global batch per step), so a
-// cursor that disagrees with /train/global_step means the loader was reset or skipped.
+// Our sampler's cursor is a pure function of the global step (grad_accum_steps global batches per
+// step), so a cursor that disagrees with /train/global_step means the loader was reset or skipped.
 void check_cursor(const Node& root, const std::string& file, CheckpointView* v) {
   const Node* l = root.find_child("loader");
   const Node* t = root.find_child("train");
@@ -132,10 +134,17 @@ void check_cursor(const Node& root, const std::string& file, CheckpointView* v) 
                            file + ": " + sampler.status().message(), true});
     return;
   }
-  const int64_t steps =
-      t->get_int("global_step") / std::max<int64_t>(1, t->get_int("grad_accum_steps", 1));
+  // An optimizer step consumes grad_accum_steps global batches (docs/format.md, "journal"), and
+  // grad_accum_pos more were drawn for the step in progress.
+  const int64_t global_step = t->get_int("global_step");
+  const int64_t accum = std::max<int64_t>(1, t->get_int("grad_accum_steps", 1));
+  const int64_t pos = t->get_int("grad_accum_pos", 0);
+  if (global_step < 0 || pos < 0 || pos >= accum) return;
+  const __int128 batches = static_cast<__int128>(global_step) * accum + pos;
+  if (batches > std::numeric_limits<int64_t>::max()) return;
+  const int64_t steps = static_cast<int64_t>(batches);
   const uint64_t spe = sampler->steps_per_epoch();
-  if (spe == 0 || steps < 0) return;
+  if (spe == 0) return;
   loader::LoaderCursor want{static_cast<uint64_t>(steps) / spe,
                             (static_cast<uint64_t>(steps) % spe) * sc->first.global_batch()};
   const loader::LoaderCursor& got = sc->second;
@@ -145,7 +154,11 @@ void check_cursor(const Node& root, const std::string& file, CheckpointView* v) 
     v->findings.push_back(
         {Severity::kError, AuditComponent::kLoader,
          file + ": loader cursor epoch " + std::to_string(got.epoch) + " position " +
-             std::to_string(got.position) + " but global step " + std::to_string(steps) +
+             std::to_string(got.position) + " but global step " + std::to_string(global_step) +
+             (accum > 1 || pos > 0
+                  ? " (" + std::to_string(steps) + " batches with gradient accumulation " +
+                        std::to_string(accum) + ")"
+                  : std::string()) +
              " implies epoch " + std::to_string(want.epoch) + " position " +
              std::to_string(want.position) + " (the loader was reset or skipped on a restart)",
          true});
