@@ -4,7 +4,7 @@ tree's compile_commands.json; tests are left out. scripts/test-sanitized.sh runs
 sanitized tree (clang, no libtorch, CUDA or Python translation units).
 
 A translation unit that passed is remembered by the SHA-256 of its preprocessed text, its compile
-command, .clang-tidy and the clang-tidy version (in $CKPT_TIDY_CACHE, default
+command (both with the checkout's path taken out), .clang-tidy and the clang-tidy version (in $CKPT_TIDY_CACHE, default
 ~/.cache/ckpt-tidy), so a second run checks only what changed. Exit status: 0 clean, 1 a
 finding (each printed as clang-tidy prints it), 2 a setup problem (no tree, no clang-tidy).
 
@@ -63,9 +63,10 @@ def key_of(entry, salt):
     pp = subprocess.run(preprocess_command(entry), cwd=entry["directory"], capture_output=True)
     if pp.returncode != 0:
         return None  # let clang-tidy report the compile error
+    # Keyed without the checkout's path, so a fresh clone reuses what an earlier one checked.
     h = hashlib.sha256(salt)
-    h.update(entry.get("command", " ".join(entry.get("arguments", []))).encode())
-    h.update(pp.stdout)
+    h.update(entry.get("command", " ".join(entry.get("arguments", []))).replace(ROOT, "@").encode())
+    h.update(pp.stdout.replace(ROOT.encode(), b"@"))
     return h.hexdigest()
 
 
