@@ -16,6 +16,7 @@
 #include "analytics/lr/lr_log.h"
 #include "analytics/lr/tb/tb_events.h"
 #include "analytics/lr/tb/tfrecord.h"
+#include "bench/pathological_inputs.h"
 #include "cli/commands.h"
 #include "tests/analytics/test_support.h"
 
@@ -286,43 +287,19 @@ TEST_CASE("ckpt lr: non-regular inputs and binary bytes give one escaped line, e
   CHECK(m.find("\\xff") != std::string::npos);
 }
 
-// A TFRecord-framed Event with one simple_value, encoded here byte by byte (fields as in
-// tb_events.h) so the test can put hostile names in it.
-std::string event_record(const std::string& tag, int64_t step, float value, double wall) {
-  auto varint = [](uint64_t v) {
-    std::string out;
-    do {
-      out.push_back(static_cast<char>((v & 0x7f) | (v > 0x7f ? 0x80 : 0)));
-      v >>= 7;
-    } while (v);
-    return out;
-  };
-  auto bytes_field = [&](int number, const std::string& payload) {
-    return varint(static_cast<uint64_t>(number) << 3 | 2) + varint(payload.size()) + payload;
-  };
-  std::string value_msg = bytes_field(1, tag);
-  value_msg.push_back(static_cast<char>(2 << 3 | 5));
-  value_msg.append(reinterpret_cast<const char*>(&value), 4);  // little-endian host
-  std::string event;
-  event.push_back(static_cast<char>(1 << 3 | 1));
-  event.append(reinterpret_cast<const char*>(&wall), 8);
-  event += varint(2 << 3 | 0) + varint(static_cast<uint64_t>(step));
-  event += bytes_field(5, bytes_field(1, value_msg));
-  auto u32 = [](uint32_t v) { return std::string(reinterpret_cast<const char*>(&v), 4); };
-  const uint64_t len = event.size();
-  const std::string len_bytes(reinterpret_cast<const char*>(&len), 8);
-  return len_bytes + u32(tb::masked_crc32c(len_bytes)) + event + u32(tb::masked_crc32c(event));
-}
+// TFRecord-framed Events with one simple_value each, encoded byte by byte (the bench's
+// generator) so the test can put hostile names in them.
+using pathological::tb_event_record;
 
 TEST_CASE("event files with invalid UTF-8 tags and a step rewind: JSON escapes, never throws",
           "[analytics]") {
   ScratchDir dir;
   std::string file;
   for (int64_t step = 0; step < 20; ++step) {
-    file += event_record("\xff\xfe/lr", step, 0.1f, 1000.0 + step);
+    file += tb_event_record("\xff\xfe/lr", step, 0.1f, 1000.0 + step);
   }
   for (int64_t step = 10; step < 30; ++step) {  // relaunched into the same file from step 10
-    file += event_record("\xff\xfe/lr", step, step < 15 ? 0.01f : 0.1f, 2000.0 + step);
+    file += tb_event_record("\xff\xfe/lr", step, step < 15 ? 0.01f : 0.1f, 2000.0 + step);
   }
   const std::string path = dir.file("events.bin", file);
   auto s = load_lr_series(Env::posix(), path, "auto");
