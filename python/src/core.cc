@@ -76,6 +76,10 @@ void check(const Status& s) {
 
 namespace {
 
+// The file system every binding reads and writes through: one Env for the package, as `main`
+// gives the CLI's commands theirs (the seam an object-store backend plugs into).
+Env* package_env() { return Env::posix(); }
+
 AttrValue to_attr(const std::string& path, const py::handle& v) {
   if (py::isinstance<py::bool_>(v)) return v.cast<bool>();
   if (py::isinstance<py::int_>(v)) return v.cast<int64_t>();
@@ -199,7 +203,7 @@ class OpenRank {
   // A committed step (COMMIT.json) is restored with its whole file checked against the commit
   // record, dataset headers included: the datasets then come from the manifest (5× faster).
   OpenRank(const std::string& dir, int64_t rank) : dir_(dir), rank_(rank) {
-    Env* env = Env::posix();
+    Env* env = package_env();
     auto commit = store::read_commit(env, dir_);
     if (!commit.is_ok() && commit.status().code() != Code::kNotFound) raise_status(commit.status());
     if (commit.is_ok()) {
@@ -260,7 +264,7 @@ class OpenRank {
       want[path] = Dest{reinterpret_cast<void*>(ptr), nbytes, dtype, shape};
       components.insert(store::top_component(path));
     }
-    Env* env = Env::posix();
+    Env* env = package_env();
     const std::string file = rs_->file;
     for (auto& [path, d] : want) {
       const Tensor* t = store::find_tensor(&rs_->root, path);
@@ -298,7 +302,7 @@ class OpenRank {
 };
 
 py::dict find_latest(const std::string& run_dir) {
-  Env* env = Env::posix();
+  Env* env = package_env();
   auto latest = store::find_latest(env, run_dir);
   py::dict out;
   if (!latest.is_ok()) {
@@ -319,7 +323,7 @@ py::dict find_latest(const std::string& run_dir) {
 // "damaged", "problem"}, with "world_size" and "components" from the commit record of a
 // committed one.
 py::list list_checkpoints(const std::string& run_dir) {
-  Env* env = Env::posix();
+  Env* env = package_env();
   auto all = store::list_checkpoints(env, run_dir);
   if (!all.is_ok()) raise_status(all.status());
   py::list out;
@@ -348,7 +352,7 @@ py::list list_checkpoints(const std::string& run_dir) {
 class PyLock {
  public:
   explicit PyLock(const std::string& run_dir) {
-    auto l = store::lock_run_dir(Env::posix(), run_dir);
+    auto l = store::lock_run_dir(package_env(), run_dir);
     if (!l.is_ok()) raise_status(l.status());
     lock_ = std::shared_ptr<store::RunDirLock>(std::move(*l));
   }
@@ -397,7 +401,7 @@ struct SharedJournal {
 class PyJournal {
  public:
   explicit PyJournal(const std::string& run_dir) : shared_(std::make_shared<SharedJournal>()) {
-    auto j = store::Journal::open(Env::posix(), run_dir);
+    auto j = store::Journal::open(package_env(), run_dir);
     if (!j.is_ok()) raise_status(j.status());
     shared_->journal = std::move(*j);
   }
@@ -536,7 +540,7 @@ class PyBackgroundSaver {
 };
 
 std::vector<std::string> read_journal(const std::string& run_dir) {
-  auto lines = store::read_journal(Env::posix(), run_dir);
+  auto lines = store::read_journal(package_env(), run_dir);
   if (!lines.is_ok()) raise_status(lines.status());
   std::vector<std::string> out;
   for (const auto& j : *lines) out.push_back(j.dump());
@@ -556,13 +560,13 @@ PYBIND11_MODULE(_core, m) {
       "commit",
       [](const std::string& run_dir, int64_t step, int64_t world_size,
          const std::vector<std::string>& components) {
-        check(store::commit(Env::posix(), run_dir, step, world_size, components));
+        check(store::commit(package_env(), run_dir, step, world_size, components));
       },
       py::arg("run_dir"), py::arg("step"), py::arg("world_size"), py::arg("components"));
   m.def(
       "apply_retention",
       [](const std::string& run_dir, int keep_last, int64_t keep_every) {
-        check(store::apply_retention(Env::posix(), run_dir, keep_last, keep_every));
+        check(store::apply_retention(package_env(), run_dir, keep_last, keep_every));
       },
       py::arg("run_dir"), py::arg("keep_last"), py::arg("keep_every"));
   m.def("find_latest", &find_latest, py::arg("run_dir"));
@@ -614,7 +618,7 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "verify",
       [](const std::string& step_dir) {
-        return store::verify_checkpoint(Env::posix(), step_dir).problems;
+        return store::verify_checkpoint(package_env(), step_dir).problems;
       },
       py::arg("step_dir"));
   m.def(
