@@ -17,9 +17,9 @@ namespace ckpt {
 // float16, bfloat16, float32 and float64; nullopt for complex, quantized, float8 and packed types.
 std::optional<double> dtype_element(DType t, const void* p);
 
-// The NaN and Inf elements among the `n` bytes at `p` (whole elements only) of a float16,
+// The NaN and Inf elements among the `n` bytes at `data` (whole elements only) of a float16,
 // bfloat16, float32 or float64 tensor; 0 for every other type.
-uint64_t count_nonfinite(DType t, const void* p, size_t n);
+uint64_t count_nonfinite(DType t, const void* data, size_t n);
 
 // A dtype as a checkpoint names it: one of format v1's, or other (its name kept verbatim:
 // "float8_e8m0fnu", safetensors' "float4_e2m1", numpy's "numpy <u4"; "" when the file does not

@@ -81,6 +81,7 @@ Result<Node> optimizer_to_torch_layout(const Node& in,
     }
   }
   std::vector<std::string> state_order;
+  state_order.reserve(order.size());
   for (const auto& [i, key] : order) state_order.push_back(key);
   if (!state_order.empty()) state.attrs["ckpt.order"] = state_order;
   Node& groups = out.child("param_groups") = tagged("list");

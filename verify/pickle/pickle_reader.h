@@ -43,6 +43,6 @@ PickleScan scan_pickle(const std::string& bytes, const std::string& where,
 
 // Element size of a torch dtype: dtype_size for ours, and torch's own beyond them ("bits16",
 // "float8_e8m0fnu"...); 0 if unknown.
-size_t torch_dtype_size(const AnyDType& dtype);
+size_t torch_dtype_size(const AnyDType& t);
 
 }  // namespace ckpt::verify
