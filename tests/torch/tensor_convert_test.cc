@@ -12,7 +12,7 @@ using namespace ckpt::torch_adapter;
 
 namespace {
 
-std::vector<c10::ScalarType> all_dtypes() {
+std::vector<c10::ScalarType> all_scalar_types() {
   std::vector<c10::ScalarType> v = {
       at::kBool,        at::kByte,         at::kChar,          at::kShort, at::kInt,
       at::kLong,        at::kHalf,         at::kBFloat16,      at::kFloat, at::kDouble,
@@ -48,7 +48,7 @@ bool same_bytes(const Tensor& a, const at::Tensor& b, size_t n) {
 }  // namespace
 
 TEST_CASE("every libtorch dtype round-trips bit-exactly", "[torch]") {
-  for (c10::ScalarType st : all_dtypes()) {
+  for (c10::ScalarType st : all_scalar_types()) {
     INFO("dtype " << c10::toString(st));
     at::Tensor t = patterned(st);
     const size_t n = st == at::kQUInt4x2 ? 4 : t.numel() * t.element_size();
