@@ -113,7 +113,7 @@ struct TagSamples {
   std::vector<std::pair<size_t, std::vector<ScalarSample>>> launches;  // (launch index, samples)
 };
 
-LrSeries build_series(const ScalarLog& log, const std::string& tag, TagSamples samples) {
+LrSeries build_series(const ScalarLog& log, const std::string& tag, TagSamples&& samples) {
   LrSeries out;
   out.source = log.source;
   out.format = log.format;
