@@ -23,7 +23,7 @@ Lightning calls save_checkpoint on global rank 0 only: the RNG saved is rank 0's
 every rank (docs/python.md, "Lightning", limits). Not thread-safe."""
 import os
 import shutil
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Literal, Optional
 
 from .. import _core
 from ..checkpointer import Checkpointer
@@ -127,7 +127,7 @@ class CkptIO(_CheckpointIO):  # type: ignore[misc]
     blocking: False (default) returns from save_checkpoint after the snapshot.
     on_damaged: ckpt.Checkpointer's, for load_checkpoint."""
 
-    def __init__(self, blocking: bool = False, on_damaged: str = "refuse") -> None:
+    def __init__(self, blocking: bool = False, on_damaged: Literal["refuse", "fallback"] = "refuse") -> None:
         super().__init__()
         self.blocking = bool(blocking)
         self.on_damaged = on_damaged
