@@ -127,7 +127,8 @@ class CkptIO(_CheckpointIO):  # type: ignore[misc]
     blocking: False (default) returns from save_checkpoint after the snapshot.
     on_damaged: ckpt.Checkpointer's, for load_checkpoint."""
 
-    def __init__(self, blocking: bool = False, on_damaged: Literal["refuse", "fallback"] = "refuse") -> None:
+    def __init__(self, blocking: bool = False,
+                 on_damaged: Literal["refuse", "fallback"] = "refuse") -> None:
         super().__init__()
         self.blocking = bool(blocking)
         self.on_damaged = on_damaged
