@@ -26,7 +26,8 @@ if(TARGET ckpt_train)
   set_target_properties(ckpt_pkg_torch PROPERTIES EXPORT_NAME torch)
   add_library(ckpt::torch ALIAS ckpt_pkg_torch)
   # ckpt_resume: the Checkpointer restores through the pipeline (its headers stay internal).
-  install(TARGETS ckpt_torch ckpt_resume ckpt_train ckpt_pkg_torch EXPORT ckptTorchTargets
+  install(TARGETS ckpt_torch ckpt_resume ckpt_reshard ckpt_shard_read ckpt_train ckpt_pkg_torch
+          EXPORT ckptTorchTargets
           ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
   install(EXPORT ckptTorchTargets NAMESPACE ckpt:: DESTINATION ${CKPT_CMAKE_DIR})
   # train/ (the Checkpointer, a top-level folder above resume/ in the tree) installs under the

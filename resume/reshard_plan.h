@@ -14,7 +14,7 @@
 // Adapter to the planned reader (resume/read_plan.h): a run reads part of a saved box, which
 // cannot be checked against the box's XXH3. To check every saved box before anything live is
 // written, read the whole boxes a file's runs touch — box_entries() gives them as ManifestEntry
-// values for make_read_plan — and copy the runs out of them. Not wired into restore yet.
+// values for make_read_plan — and copy the runs out of them (resume/reshard_read.h does).
 // Pure: no I/O. A plan is an immutable value; any number of threads may read it.
 #pragma once
 

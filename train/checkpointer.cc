@@ -17,6 +17,7 @@
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
 #include "ckpt/torch/adapter.h"
+#include "ckpt/torch/tensor_convert.h"
 
 namespace ckpt {
 
@@ -134,6 +135,35 @@ Status Checkpointer::log_progress(const ProgressEvent& e) {
   return append_journal(store::JournalEventType::kProgress, j, false);
 }
 
+namespace {
+
+// One LocalShard as a box of "/shards/<name>" (a replica another rank owns: where it is).
+Status capture_shard(const LocalShard& s, int64_t rank, Node* node) {
+  const std::string where = "save: shard \"" + s.name + "\"";
+  if (s.name.empty() || s.name.find('/') != std::string::npos || node->tensors.count(s.name)) {
+    return invalid_argument(where + ": the name is empty, has a '/' or is used twice");
+  }
+  if (s.local == nullptr || !s.local->defined() || !s.local->device().is_cpu() ||
+      !s.local->is_contiguous()) {
+    return invalid_argument(where + ": local is not a defined, contiguous CPU tensor");
+  }
+  const bool here = !s.replicated || s.owner == rank;
+  Tensor t;
+  if (here) {
+    CKPT_ASSIGN_OR_RETURN(t, torch_adapter::to_ckpt_tensor(*s.local));
+  } else {
+    CKPT_ASSIGN_OR_RETURN(t.dtype, torch_adapter::to_ckpt_dtype(s.local->scalar_type()));
+  }
+  t.box = BoxOf{s.global_shape, s.offsets, s.replicated ? "replicated" : "sharded",
+                here ? -1 : s.owner};
+  const std::string problem = box_problem(*t.box, here ? t.shape : std::vector<int64_t>{});
+  if (!problem.empty()) return invalid_argument(where + ": " + problem);
+  node->tensors[s.name] = std::move(t);
+  return Status::ok();
+}
+
+}  // namespace
+
 Status Checkpointer::capture(Node* root, std::set<Component>* components) {
   auto want = [&](Component c) { return options_.omit.count(c) == 0; };
   // The group of `c` in the rank file, recorded as captured.
@@ -184,6 +214,12 @@ Status Checkpointer::capture(Node* root, std::set<Component>* components) {
   }
   if (!extra_.values().empty() && want(Component::kExtra)) {
     CKPT_RETURN_IF_ERROR(torch_adapter::capture_extra(extra_, &group(Component::kExtra)));
+  }
+  if (tracked_.shards != nullptr && !tracked_.shards->empty()) {
+    Node& node = root->child(kShardsGroup);
+    for (const LocalShard& s : *tracked_.shards) {
+      CKPT_RETURN_IF_ERROR(capture_shard(s, options_.rank, &node));
+    }
   }
   return Status::ok();
 }

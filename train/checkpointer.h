@@ -135,7 +135,25 @@ struct RestoreReport {
   std::set<Component> missing;       // tracked but absent from the checkpoint
   std::string note;                  // e.g. LATEST was stale
   std::vector<std::string> skipped;  // damaged checkpoints stepped over (kFallback), with why
+  size_t shards = 0;                 // tracked LocalShards restored
   int64_t saved_world_size = 0;      // ranks that wrote the checkpoint (≠ world_size: resharded)
+};
+
+// A piece of a global tensor that a libtorch program shards by hand (format version 2,
+// docs/format.md §8): `*local` (a contiguous CPU tensor) holds the elements offsets[d] ..
+// offsets[d] + local->size(d) of a tensor of `global_shape`. Saved as a box of "/shards/<name>";
+// restored from the boxes of whatever layout saved it (another world size, another split) straight
+// into `*local`'s memory, every saved box's hash checked before any live byte is written.
+// A replica several ranks hold (replicated = true) is written once, by `owner`, which every rank
+// gives the same (store::assign_owners computes one without a collective).
+inline constexpr char kShardsGroup[] = "shards";
+struct LocalShard {
+  std::string name;  // unique, no '/'
+  torch::Tensor* local = nullptr;
+  std::vector<int64_t> global_shape;
+  std::vector<int64_t> offsets;
+  bool replicated = false;
+  int64_t owner = 0;  // with replicated: the rank that writes it
 };
 
 // What a Checkpointer captures; a null pointer is a component not tracked. Borrowed: the objects
@@ -146,6 +164,7 @@ struct Tracked {
   sched::Scheduler* scheduler = nullptr;
   loader::ResumableSampler* sampler = nullptr;
   TrainCounters* counters = nullptr;
+  std::vector<LocalShard>* shards = nullptr;  // group "/shards"; restored by resume::ShardRead
 };
 
 // One journal progress line: what step `step` trained with.

@@ -34,7 +34,9 @@
 #include "ckpt/torch/adapter.h"
 #include "ckpt/torch/in_place.h"
 #include "ckpt/torch/torch_layout.h"
+#include "resume/reshard_read.h"
 #include "resume/restore.h"
+#include "ckpt/torch/tensor_convert.h"
 #include "train/checkpointer.h"
 
 namespace ckpt {
@@ -301,6 +303,32 @@ void commit_restore(const Tracked& tracked, const Node& tree, const RestoreRepor
   }
 }
 
+// The ShardRead of the tracked LocalShards ("/shards/<name>" in the index), checked, nothing
+// written; a checkpoint without an INDEX is refused naming the shards it lacks.
+Result<resume::ShardRead> prepare_shards(Env* env, const std::string& dir,
+                                         const std::vector<LocalShard>& shards) {
+  std::vector<resume::ShardTarget> targets;
+  for (const LocalShard& s : shards) {
+    if (s.local == nullptr || !s.local->defined() || !s.local->device().is_cpu() ||
+        !s.local->is_contiguous() || s.local->dim() != static_cast<int64_t>(s.offsets.size())) {
+      return invalid_argument("restore: shard \"" + s.name +
+                              "\": local is not a contiguous CPU tensor of as many dimensions "
+                              "as it has offsets");
+    }
+    CKPT_ASSIGN_OR_RETURN(DType dt, torch_adapter::to_ckpt_dtype(s.local->scalar_type()));
+    targets.push_back({std::string("/") + kShardsGroup + "/" + s.name,
+                       store::make_extent(s.offsets, s.local->sizes().vec()), dt,
+                       s.local->data_ptr(),
+                       static_cast<uint64_t>(s.local->numel()) * s.local->element_size()});
+  }
+  auto sr = resume::ShardRead::prepare(env, dir, std::move(targets));
+  if (sr.status().code() == Code::kNotFound) {
+    return not_found(sr.status().message() + ": the tracked shards (\"" + shards.front().name +
+                     "\"...) are not in it");
+  }
+  return sr;
+}
+
 }  // namespace
 
 Result<RestoreReport> Checkpointer::restore_latest() {
@@ -324,9 +352,19 @@ Result<RestoreReport> Checkpointer::restore_latest() {
       sort_components(tracked_, !extra_.values().empty(), checkpoint, options_.required, &rep));
   Result<RestorePlan> plan = plan_restore(tracked_, checkpoint.structure.root, rep, latest->dir);
   if (!plan.is_ok()) return plan.status().with_context(checkpoint.where);
+  // Pieces of global tensors (LocalShard): every saved box they overlap is read and checked
+  // first, from whichever rank files hold them; copied in once everything else was applied.
+  std::optional<resume::ShardRead> shards;
+  if (tracked_.shards != nullptr && !tracked_.shards->empty()) {
+    CKPT_ASSIGN_OR_RETURN(shards, prepare_shards(env_, latest->dir, *tracked_.shards));
+  }
   LiveChanges live(tracked_, rep, &*plan, generators_, extra_);
   CKPT_ASSIGN_OR_RETURN(Node tree, read_checked(env_, std::move(checkpoint), *plan, rep, &live));
   commit_restore(tracked_, tree, rep, &*plan);
+  if (shards) {
+    CKPT_RETURN_IF_ERROR(shards->copy_out());
+    rep.shards = tracked_.shards->size();
+  }
   rep.restored = true;
   CKPT_RETURN_IF_ERROR(journal_restore(rep, plan->cursor ? &*plan->cursor : nullptr));
   return rep;

@@ -12,9 +12,9 @@ Manifest sample() {
   m.file_bytes = 3 * 4096;
   m.step = 12;
   m.attrs_xxh3 = 0x1234;
-  m.tensors.push_back({"/model/a", DType::kFloat32, {2, 3}, 4096, 24, 0xabc});
-  m.tensors.push_back({"/model/b", DType::kBFloat16, {4}, 8192, 8, 0xdef});
-  m.tensors.push_back({"/model/empty", DType::kFloat32, {0}, 0, 0, xxh3_64("", 0)});
+  m.tensors.push_back({"/model/a", DType::kFloat32, {2, 3}, 4096, 24, 0xabc, std::nullopt});
+  m.tensors.push_back({"/model/b", DType::kBFloat16, {4}, 8192, 8, 0xdef, std::nullopt});
+  m.tensors.push_back({"/model/empty", DType::kFloat32, {0}, 0, 0, xxh3_64("", 0), std::nullopt});
   return m;
 }
 
