@@ -7,7 +7,7 @@
 // read straight into its place with one positioned read per contiguous run and its XXH3 checked
 // against the index before the tensor is written; tensors the index does not list come from
 // rank 0's file — or a plain version-1 checkpoint (rank 0's file, each tensor's manifest XXH3
-// checked). Memory: the tensor being written, never two.
+// checked). Memory: the tensor being written and one of its boxes, never two tensors.
 //
 // Output, into `out_dir` (created when missing): `model.safetensors`, or when the tensors are
 // above `max_shard_bytes` `model-00001-of-0000N.safetensors` ... plus
