@@ -38,6 +38,7 @@ Runner setup_audit(CLI::App& root, CLI::App*& sub, const Context& ctx);
 Runner setup_convert(CLI::App& root, CLI::App*& sub, const Context& ctx);
 Runner setup_coverage(CLI::App& root, CLI::App*& sub, const Context& ctx);
 Runner setup_diff(CLI::App& root, CLI::App*& sub, const Context& ctx);
+Runner setup_export(CLI::App& root, CLI::App*& sub, const Context& ctx);
 Runner setup_inspect(CLI::App& root, CLI::App*& sub, const Context& ctx);
 Runner setup_load_bench(CLI::App& root, CLI::App*& sub, const Context& ctx);
 Runner setup_lr(CLI::App& root, CLI::App*& sub, const Context& ctx);

@@ -22,9 +22,9 @@ std::vector<Setup> commands(const Context& ctx) {
   auto with = [&ctx](Runner (*setup)(CLI::App&, CLI::App*&, const Context&)) -> Setup {
     return [setup, &ctx](CLI::App& root, CLI::App*& sub) { return setup(root, sub, ctx); };
   };
-  return {with(setup_audit),   with(setup_convert),    with(setup_coverage), with(setup_diff),
-          with(setup_inspect), with(setup_load_bench), with(setup_lr),       setup_profile,
-          with(setup_report),  with(setup_scan),       with(setup_verify)};
+  return {with(setup_audit),  with(setup_convert), with(setup_coverage),   with(setup_diff),
+          with(setup_export), with(setup_inspect), with(setup_load_bench), with(setup_lr),
+          setup_profile,      with(setup_report),  with(setup_scan),       with(setup_verify)};
 }
 
 }  // namespace

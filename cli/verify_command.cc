@@ -5,12 +5,14 @@
 // first, ckpt/store/retention.cc): a checkpoint whose commit record is gone once its check failed
 // was removed while verifying — reported as such, never as damage. A file that exists but cannot
 // be opened (EACCES) is not damage either: it is named, and the exit code is 66.
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "ckpt/store/run_dir.h"
 #include "cli/commands.h"
 #include "cli/diagnostics.h"
 #include "cli/exit_codes.h"
+#include "verify/ours/index_check.h"
 
 namespace ckpt::cli {
 
@@ -40,6 +42,43 @@ Outcome explain_problems(Env* env, const std::string& dir, Status* why) {
     }
   }
   return Outcome::kDamaged;
+}
+
+// A sharded checkpoint's INDEX (verify/ours/index_check.h): its problems join the report's, and
+// its summary is the "index" object of --json (null for a version-1 checkpoint).
+nlohmann::json check_sharded(Env* env, const std::string& dir, store::VerifyReport* rep) {
+  auto rec = store::read_commit(env, dir);
+  if (!rec.is_ok()) return nullptr;
+  const verify::IndexCheck ic =
+      verify::check_index(env, dir, *rec, verify::rank_files_named(rep->problems));
+  if (!ic.present) return nullptr;
+  for (const std::string& p : ic.problems) {
+    if (std::find(rep->problems.begin(), rep->problems.end(), p) == rep->problems.end())
+      rep->problems.push_back(p);
+  }
+  nlohmann::json lost = nlohmann::json::array();
+  for (const store::LostTensor& t : ic.loss.tensors) {
+    nlohmann::json ranges = nlohmann::json::array();
+    for (const store::Extent& e : t.ranges) ranges.push_back(store::extent_string(e));
+    lost.push_back({{"tensor", t.tensor},
+                    {"lost_elements", t.lost_elements},
+                    {"total_elements", t.total_elements},
+                    {"ranges", ranges},
+                    {"files", t.files}});
+  }
+  return {{"decoded", ic.decoded}, {"tiled", ic.tiled}, {"tensors", ic.tensors},
+          {"boxes", ic.boxes},     {"files", ic.files}, {"damaged_files", ic.damaged_files},
+          {"lost", lost}};
+}
+
+std::string index_line(const nlohmann::json& index) {
+  if (!index.value("decoded", false)) return "  index: not usable (see below)\n";
+  return "  index: " + std::to_string(index["tensors"].get<uint64_t>()) + " tensors, " +
+         std::to_string(index["boxes"].get<uint64_t>()) + " boxes in " +
+         std::to_string(index["files"].get<uint64_t>()) + " rank files; " +
+         (index["tiled"].get<bool>() ? "the boxes of every tensor tile it exactly"
+                                     : "boxes that do not tile (see below)") +
+         "\n";
 }
 
 }  // namespace
@@ -87,6 +126,7 @@ int run_verify_command(const VerifyCommandOptions& o, Env* env, std::ostream& ou
   size_t intact = 0, damaged = 0, unreadable = 0;
   for (const auto& d : dirs) {
     store::VerifyReport rep = store::verify_checkpoint(env, d);
+    const nlohmann::json index = check_sharded(env, d, &rep);
     Status why;
     const Outcome outcome =
         rep.problems.empty() ? Outcome::kIntact : explain_problems(env, d, &why);
@@ -108,10 +148,12 @@ int run_verify_command(const VerifyCommandOptions& o, Env* env, std::ostream& ou
                                   {"files", rep.files},
                                   {"tensors", rep.tensors},
                                   {"bytes", rep.bytes},
+                                  {"index", index},
                                   {"problems", rep.problems}});
     if (!o.json) {
       out << (rep.problems.empty() ? "ok       " : "DAMAGED  ") << printable_line(d) << "  ("
           << rep.files << " files, " << rep.tensors << " tensors, " << rep.bytes << " bytes)\n";
+      if (!index.is_null()) out << index_line(index);
       for (const auto& p : rep.problems) out << "  - " << printable_line(p) << "\n";
     }
   }

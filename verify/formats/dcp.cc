@@ -1,23 +1,27 @@
 // The FormatReader for torch.distributed.checkpoint folders (.metadata + __R_N.distcp).
 //
 // `.metadata` is a plain pickle (protocol 4) of dataclasses, read by our unpickler: every
-// state_dict entry with its size, dtype and chunks, and where each chunk lives. The reader checks
-// that chunks tile each tensor and that every chunk's byte range is inside an existing .distcp
-// file, then rebuilds the nested state dict (planner_data gives each flat key's path) with tensor
-// records and the small non-tensor values (torch.save blobs inside the .distcp files), so the
-// same structural detection as for torch.save files finds the components. With
-// ReadOptions::tensor_values (ckpt diff --deep) every model tensor's chunks are assembled into its
-// values (tensor_bytes.h).
+// state_dict entry with its size, dtype and chunks, and where each chunk lives. The reader proves
+// that the chunks of each tensor tile it (store::check_tensor_tiling: no gap, no overlap, inside
+// its shape) and that every entry's byte range is inside an existing .distcp file; what a missing
+// or short file takes with it is named entry by entry (dcp_loss.h). Then it rebuilds the nested
+// state dict (planner_data gives each flat key's path) with tensor records and the small non-tensor
+// values (torch.save blobs inside the .distcp files), so the same structural detection as for
+// torch.save files finds the components. With ReadOptions::tensor_values (ckpt diff --deep) every
+// model tensor's chunks are assembled into its values (tensor_bytes.h).
 #include "verify/formats/dcp.h"
 
 #include <dirent.h>
 
 #include <cstring>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
 
+#include "ckpt/store/box_tiling.h"
 #include "verify/formats/builtin_readers.h"
+#include "verify/formats/dcp_loss.h"
 #include "verify/formats/detect.h"
 #include "verify/formats/tensor_bytes.h"
 #include "verify/formats/torch_file.h"
@@ -125,7 +129,7 @@ class DcpFolder {
   }
 
   // A tensor entry: a tensor record whose chunks must tile its shape, each chunk's bytes inside
-  // an existing .distcp file (findings otherwise).
+  // an existing .distcp file (findings otherwise; a chunk whose bytes are not there is lost).
   Value* tensor_leaf(const std::string& fqn, const Value* meta) {
     Value* leaf = synth_.make(Kind::kTensor);
     TensorRecord& t = *leaf->tensor;
@@ -134,6 +138,10 @@ class DcpFolder {
     t.shape = ints(field(meta, "size"));
     t.storage_key = fqn;
     __int128 volume = 0;
+    bool tileable = t.shape.size() <= static_cast<size_t>(store::kMaxBoxDims);
+    for (int64_t d : t.shape) tileable = tileable && d >= 0;
+    std::vector<store::Extent> extents;
+    std::vector<std::string> files;
     const Value* chunks = field(meta, "chunks");
     for (const Value* c : chunks != nullptr ? chunks->items : std::vector<const Value*>{}) {
       auto off = ints(field(c, "offsets"));
@@ -149,27 +157,58 @@ class DcpFolder {
         continue;
       }
       volume += cv;
-      check_chunk_bytes(fqn, off);
+      std::string file;
+      if (!check_chunk_bytes(fqn, off, &file) && tileable) {
+        lost_.push_back({fqn, file, true, store::make_extent(off, sz), t.shape, leaf});
+      }
       record_chunk(fqn, off, sz);
+      if (tileable) {
+        extents.push_back(store::make_extent(off, sz));
+        files.push_back(file);
+      }
     }
-    if (volume != t.numel())
-      error(".metadata: the chunks of \"" + fqn + "\" do not tile its shape");
+    if (!tileable) {  // more dimensions than a box has: the element count is all we check
+      if (volume != t.numel())
+        error(".metadata: the chunks of \"" + fqn + "\" do not tile its shape");
+      return leaf;
+    }
+    store::TilingReport report;
+    store::check_tensor_tiling(fqn, t.shape, extents, &report, 8, [&](size_t i) {
+      return "chunk " + std::to_string(i) + " " + store::extent_string(extents[i]) +
+             (files[i].empty() ? std::string() : " in " + files[i]);
+    });
+    for (const store::TilingFinding& f : report.findings) error(".metadata: " + f.message);
+    if (report.left_off > 0) {
+      error(".metadata: tensor \"" + fqn + "\": " + std::to_string(report.left_off) +
+            " more tiling problems");
+    }
+    ++tiling_tensors_;
+    tiling_chunks_ += extents.size();
+    tiling_ok_ = tiling_ok_ && report.ok();
     return leaf;
   }
 
   // A non-tensor entry: the torch.save blob inside a .distcp file, unpickled (never executed);
   // None when it cannot be read.
+  // A bytes entry whose bytes are not there, or do not parse, is lost (a None leaf).
   Value* blob_leaf(const std::string& fqn) {
+    Value* none = synth_.make(Kind::kNone);
     auto loc = where_.find({fqn, {}});
-    if (loc != where_.end()) {
-      auto fs = file_size(loc->second.file);
-      if (fs && loc->second.length >= 0 &&
-          static_cast<uint64_t>(loc->second.length) <= kMaxBytesItem &&
-          range_inside(loc->second.offset, loc->second.length, *fs)) {
-        if (Value* v = read_blob(fqn, loc->second)) return v;
-      }
+    if (loc == where_.end()) {
+      error(".metadata: bytes entry \"" + fqn + "\" has no storage entry");
+      lost_.push_back({fqn, "", false, {}, {}, none});
+      return none;
     }
-    return synth_.make(Kind::kNone);
+    const Loc& l = loc->second;
+    if (!bytes_present(l)) {
+      lost_.push_back({fqn, l.file, false, {}, {}, none});
+      return none;
+    }
+    if (static_cast<uint64_t>(l.length) > kMaxBytesItem) return none;  // not read, not lost
+    if (Value* v = read_blob(fqn, l)) return v;
+    damaged_.emplace(l.file, "holding bytes entries that do not parse");
+    lost_.push_back({fqn, l.file, false, {}, {}, none});
+    return none;
   }
 
   // Puts `leaf` at its original nested path (planner_data) or at the dotted fqn.
@@ -219,6 +258,15 @@ class DcpFolder {
     if (options.tensor_values) ctx.values = [this](const TensorRecord& t) { return values(t); };
     detect_components(*root_, ctx, &view_);
     if (layout_.after_detect) layout_.after_detect(*root_, &view_);
+    report_dcp_loss(lost_, damaged_, *root_, &view_);
+    if (tiling_ok_ && tiling_tensors_ > 0) {
+      view_.findings.push_back({Severity::kInfo, std::nullopt,
+                                ".metadata: the chunks of every tensor tile it exactly (" +
+                                    std::to_string(tiling_tensors_) + " tensors, " +
+                                    std::to_string(tiling_chunks_) +
+                                    " chunks: no gap, no overlap, inside the shape)",
+                                false});
+    }
     view_.devices_known = false;  // DCP records no devices
     if (options.inspect) {
       size_t budget = 200000;
@@ -269,14 +317,26 @@ class DcpFolder {
   }
 
   // torchtitan and OLMo-core save the optimizer flattened (flatten_optimizer_state_dict=True):
-  // top-level "state.<fqn>.<key>" and "param_groups.<fqn>.<hyperparameter>", and the model as
-  // top-level "<fqn>" tensors. Rebuilt into {"model": {...}, "optimizer": {"state": {fqn: {...}},
+  // "state.<fqn>.<key>" and "param_groups.<fqn>.<hyperparameter>", either at the top level with
+  // the model as top-level "<fqn>" tensors, or under the optimizer's own entry
+  // ("optimizer.state.<fqn>.exp_avg", torchtitan's CheckpointManager states) next to the model
+  // under "model.". Rebuilt into {"model": {...}, "optimizer": {"state": {fqn: {...}},
   // "param_groups": [...]}} so that detection sees the usual shapes; params with equal
   // hyperparameters share a group.
   void unflatten_optimizer() {
+    if (unflatten_into(root_, true)) return;
+    for (auto& e : root_->entries) {
+      if (e.second->kind == Kind::kDict && mine_.count(e.second) != 0)
+        unflatten_into(const_cast<Value*>(e.second), false);
+    }
+  }
+
+  // Rebuilds the flat optimizer keys of `d`; at the top level the model's tensors move under
+  // "model" and the optimizer under "optimizer", below it `d` becomes the optimizer's dict.
+  bool unflatten_into(Value* d, bool top) {
     std::map<std::string, std::vector<std::pair<std::string, const Value*>>> state, groups;
     std::vector<std::pair<const Value*, const Value*>> rest, tensors;
-    for (const auto& e : root_->entries) {
+    for (const auto& e : d->entries) {
       const std::string& k = e.first->s;
       const size_t last = k.rfind('.');
       auto flat = [&](const char* prefix, auto* into) {
@@ -287,9 +347,9 @@ class DcpFolder {
       };
       if (e.first->kind == Kind::kStr && (flat("state.", &state) || flat("param_groups.", &groups)))
         continue;
-      (e.second->kind == Kind::kTensor ? tensors : rest).push_back(e);
+      (top && e.second->kind == Kind::kTensor ? tensors : rest).push_back(e);
     }
-    if (state.empty() || groups.empty()) return;
+    if (state.empty() || groups.empty()) return false;
     Value* opt = dict();
     Value* st = dict();
     for (const auto& [fqn, keys] : state) {
@@ -314,13 +374,18 @@ class DcpFolder {
     }
     opt->entries.emplace_back(str("state"), st);
     opt->entries.emplace_back(str("param_groups"), list);
-    root_->entries = rest;
+    d->entries = rest;
+    if (!top) {
+      d->entries.insert(d->entries.end(), opt->entries.begin(), opt->entries.end());
+      return true;
+    }
     if (!tensors.empty()) {
       Value* model = dict();
       model->entries = tensors;
-      root_->entries.emplace_back(str("model"), model);
+      d->entries.emplace_back(str("model"), model);
     }
-    root_->entries.emplace_back(str("optimizer"), opt);
+    d->entries.emplace_back(str("optimizer"), opt);
+    return true;
   }
 
   // torchtitan keeps its dataloader as {"dp_rank_N": pickle.dumps(state)}: bytes that are a
@@ -413,19 +478,41 @@ class DcpFolder {
     return file_sizes_[rel] = *size;
   }
 
-  void check_chunk_bytes(const std::string& fqn, const std::vector<int64_t>& off) {
+  // Whether the chunk of `fqn` at `off` has its bytes; `file` is set to where they live.
+  bool check_chunk_bytes(const std::string& fqn, const std::vector<int64_t>& off,
+                         std::string* file) {
     auto loc = where_.find({fqn, off});
     if (loc == where_.end()) {
       error(".metadata: chunk of \"" + fqn + "\" has no storage entry");
-      return;
+      return false;
     }
-    auto fs = file_size(loc->second.file);
-    if (!fs || loc->second.offset < 0 || loc->second.length < 0 ||
-        !range_inside(loc->second.offset, loc->second.length, *fs)) {
-      error("\"" + fqn + "\": bytes [" + std::to_string(loc->second.offset) + ", +" +
-            std::to_string(loc->second.length) + ") of " + loc->second.file +
-            " are missing (file absent or too short)");
+    *file = loc->second.file;
+    return bytes_present(loc->second);
+  }
+
+  // Whether the byte range of `l` lies inside its file; when not, the file is recorded as
+  // missing, truncated or unusable (its first such range).
+  bool bytes_present(const Loc& l) {
+    if (l.offset < 0 || l.length < 0) {
+      damaged_.emplace(l.file, "given a negative byte range in .metadata");
+      return false;
     }
+    auto fs = file_size(l.file);
+    if (!fs) {
+      const bool bad_name =
+          l.file.empty() || l.file.find("..") != std::string::npos || l.file[0] == '/';
+      damaged_.emplace(l.file, bad_name ? "not a file name inside the folder" : "missing");
+      return false;
+    }
+    if (range_inside(l.offset, l.length, *fs)) return true;
+    const int64_t end = l.length > std::numeric_limits<int64_t>::max() - l.offset
+                            ? std::numeric_limits<int64_t>::max()
+                            : l.offset + l.length;
+    auto& need = needed_end_[l.file];
+    need = std::max(need, end);
+    damaged_[l.file] = "truncated: " + std::to_string(*fs) +
+                       " bytes, .metadata places data up to byte " + std::to_string(need);
+    return false;
   }
 
   Value* read_blob(const std::string& fqn, const Loc& loc) {
@@ -474,6 +561,11 @@ class DcpFolder {
   std::vector<std::unique_ptr<TorchFile>> blobs_;
   std::vector<std::unique_ptr<PickleDoc>> inner_;  // pickles found inside bytes values
   std::map<std::string, std::vector<DcpChunk>> chunks_;
+  std::vector<DcpLostEntry> lost_;             // entries whose bytes are not there
+  DcpDamagedFiles damaged_;                    // .distcp file → what is wrong with it
+  std::map<std::string, int64_t> needed_end_;  // truncated file → the last byte .metadata needs
+  uint64_t tiling_tensors_ = 0, tiling_chunks_ = 0;
+  bool tiling_ok_ = true;
   Status values_error_;
   uint64_t bytes_read_ = 0;
 };

@@ -22,6 +22,7 @@
 #include "ckpt/store/journal.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
+#include "verify/ours/index_check.h"
 #include "verify/ours/torch_layout.h"
 
 namespace ckpt::verify {
@@ -382,7 +383,9 @@ class OursReader : public FormatReader {
     const std::string file = path_join(step_dir, rank_file_name(rank));
     CKPT_ASSIGN_OR_RETURN(
         Node root, read_tree(env, step_dir, rank, options.deep, options.tensor_values, &view));
-    if (options.deep) deep_verify(env, step_dir, &view);
+    std::vector<std::string> damaged;
+    if (options.deep) damaged = deep_verify(env, step_dir, &view);
+    note_index(env, step_dir, *commit, damaged, &view);
     check_groups(root, file, commit->components, &view);
     map_components(root, file, options.deep, options.tensor_values, &view);
     if (run_dir) note_history(env, path, rank, &view);
@@ -454,7 +457,9 @@ class OursReader : public FormatReader {
     return raw;
   }
 
-  static void deep_verify(Env* env, const std::string& step_dir, CheckpointView* view) {
+  // Every byte checked; the rank files whose check failed.
+  static std::vector<std::string> deep_verify(Env* env, const std::string& step_dir,
+                                              CheckpointView* view) {
     auto rep = store::verify_checkpoint(env, step_dir);
     for (const auto& p : rep.problems)
       view->findings.push_back({Severity::kError, std::nullopt, p, false});
@@ -465,6 +470,37 @@ class OursReader : public FormatReader {
                                 false});
     }
     view->bytes_read = rep.bytes;
+    return rank_files_named(rep.problems);
+  }
+
+  // A sharded checkpoint's INDEX (index_check.h): its problems are errors; the tensors a missing
+  // or damaged rank file loses are charged to their component (/model → model, ...), which is
+  // then inconsistent, never present.
+  static void note_index(Env* env, const std::string& step_dir, const CommitRecord& rec,
+                         const std::vector<std::string>& damaged, CheckpointView* view) {
+    const IndexCheck ic = check_index(env, step_dir, rec, damaged);
+    if (!ic.present) return;
+    const std::string where = path_join(step_dir, "INDEX") + ": ";
+    std::set<std::string> loss_lines;
+    for (size_t i = 0; i < ic.loss.tensors.size() && i < ic.loss_lines.size(); ++i) {
+      const std::string& tensor = ic.loss.tensors[i].tensor;
+      const size_t end = tensor.find('/', 1);
+      const auto c = audited(tensor.substr(1, end == std::string::npos ? end : end - 1));
+      loss_lines.insert(where + ic.loss_lines[i]);
+      view->findings.push_back({Severity::kError, c, where + ic.loss_lines[i], c.has_value()});
+    }
+    for (const std::string& p : ic.problems) {
+      if (loss_lines.count(p) == 0)
+        view->findings.push_back({Severity::kError, std::nullopt, p, false});
+    }
+    if (ic.decoded && ic.tiled) {
+      view->findings.push_back({Severity::kInfo, std::nullopt,
+                                where + std::to_string(ic.tensors) + " tensors, " +
+                                    std::to_string(ic.boxes) + " boxes in " +
+                                    std::to_string(ic.files) +
+                                    " rank files: the boxes of every tensor tile it exactly",
+                                false});
+    }
   }
 
   // The audited component a group name stands for (its first, for /rng and /train).

@@ -1,0 +1,162 @@
+// `ckpt verify` and `ckpt audit` of a sharded checkpoint (format version 2) through the
+// executable: the INDEX matched against COMMIT.json, decoded and its tiling proven; a rank file
+// deleted or damaged names per tensor the element ranges it loses (exit 2); an INDEX crafted with
+// the encoder whose boxes overlap and leave a gap (listed in COMMIT.json with its true hash, so
+// only the tiling check can see it) is refused with the tensor and the ranges.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "ckpt/base/hash.h"
+#include "ckpt/format/manifest.h"
+#include "ckpt/store/box_index.h"
+#include "ckpt/store/rank_io.h"
+#include "ckpt/store/run_dir.h"
+#include "tests/common/run_cli.h"
+#include "tests/common/sharded_checkpoint.h"
+#include "tests/common/test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace ckpt;
+using namespace ckpt_test::sharded;
+using nlohmann::json;
+using testing::TempDir;
+
+json run_json(const std::string& cmd, const std::string& path, int* rc) {
+  const ckpt_test::Run r = ckpt_test::run_ckpt(cmd + " --json " + ckpt_test::quote(path));
+  INFO(r.out << r.err);
+  *rc = r.exit_code;
+  json j = json::parse(r.out, nullptr, false);
+  REQUIRE_FALSE(j.is_discarded());
+  return j;
+}
+
+bool has(const json& lines, const std::string& text) {
+  for (const auto& l : lines) {
+    if (l.get<std::string>().find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+bool has_finding(const json& audit, const std::string& severity, const std::string& text) {
+  for (const auto& f : audit["findings"]) {
+    if (f["severity"] == severity &&
+        f["message"].get<std::string>().find(text) != std::string::npos)
+      return true;
+  }
+  return false;
+}
+
+TEST_CASE("verify of a sharded checkpoint: the INDEX checked and its tiling proven", "[verify]") {
+  TempDir tmp;
+  const std::string run = tmp.path() + "/run";
+  write_sharded(run);
+  int rc = -1;
+  const json v = run_json("verify", run, &rc);
+  CHECK(rc == 0);
+  const json& index = v["checkpoints"][0]["index"];
+  CHECK(index["decoded"] == true);
+  CHECK(index["tiled"] == true);
+  CHECK(index["tensors"] == 4);  // the 2 weights, the bias, the moment; the plain tensor is not
+  CHECK(index["boxes"] == 7);
+  CHECK(index["files"] == 2);
+  CHECK(index["lost"].empty());
+  const ckpt_test::Run text = ckpt_test::run_ckpt("verify " + ckpt_test::quote(run));
+  CHECK(text.out.find("index: 4 tensors, 7 boxes in 2 rank files; the boxes of every tensor "
+                      "tile it exactly") != std::string::npos);
+  const json a = run_json("audit", run, &rc);
+  CHECK(has_finding(a, "info",
+                    "INDEX: 4 tensors, 7 boxes in 2 rank files: the boxes of every "
+                    "tensor tile it exactly"));
+}
+
+TEST_CASE("verify of a sharded checkpoint without a rank file: what it loses, per tensor",
+          "[verify]") {
+  TempDir tmp;
+  const std::string run = tmp.path() + "/run";
+  write_sharded(run);
+  const std::string dir = step_dir(run);
+  SECTION("deleted") { fs::remove(dir + "/rank-00001.h5"); }
+  SECTION("a byte of a box flipped") {
+    auto m = store::read_manifest(Env::posix(), dir, 1);
+    REQUIRE(m.is_ok());
+    testing::flip_bits(dir + "/rank-00001.h5", m->tensors.front().offset + 1, 0x04);
+  }
+  int rc = -1;
+  const json v = run_json("verify", run, &rc);
+  CHECK(rc == 2);
+  const json& c = v["checkpoints"][0];
+  CHECK(c["index"]["damaged_files"] == json::array({"rank-00001.h5"}));
+  CHECK(has(c["problems"],
+            "tensor \"/model/layers.0.weight\" loses 6 of 15 elements: [3:5, 0:3] "
+            "(rank-00001.h5)"));
+  CHECK(has(c["problems"], "tensor \"/model/layers.1.weight\" loses 4 of 12 elements: [0:2, 4:6]"));
+  CHECK(has(c["problems"], "tensor \"/model/layers.1.bias\" loses all 2 of 2 elements: [0:2]"));
+  CHECK(has(c["problems"], "tensor \"/optimizer/state/layers.0.weight/exp_avg\" loses 6 of 15"));
+  bool found = false;
+  for (const auto& t : c["index"]["lost"]) {
+    if (t["tensor"] != kW.path) continue;
+    found = true;
+    CHECK(t["ranges"] == json::array({"[3:5, 0:3]"}));
+    CHECK(t["lost_elements"] == 6);
+    CHECK(t["total_elements"] == 15);
+  }
+  CHECK(found);
+  const json a = run_json("audit --deep", run, &rc);
+  CHECK(rc == 2);
+  CHECK(has_finding(a, "error", "tensor \"/model/layers.0.weight\" loses 6 of 15 elements"));
+  CHECK(a["components"]["model"]["status"] != "present");
+  CHECK(a["components"]["optimizer"]["status"] != "present");
+}
+
+TEST_CASE("verify refuses an INDEX whose boxes overlap and leave a gap", "[verify]") {
+  TempDir tmp;
+  const std::string run = tmp.path() + "/run";
+  write_sharded(run);
+  const std::string dir = step_dir(run);
+  // The two boxes of layers.0.weight, where the ranks wrote them, but the second said to start
+  // at row 2 instead of 3: rows [0:3] and [2:4] of 5.
+  store::IndexBuilder b(kStep);
+  for (int r = 0; r < 2; ++r) REQUIRE(b.add_file(rank_file_name(r)).is_ok());
+  auto ds = b.intern(kW.path);
+  REQUIRE(ds.is_ok());
+  std::vector<store::BoxSource> boxes;
+  for (int r = 0; r < 2; ++r) {
+    auto m = store::read_manifest(Env::posix(), dir, r);
+    REQUIRE(m.is_ok());
+    for (const auto& e : m->tensors) {
+      if (e.path != kW.path) continue;
+      boxes.push_back({store::make_extent({r == 0 ? 0 : 2, 0}, e.shape), static_cast<uint32_t>(r),
+                       *ds, e.offset, e.xxh3});
+    }
+  }
+  REQUIRE(boxes.size() == 2);
+  REQUIRE(b.add_tensor({kW.path, DType::kFloat32, kW.shape, store::Placement::kSharded}, boxes)
+              .is_ok());
+  const std::string bytes = store::encode_index(std::move(b).finish());
+  testing::write_file(dir + "/INDEX", bytes);
+  auto rec = store::read_commit(Env::posix(), dir);
+  REQUIRE(rec.is_ok());
+  for (CommitFile& f : rec->files) {
+    if (f.name != "INDEX") continue;
+    f.bytes = bytes.size();
+    f.xxh3 = xxh3_64(bytes.data(), bytes.size());
+  }
+  testing::write_file(dir + "/COMMIT.json", encode_commit(*rec));
+  int rc = -1;
+  const json v = run_json("verify", run, &rc);
+  CHECK(rc == 2);
+  const json& c = v["checkpoints"][0];
+  CHECK(c["index"]["tiled"] == false);
+  CHECK(has(c["problems"],
+            "tensor \"/model/layers.0.weight\": overlap: elements [2:3, 0:3] are in both"));
+  CHECK(has(c["problems"], "tensor \"/model/layers.0.weight\": gap: elements [4:5, 0:3]"));
+  const json a = run_json("audit", run, &rc);
+  CHECK(rc == 2);
+  CHECK(has_finding(a, "error", "overlap: elements [2:3, 0:3]"));
+}
+
+}  // namespace
