@@ -164,6 +164,12 @@ Status capture_shard(const LocalShard& s, int64_t rank, Node* node) {
 
 }  // namespace
 
+std::vector<std::string> Checkpointer::group_names(const std::set<Component>& components) const {
+  std::vector<std::string> names = component_names(components);
+  if (tracked_.shards != nullptr && !tracked_.shards->empty()) names.push_back(kShardsGroup);
+  return names;
+}
+
 Status Checkpointer::capture(Node* root, std::set<Component>* components) {
   auto want = [&](Component c) { return options_.omit.count(c) == 0; };
   // The group of `c` in the rank file, recorded as captured.
@@ -260,8 +266,8 @@ Status Checkpointer::commit_files(int64_t step, const std::set<Component>& compo
   }
   if (options_.rank != 0) return options_.barrier().with_context("commit barrier");
   CKPT_RETURN_IF_ERROR(lock_->check());  // the run directory is still the one this rank locked
-  CKPT_RETURN_IF_ERROR(store::commit(env_, options_.run_dir, step, options_.world_size,
-                                     component_names(components)));
+  CKPT_RETURN_IF_ERROR(
+      store::commit(env_, options_.run_dir, step, options_.world_size, group_names(components)));
   if (options_.world_size > 1)
     CKPT_RETURN_IF_ERROR(options_.barrier().with_context("commit barrier"));
   std::vector<std::string> kept;  // what retention refused to remove, and why
@@ -295,7 +301,7 @@ Status Checkpointer::save(int64_t step, const SaveOptions& save_options) {
   std::set<Component> components;
   CKPT_RETURN_IF_ERROR(capture(&root, &components));
   set_root_attrs({std::string("ckpt ") + kVersion, torch_adapter::libtorch_version(), step,
-                  options_.rank, options_.world_size, component_names(components)},
+                  options_.rank, options_.world_size, group_names(components)},
                  &root);
   if (options_.rank == 0) CKPT_RETURN_IF_ERROR(open_journal());
   if (!save_options.blocking) {

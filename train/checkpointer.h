@@ -216,6 +216,8 @@ class Checkpointer {
 
  private:
   Status capture(Node* root, std::set<Component>* components);
+  // The groups a save writes: the components', and "shards" when LocalShards are tracked.
+  std::vector<std::string> group_names(const std::set<Component>& components) const;
   Status check_save_options() const;
   Status write_files(Node* root, int64_t step, uint64_t* file_bytes);
   Status commit_files(int64_t step, const std::set<Component>& components, nlohmann::json event);

@@ -33,10 +33,10 @@
 #include "ckpt/store/run_dir.h"
 #include "ckpt/torch/adapter.h"
 #include "ckpt/torch/in_place.h"
+#include "ckpt/torch/tensor_convert.h"
 #include "ckpt/torch/torch_layout.h"
 #include "resume/reshard_read.h"
 #include "resume/restore.h"
-#include "ckpt/torch/tensor_convert.h"
 #include "train/checkpointer.h"
 
 namespace ckpt {

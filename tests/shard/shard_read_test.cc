@@ -1,7 +1,6 @@
 // Format version 2 on disk: boxes written by store::write_rank, the INDEX store::commit builds
 // from the manifests, and resume::ShardRead restoring them at another layout (docs/format.md §8).
-#include <catch2/catch_test_macros.hpp>
-
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <numeric>
 #include <vector>
