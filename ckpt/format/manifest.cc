@@ -58,6 +58,27 @@ bool checked_nbytes(const std::vector<int64_t>& shape, size_t elem, uint64_t* ou
   return true;
 }
 
+bool get_ints(const json& j, const char* key, std::vector<int64_t>* out) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_array()) return false;
+  for (const json& d : *it) {
+    if (!d.is_number_integer()) return false;
+    out->push_back(d.get<int64_t>());
+  }
+  return true;
+}
+
+Result<BoxOf> decode_box(const json& b, const std::string& where, const ManifestEntry& e) {
+  BoxOf box;
+  if (!b.is_object() || !get_ints(b, "global_shape", &box.global_shape) ||
+      !get_ints(b, "offsets", &box.offsets) || !get_str(b, "placement", &box.placement)) {
+    return field_error(where, "tensor \"" + e.path + "\": ill-typed \"box\"");
+  }
+  const std::string problem = box_problem(box, e.shape);
+  if (!problem.empty()) return field_error(where, "tensor \"" + e.path + "\": " + problem);
+  return box;
+}
+
 }  // namespace
 
 std::string encode_manifest(const Manifest& m) {
@@ -69,6 +90,11 @@ std::string encode_manifest(const Manifest& m) {
                  {"offset", e.offset},
                  {"nbytes", e.nbytes},
                  {"xxh3", hex64(e.xxh3)}});
+    if (e.box) {
+      t.back()["box"] = {{"global_shape", e.box->global_shape},
+                         {"offsets", e.box->offsets},
+                         {"placement", e.box->placement}};
+    }
   }
   json j = {{"format", "ckpt-manifest"},
             {"version", 1},
@@ -152,6 +178,9 @@ Result<Manifest> decode_manifest(const std::string& text, const std::string& whe
       return field_error(where, "tensor \"" + e.path + "\": extent [" + std::to_string(e.offset) +
                                     ", +" + std::to_string(e.nbytes) + ") runs past the file's " +
                                     std::to_string(m.file_bytes) + " bytes");
+    }
+    if (t.contains("box")) {
+      CKPT_ASSIGN_OR_RETURN(e.box, decode_box(t["box"], where, e));
     }
     if (!paths.insert(e.path).second) {
       return field_error(where, "tensor \"" + e.path + "\" listed twice");

@@ -10,6 +10,7 @@
 
 #include "ckpt/base/status.h"
 #include "ckpt/format/dtype.h"
+#include "ckpt/format/tree.h"
 
 namespace ckpt {
 
@@ -22,6 +23,9 @@ struct ManifestEntry {
   uint64_t offset = 0;
   uint64_t nbytes = 0;
   uint64_t xxh3 = 0;
+  // A piece of a global tensor (format version 2): "box": {"global_shape", "offsets",
+  // "placement"} in the JSON. Only boxes this rank writes are listed (owner is -1).
+  std::optional<BoxOf> box;
 };
 
 struct Manifest {

@@ -17,10 +17,13 @@ namespace ckpt {
 // The root attribute `format` and the format version this build writes and reads.
 inline constexpr char kFormatName[] = "ckpt";
 inline constexpr int64_t kFormatVersion = 1;
+// The version of a rank file holding pieces of global tensors (boxes; docs/format.md §8), and of
+// a checkpoint with an INDEX. A checkpoint without boxes stays version 1.
+inline constexpr int64_t kBoxFormatVersion = 2;
 // ckpt's release (CMakeLists.txt's project() and python/pyproject.toml say the same; the
 // `producer` attribute and `ckpt --version` print it).
 inline constexpr char kVersion[] = "0.1.0";
-inline constexpr int64_t kMaxFormatVersion = 1;  // the newest version this build reads
+inline constexpr int64_t kMaxFormatVersion = 2;  // the newest version this build reads
 
 struct RankRoot {
   std::string producer;          // "ckpt 0.1.0", "ckpt-python 0.1.0"

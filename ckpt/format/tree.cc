@@ -23,6 +23,38 @@ const char* attr_type_name(const AttrValue& v) {
   }
 }
 
+bool operator==(const BoxOf& a, const BoxOf& b) {
+  return a.global_shape == b.global_shape && a.offsets == b.offsets && a.placement == b.placement &&
+         a.owner == b.owner;
+}
+
+std::string box_problem(const BoxOf& box, const std::vector<int64_t>& shape) {
+  if (box.placement != "sharded" && box.placement != "replicated" && box.placement != "flat") {
+    return "unknown placement \"" + box.placement + "\"";
+  }
+  const size_t n = box.global_shape.size();
+  if (n > 8) return "more than 8 dimensions";
+  if (box.offsets.size() != n) {
+    return std::to_string(box.offsets.size()) + " box offsets for a " + std::to_string(n) +
+           "-d tensor";
+  }
+  const bool here = box.owner < 0;
+  if (box.owner < -1) return "negative box owner";
+  if (here && shape.size() != n) {
+    return "a " + std::to_string(shape.size()) + "-d box of a " + std::to_string(n) + "-d tensor";
+  }
+  for (size_t d = 0; d < n; ++d) {
+    const int64_t extent = box.global_shape[d], off = box.offsets[d];
+    const int64_t size = here ? shape[d] : 0;
+    if (extent < 0 || off < 0 || size < 0 || off > extent || size > extent - off) {
+      return "box [" + std::to_string(off) + ":" + std::to_string(off + size) +
+             ") along dimension " + std::to_string(d) + " is outside the tensor's extent " +
+             std::to_string(extent);
+    }
+  }
+  return "";
+}
+
 int64_t Tensor::numel() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

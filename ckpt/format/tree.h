@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -27,6 +28,24 @@ using AttrValue = std::variant<bool, int64_t, double, std::string, std::vector<i
 // "an int64", "a double array", ...: for error messages about ill-typed attributes.
 const char* attr_type_name(const AttrValue& v);
 
+// A piece of a global tensor (format version 2, docs/format.md §8): the dataset holds the
+// elements offsets[d] .. offsets[d] + shape[d] of a tensor of `global_shape`, row-major. With
+// owner >= 0 the piece is a replica another rank writes: this rank's file records where it is
+// and holds none of its bytes (the Tensor then has no bytes and an empty shape).
+struct BoxOf {
+  std::vector<int64_t> global_shape;
+  std::vector<int64_t> offsets;
+  std::string placement = "sharded";  // "sharded", "replicated" or "flat" (box_index.h Placement)
+  int64_t owner = -1;
+};
+
+bool operator==(const BoxOf& a, const BoxOf& b);
+inline bool operator!=(const BoxOf& a, const BoxOf& b) { return !(a == b); }
+
+// Why `box` cannot describe a piece of `shape` (its dimensions, offsets or placement are off),
+// or "" when it can. `shape` is ignored for a box written elsewhere (owner >= 0).
+std::string box_problem(const BoxOf& box, const std::vector<int64_t>& shape);
+
 struct Tensor {
   DType dtype = DType::kFloat32;
   std::vector<int64_t> shape;  // empty = 0-d scalar
@@ -37,6 +56,10 @@ struct Tensor {
   // When this tensor is the same storage as another one in the same tree (tied embeddings),
   // the store writes it once and records `alias_of` = the path of the one written.
   std::string alias_of;
+  // Set when this tensor is a box of a global tensor (a DTensor's local shard).
+  std::optional<BoxOf> box;
+  // A box whose bytes another rank writes (box->owner >= 0).
+  bool box_elsewhere() const { return box.has_value() && box->owner >= 0; }
 
   int64_t numel() const;
   // Owns a copy of `bytes`.

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,7 @@ struct DatasetInfo {
   uint64_t nbytes = 0;
   uint64_t xxh3 = 0;
   std::string alias_of;
+  std::optional<BoxOf> box;  // a piece of a global tensor (format version 2)
 };
 
 // Datasets whose description the caller already holds and trusts, by path ("/model/fc1.weight"):

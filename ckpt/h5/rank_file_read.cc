@@ -67,8 +67,13 @@ struct Reader {
     auto dtype = dtype_from_name(dt);
     if (!dtype) return corrupt(where + ": unknown dtype \"" + dt + "\"");
     info.dtype = *dtype;
+    if (H5Aexists(ds, "global_shape") > 0) {
+      CKPT_ASSIGN_OR_RETURN(info.box, read_box_attrs(ds, where));
+    }
     if (H5Aexists(ds, "alias_of") > 0) {
       CKPT_ASSIGN_OR_RETURN(info.alias_of, read_string_attr(ds, "alias_of", where));
+    } else if (info.box && info.box->owner >= 0) {
+      // a replica another rank writes: no bytes here
     } else {
       CKPT_ASSIGN_OR_RETURN(std::string hx, read_string_attr(ds, "xxh3", where));
       if (!parse_hex64(hx, &info.xxh3))
@@ -88,8 +93,39 @@ struct Reader {
       const haddr_t off = H5Dget_offset(ds);
       info.offset = off == HADDR_UNDEF ? 0 : static_cast<uint64_t>(off);
     }
+    if (info.box) {
+      const std::string problem = box_problem(*info.box, info.shape);
+      if (!problem.empty()) return corrupt(where + ": " + problem);
+    }
     add_dataset(node, name, std::move(info));
     return Status::ok();
+  }
+
+  // The box attributes write_box_attrs (rank_file_write.cc) writes, type-checked.
+  static Result<BoxOf> read_box_attrs(hid_t ds, const std::string& where) {
+    std::map<std::string, AttrValue> a;
+    CKPT_RETURN_IF_ERROR(read_attrs(ds, &a, where, "dtype,xxh3,alias_of"));
+    BoxOf box;
+    const auto ints = [&](const char* key, std::vector<int64_t>* out) -> Status {
+      auto it = a.find(key);
+      const auto* v = it == a.end() ? nullptr : std::get_if<std::vector<int64_t>>(&it->second);
+      if (v == nullptr) return corrupt(where + ": attribute \"" + key + "\" is not an int64 array");
+      *out = *v;
+      return Status::ok();
+    };
+    CKPT_RETURN_IF_ERROR(ints("global_shape", &box.global_shape));
+    CKPT_RETURN_IF_ERROR(ints("box_offsets", &box.offsets));
+    auto p = a.find("placement");
+    const auto* placement = p == a.end() ? nullptr : std::get_if<std::string>(&p->second);
+    if (placement == nullptr) return corrupt(where + ": attribute \"placement\" is not a string");
+    box.placement = *placement;
+    if (auto o = a.find("box_owner"); o != a.end()) {
+      const auto* owner = std::get_if<int64_t>(&o->second);
+      if (owner == nullptr || *owner < 0)
+        return corrupt(where + ": attribute \"box_owner\" is not a rank");
+      box.owner = *owner;
+    }
+    return box;
   }
 
   void add_dataset(Node* node, const std::string& name, DatasetInfo info) {
@@ -99,6 +135,7 @@ struct Reader {
     t.nbytes = info.nbytes;
     t.xxh3 = info.xxh3;
     t.alias_of = info.alias_of;
+    t.box = info.box;
     node->tensors[name] = std::move(t);
     if (datasets != nullptr) datasets->push_back(std::move(info));
   }

@@ -113,12 +113,23 @@ struct Writer {
     return write_node(g.get(), node, path);
   }
 
+  // A box's dataset attributes (docs/format.md §8): global_shape, box_offsets, placement and,
+  // for one written elsewhere, box_owner.
+  static Status write_box_attrs(hid_t ds, const BoxOf& box, const std::string& where) {
+    CKPT_RETURN_IF_ERROR(write_attr(ds, "global_shape", box.global_shape, where));
+    CKPT_RETURN_IF_ERROR(write_attr(ds, "box_offsets", box.offsets, where));
+    CKPT_RETURN_IF_ERROR(write_attr(ds, "placement", box.placement, where));
+    if (box.owner >= 0) return write_attr(ds, "box_owner", box.owner, where);
+    return Status::ok();
+  }
+
   Status write_dataset(hid_t loc, const std::string& name, const Tensor& t,
                        const std::string& path) {
     const std::string where = file + ":" + path;
     const bool alias = !t.alias_of.empty();
+    const bool elsewhere = t.box_elsewhere();
     Handle space;
-    if (alias) {
+    if (alias || elsewhere) {
       hsize_t zero[1] = {0};
       space = space_handle(H5Screate_simple(1, zero, nullptr));
     } else if (t.shape.empty()) {
@@ -140,6 +151,8 @@ struct Writer {
     if (alias) {
       return write_attr(ds.get(), "alias_of", t.alias_of, where);
     }
+    if (t.box) CKPT_RETURN_IF_ERROR(write_box_attrs(ds.get(), *t.box, where));
+    if (elsewhere) return Status::ok();
     CKPT_RETURN_IF_ERROR(write_attr(ds.get(), "xxh3", hex64(t.xxh3), where));
     DatasetExtent e{path, &t, 0};
     if (t.nbytes > 0) {
@@ -172,7 +185,8 @@ uint64_t size_bound(const Node& node) {
   }
   for (const auto& [name, t] : node.tensors) {
     n += 4096 + 2 * (name.size() + t.alias_of.size()) + 8 * t.shape.size();
-    if (t.alias_of.empty()) n += (t.nbytes + 4095) / 4096 * 4096;
+    if (t.box) n += 256 + 16 * t.box->global_shape.size();
+    if (t.alias_of.empty() && !t.box_elsewhere()) n += (t.nbytes + 4095) / 4096 * 4096;
   }
   for (const auto& [name, child] : node.children) n += 4096 + size_bound(child);
   return n;

@@ -57,13 +57,17 @@ Status cross_check(const Manifest& m, const std::vector<h5::DatasetInfo>& datase
   for (const auto& e : m.tensors) by_path[e.path] = &e;
   size_t seen = 0;
   for (const auto& d : datasets) {
-    if (!d.alias_of.empty()) continue;
+    if (!d.alias_of.empty() || (d.box && d.box->owner >= 0)) continue;  // no bytes here
     auto it = by_path.find(d.path);
     if (it == by_path.end()) {
       return corrupt(fpath + ": dataset \"" + d.path + "\" is not in the manifest");
     }
     const ManifestEntry& e = *it->second;
     ++seen;
+    if (e.box != d.box) {
+      return corrupt(fpath + ": dataset \"" + d.path +
+                     "\" disagrees with the manifest about the box it holds of its tensor");
+    }
     if (e.dtype != d.dtype || e.shape != d.shape || e.xxh3 != d.xxh3 ||
         (e.nbytes > 0 && e.offset != d.offset)) {
       return corrupt(fpath + ": dataset \"" + d.path + "\" disagrees with the manifest (dtype " +
@@ -95,6 +99,7 @@ Result<RankStructure> open_rank_structure(Env* env, const std::string& step_dir,
       d.offset = e.offset;
       d.nbytes = e.nbytes;
       d.xxh3 = e.xxh3;
+      d.box = e.box;
     }
   }
   CKPT_ASSIGN_OR_RETURN(

@@ -24,6 +24,7 @@
 
 #include "ckpt/base/hash.h"
 #include "ckpt/format/attrs_digest.h"
+#include "ckpt/format/rank_root.h"
 #include "ckpt/format/regions.h"
 #include "ckpt/h5/rank_file.h"
 #include "ckpt/store/direct_writer.h"
@@ -83,6 +84,16 @@ Status check_aliases(const std::vector<TensorRef>& refs, const std::string& wher
     }
   }
   for (const auto& r : refs) {
+    if (r.tensor->box) {
+      const std::string problem = box_problem(*r.tensor->box, r.tensor->shape);
+      if (!problem.empty()) {
+        return invalid_argument(where + ": tensor \"" + r.path + "\": " + problem);
+      }
+      if (r.tensor->box_elsewhere() && r.tensor->nbytes > 0) {
+        return invalid_argument(where + ": tensor \"" + r.path + "\" is written by rank " +
+                                std::to_string(r.tensor->box->owner) + " but has bytes here");
+      }
+    }
     if (r.tensor->alias_of.empty() && r.tensor->nbytes > 0 && r.tensor->data == nullptr) {
       return invalid_argument(where + ": tensor \"" + r.path + "\" has " +
                               std::to_string(r.tensor->nbytes) + " bytes but no data");
@@ -245,6 +256,10 @@ Result<Manifest> write_rank(Env* env, const std::string& step_dir, int64_t rank,
   std::vector<TensorRef> refs;
   collect(*root, "", &refs);
   CKPT_RETURN_IF_ERROR(check_aliases(refs, final_path));
+  // A file holding pieces of global tensors is format version 2 (docs/format.md §8).
+  if (std::any_of(refs.begin(), refs.end(), [](const TensorRef& r) { return r.tensor->box; })) {
+    root->attrs["format_version"] = kBoxFormatVersion;
+  }
   auto t0 = Clock::now();
   hash_tensors(refs);
   local.hash_seconds = seconds_since(t0);
@@ -272,7 +287,7 @@ Result<Manifest> write_rank(Env* env, const std::string& step_dir, int64_t rank,
   m.attrs_xxh3 = attrs_digest(*root);
   for (const auto& e : *extents) {
     const Tensor& t = *e.tensor;
-    m.tensors.push_back({e.path, t.dtype, t.shape, e.offset, t.nbytes, t.xxh3});
+    m.tensors.push_back({e.path, t.dtype, t.shape, e.offset, t.nbytes, t.xxh3, t.box});
   }
   std::vector<FileRegion> regions = file_regions(m, m.file_bytes);
   size_t gap = 0, gaps = 0;

@@ -4,10 +4,12 @@
 #include <chrono>
 #include <ctime>
 #include <memory>
+#include <optional>
 
 #include "ckpt/base/hash.h"
 #include "ckpt/base/text.h"
 #include "ckpt/format/rank_root.h"
+#include "ckpt/store/commit_index.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/regions_check.h"
 
@@ -27,7 +29,8 @@ bool is_data_file(const std::string& name) {
   auto ends = [&](const std::string& s) {
     return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
   };
-  return name.rfind("rank-", 0) == 0 && (ends(".h5") || ends(".manifest.json"));
+  return name == kIndexFileName ||
+         (name.rfind("rank-", 0) == 0 && (ends(".h5") || ends(".manifest.json")));
 }
 
 }  // namespace
@@ -52,8 +55,10 @@ namespace {
 // manifest when the manifest decodes, has the field and states the file's real size. Otherwise
 // (a manifest from before `file_xxh3`, or one that does not decode: verify will say why) the
 // rank file is hashed here, as it always was.
+// `decoded` (optional) receives the manifest when it decodes.
 Result<std::pair<CommitFile, CommitFile>> hash_rank_files(Env* env, const std::string& dir,
-                                                          int64_t r) {
+                                                          int64_t r,
+                                                          std::optional<Manifest>* decoded) {
   const std::string mname = rank_manifest_name(r);
   const std::string mpath = path_join(dir, mname);
   CKPT_ASSIGN_OR_RETURN(std::string text, env->read_all(mpath, 64u << 20));
@@ -68,6 +73,7 @@ Result<std::pair<CommitFile, CommitFile>> hash_rank_files(Env* env, const std::s
   } else {
     CKPT_ASSIGN_OR_RETURN(file.xxh3, hash_file(env, fpath));
   }
+  if (m.is_ok()) *decoded = std::move(*m);
   return std::make_pair(file, manifest);
 }
 
@@ -112,6 +118,7 @@ Status commit(Env* env, const std::string& run_dir, int64_t step, int64_t world_
   rec.world_size = world_size;
   rec.time = utc_now();
   rec.components = components;
+  std::vector<Manifest> manifests;
   for (int64_t r = 0; r < world_size; ++r) {
     for (const std::string& f : {rank_file_name(r), rank_manifest_name(r)}) {
       if (!env->exists(path_join(dir, f))) {
@@ -119,9 +126,18 @@ Status commit(Env* env, const std::string& run_dir, int64_t step, int64_t world_
                          " (commit refused)");
       }
     }
-    CKPT_ASSIGN_OR_RETURN(auto files, hash_rank_files(env, dir, r));
+    std::optional<Manifest> m;
+    CKPT_ASSIGN_OR_RETURN(auto files, hash_rank_files(env, dir, r, &m));
     rec.files.push_back(files.first);
     rec.files.push_back(files.second);
+    if (m) manifests.push_back(std::move(*m));
+  }
+  // Pieces of global tensors: rank 0 writes the INDEX of every box, listed in the record
+  // (docs/format.md §8). A manifest that does not decode fails verify; it adds no box here.
+  CKPT_ASSIGN_OR_RETURN(std::optional<std::string> index, build_commit_index(manifests, step, dir));
+  if (index) {
+    CKPT_RETURN_IF_ERROR(env->write_atomic(path_join(dir, kIndexFileName), *index));
+    rec.files.push_back({kIndexFileName, index->size(), xxh3_64(index->data(), index->size())});
   }
   if (resave) CKPT_RETURN_IF_ERROR(remove_unlisted(env, dir, rec));
   CKPT_RETURN_IF_ERROR(env->write_atomic(path_join(dir, "COMMIT.json"), encode_commit(rec)));

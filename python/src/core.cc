@@ -18,6 +18,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -39,6 +40,7 @@
 #include "ckpt/store/run_dir.h"
 #include "resume/restore.h"
 #include "sampler.h"
+#include "shard.h"
 
 namespace py = pybind11;
 
@@ -74,11 +76,11 @@ void check(const Status& s) {
   if (!s.is_ok()) raise_status(s);
 }
 
-namespace {
-
 // The file system every binding reads and writes through: one Env for the package, as `main`
 // gives the CLI's commands theirs (the seam an object-store backend plugs into).
 Env* package_env() { return Env::posix(); }
+
+namespace {
 
 AttrValue to_attr(const std::string& path, const py::handle& v) {
   if (py::isinstance<py::bool_>(v)) return v.cast<bool>();
@@ -111,8 +113,13 @@ void to_node(const std::string& path, const py::dict& d, Node* node) {
   if (d.contains("tensors")) {
     for (auto [k, v] : d["tensors"].cast<py::dict>()) {
       const std::string name = k.cast<std::string>();
-      // (ptr, nbytes, dtype, shape), or (0, 0, dtype, shape, alias_of) for a tied tensor
+      // (ptr, nbytes, dtype, shape), or (0, 0, dtype, shape, alias_of) for a tied tensor, or
+      // (ptr, nbytes, dtype, box_sizes, "", global_shape, box_offsets, placement, owner) for a
+      // box of a global tensor (owner -1: this rank writes it; else ptr 0 and nbytes 0)
       py::tuple tup = v.cast<py::tuple>();
+      if (tup.size() != 4 && tup.size() != 5 && tup.size() != 9) {
+        raise_status(invalid_argument(path + "/" + name + ": a tensor is a tuple of 4, 5 or 9"));
+      }
       const std::string dtype = tup[2].cast<std::string>();
       auto dt = dtype_from_name(dtype);
       if (!dt) raise_status(invalid_argument(path + "/" + name + ": unknown dtype " + dtype));
@@ -125,9 +132,18 @@ void to_node(const std::string& path, const py::dict& d, Node* node) {
         node->tensors[name] = std::move(t);
         continue;
       }
-      node->tensors[name] =
-          Tensor::borrow(*dt, shape, reinterpret_cast<const void*>(tup[0].cast<uintptr_t>()),
-                         tup[1].cast<size_t>());
+      Tensor t = Tensor::borrow(*dt, shape, reinterpret_cast<const void*>(tup[0].cast<uintptr_t>()),
+                                tup[1].cast<size_t>());
+      if (tup.size() == 9) {
+        BoxOf box;
+        box.global_shape = tup[5].cast<std::vector<int64_t>>();
+        box.offsets = tup[6].cast<std::vector<int64_t>>();
+        box.placement = tup[7].cast<std::string>();
+        box.owner = tup[8].cast<int64_t>();
+        if (box.owner >= 0) t.shape.clear();  // the owner's file has the bytes and the shape
+        t.box = std::move(box);
+      }
+      node->tensors[name] = std::move(t);
     }
   }
   if (d.contains("children")) {
@@ -139,12 +155,18 @@ void to_node(const std::string& path, const py::dict& d, Node* node) {
 }
 
 py::dict from_node(const Node& node) {
-  py::dict attrs, tensors, children;
+  py::dict attrs, tensors, children, boxes;
   for (const auto& [k, v] : node.attrs) attrs[py::str(k)] = from_attr(v);
-  for (const auto& [k, t] : node.tensors)
+  for (const auto& [k, t] : node.tensors) {
     tensors[py::str(k)] = py::make_tuple(dtype_name(t.dtype), t.shape, t.alias_of);
+    if (t.box) {
+      boxes[py::str(k)] =
+          py::make_tuple(t.box->global_shape, t.box->offsets, t.box->placement, t.box->owner);
+    }
+  }
   for (const auto& [k, c] : node.children) children[py::str(k)] = from_node(c);
   py::dict d;
+  if (!boxes.empty()) d["boxes"] = boxes;
   d["attrs"] = attrs;
   d["tensors"] = tensors;
   d["children"] = children;
@@ -269,6 +291,10 @@ class OpenRank {
     for (auto& [path, d] : want) {
       const Tensor* t = store::find_tensor(&rs_->root, path);
       if (t == nullptr) raise_status(not_found(file + ": no tensor " + path));
+      if (t->box) {
+        raise_status(invalid_argument(file + ": tensor " + path +
+                                      " is a piece of a global tensor: ShardRead reads it"));
+      }
       if (dtype_name(t->dtype) != d.dtype || t->shape != d.shape || t->nbytes != d.nbytes) {
         raise_status(mismatch(file + ": tensor " + path + " is " + dtype_name(t->dtype) + " of " +
                               std::to_string(t->shape.size()) + " dims; the destination is " +
@@ -281,8 +307,16 @@ class OpenRank {
     opts.groups = components;        // the Python Checkpointer's groups are named freely
     opts.check_first = check_first;  // destinations include live memory: every hash first
     for (auto& [path, d] : want) opts.destinations[path] = {d.ptr, d.nbytes};
+    // Pieces of global tensors are read by ShardRead (shard.cc) from whichever rank files hold
+    // them, each checked against its hash there; this file gives the rest, each tensor checked
+    // against its own hash. The whole-file check would read this rank's pieces a second time.
+    auto& entries = rs_->manifest.tensors;
+    const size_t all = entries.size();
+    entries.erase(std::remove_if(entries.begin(), entries.end(),
+                                 [](const ManifestEntry& e) { return e.box.has_value(); }),
+                  entries.end());
     // an uncommitted step directory has no whole-file hash to check
-    if (listed_) resume::check_whole_file(*listed_, &opts);
+    if (listed_ && entries.size() == all) resume::check_whole_file(*listed_, &opts);
     store::RankStructure rs = std::move(*rs_);
     rs_.reset();
     Status s;
@@ -650,4 +684,5 @@ PYBIND11_MODULE(_core, m) {
       .def("in_flight", &PyBackgroundSaver::in_flight)
       .def("stats", &PyBackgroundSaver::stats);
   bind_sampler(m);
+  bind_shard(m);
 }

@@ -1,0 +1,141 @@
+#include "shard.h"
+
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "ckpt/format/rank_root.h"
+#include "ckpt/store/box_owner.h"
+#include "resume/reshard_read.h"
+#include "sampler.h"
+
+namespace py = pybind11;
+
+namespace ckpt::python {
+namespace {
+
+// ShardRead(step_dir, targets): targets are (tensor_path, offsets, sizes, ptr, nbytes, dtype).
+// The constructor reads and checks every saved box the targets overlap (GIL released) and writes
+// none of them; copy_out() fills them.
+class PyShardRead {
+ public:
+  PyShardRead(const std::string& step_dir, const py::list& targets) {
+    std::vector<resume::ShardTarget> ts;
+    ts.reserve(targets.size());
+    for (const py::handle& h : targets) {
+      auto [name, offsets, sizes, ptr, nbytes, dtype] =
+          h.cast<std::tuple<std::string, std::vector<int64_t>, std::vector<int64_t>, uintptr_t,
+                            uint64_t, std::string>>();
+      auto dt = dtype_from_name(dtype);
+      if (!dt) raise_status(invalid_argument(name + ": unknown dtype " + dtype));
+      if (offsets.size() != sizes.size() || sizes.size() > store::kMaxBoxDims) {
+        raise_status(invalid_argument(name + ": a target's offsets and sizes differ in length"));
+      }
+      resume::ShardTarget t;
+      t.tensor = name;
+      t.extent = store::make_extent(offsets, sizes);
+      t.dtype = *dt;
+      t.data = reinterpret_cast<void*>(ptr);
+      t.nbytes = nbytes;
+      ts.push_back(std::move(t));
+    }
+    Result<resume::ShardRead> sr = Status::ok();
+    {
+      py::gil_scoped_release nogil;
+      sr = resume::ShardRead::prepare(package_env(), step_dir, std::move(ts));
+    }
+    check(sr.status());
+    sr_.emplace(std::move(*sr));
+  }
+
+  void copy_out() {
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = sr_->copy_out();
+    }
+    check(s);
+  }
+
+  py::dict stats() const {
+    const resume::ShardReadStats& st = sr_->stats();
+    py::dict d;
+    d["files"] = st.files;
+    d["boxes"] = st.boxes;
+    d["bytes_read"] = st.bytes_read;
+    d["bytes_copied"] = st.bytes_copied;
+    return d;
+  }
+
+ private:
+  std::optional<resume::ShardRead> sr_;
+};
+
+std::vector<int64_t> assign_owners(const std::vector<std::tuple<std::string, uint64_t>>& items,
+                                   const std::vector<int64_t>& candidates,
+                                   const std::vector<uint64_t>& initial_load,
+                                   uint64_t small_bytes) {
+  std::vector<store::ReplicatedItem> in;
+  in.reserve(items.size());
+  for (const auto& [name, bytes] : items) in.push_back({name, bytes});
+  store::OwnerOptions opts;
+  opts.candidates = candidates;
+  opts.initial_load = initial_load;
+  opts.small_bytes = small_bytes;
+  auto out = store::assign_owners(in, opts);
+  check(out.status());
+  return out->owner;
+}
+
+// The INDEX of a step directory as plain data (tests, tools, the docs' examples).
+py::dict read_index(const std::string& step_dir) {
+  auto index = resume::read_step_index(package_env(), step_dir);
+  check(index.status());
+  py::list tensors;
+  for (size_t t = 0; t < index->tensor_count(); ++t) {
+    const store::IndexTensor& it = index->tensor(t);
+    py::list boxes;
+    for (uint32_t b = it.first_box; b < it.first_box + it.box_count; ++b) {
+      const store::Extent e = index->box_extent(t, b);
+      py::dict box;
+      box["file"] = std::string(index->file_name(index->box(b).file));
+      box["offsets"] = std::vector<int64_t>(e.offsets.begin(), e.offsets.begin() + e.ndim);
+      box["sizes"] = std::vector<int64_t>(e.sizes.begin(), e.sizes.begin() + e.ndim);
+      box["nbytes"] = index->box_nbytes(t, b);
+      boxes.append(box);
+    }
+    py::dict d;
+    d["name"] = std::string(index->tensor_name(t));
+    d["dtype"] = std::string(dtype_name(it.dtype));
+    d["shape"] = std::vector<int64_t>(it.shape.begin(), it.shape.begin() + it.ndim);
+    d["placement"] = std::string(store::placement_name(it.placement));
+    d["boxes"] = boxes;
+    tensors.append(d);
+  }
+  py::list files;
+  for (uint32_t f = 0; f < index->file_count(); ++f) files.append(std::string(index->file_name(f)));
+  py::dict out;
+  out["tensors"] = tensors;
+  out["files"] = files;
+  out["step"] = index->step;
+  return out;
+}
+
+}  // namespace
+
+void bind_shard(py::module_& m) {
+  m.attr("MAX_FORMAT_VERSION") = kMaxFormatVersion;
+  py::class_<PyShardRead>(m, "ShardRead")
+      .def(py::init<const std::string&, const py::list&>(), py::arg("step_dir"), py::arg("targets"))
+      .def("copy_out", &PyShardRead::copy_out)
+      .def("stats", &PyShardRead::stats);
+  m.def("assign_owners", &assign_owners, py::arg("items"), py::arg("candidates"),
+        py::arg("initial_load") = std::vector<uint64_t>{},
+        py::arg("small_bytes") = uint64_t{1} << 20);
+  m.def("read_index", &read_index, py::arg("step_dir"));
+}
+
+}  // namespace ckpt::python

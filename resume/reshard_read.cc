@@ -1,0 +1,183 @@
+#include "resume/reshard_read.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "ckpt/base/hash.h"
+#include "ckpt/store/box_tiling.h"
+#include "ckpt/store/commit_index.h"
+#include "ckpt/store/run_dir.h"
+#include "resume/pipeline.h"
+#include "resume/read_plan.h"
+
+namespace ckpt::resume {
+namespace {
+
+// Reads a plan of whole boxes: a chunk that is one whole box goes straight into the box's
+// scratch; coalesced small boxes go through the worker's staging buffer.
+class BoxSink final : public ChunkSink {
+ public:
+  BoxSink(const ReadPlan& plan, std::vector<unsigned char*> dst, unsigned workers)
+      : plan_(plan), dst_(std::move(dst)), staging_(workers) {}
+
+  Result<unsigned char*> acquire(unsigned worker, const PlanChunk& c) override {
+    if (plan_.is_direct(c)) {
+      const PlanPiece& p = plan_.pieces[c.first_piece];
+      return dst_[p.tensor] + p.tensor_offset;
+    }
+    if (worker >= staging_.size()) return internal_error("shard read: worker out of range");
+    staging_[worker].resize(c.nbytes);
+    return staging_[worker].data();
+  }
+  Status deliver(unsigned, const PlanChunk& c, unsigned char* bytes) override {
+    if (plan_.is_direct(c)) return Status::ok();
+    for (uint32_t k = 0; k < c.piece_count; ++k) {
+      const PlanPiece& p = plan_.pieces[c.first_piece + k];
+      std::memcpy(dst_[p.tensor] + p.tensor_offset, bytes + p.chunk_offset, p.nbytes);
+    }
+    return Status::ok();
+  }
+  Status release(unsigned, const PlanChunk&, unsigned char*) override { return Status::ok(); }
+  bool bytes_stay(const PlanChunk& c) const override { return plan_.is_direct(c); }
+
+ private:
+  const ReadPlan& plan_;
+  std::vector<unsigned char*> dst_;  // per plan tensor
+  std::vector<std::vector<unsigned char>> staging_;
+};
+
+// "tensor \"/m/w\": the checkpoint has float32, the live shard bfloat16"
+Status check_target(const store::GlobalIndex& index, const ShardTarget& t, uint64_t want_bytes) {
+  const int64_t i = index.find_tensor(t.tensor);
+  if (i < 0) return Status::ok();  // plan_reshard names it
+  const DType saved = index.tensor(static_cast<size_t>(i)).dtype;
+  if (saved != t.dtype) {
+    return mismatch("tensor \"" + t.tensor + "\": the checkpoint has " + dtype_name(saved) +
+                    ", the live shard " + dtype_name(t.dtype));
+  }
+  if (t.nbytes != want_bytes || (want_bytes > 0 && t.data == nullptr)) {
+    return invalid_argument(
+        "tensor \"" + t.tensor + "\": the live shard " + store::extent_string(t.extent) +
+        " needs " + std::to_string(want_bytes) + " bytes, it has " + std::to_string(t.nbytes));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<store::GlobalIndex> read_step_index(Env* env, const std::string& step_dir) {
+  CKPT_ASSIGN_OR_RETURN(CommitRecord rec, store::read_commit(env, step_dir));
+  const std::string path = path_join(step_dir, store::kIndexFileName);
+  const CommitFile* listed = nullptr;
+  for (const CommitFile& f : rec.files) {
+    if (f.name == store::kIndexFileName) listed = &f;
+  }
+  if (listed == nullptr) {
+    return not_found(step_dir +
+                     ": no INDEX in COMMIT.json (a format version 1 checkpoint holds "
+                     "no sharded tensors)");
+  }
+  CKPT_ASSIGN_OR_RETURN(std::string bytes, env->read_all(path, listed->bytes + 1));
+  if (bytes.size() != listed->bytes) {
+    return corrupt(path + ": " + std::to_string(bytes.size()) + " bytes, the commit record says " +
+                   std::to_string(listed->bytes));
+  }
+  const uint64_t got = xxh3_64(bytes.data(), bytes.size());
+  if (got != listed->xxh3) {
+    return corrupt(path + ": xxh3 of the file is " + hex64(got) + ", the commit record says " +
+                   hex64(listed->xxh3));
+  }
+  return store::decode_index(bytes, path);
+}
+
+Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
+                                     std::vector<ShardTarget> targets, unsigned io_threads) {
+  ShardRead sr;
+  sr.targets_ = std::move(targets);
+  CKPT_ASSIGN_OR_RETURN(sr.index_, read_step_index(env, step_dir));
+  const std::string index_path = path_join(step_dir, store::kIndexFileName);
+  CKPT_RETURN_IF_ERROR(store::tiling_status(store::check_index_tiling(sr.index_), index_path));
+  // Empty local shards (3 rows over 4 ranks) read nothing; the plan numbers the others.
+  std::vector<ShardTarget> all = std::move(sr.targets_);
+  sr.targets_.clear();
+  std::vector<TargetBox> boxes;
+  for (ShardTarget& t : all) {
+    if (t.extent.empty()) {
+      if (t.nbytes != 0)
+        return invalid_argument("tensor \"" + t.tensor + "\": an empty shard of " +
+                                std::to_string(t.nbytes) + " bytes");
+      continue;
+    }
+    boxes.push_back({t.tensor, t.extent});
+    sr.targets_.push_back(std::move(t));
+  }
+  CKPT_ASSIGN_OR_RETURN(sr.plan_, plan_reshard(sr.index_, boxes));
+  for (size_t i = 0; i < sr.targets_.size(); ++i) {
+    CKPT_RETURN_IF_ERROR(check_target(sr.index_, sr.targets_[i], sr.plan_.target_bytes[i]));
+  }
+  const unsigned threads = io_threads > 0 ? io_threads : default_io_threads();
+  sr.box_bytes_.resize(sr.index_.box_count());
+  std::vector<std::string> lost;     // rank files that could not be read whole and checked
+  std::vector<std::string> reasons;  // why, one each
+  for (const ReshardFile& f : sr.plan_.files) {
+    std::vector<ManifestEntry> entries = box_entries(sr.index_, f);
+    std::vector<unsigned char*> scratch(entries.size());
+    for (size_t k = 0; k < entries.size(); ++k) {
+      auto& buf = sr.box_bytes_[f.boxes[k].box];
+      buf.reset(new unsigned char[std::max<uint64_t>(entries[k].nbytes, 1)]);
+      scratch[k] = buf.get();
+    }
+    CKPT_ASSIGN_OR_RETURN(ReadPlan rp,
+                          make_read_plan(entries, PlanOptions{8u << 20, 64u << 10, 0}));
+    std::vector<unsigned char*> dst(rp.tensors.size());
+    for (size_t t = 0; t < rp.tensors.size(); ++t) dst[t] = scratch[rp.tensors[t].manifest_index];
+    const std::string path = path_join(step_dir, f.name);
+    auto file = env->open_random(path);
+    Status s = file.status();
+    PipelineStats ps;
+    if (s.is_ok()) {
+      BoxSink sink(rp, std::move(dst), threads);
+      s = run_pipeline(**file, rp, &sink, PipelineOptions{threads, true, false, 0}, &ps);
+    }
+    if (!s.is_ok()) {
+      lost.push_back(f.name);
+      reasons.push_back(s.message());
+      continue;
+    }
+    ++sr.stats_.files;
+    sr.stats_.boxes += entries.size();
+    sr.stats_.bytes_read += ps.read_bytes;
+  }
+  if (!lost.empty()) {
+    std::string msg = step_dir + ": " + std::to_string(lost.size()) +
+                      (lost.size() == 1 ? " rank file" : " rank files") + " missing or damaged (" +
+                      reasons.front() +
+                      (reasons.size() > 1 ? "; and " + std::to_string(reasons.size() - 1) + " more"
+                                          : std::string()) +
+                      ")";
+    auto loss = store::account_loss(sr.index_, lost);
+    if (loss.is_ok()) {
+      for (const std::string& line : loss->lines()) msg += "; " + line;
+    }
+    return corrupt(msg + "; nothing was restored");
+  }
+  return sr;
+}
+
+Status ShardRead::copy_out() {
+  if (copied_) return invalid_argument("ShardRead::copy_out: already copied");
+  copied_ = true;
+  for (const ReshardFile& f : plan_.files) {
+    for (const ReshardRun& r : f.runs) {
+      const unsigned char* box = box_bytes_[r.box].get();
+      const uint64_t at = r.file_offset - index_.box_offset(r.box);
+      auto* dst = static_cast<unsigned char*>(targets_[r.target].data);
+      std::memcpy(dst + r.dst_offset, box + at, r.nbytes);
+      stats_.bytes_copied += r.nbytes;
+    }
+  }
+  box_bytes_.clear();
+  return Status::ok();
+}
+
+}  // namespace ckpt::resume

@@ -1,0 +1,70 @@
+// ShardRead: fills live local shards from a sharded checkpoint (format version 2) saved at any
+// layout — the restore half of docs/format.md §8.
+//
+// prepare() reads the step's COMMIT.json and INDEX (its size and XXH3 checked against the
+// record), decodes the index (bounds-checked), runs the tiling check, plans every target's runs
+// (resume/reshard_plan.h) and reads every saved box the runs touch, whole, through the planned
+// pipeline (resume/pipeline.h: coalesced positioned reads on I/O threads, each box's XXH3 checked
+// while its bytes are hot), into scratch memory it owns. Only the rank files the targets overlap
+// are opened. Nothing of the targets is written: a missing, truncated or damaged rank file, a
+// box that fails its hash, an index that does not tile, or a target of another dtype or outside
+// its tensor is refused first, naming the file and, for lost files, every tensor and element range
+// they held (store::account_loss). copy_out() then copies the runs into the targets.
+//
+// Memory: the scratch holds every touched box once (about this rank's share of the state when
+// the layouts match; up to the boxes that overlap its shards when they do not). Not thread-safe;
+// one thread prepares and copies.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ckpt/base/status.h"
+#include "ckpt/format/dtype.h"
+#include "ckpt/io/env.h"
+#include "ckpt/store/box_index.h"
+#include "resume/reshard_plan.h"
+
+namespace ckpt::resume {
+
+struct ShardTarget {
+  std::string tensor;    // the tensor's name in the index: its dataset path, "/model/0.weight"
+  store::Extent extent;  // the global elements the local shard holds
+  DType dtype = DType::kFloat32;
+  void* data = nullptr;  // row-major, nbytes long (the extent's elements × the dtype's size)
+  uint64_t nbytes = 0;
+};
+
+struct ShardReadStats {
+  size_t files = 0;           // rank files opened
+  size_t boxes = 0;           // saved boxes read and checked
+  uint64_t bytes_read = 0;    // from the files (coalesced padding included)
+  uint64_t bytes_copied = 0;  // into the targets
+};
+
+class ShardRead {
+ public:
+  static Result<ShardRead> prepare(Env* env, const std::string& step_dir,
+                                   std::vector<ShardTarget> targets, unsigned io_threads = 0);
+  // Copies every run into its target. Call once, after prepare succeeded.
+  Status copy_out();
+  const ShardReadStats& stats() const { return stats_; }
+  const store::GlobalIndex& index() const { return index_; }
+
+ private:
+  std::vector<ShardTarget> targets_;
+  store::GlobalIndex index_;
+  ReshardPlan plan_;
+  // The bytes of each touched saved box, by index box id (null for untouched boxes).
+  std::vector<std::unique_ptr<unsigned char[]>> box_bytes_;
+  ShardReadStats stats_;
+  bool copied_ = false;
+};
+
+// The decoded INDEX of `step_dir` (its bytes checked against COMMIT.json first); kNotFound when
+// the checkpoint has none (format version 1).
+Result<store::GlobalIndex> read_step_index(Env* env, const std::string& step_dir);
+
+}  // namespace ckpt::resume
