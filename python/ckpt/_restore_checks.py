@@ -71,7 +71,7 @@ def _format_problem(attrs: Dict[str, Any]) -> Optional[str]:
     newest = _shard.max_format_version()  # version 2: boxes of sharded tensors (format.md §8)
     if fmt == _core.FORMAT and isinstance(version, int) and 1 <= version <= newest:
         return None
-    versions = f"version {newest}" if newest == 1 else f"versions 1 to {newest}"
+    versions = f"version {newest}" if newest <= 1 else f"versions 1 to {newest}"
     return f"format {fmt!r} version {version}, this build reads format {_core.FORMAT!r} {versions}"
 
 
