@@ -132,7 +132,7 @@ def _check_one_box(path: str, global_shape: Sequence[int], mesh_shape: Sequence[
                                        f"one box (dimension {d} holds rows {idx[:4]}...)")
 
 
-def _mesh_facts(dt: Any) -> Tuple[List[int], List[int], List[List[int]]]:
+def _mesh_facts(dt: Any) -> Tuple[List[int], List[int], List[int]]:
     """(mesh shape, this rank's coordinate, global rank at every coordinate, flattened)."""
     mesh = dt.device_mesh
     coord = mesh.get_coordinate()

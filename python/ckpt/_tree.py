@@ -243,7 +243,7 @@ def allocate(meta: Tree, path: str, dests: Dict[str, Ref], live: Any,
     no allocation, read straight into the live object's memory; the others are allocated.
     A box entry (meta["boxes"], a piece of a global tensor) goes to `targets` instead, for
     _core.ShardRead: see _allocate_box."""
-    out: Dict[str, torch.Tensor] = {}
+    out: Dict[str, Any] = {}  # tensors (DTensors too), or _WholeForShard
     boxes: Dict[str, Any] = meta.get("boxes") or {}
     for name, (dtype, shape, alias_of) in meta["tensors"].items():
         sub = f"{path}/{name}"
@@ -263,9 +263,10 @@ def allocate(meta: Tree, path: str, dests: Dict[str, Ref], live: Any,
                 from .errors import MismatchError
                 raise MismatchError(f"{sub}: the checkpoint has {dtype}{list(shape)}, the live "
                                     f"object has {_DTYPES.get(lv.dtype, lv.dtype)}{list(lv.shape)}")
-            t = torch.empty(shape, dtype=_TORCH[dtype])
-            dests[sub] = (t.data_ptr(), t.numel() * t.element_size(), dtype, list(shape))
-            out[name] = _WholeForShard(t, lv)
+            whole = torch.empty(shape, dtype=_TORCH[dtype])
+            dests[sub] = (whole.data_ptr(), whole.numel() * whole.element_size(), dtype,
+                          list(shape))
+            out[name] = _WholeForShard(whole, lv)
             continue
         t = None
         if isinstance(lv, torch.Tensor):
@@ -325,7 +326,8 @@ def _allocate_box(sub: str, dtype: str, global_shape: List[int], lv: Any,
         else:
             result = torch.empty(global_shape, dtype=torch_dtype)
         box_of = lv
-    elif _shard.is_dtensor(template) and [int(s) for s in template.shape] == list(global_shape):
+    elif (template is not None and _shard.is_dtensor(template)
+          and [int(s) for s in template.shape] == list(global_shape)):
         result = _shard.like_dtensor(template, torch_dtype)
         box_of = template
     else:

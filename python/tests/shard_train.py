@@ -130,7 +130,8 @@ def main(cfg):
         if rep.restored:
             result["restored_step"] = step
             result["restored"] = state_digests(parts)
-        while step < cfg["steps"] and step != cfg["stop_after"]:
+        stop = cfg["stop_after"] or None
+        while step < cfg["steps"] and step != stop:
             for x, y in loader:
                 step += 1
                 loss = nn.functional.mse_loss(model(x), y)
@@ -145,7 +146,7 @@ def main(cfg):
                 if step % cfg["save_every"] == 0 or step == cfg["steps"]:
                     ck.save(step)
                     result["digests"][str(step)] = state_digests(parts)
-                if step in (cfg["stop_after"], cfg["steps"]):
+                if step in (stop, cfg["steps"]):
                     break
         result["final"] = state_digests(parts)
         result["step"] = step
