@@ -86,6 +86,12 @@ def rank_main(cfg):
     root = pathlib.Path(cfg["dir"])
     if cfg["phase"] == "save":
         step(model, opt)
+        cks = {}
+        for op in ("ckpt_save", "ckpt_stall"):  # one each for every rep: its arena is reused
+            if rank == 0:
+                shutil.rmtree(root / op, ignore_errors=True)
+            barrier()
+            cks[op] = ckpt.Checkpointer(root / op, keep_last=1).track(model=model, optimizer=opt)
         for rep in range(cfg["reps"]):
             order = ["ckpt_save", "dcp_save", "ckpt_stall", "dcp_async_stall"]
             if rep % 2:
@@ -96,10 +102,9 @@ def rank_main(cfg):
                     shutil.rmtree(run, ignore_errors=True)
                 barrier()
                 if op.startswith("ckpt"):
-                    with ckpt.Checkpointer(run, keep_last=1) as ck:
-                        ck.track(model=model, optimizer=opt)
-                        s, _ = timed(lambda: ck.save(1, blocking=(op == "ckpt_save")), barrier)
-                        ck.wait()
+                    ck = cks[op]
+                    s, _ = timed(lambda: ck.save(rep + 1, blocking=(op == "ckpt_save")), barrier)
+                    ck.wait()
                 else:
                     msd, osd = get_state_dict(model, opt)
                     state = {"model": msd, "optim": osd}
@@ -111,23 +116,28 @@ def rank_main(cfg):
                         fut.result()
                 put(op, s)
                 barrier()
+        for ck in cks.values():
+            ck.close()
+        barrier()
         if rank == 0:  # the checkpoints the restores read
-            for a, b in (("ckpt_save-0", "ckpt"), ("dcp_save-0", "dcp")):
+            for a, b in (("ckpt_save", "ckpt"), ("dcp_save-0", "dcp")):
                 shutil.rmtree(root / b, ignore_errors=True)
                 os.rename(root / a, root / b)
     else:
+        step(model, opt)  # the live optimizer has state (DCP needs it; ckpt_load_live uses it)
         for rep in range(cfg["reps"]):
-            order = ["ckpt_load", "dcp_load"] if rep % 2 == 0 else ["dcp_load", "ckpt_load"]
+            order = ["ckpt_load", "ckpt_load_live", "dcp_load"]
+            if rep % 2:
+                order.reverse()
             for op in order:
-                if op == "ckpt_load":
-                    fresh = torch.optim.AdamW(model.parameters(), lr=1e-3)
+                if op.startswith("ckpt"):
+                    target = (torch.optim.AdamW(model.parameters(), lr=1e-3)
+                              if op == "ckpt_load" else opt)
                     with ckpt.Checkpointer(root / "ckpt", read_only=True) as ck:
-                        ck.track(model=model, optimizer=fresh)
+                        ck.track(model=model, optimizer=target)
                         s, rep_ = timed(ck.restore_latest, barrier)
                         assert rep_.restored
                 else:
-                    if not opt.state:
-                        step(model, opt)  # DCP loads into optimizer state that exists
                     msd, osd = get_state_dict(model, opt)
                     state = {"model": msd, "optim": osd}
                     s, _ = timed(lambda: dcp.load(state, checkpoint_id=str(root / "dcp")),
@@ -189,10 +199,12 @@ def main():
               f"{statistics.median(saves[theirs]) / statistics.median(saves[ours]):.2f}x")
     for w in (int(x) for x in a.worlds.split(",")):
         got = launch(w, dict(base, phase="load", out=str(root / f"load{w}.json")), sys.executable)
-        print(show(f"ckpt_restore at {w}", got["ckpt_load"]))
-        print(show(f"dcp.load at {w}", got["dcp_load"]))
-        print(f"{'':<22} ratio dcp/ckpt at {w}: "
-              f"{statistics.median(got['dcp_load']) / statistics.median(got['ckpt_load']):.2f}x")
+        print(show(f"ckpt restore at {w}", got["ckpt_load"]) + "  fresh optimizer")
+        print(show(f"ckpt restore at {w}", got["ckpt_load_live"]) + "  optimizer with state")
+        print(show(f"dcp.load at {w}", got["dcp_load"]) + "  optimizer with state")
+        for k in ("ckpt_load", "ckpt_load_live"):
+            print(f"{'':<22} ratio dcp/{k} at {w}: "
+                  f"{statistics.median(got['dcp_load']) / statistics.median(got[k]):.2f}x")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,10 @@
 
 Trees cross as dicts: {"attrs": {name: value}, "tensors": {name: ...}, "children": {name: tree}}.
 On save a tensor entry is (data pointer, byte length, dtype name, shape), or (0, 0, dtype name,
-shape, alias_of) for a tied tensor; in OpenRank.tree it is (dtype name, shape, alias_of).
+shape, alias_of) for a tied tensor, or a box of a global tensor (data pointer, byte length, dtype
+name, box sizes, "", global shape, box offsets, placement, owner: -1 when this rank writes it,
+else the owner's rank with no bytes); in OpenRank.tree it is (dtype name, shape, alias_of), and
+a node's "boxes" maps a box entry's name to (global shape, box offsets, placement, owner).
 Failures raise ckpt.errors exceptions chosen by the C++ Status code."""
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 

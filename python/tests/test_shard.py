@@ -17,11 +17,13 @@ STEP = "step-000000000004"
 @pytest.fixture(scope="module")
 def fsdp_runs(tmp_path_factory):
     """FSDP2 at 2 ranks: a run that never stops (8 steps, saves at 4 and 8) and one stopped
-    after step 4 (its step-4 checkpoint copied aside) and resumed in fresh processes."""
+    after step 4 (a non-blocking save; its step-4 checkpoint copied aside) and resumed in fresh
+    processes."""
     torch2_python()
     d = tmp_path_factory.mktemp("fsdp")
     straight = train(d, "straight", 2, run=str(d / "straight"), layout="fsdp", steps=8)
-    stopped = train(d, "stopped", 2, run=str(d / "run"), layout="fsdp", steps=8, stop_after=4)
+    stopped = train(d, "stopped", 2, run=str(d / "run"), layout="fsdp", steps=8, stop_after=4,
+                    nonblocking=True)  # snapshots of the local shards, committed at close
     shutil.copytree(d / "run", d / "at4")
     resumed = train(d, "resumed", 2, run=str(d / "run"), layout="fsdp", steps=8)
     return {"dir": d, "straight": straight, "stopped": stopped, "resumed": resumed}
