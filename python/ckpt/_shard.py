@@ -167,7 +167,8 @@ class _Pending:
                  dtype: str, global_shape: List[int], offsets: List[int], sizes: List[int],
                  kind: str, cands: List[int]) -> None:
         self.node, self.name, self.path, self.local = node, name, path, local
-        self.dtype, self.global_shape, self.offsets, self.sizes = dtype, global_shape, offsets, sizes
+        self.dtype, self.global_shape = dtype, global_shape
+        self.offsets, self.sizes = offsets, sizes
         self.kind, self.cands = kind, cands
 
     def nbytes(self) -> int:

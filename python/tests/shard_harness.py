@@ -64,7 +64,8 @@ def launch(world, script, *args, timeout=600):
         for r, p in enumerate(procs):
             out, _ = p.communicate(timeout=timeout)
             outs.append(out)
-            assert p.returncode == 0, f"rank {r} of {world} ({script} {' '.join(map(str, args))}):\n{out}"
+            what = f"{script} {' '.join(map(str, args))}"
+            assert p.returncode == 0, f"rank {r} of {world} ({what}):\n{out}"
     finally:
         for p in procs:
             if p.poll() is None:

@@ -6,13 +6,13 @@ CONFIG: {"run": run dir, "layout": "fsdp" | "fsdp_tp" | "plain", "steps": last s
 writes it), "nonblocking": true to save with blocking=False (committed by the next save or at
 close)}.
 
-Tracked: model (an MLP, Linear-ReLU-Linear; "fsdp": fully_shard over every rank; "fsdp_tp": a 2 x 2 mesh,
-("dp", "tp"), ColwiseParallel on layer 0 (Shard(0)) and RowwiseParallel on layer 2 (Shard(1)),
-then fully_shard over "dp"), its AdamW with a LambdaLR, a ResumableLoader on the "dp" mesh
-dimension, and with "extra" in the config: `extra` (17 rows and 3 rows, fully_shard over every
-rank: uneven and empty shards) and `hsdp` (HSDP on a (rep=2, shard=world/2) mesh at 4 ranks,
-fully_shard over every rank below), each with its own AdamW. `plain` is a single process with
-plain modules: the unsharded restore.
+Tracked: model (an MLP, Linear-ReLU-Linear; "fsdp": fully_shard over every rank; "fsdp_tp": a 2
+x 2 mesh ("dp", "tp"), ColwiseParallel on layer 0 (Shard(0)) and RowwiseParallel on layer 2
+(Shard(1)), then fully_shard over "dp"), its AdamW with a LambdaLR, a ResumableLoader on the
+"dp" mesh dimension, and with "extra" in the config: `extra` (17 rows and 3 rows, fully_shard
+over every rank: uneven and empty shards) and `hsdp` (HSDP on a (rep=2, shard=world/2) mesh at 4
+ranks, fully_shard over every rank below), each with its own AdamW. `plain` is a single process
+with plain modules: the unsharded restore.
 
 The result: per checkpointed step the XXH3 of the full value (full_tensor()) of every parameter
 and of both Adam moments, by name; after a restore the same of the restored state ("restored");
