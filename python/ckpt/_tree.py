@@ -258,15 +258,23 @@ def allocate(meta: Tree, path: str, dests: Dict[str, Ref], live: Any,
             out[name] = _allocate_box(sub, dtype, boxes[name][0], lv,
                                       like(sub) if like is not None else None, in_place, targets)
             continue
-        if _shard.is_dtensor(lv):  # a whole tensor saved, a sharded one live: read it whole
-            if _DTYPES.get(lv.dtype) != dtype or list(lv.shape) != list(shape):
+        template = like(sub) if like is not None and lv is None else None
+        if template is not None and not (_shard.is_dtensor(template)
+                                         and list(template.shape) == list(shape)):
+            template = None
+        if _shard.is_dtensor(lv) or template is not None:
+            # a whole tensor saved, a sharded one live (or a fresh optimizer's moment of a
+            # sharded parameter): read it whole, hand over this rank's part
+            sharded = lv if template is None else template
+            if template is None and (_DTYPES.get(lv.dtype) != dtype
+                                     or list(lv.shape) != list(shape)):
                 from .errors import MismatchError
                 raise MismatchError(f"{sub}: the checkpoint has {dtype}{list(shape)}, the live "
                                     f"object has {_DTYPES.get(lv.dtype, lv.dtype)}{list(lv.shape)}")
             whole = torch.empty(shape, dtype=_TORCH[dtype])
             dests[sub] = (whole.data_ptr(), whole.numel() * whole.element_size(), dtype,
                           list(shape))
-            out[name] = _WholeForShard(whole, lv)
+            out[name] = _WholeForShard(whole, sharded)
             continue
         t = None
         if isinstance(lv, torch.Tensor):

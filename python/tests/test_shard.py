@@ -156,3 +156,15 @@ def test_fsdp_tp_checkpoint_restores_fsdp_only_and_plain(mesh_run, world, tmp_pa
     assert len(want) == 12 * 3  # 12 parameters, each with two moments
     assert got["restored_step"] == 4 and got["restored"] == want
     assert got["step"] == 5
+
+
+def test_a_plain_checkpoint_restores_into_an_fsdp2_model(tmp_path):
+    """Version 1 (one process, plain modules: whole tensors) into FSDP2 at 2 ranks: each rank
+    takes its part of each whole tensor, fresh optimizer moments included."""
+    torch2_python()
+    run = tmp_path / "run"
+    saved = train(tmp_path, "plain", 1, run=str(run), layout="plain", steps=4)
+    assert core.OpenRank(str(run / STEP), 0).tree["attrs"]["format_version"] == 1
+    got = train(tmp_path, "fsdp", 2, run=str(run), layout="fsdp", steps=5)
+    assert got["restored_step"] == 4 and got["restored"] == saved["digests"]["4"]
+    assert got["step"] == 5
