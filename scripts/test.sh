@@ -13,6 +13,8 @@ export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 build="${CKPT_BUILD_DIR:-build}"
 phase "install dependencies" scripts/install-deps.sh --test
 phase "build" scripts/build.sh
+# The torch 2.x venv ctest python_shard runs ranks with (one line and a skip without PyPI).
+phase "torch2 venv" scripts/torch2-venv.sh
 phase "tests" bash -c "cd '$build' && ctest --output-on-failure -j2 --timeout 1200"
 if [[ "${CKPT_SKIP_SANITIZED:-0}" != 1 ]]; then
   scripts/test-sanitized.sh

@@ -2,7 +2,10 @@
 
 Trees cross as dicts: {"attrs": {name: value}, "tensors": {name: ...}, "children": {name: tree}}.
 On save a tensor entry is (data pointer, byte length, dtype name, shape), or (0, 0, dtype name,
-shape, alias_of) for a tied tensor; in OpenRank.tree it is (dtype name, shape, alias_of).
+shape, alias_of) for a tied tensor, or a box of a global tensor (data pointer, byte length, dtype
+name, box sizes, "", global shape, box offsets, placement, owner: -1 when this rank writes it,
+else the owner's rank with no bytes); in OpenRank.tree it is (dtype name, shape, alias_of), and
+a node's "boxes" maps a box entry's name to (global shape, box offsets, placement, owner).
 Failures raise ckpt.errors exceptions chosen by the C++ Status code."""
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -13,6 +16,7 @@ Destination = Tuple[int, int, str, List[int]]
 MAX_STEP: int
 FORMAT: str
 FORMAT_VERSION: int
+MAX_FORMAT_VERSION: int
 VERSION: str
 # dtype name -> (element size in bytes, quantized)
 DTYPES: Dict[str, Tuple[int, bool]]
@@ -34,6 +38,17 @@ def verify(step_dir: str) -> List[str]: ...
 def xxh3_hex(data: bytes) -> str: ...
 def read_journal(run_dir: str) -> List[str]: ...
 def batch_seed(seed: int, epoch: int, index: int) -> int: ...
+def assign_owners(items: List[Tuple[str, int]], candidates: List[int],
+                  initial_load: List[int] = ..., small_bytes: int = ...) -> List[int]: ...
+def read_index(step_dir: str) -> Dict[str, Any]: ...
+
+
+class ShardRead:
+    # targets: (tensor path, offsets, sizes, data pointer, byte length, dtype name)
+    def __init__(self, step_dir: str,
+                 targets: List[Tuple[str, List[int], List[int], int, int, str]]) -> None: ...
+    def copy_out(self) -> None: ...
+    def stats(self) -> Dict[str, int]: ...
 
 
 class OpenRank:

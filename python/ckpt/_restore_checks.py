@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from . import _core, _tree
+from . import _core, _shard, _tree
 from .errors import CorruptCheckpointError, InvalidArgumentError, MismatchError
 from .loader import ResumableLoader
 
@@ -68,10 +68,11 @@ def open_latest(run_dir: str, rank: int, on_damaged: str) -> Tuple[
 
 def _format_problem(attrs: Dict[str, Any]) -> Optional[str]:
     fmt, version = attrs.get("format"), attrs.get("format_version")
-    if fmt == _core.FORMAT and version == _core.FORMAT_VERSION:
+    newest = _shard.max_format_version()  # version 2: boxes of sharded tensors (format.md §8)
+    if fmt == _core.FORMAT and isinstance(version, int) and 1 <= version <= newest:
         return None
-    return (f"format {fmt!r} version {version}, this build reads format {_core.FORMAT!r} "
-            f"version {_core.FORMAT_VERSION}")
+    versions = f"version {newest}" if newest <= 1 else f"versions 1 to {newest}"
+    return f"format {fmt!r} version {version}, this build reads format {_core.FORMAT!r} {versions}"
 
 
 def check_object(name: str, meta: _tree.Tree, obj: object, live_state: Any) -> None:

@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import torch
 
-from . import _core
+from . import _core, _shard
 
 # A node dict as ckpt._core takes and gives it (python/ckpt/_core.pyi).
 Tree = Dict[str, Any]
@@ -133,11 +133,13 @@ def _view_key(t: torch.Tensor) -> Tuple[Any, ...]:
 
 
 def encode(value: Any, path: str, keep: List[torch.Tensor], skipped: List[str],
-           seen: Optional[Dict[Tuple[Any, ...], str]] = None) -> Optional[Tree]:
+           seen: Optional[Dict[Tuple[Any, ...], str]] = None,
+           layout: Optional[_shard.SaveLayout] = None) -> Optional[Tree]:
     """The node dict of container `value`; `skipped` collects key paths not representable.
     A tensor that is the same view of the same memory as one encoded before (a tied embedding
     and output layer) is stored once: the later name gets alias_of = the first one's path, with
-    its dtype and shape and no bytes, as the C++ adapter does (docs/format.md)."""
+    its dtype and shape and no bytes, as the C++ adapter does (docs/format.md). A DTensor goes
+    to `layout` (its box tuple is put in once the owners are known: SaveLayout.finish)."""
     seen = {} if seen is None else seen
     items: List[Tuple[str, Any]]
     if isinstance(value, dict):
@@ -160,7 +162,13 @@ def encode(value: Any, path: str, keep: List[torch.Tensor], skipped: List[str],
                                    "ckpt.skipped": []}
     for name, v in items:
         sub = f"{path}/{name}"
-        if isinstance(v, torch.Tensor):
+        if isinstance(v, torch.Tensor) and _shard.is_dtensor(v):
+            if layout is None:
+                raise TypeError(f"{sub}: a DTensor outside a Checkpointer's save")
+            if v.dtype not in _DTYPES:
+                raise TypeError(f"{sub}: dtype {v.dtype} is not storable")
+            layout.add(node, name, sub, v, _DTYPES[v.dtype])
+        elif isinstance(v, torch.Tensor):
             key = _view_key(v) if v.numel() > 0 else None
             if key is not None and key in seen:
                 node["tensors"][name] = (0, 0, _DTYPES[v.dtype], list(v.shape), seen[key])
@@ -181,7 +189,7 @@ def encode(value: Any, path: str, keep: List[torch.Tensor], skipped: List[str],
             if isinstance(v, tuple):
                 lists["ckpt.tuples"].append(name)
         elif isinstance(v, (dict, list, tuple)):
-            child = encode(v, sub, keep, skipped, seen)
+            child = encode(v, sub, keep, skipped, seen, layout)
             if child is None:
                 lists["ckpt.skipped"].append(name)
             else:
@@ -196,10 +204,11 @@ def encode(value: Any, path: str, keep: List[torch.Tensor], skipped: List[str],
 
 
 def encode_component(value: Any, path: str, keep: List[torch.Tensor],
-                     skipped: List[str]) -> Tree:
+                     skipped: List[str], layout: Optional[_shard.SaveLayout] = None) -> Tree:
     """encode() of a tracked object's whole state: a state that cannot be stored at all (a dict
     whose keys mix types) is refused, naming the component."""
-    node = encode(value, path, keep, skipped) if isinstance(value, (dict, list, tuple)) else None
+    node = (encode(value, path, keep, skipped, None, layout)
+            if isinstance(value, (dict, list, tuple)) else None)
     if node is None:
         from .errors import InvalidArgumentError
         kind = type(value).__name__
@@ -220,13 +229,22 @@ def _writable_in_place(t: torch.Tensor, used: Set[int]) -> bool:
     return True
 
 
+# A live tensor to lay a restored tensor out like (a fresh optimizer's moment: its parameter),
+# by the stored path; None when there is none.
+Like = Callable[[str], Optional[torch.Tensor]]
+
+
 def allocate(meta: Tree, path: str, dests: Dict[str, Ref], live: Any,
-             in_place: Optional[Set[int]] = None) -> Tree:
+             in_place: Optional[Set[int]] = None,
+             targets: Optional[List[_shard.Target]] = None, like: Optional[Like] = None) -> Tree:
     """A tensor for every dataset of `meta` (ckpt._core.OpenRank(...).tree), recorded in dests, and
     checked against the live tensor at the same key path (`live`, may be None). With `in_place`
     (a set: the data pointers used so far) a live tensor that fits is itself the destination —
-    no allocation, read straight into the live object's memory; the others are allocated."""
-    out: Dict[str, torch.Tensor] = {}
+    no allocation, read straight into the live object's memory; the others are allocated.
+    A box entry (meta["boxes"], a piece of a global tensor) goes to `targets` instead, for
+    _core.ShardRead: see _allocate_box."""
+    out: Dict[str, Any] = {}  # tensors (DTensors too), or _WholeForShard
+    boxes: Dict[str, Any] = meta.get("boxes") or {}
     for name, (dtype, shape, alias_of) in meta["tensors"].items():
         sub = f"{path}/{name}"
         if dtype not in _TORCH:
@@ -234,6 +252,30 @@ def allocate(meta: Tree, path: str, dests: Dict[str, Ref], live: Any,
         if alias_of:  # no bytes of its own (the file records no shape): decode() ties it
             continue
         lv = _get(live, _live_key(meta, name))
+        if name in boxes:
+            if targets is None:
+                raise TypeError(f"{sub}: a box of a sharded tensor outside a restore")
+            out[name] = _allocate_box(sub, dtype, boxes[name][0], lv,
+                                      like(sub) if like is not None else None, in_place, targets)
+            continue
+        template = like(sub) if like is not None and lv is None else None
+        if template is not None and not (_shard.is_dtensor(template)
+                                         and list(template.shape) == list(shape)):
+            template = None
+        if _shard.is_dtensor(lv) or template is not None:
+            # a whole tensor saved, a sharded one live (or a fresh optimizer's moment of a
+            # sharded parameter): read it whole, hand over this rank's part
+            sharded = lv if template is None else template
+            if template is None and (_DTYPES.get(lv.dtype) != dtype
+                                     or list(lv.shape) != list(shape)):
+                from .errors import MismatchError
+                raise MismatchError(f"{sub}: the checkpoint has {dtype}{list(shape)}, the live "
+                                    f"object has {_DTYPES.get(lv.dtype, lv.dtype)}{list(lv.shape)}")
+            whole = torch.empty(shape, dtype=_TORCH[dtype])
+            dests[sub] = (whole.data_ptr(), whole.numel() * whole.element_size(), dtype,
+                          list(shape))
+            out[name] = _WholeForShard(whole, sharded)
+            continue
         t = None
         if isinstance(lv, torch.Tensor):
             if _DTYPES.get(lv.dtype) != dtype or list(lv.shape) != list(shape):
@@ -248,9 +290,63 @@ def allocate(meta: Tree, path: str, dests: Dict[str, Ref], live: Any,
         dests[sub] = (t.data_ptr(), t.numel() * t.element_size(), dtype, list(shape))
         out[name] = t
     children = {name: allocate(c, f"{path}/{name}", dests, _get(live, _live_key(meta, name)),
-                               in_place)
+                               in_place, targets, like)
                 for name, c in meta["children"].items()}
     return {"tensors": out, "children": children}
+
+
+class _WholeForShard:
+    """A whole tensor read from a checkpoint for a live DTensor (a plain checkpoint restored
+    into a sharded model): decode() hands over this rank's part of it, as a DTensor laid out as
+    the live one."""
+
+    def __init__(self, whole: torch.Tensor, live: torch.Tensor) -> None:
+        self.whole, self.live = whole, live
+
+    def local(self, path: str) -> Any:
+        _, offsets, sizes = _shard.live_box(path, self.live)
+        part = self.whole
+        for d, (o, n) in enumerate(zip(offsets, sizes)):
+            part = part.narrow(d, o, n)
+        return _shard.from_local(part.contiguous(), self.live)
+
+
+def _allocate_box(sub: str, dtype: str, global_shape: List[int], lv: Any,
+                  template: Optional[torch.Tensor], in_place: Optional[Set[int]],
+                  targets: List[_shard.Target]) -> Any:
+    """The tensor a saved box's tensor is restored into, with its _core.ShardRead target: the
+    live tensor itself (a DTensor's local shard, or a plain tensor of the global shape) where
+    it fits and may be written in place; else a new one laid out as the live tensor, or as
+    `template` (a fresh optimizer's moment: its parameter), or a plain tensor of the global
+    shape. ShardRead reads exactly the elements the target's box covers."""
+    from .errors import MismatchError
+    torch_dtype = _TORCH[dtype]
+    result: Any = None
+    if isinstance(lv, torch.Tensor):
+        if _DTYPES.get(lv.dtype) != dtype or [int(s) for s in lv.shape] != list(global_shape):
+            raise MismatchError(f"{sub}: the checkpoint has {dtype}{list(global_shape)}, the live "
+                                f"object has {_DTYPES.get(lv.dtype, lv.dtype)}{list(lv.shape)}")
+        local = _shard.local_of(lv).detach()
+        if in_place is not None and (local.numel() == 0 or _writable_in_place(local, in_place)):
+            result = lv.detach() if not _shard.is_dtensor(lv) else lv
+        elif _shard.is_dtensor(lv):
+            result = _shard.from_local(torch.empty(tuple(local.shape), dtype=torch_dtype), lv)
+        else:
+            result = torch.empty(global_shape, dtype=torch_dtype)
+        box_of = lv
+    elif (template is not None and _shard.is_dtensor(template)
+          and [int(s) for s in template.shape] == list(global_shape)):
+        result = _shard.like_dtensor(template, torch_dtype)
+        box_of = template
+    else:
+        result = torch.empty(global_shape, dtype=torch_dtype)
+        box_of = result
+    _, offsets, sizes = _shard.live_box(sub, box_of)
+    local = _shard.local_of(result)
+    if local.numel() > 0:  # an empty local shard reads nothing
+        targets.append((sub, offsets, sizes, local.data_ptr(),
+                        local.numel() * local.element_size(), dtype))
+    return result
 
 
 def _live_key(meta: Tree, name: str) -> str:
@@ -313,6 +409,8 @@ def decode(meta: Tree, tensors: Tree, live: Any, path: str, skipped: List[str],
     for name in special["ckpt.none"]:
         entries[name] = None
     for name, t in tensors["tensors"].items():
+        if isinstance(t, _WholeForShard):
+            t = t.local(f"{path}/{name}")
         entries[name] = bytes(t.numpy().tobytes()) if name in special["ckpt.bytes"] else t
     alias = {n: a for n, (_, _, a) in meta["tensors"].items() if a}
     for name, target in alias.items():

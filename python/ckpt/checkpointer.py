@@ -16,7 +16,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Literal,
 
 import torch
 
-from . import _atexit, _core, _cxx, _env, _interrupts, _restore_checks, _rng, _tree
+from . import _atexit, _core, _cxx, _env, _interrupts, _restore_checks, _rng, _shard, _tree
 from .errors import CheckpointError, InvalidArgumentError, MissingRequiredError
 
 if TYPE_CHECKING:
@@ -90,6 +90,7 @@ class Checkpointer:
         self._bg: Optional[_core.BackgroundSaver] = None  # made on the first non-blocking save
         self._pending: Optional[Tuple[int, List[str]]] = None  # (step, components) in flight
         self._lock: Optional[_core.RunLock] = None
+        self._owners: Dict[Any, Dict[str, int]] = {}  # _shard.SaveLayout's cache
         if self.read_only:  # a reader of a live run: no lock, nothing written (docs/python.md)
             return
         os.makedirs(self.run_dir, exist_ok=True)
@@ -173,6 +174,7 @@ class Checkpointer:
                  skipped: List[str]) -> Tuple[_tree.Tree, List[str]]:
         children: Dict[str, _tree.Tree] = {}
         names = self._names()
+        layout = _shard.SaveLayout(self.rank, self._owners)
         if "rng" in names:
             children["rng"] = _tree.encode_component(_rng.capture(), "/rng", keep, skipped)
         for name in names:
@@ -180,11 +182,13 @@ class Checkpointer:
                 continue
             obj = self._objects[name]
             if isinstance(obj, torch.Tensor):
-                node = _tree.encode_component({"value": obj}, f"/{name}", keep, skipped)
+                node = _tree.encode_component({"value": obj}, f"/{name}", keep, skipped, layout)
                 node["attrs"]["ckpt.plain"] = True
             else:
-                node = _tree.encode_component(obj.state_dict(), f"/{name}", keep, skipped)
+                node = _tree.encode_component(obj.state_dict(), f"/{name}", keep, skipped,
+                                              layout)
             children[name] = node
+        layout.finish(_tree.tensor_ref, keep)  # every DTensor's box, with its owner
         _tree.sync_device_copies()  # CUDA tensors' pinned host copies are complete from here
         loader = self._loader()
         train: Dict[str, Any] = {"global_step": int(step), "grad_accum_steps": 1,
@@ -342,6 +346,7 @@ class Checkpointer:
         dests: Dict[str, _tree.Ref] = {}
         allocs: Dict[str, _tree.Tree] = {}
         in_place: Set[int] = set()
+        targets: List[_shard.Target] = []  # boxes of sharded tensors, read by _core.ShardRead
         for name in todo:
             sub, sources = meta["children"][name], None
             cxx = name != "rng" and _cxx.is_cxx(sub)
@@ -354,12 +359,19 @@ class Checkpointer:
             fits = not cxx and self._in_place(name, sub)
             mine: Dict[str, _tree.Ref] = {}
             allocs[name] = _tree.allocate(sub, f"/{name}", mine, live[name],
-                                          in_place if fits else None)
+                                          in_place if fits else None, targets,
+                                          self._like(name))
             prefix = f"/{name}/"  # read_into names the file's paths
             dests.update({prefix + sources[k[len(prefix):]]: v for k, v in mine.items()}
                          if sources is not None else mine)
-        if dests:  # live memory is written only after every hash was checked (check first)
-            opened.read_into(dests, bool(in_place))
+        # Live memory is written only after every hash was checked (check first): ShardRead
+        # reads and checks every saved box the targets overlap, writing nothing live; then this
+        # rank's own file is read (and checked) into place; then the boxes are copied out.
+        sharded = _core.ShardRead(latest["dir"], targets) if targets else None
+        if dests:
+            opened.read_into(dests, bool(in_place) or sharded is not None)
+        if sharded is not None:
+            sharded.copy_out()
         states = {n: _tree.decode(stored[n], allocs[n], live[n], f"/{n}", rep.skipped)
                   for n in todo}
         for n in converted:  # a C++ optimizer in torch's layout: what only torch knows
@@ -396,6 +408,23 @@ class Checkpointer:
             _check_groups(sub, obj, name)
             return True
         return isinstance(obj, torch.nn.Module)
+
+    def _like(self, name: str) -> Optional[_tree.Like]:
+        """For an optimizer: the parameter a stored state path (/name/state/i/...) belongs to,
+        the i-th of its param_groups (torch's numbering), so that a fresh optimizer's moments
+        are restored as DTensors laid out as their parameters."""
+        opt = self._objects.get(name)
+        if not isinstance(opt, torch.optim.Optimizer):
+            return None
+        params = [p for g in opt.param_groups for p in g["params"]]
+        head = f"/{name}/state/"
+
+        def like(path: str) -> Optional[torch.Tensor]:
+            if not path.startswith(head):
+                return None
+            i = path[len(head):].split("/", 1)[0]
+            return params[int(i)] if i.isdigit() and int(i) < len(params) else None
+        return like
 
     def _live_state(self, name: str) -> Any:
         if name == "rng":
@@ -585,6 +614,11 @@ def _restored_in_place(module: torch.nn.Module, state: Dict[str, Any]) -> bool:
         return False
     for key, v in live.items():
         s = state[key]
+        if _shard.is_dtensor(v) or _shard.is_dtensor(s):  # its local shard restored in place
+            if not (_shard.is_dtensor(v) and _shard.is_dtensor(s) and s.shape == v.shape
+                    and _shard.same_local(s, v)):
+                return False
+            continue
         if not (isinstance(s, torch.Tensor) and isinstance(v, torch.Tensor) and v.numel() > 0
                 and s.data_ptr() == v.data_ptr() and s.dtype == v.dtype
                 and s.shape == v.shape and s.stride() == v.stride()):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 import sys
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sized, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Sized, Tuple, Union
 
 import torch
 import torch.utils.data as tud
@@ -111,16 +111,30 @@ class ResumableLoader:
     Every rank takes the same number of steps per epoch and never an empty batch: without
     drop_last an epoch's last step pads each rank's batch with samples from the head of the epoch
     (padding() says how many); with drop_last=True the global tail that does not fill a whole
-    step is left out of that epoch."""
+    step is left out of that epoch.
+
+    With a DeviceMesh (`mesh=`, `dp_dim=` the name of its data-parallel dimension, or a tuple
+    of names: HSDP's replicate and shard dimensions together) the data-parallel rank and size
+    are this rank's coordinate along that dimension and its size: the ranks of one tensor-
+    parallel group see the same batches."""
 
     def __init__(self, dataset: Sized, batch_size: int, seed: int = 0, shuffle: bool = True,
                  drop_last: bool = False, num_workers: int = 0, world_size: Optional[int] = None,
-                 rank: Optional[int] = None, **dataloader_kwargs: Any) -> None:
+                 rank: Optional[int] = None, mesh: Any = None,
+                 dp_dim: Union[str, Sequence[str], None] = None,
+                 **dataloader_kwargs: Any) -> None:
         for k in ("sampler", "batch_sampler", "shuffle", "generator", "drop_last"):
             if k in dataloader_kwargs:
                 raise InvalidArgumentError(f"ResumableLoader: {k}= is ckpt's to set")
         d = torch.distributed
         dist = d.is_available() and d.is_initialized()
+        if mesh is not None:
+            if world_size is not None or rank is not None:
+                raise InvalidArgumentError("ResumableLoader: give mesh= or world_size=/rank=, "
+                                           "not both")
+            world_size, rank = mesh_dp(mesh, dp_dim)
+        elif dp_dim is not None:
+            raise InvalidArgumentError("ResumableLoader: dp_dim= needs mesh=")
         self.world_size = world_size if world_size is not None else (
             d.get_world_size() if dist else 1)
         self.rank = rank if rank is not None else (d.get_rank() if dist else 0)
@@ -194,3 +208,31 @@ class ResumableLoader:
         return {"dataset_size": len(self.dataset), "seed": self.seed, "shuffle": self.shuffle,
                 "drop_last": self.drop_last, "world_size": self.world_size,
                 "batch_size": self.batch_size, "kind": "ckpt"}
+
+
+def mesh_dp(mesh: Any, dp_dim: Union[str, Sequence[str], None]) -> Tuple[int, int]:
+    """(data-parallel size, data-parallel rank) of this rank on DeviceMesh `mesh`: its size
+    along dimension(s) `dp_dim` and its coordinate there (several dimensions count in row-major
+    order, outer first). dp_dim may be None on a 1-D mesh."""
+    names = list(getattr(mesh, "mesh_dim_names", None) or [])
+    shape = [int(s) for s in mesh.mesh.shape]
+    if dp_dim is None:
+        if len(shape) != 1:
+            raise InvalidArgumentError(f"ResumableLoader: mesh has {len(shape)} dimensions "
+                                       f"{tuple(names)}: say which is data-parallel (dp_dim=)")
+        dims = [0]
+    else:
+        wanted = [dp_dim] if isinstance(dp_dim, str) else list(dp_dim)
+        for w in wanted:
+            if w not in names:
+                raise InvalidArgumentError(f"ResumableLoader: dp_dim {w!r} is not a dimension "
+                                           f"of the mesh (its dimensions: {tuple(names)})")
+        dims = [names.index(w) for w in wanted]
+    coord = mesh.get_coordinate()
+    if coord is None:
+        raise InvalidArgumentError("ResumableLoader: this rank is not part of the mesh")
+    size, rank = 1, 0
+    for i in dims:
+        size *= shape[i]
+        rank = rank * shape[i] + int(coord[i])
+    return size, rank

@@ -45,12 +45,17 @@ def test_the_format_version_read_is_the_cores(tmp_path, monkeypatch):
     with ckpt.Checkpointer(tmp_path) as ck:
         ck.track(w=torch.ones(2))
         ck.save(3)
-    monkeypatch.setattr(core, "FORMAT_VERSION", 2)
+    monkeypatch.setattr(core, "FORMAT_VERSION", 3)
+    monkeypatch.setattr(core, "MAX_FORMAT_VERSION", 3)
+    with ckpt.Checkpointer(tmp_path) as ck:  # versions 1 to 3 are read
+        ck.track(w=torch.zeros(2))
+        assert ck.restore_latest().restored and torch.equal(ck._objects["w"], torch.ones(2))
+    monkeypatch.setattr(core, "MAX_FORMAT_VERSION", 0)
     with ckpt.Checkpointer(tmp_path) as ck:
         ck.track(w=torch.zeros(2))
         with pytest.raises(ckpt.CorruptCheckpointError,
                            match=r"rank-00000.h5: format 'ckpt' version 1, this build reads "
-                                 r"format 'ckpt' version 2; refusing to start from scratch"):
+                                 r"format 'ckpt' version 0; refusing to start from scratch"):
             ck.restore_latest()
 
 

@@ -278,23 +278,25 @@ def test_a_rank_file_of_a_newer_format_version_is_refused_naming_it(tmp_path):
         ck.track(w=torch.full((3,), 2.0))
         keep, skipped = [], []
         root, names = ck._capture(20, keep, skipped)
-        root["attrs"]["format_version"] = 2
+        root["attrs"]["format_version"] = core.MAX_FORMAT_VERSION + 1
         core.save_rank(str(tmp_path), 20, 0, 1, root)
         core.commit(str(tmp_path), 20, 1, names)
     live = torch.zeros(3)
     with ckpt.Checkpointer(tmp_path) as ck:
         ck.track(w=live)
         with pytest.raises(ckpt.CorruptCheckpointError,
-                           match=r"step-000000000020/rank-00000.h5: format 'ckpt' version 2, "
-                                 r"this build reads format 'ckpt' version 1; refusing to restore "
-                                 r"the older step-000000000010"):
+                           match=rf"step-000000000020/rank-00000.h5: format 'ckpt' version "
+                                 rf"{core.MAX_FORMAT_VERSION + 1}, this build reads format "
+                                 rf"'ckpt' versions 1 to {core.MAX_FORMAT_VERSION}; refusing to "
+                                 r"restore the older step-000000000010"):
             ck.restore_latest()
     assert torch.equal(live, torch.zeros(3))
     with ckpt.Checkpointer(tmp_path, on_damaged="fallback") as ck:
         ck.track(w=live)
         rep = ck.restore_latest()
     assert rep.step == 10 and torch.equal(live, torch.ones(3))
-    assert "rank-00000.h5: format 'ckpt' version 2" in rep.stepped_over[0]
+    assert f"rank-00000.h5: format 'ckpt' version {core.MAX_FORMAT_VERSION + 1}" in \
+        rep.stepped_over[0]
 
 
 def test_on_damaged_takes_only_its_two_values(tmp_path):
