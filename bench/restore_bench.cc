@@ -13,7 +13,9 @@
 //
 // Usage: restore_bench [--shape readme|adamw344|gpt2|llama] [--mb 512] [--tensor-mb 8]
 //                      [--small 256] [--reps 5] [--cold-reps 3] [--threads N] [--dir DIR]
-//                      [--list-tensors]
+//                      [--only NAME] [--list-tensors]
+// --only NAME[,NAME...] runs just the methods whose name contains one of them (to profile one
+// path, or to leave out the slow snapshot rows).
 // Every result is one line "RESULT <warm|cold> <name> <seconds> <MB/s>" (medians), so a driver
 // can parse it; the prose around it is for people.
 #include <cstdio>
@@ -49,6 +51,7 @@ constexpr const char* kLoadBench = "load-bench's load, verified (as ckpt load-be
 
 struct Args : BenchFlags {
   std::string shape = "readme";
+  std::string only;  // comma-separated: run only the methods whose name contains one of them
   bool list_tensors = false;
 };
 
@@ -158,6 +161,21 @@ int run(const Args& a) {
        {},
        {}},
   };
+  if (!a.only.empty()) {
+    std::vector<TimedMethod> kept;
+    for (TimedMethod& mt : methods) {
+      for (size_t at = 0; at <= a.only.size();) {
+        const size_t comma = std::min(a.only.find(',', at), a.only.size());
+        const std::string part = a.only.substr(at, comma - at);
+        at = comma + 1;
+        if (!part.empty() && mt.name.find(part) != std::string::npos) {
+          kept.push_back(std::move(mt));
+          break;
+        }
+      }
+    }
+    methods = std::move(kept);
+  }
   make_warm({file});
   // load-bench's row is its own clock, as `ckpt load-bench` reports it, the allocation apart.
   auto report_runs = [&](const char* kind, std::vector<double> TimedMethod::*runs) {
@@ -212,12 +230,13 @@ int main(int argc, char** argv) {
   ckpt::bench::FlagParser p;
   p.bench_flags(&a, /*restores=*/true)
       .text("--shape", &a.shape)
+      .text("--only", &a.only)
       .flag("--list-tensors", &a.list_tensors);
   if (!ckpt::bench::parse_or_usage(
           p, argc, argv,
           "usage: restore_bench [--shape readme|adamw344|gpt2|llama] [--mb 512] [--tensor-mb 8] "
           "[--small 256] [--reps 5] [--cold-reps 3] [--threads N] [--dir DIR] "
-          "[--list-tensors]")) {
+          "[--only NAME] [--list-tensors]")) {
     return 64;
   }
   return ckpt::bench::run(a);
