@@ -290,6 +290,11 @@ def main():
         goal("`ckpt load-bench` process vs the sequential read beside it",
              "sequential read beside it (Python readinto)",
              "ckpt load-bench process (its in-process seconds)", 0.8)
+    print("Context (no goal): what the bound itself allows")
+    goal("raw pread N threads into the destinations vs the sequential read", SEQ,
+         "raw pread, N threads", 0.8)
+    goal("load-bench vs raw pread N threads into the same kind of memory", "raw pread, N threads",
+         LOAD, 0.8)
     print("Goals (issue 9):")
     goal("unverified restore vs raw pread N threads, warm", "raw pread, N threads", UNV, 0.9)
     if a.cold_reps:
