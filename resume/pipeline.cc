@@ -74,6 +74,7 @@ class Run {
 
   void worker(unsigned id) {
     Hasher hasher;
+    Scratch scratch;
     try {
       while (!stop_.load(std::memory_order_relaxed)) {
         const size_t u = next_unit_.fetch_add(1, std::memory_order_relaxed);
@@ -81,7 +82,7 @@ class Run {
         const PlanUnit& unit = plan_.units[u];
         for (uint32_t c = 0; c < unit.chunk_count; ++c) {
           if (stop_.load(std::memory_order_relaxed)) return;
-          Status s = chunk(id, unit.first_chunk + c, &hasher);
+          Status s = chunk(id, unit.first_chunk + c, &hasher, &scratch);
           if (!s.is_ok()) {
             fail(std::move(s));
             return;
@@ -107,14 +108,38 @@ class Run {
 
   std::atomic<uint64_t> read_bytes{0};
   std::atomic<uint64_t> chunks{0};
+  std::atomic<uint64_t> scattered{0};
 
  private:
-  Status chunk(unsigned id, size_t index, Hasher* hasher) {
+  struct Scratch {  // a worker's, reused from chunk to chunk
+    std::vector<ReadSpan> spans;
+    std::vector<const unsigned char*> piece_bytes;
+  };
+
+  Status chunk(unsigned id, size_t index, Hasher* hasher, Scratch* scratch) {
     const PlanChunk& c = plan_.chunks[index];
+    if (file_hash_ == nullptr && c.piece_count > 1) {
+      scratch->spans.clear();
+      scratch->piece_bytes.clear();
+      if (sink_->scatter(id, c, &scratch->spans, &scratch->piece_bytes)) {
+        if (scratch->piece_bytes.size() != c.piece_count) {
+          return internal_error(file_.path() + ": restore sink scattered a chunk wrongly");
+        }
+        CKPT_RETURN_IF_ERROR(
+            file_.read_scatter_at(c.offset, scratch->spans.data(), scratch->spans.size()));
+        if (options_.verify_hashes) {
+          CKPT_RETURN_IF_ERROR(hash_pieces(c, nullptr, scratch->piece_bytes.data(), hasher));
+        }
+        read_bytes.fetch_add(c.nbytes, std::memory_order_relaxed);
+        chunks.fetch_add(1, std::memory_order_relaxed);
+        scattered.fetch_add(1, std::memory_order_relaxed);
+        return Status::ok();
+      }
+    }
     CKPT_ASSIGN_OR_RETURN(unsigned char* buf, sink_->acquire(id, c));
     Status s = file_.read_at(c.offset, buf, c.nbytes);
     if (s.is_ok()) s = sink_->deliver(id, c, buf);
-    if (s.is_ok() && options_.verify_hashes) s = hash_pieces(c, buf, hasher);
+    if (s.is_ok() && options_.verify_hashes) s = hash_pieces(c, buf, nullptr, hasher);
     if (s.is_ok() && file_hash_ != nullptr && !file_hash_->feed(index, buf, sink_->bytes_stay(c))) {
       s = internal_error(file_.path() + ": restore stopped by an earlier error");
     }
@@ -127,18 +152,21 @@ class Run {
   }
 
   // Pieces of one tensor arrive in order within a unit, so one Hasher per worker suffices: reset
-  // at a tensor's first byte, digest at its last.
-  Status hash_pieces(const PlanChunk& c, const unsigned char* buf, Hasher* hasher) {
+  // at a tensor's first byte, digest at its last. Piece k's bytes are at buf + its chunk offset,
+  // or at piece_bytes[k] for a scattered chunk.
+  Status hash_pieces(const PlanChunk& c, const unsigned char* buf,
+                     const unsigned char* const* piece_bytes, Hasher* hasher) {
     for (uint32_t k = 0; k < c.piece_count; ++k) {
       const PlanPiece& p = plan_.pieces[c.first_piece + k];
       const PlanTensor& t = plan_.tensors[p.tensor];
+      const unsigned char* bytes = piece_bytes != nullptr ? piece_bytes[k] : buf + p.chunk_offset;
       if (p.tensor_offset == 0 && p.nbytes == t.nbytes) {
-        const uint64_t got = xxh3_64(buf + p.chunk_offset, p.nbytes);
+        const uint64_t got = xxh3_64(bytes, p.nbytes);
         if (got != t.xxh3) return hash_mismatch(t.path, file_.path(), t.offset, t.xxh3, got);
         continue;
       }
       if (p.tensor_offset == 0) hasher->reset();
-      hasher->update(buf + p.chunk_offset, p.nbytes);
+      hasher->update(bytes, p.nbytes);
       if (p.tensor_offset + p.nbytes == t.nbytes) {
         const uint64_t got = hasher->digest();
         if (got != t.xxh3) return hash_mismatch(t.path, file_.path(), t.offset, t.xxh3, got);
@@ -207,6 +235,7 @@ Status run_pipeline(const RandomAccessFile& file, const ReadPlan& plan, ChunkSin
   if (stats != nullptr) {
     stats->read_bytes = run.read_bytes.load();
     stats->chunks = run.chunks.load();
+    stats->scattered = run.scattered.load();
     stats->threads = static_cast<unsigned>(pool.size() + 1);
   }
   CKPT_RETURN_IF_ERROR(s);

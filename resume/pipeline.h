@@ -8,7 +8,10 @@
 //   2. for each chunk of the unit, in order: sink.acquire() gives host memory to read into;
 //      read_at() fills it with one positioned read; sink.deliver() starts moving the bytes to
 //      their destinations; the worker then feeds each piece to its tensor's streaming XXH3 (the
-//      chunk is still in cache); sink.release() hands the memory back;
+//      chunk is still in cache); sink.release() hands the memory back. Without a file hash to
+//      stream, a chunk of several pieces that sink.scatter() accepts is instead read with one
+//      read_scatter_at() straight into the pieces' destinations (no staging copy) and each
+//      piece hashed there, still in cache;
 //   3. when a tensor's last piece has been hashed, its digest is compared with the manifest's.
 //   4. with a file hash to check (the plan covers the whole file, read_plan.h cover_file()), the
 //      worker then hands the chunk to the file hash, which consumes chunks strictly in file
@@ -24,6 +27,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ckpt/base/status.h"
 #include "ckpt/io/env.h"
@@ -46,6 +50,15 @@ class ChunkSink {
   // True when `bytes` (from acquire) keep the chunk's bytes unchanged until run_pipeline returns
   // (read straight into their destination), so the file hash may read them later.
   virtual bool bytes_stay(const PlanChunk&) const { return false; }
+  // Optional, instead of acquire/deliver/release for a chunk of several pieces: true with
+  // `spans` tiling the chunk in file order (each piece's bytes into its destination, the padding
+  // between them into scratch memory of the worker's) and `piece_bytes[k]` where the chunk's k-th
+  // piece lands, which stays put until the chunk is hashed. False: read it through acquire().
+  virtual bool scatter(unsigned /*worker*/, const PlanChunk& /*chunk*/,
+                       std::vector<ReadSpan>* /*spans*/,
+                       std::vector<const unsigned char*>* /*piece_bytes*/) {
+    return false;
+  }
 };
 
 struct PipelineOptions {
@@ -60,6 +73,7 @@ struct PipelineOptions {
 struct PipelineStats {
   uint64_t read_bytes = 0;  // bytes read from the file (padding included)
   uint64_t chunks = 0;
+  uint64_t scattered = 0;  // chunks read straight into several destinations (sink.scatter)
   unsigned threads = 0;
 };
 

@@ -71,9 +71,11 @@ class Staging {
   std::vector<Buffer> buffers_;
 };
 
-// Reads chunks straight into the destination when a chunk is one whole piece of one tensor;
-// otherwise into the worker's staging buffer, then copies each piece out (the coalesced small
-// tensors: one syscall instead of many, one memcpy each while the chunk is in cache). A tensor
+// Reads chunks straight into the destination when a chunk is one whole piece of one tensor, and
+// a chunk of coalesced small tensors that all have destinations with one scattered read into
+// them (scatter(): one syscall instead of many, no staging copy; the pipeline hashes each piece
+// there while it is in cache). Otherwise — the check read of check_first, the streamed
+// whole-file hash — into the worker's staging buffer, then each piece is copied out. A tensor
 // whose destination is null is read into staging and only hashed (check_first's first read).
 // With an Undo, `saved[t]` is where tensor t's old bytes go (null: memory the tree owns), and each
 // piece's old bytes are copied there just before the piece is overwritten.
@@ -109,6 +111,36 @@ class HostSink final : public ChunkSink {
 
   Status release(unsigned, const PlanChunk&, unsigned char*) override { return Status::ok(); }
   bool bytes_stay(const PlanChunk& c) const override { return direct(c); }
+
+  // Coalesced small tensors that all have a destination: one preadv straight into them, the
+  // padding between them into the worker's staging buffer (its bytes are never looked at).
+  bool scatter(unsigned worker, const PlanChunk& c, std::vector<ReadSpan>* spans,
+               std::vector<const unsigned char*>* piece_bytes) override {
+    uint64_t widest_gap = 0, at = 0;
+    for (uint32_t k = 0; k < c.piece_count; ++k) {
+      const PlanPiece& p = plan_.pieces[c.first_piece + k];
+      if (dst_[p.tensor] == nullptr) return false;  // hashed only: staged
+      widest_gap = std::max(widest_gap, p.chunk_offset - at);
+      at = p.chunk_offset + p.nbytes;
+    }
+    unsigned char* pad = nullptr;
+    if (widest_gap > 0) {
+      auto got = staging_->get(worker, widest_gap);
+      if (!got.is_ok()) return false;
+      pad = *got;
+    }
+    at = 0;
+    for (uint32_t k = 0; k < c.piece_count; ++k) {
+      const PlanPiece& p = plan_.pieces[c.first_piece + k];
+      if (p.chunk_offset > at) spans->push_back({pad, static_cast<size_t>(p.chunk_offset - at)});
+      save_old(c.first_piece + k);
+      unsigned char* d = dst_[p.tensor] + p.tensor_offset;
+      spans->push_back({d, static_cast<size_t>(p.nbytes)});
+      piece_bytes->push_back(d);
+      at = p.chunk_offset + p.nbytes;
+    }
+    return true;
+  }
 
   // After the run: the ranges whose old bytes were saved.
   std::vector<Undo::Range> taken_ranges() const {
@@ -239,6 +271,7 @@ Status check_gaps(const RandomAccessFile& file, const Manifest& m, uint64_t file
 void add_stats(const PipelineStats& ps, RestoreStats* local) {
   local->read_bytes += ps.read_bytes;
   local->chunks += ps.chunks;
+  local->scattered += ps.scattered;
   local->threads = std::max(local->threads, ps.threads);
 }
 

@@ -120,6 +120,7 @@ struct RestoreStats {
   size_t tensors = 0;
   size_t placed = 0;  // restored into a destination
   uint64_t chunks = 0;
+  uint64_t scattered = 0;  // reads of several small tensors straight into their destinations
   unsigned threads = 0;
   double metadata_seconds = 0;  // manifest, HDF5 structure, checks, plan
   double data_seconds = 0;      // the read/hash pipeline (both reads with check_first)

@@ -34,6 +34,18 @@ std::unique_ptr<RandomAccessFile> memory_file(std::string name, std::string byte
   return std::make_unique<MemoryFile>(std::move(name), std::move(bytes));
 }
 
+Status RandomAccessFile::read_scatter_at(uint64_t offset, const ReadSpan* spans,
+                                         size_t count) const {
+  uint64_t total = 0;
+  for (size_t k = 0; k < count; ++k) total += spans[k].nbytes;
+  if (!range_inside(offset, total, size())) return truncated(path(), offset, total, size());
+  for (size_t k = 0; k < count; ++k) {
+    CKPT_RETURN_IF_ERROR(read_at(offset, spans[k].dst, spans[k].nbytes));
+    offset += spans[k].nbytes;
+  }
+  return Status::ok();
+}
+
 Result<std::string> RandomAccessFile::read_string(uint64_t offset, size_t len) const {
   if (!range_inside(offset, len, size())) return truncated(path(), offset, len, size());
   std::string s(len, '\0');

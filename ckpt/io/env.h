@@ -30,11 +30,22 @@ class WritableFile {
   virtual Status close() = 0;
 };
 
+// One destination of a scattered read (RandomAccessFile::read_scatter_at).
+struct ReadSpan {
+  void* dst = nullptr;
+  size_t nbytes = 0;
+};
+
 class RandomAccessFile {
  public:
   virtual ~RandomAccessFile() = default;
   // Reads exactly n bytes at offset into dst; a short read is a kCorrupt "truncated" error.
   virtual Status read_at(uint64_t offset, void* dst, size_t n) const = 0;
+  // Reads the consecutive bytes at offset into `spans` in order (span k gets the nbytes after
+  // span k-1's), as read_at would: a short read is kCorrupt "truncated", and the range is
+  // checked before anything is read. POSIX files do it with preadv (one system call for many
+  // small tensors, no staging copy); the default calls read_at once per span. Thread-safe.
+  virtual Status read_scatter_at(uint64_t offset, const ReadSpan* spans, size_t count) const;
   virtual uint64_t size() const = 0;
   virtual const std::string& path() const = 0;
   // What identifies this version of the file's contents — for POSIX files device, inode, size,

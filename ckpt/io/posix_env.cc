@@ -5,12 +5,14 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <mutex>
 
@@ -91,6 +93,49 @@ class PosixRandom final : public RandomAccessFile {
       n -= static_cast<size_t>(r);
       offset += static_cast<uint64_t>(r);
       count_read(static_cast<size_t>(r));
+    }
+    return Status::ok();
+  }
+  // preadv in batches of at most IOV_MAX spans; a partial read resumes inside the span it
+  // stopped in.
+  Status read_scatter_at(uint64_t offset, const ReadSpan* spans, size_t count) const override {
+    uint64_t total = 0;
+    for (size_t k = 0; k < count; ++k) total += spans[k].nbytes;
+    if (offset > size_ || total > size_ - offset) {
+      return corrupt(path_ + ": truncated: need bytes [" + std::to_string(offset) + ", " +
+                     std::to_string(offset + total) + ") but the file has " +
+                     std::to_string(size_));
+    }
+    constexpr size_t kBatch = IOV_MAX < 1024 ? IOV_MAX : 1024;
+    std::array<struct iovec, kBatch> iov;
+    size_t k = 0;        // first span not read completely
+    size_t done_in = 0;  // bytes of span k already read
+    while (k < count) {
+      size_t n = 0;
+      for (size_t j = k; j < count && n < kBatch; ++j, ++n) {
+        const size_t skip = j == k ? done_in : 0;
+        iov[n].iov_base = static_cast<char*>(spans[j].dst) + skip;
+        iov[n].iov_len = spans[j].nbytes - skip;
+      }
+      const ssize_t r = ::preadv(fd_, iov.data(), static_cast<int>(n), static_cast<off_t>(offset));
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        return errno_status("read", path_);
+      }
+      if (r == 0 && total > 0) return corrupt(path_ + ": truncated: unexpected end of file");
+      count_read(static_cast<size_t>(r));
+      offset += static_cast<uint64_t>(r);
+      total -= static_cast<uint64_t>(r);
+      for (size_t got = static_cast<size_t>(r); k < count;) {
+        const size_t left = spans[k].nbytes - done_in;
+        if (got < left) {
+          done_in += got;
+          break;
+        }
+        got -= left;
+        done_in = 0;
+        ++k;
+      }
     }
     return Status::ok();
   }

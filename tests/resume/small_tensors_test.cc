@@ -1,6 +1,7 @@
 // Restores of a layer list that is mostly small tensors (biases, norms, per-parameter steps beside
 // a few large weights), the shape real checkpoints have: many tensors share each read, larger ones
 // read alone, and the result is still every byte, every hash checked, all or nothing.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <map>
@@ -222,6 +223,84 @@ TEST_CASE("the bytes between many small tensors are hashed in a few reads", "[re
   auto damaged = store::regions_digest_of(*g, *m, m->file_bytes);
   REQUIRE(damaged.is_ok());
   REQUIRE(damaged.value() != digest.value());
+}
+
+TEST_CASE("small tensors that share a read land straight in their destinations", "[resume]") {
+  LayerList l;
+  save_layer_list(&l);
+  for (unsigned threads : {1u, 3u}) {
+    // restore_latest's copy read, and one verified read (load-bench's): one preadv per run of
+    // small tensors into the caller's memory, no staging copy; every byte still arrives and the
+    // one-read restore hashes each tensor where it landed.
+    for (bool check_first : {true, false}) {
+      RestoreOptions o = as_restore_latest(l, threads);
+      o.check_first = check_first;
+      Live live(l, &o);
+      RestoreStats stats;
+      auto got = restore_rank(Env::posix(), l.step_dir, 0, o, &stats);
+      INFO(got.status().to_string() << ", check_first " << check_first);
+      REQUIRE(got.is_ok());
+      REQUIRE(stats.scattered > 0);
+      for (const auto& [path, b] : live.bytes) {
+        INFO(path);
+        REQUIRE(b == *l.saved.at(path));
+      }
+    }
+  }
+  // A flipped byte in a tensor read that way: refused naming it, and an Undo puts back the old
+  // bytes of every tensor the scattered reads overwrote.
+  auto m = store::read_manifest(Env::posix(), l.step_dir, 0);
+  REQUIRE(m.is_ok());
+  for (const auto& e : m->tensors) {
+    if (e.path == "/optimizer/state/p121/exp_avg") {
+      resume_test::flip_bit(path_join(l.step_dir, m->file), e.offset + 5000);
+    }
+  }
+  RestoreOptions o = as_restore_latest(l, 2);
+  o.check_first = false;
+  Undo undo;
+  o.undo = &undo;
+  Live live(l, &o);
+  for (auto& [path, v] : live.bytes) std::fill(v.begin(), v.end(), 0x5a);
+  RestoreStats stats;
+  auto got = restore_rank(Env::posix(), l.step_dir, 0, o, &stats);
+  REQUIRE(got.status().code() == Code::kCorrupt);
+  REQUIRE(got.status().message().find("tensor \"/optimizer/state/p121/exp_avg\"") == 0);
+  for (const auto& [path, v] : live.bytes) {
+    INFO(path);
+    REQUIRE(std::all_of(v.begin(), v.end(), [](unsigned char c) { return c == 0x5a; }));
+  }
+}
+
+TEST_CASE("read_scatter_at fills many spans as read_at does, and refuses past the end",
+          "[resume]") {
+  resume_test::TempDir dir;
+  const std::string path = path_join(dir.path(), "bytes");
+  std::string bytes(3u << 20, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 131 + (i >> 12));
+  REQUIRE(Env::posix()->write_atomic(path, bytes).is_ok());
+  auto posix = Env::posix()->open_random(path);
+  REQUIRE(posix.is_ok());
+  auto mem = memory_file("mem", bytes);
+  for (const RandomAccessFile* f : {posix->get(), mem.get()}) {
+    // 3000 spans (more than one preadv's IOV_MAX), empty ones among them.
+    std::vector<std::vector<char>> out;
+    std::vector<ReadSpan> spans;
+    uint64_t total = 0;
+    for (size_t k = 0; k < 3000; ++k) {
+      out.emplace_back(k % 7 == 3 ? 0 : 1 + (k * 97) % 900);
+      total += out.back().size();
+    }
+    for (auto& o : out) spans.push_back({o.data(), o.size()});
+    const uint64_t at = 12345;
+    REQUIRE(f->read_scatter_at(at, spans.data(), spans.size()).is_ok());
+    std::string got;
+    for (const auto& o : out) got.append(o.data(), o.size());
+    REQUIRE(got == bytes.substr(at, total));
+    auto past = f->read_scatter_at(bytes.size() - total + 1, spans.data(), spans.size());
+    REQUIRE(past.code() == Code::kCorrupt);
+    REQUIRE(past.message().find("truncated") != std::string::npos);
+  }
 }
 
 }  // namespace
