@@ -8,7 +8,13 @@ every 3 steps with save_last.
 own: Lightning's own .ckpt files and a shuffling torch DataLoader. --resume: fit(ckpt_path="last").
 Every micro-batch's loss goes to DIR/losses.txt as "<global step> <loss>" (rank 0), the final
 parameters to DIR/params.bin, a summary to DIR/result.json. --kill-at STEP SIGKILLs the process
-when optimizer step STEP has ended."""
+when optimizer step STEP has ended.
+
+--devices 2: DDP over gloo on CPU with strategy="ddp", whose launcher starts this script again
+as rank 1 (LOCAL_RANK=1 in its environment); every rank kills itself at --kill-at, rank R > 0
+writes its losses to DIR/losses-rank<R>.txt, and in setup() (after Lightning's reset_seed, before
+a checkpoint is loaded) each rank reseeds with 1000 + R, so the ranks draw different dropout
+masks and a resume must give every rank its own RNG back."""
 import argparse
 import json
 import os
@@ -51,12 +57,15 @@ class Net(pl.LightningModule):
                                        torch.nn.Dropout(0.2), torch.nn.Linear(32, 1))
         self.losses = losses
 
+    def setup(self, stage):
+        if self.trainer.world_size > 1:
+            torch.manual_seed(1000 + self.trainer.global_rank)  # module docstring
+
     def training_step(self, batch, batch_idx):
         x, y = batch
         loss = torch.nn.functional.mse_loss(self.net(x), y)
-        if self.trainer.is_global_zero:
-            self.losses.write(f"{self.trainer.global_step} {loss.item()!r}\n")
-            self.losses.flush()
+        self.losses.write(f"{self.trainer.global_step} {loss.item()!r}\n")
+        self.losses.flush()
         return loss
 
     def configure_optimizers(self):
@@ -87,7 +96,9 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     pl.seed_everything(0)
-    losses = open(os.path.join(a.out, "losses.txt"), "a")
+    rank = int(os.environ.get("LOCAL_RANK", "0"))  # set for the ranks the launcher starts
+    losses = open(os.path.join(a.out, "losses.txt" if rank == 0 else f"losses-rank{rank}.txt"),
+                  "a")
     losses.write(f"# process {os.getpid()}\n")
     model = Net(losses)
     callbacks = [ModelCheckpoint(dirpath=os.path.join(a.out, "checkpoints"),
@@ -116,6 +127,7 @@ def main():
                 f.write(v.detach().contiguous().numpy().tobytes())
         with open(os.path.join(a.out, "result.json"), "w") as f:
             json.dump({"global_step": trainer.global_step, "seconds": seconds,
+                       "loader_world_size": getattr(loader, "world_size", None),
                        "versions": {"lightning": pl.__version__, "torch": torch.__version__}},
                       f)
 
