@@ -6,6 +6,7 @@ Without PyPI the tests skip with one line, unless CI is set: then they fail."""
 import json
 import os
 import pathlib
+import re
 import signal
 import socket
 import subprocess
@@ -135,8 +136,10 @@ def run_ddp(python, script, *args, launcher, killed=False, may_fail=False, timeo
 
 
 def last_error(output):
-    """The last line of a failed run's output that names an exception (its cause, in short)."""
-    lines = [ln.strip() for ln in output.splitlines() if "Error:" in ln or "Exception:" in ln]
+    """The last exception a failed run's processes raised (its cause, in short), not the
+    launcher's report of the failed worker."""
+    lines = [ln.strip() for ln in output.splitlines()
+             if re.match(r"\s*\w+(Error|Exception): ", ln) and "ChildFailedError" not in ln]
     return lines[-1] if lines else output.strip().splitlines()[-1]
 
 

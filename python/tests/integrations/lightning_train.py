@@ -113,6 +113,7 @@ def main():
     ap.add_argument("--width", type=int, default=32)
     ap.add_argument("--hidden-layers", type=int, default=0)
     ap.add_argument("--save-steps", type=int, default=3)
+    ap.add_argument("--blocking", action="store_true")  # CkptIO(blocking=True)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     pl.seed_everything(0)
@@ -131,7 +132,7 @@ def main():
     plugins = []
     if a.mode == "ckpt":
         from ckpt.integrations.lightning import CkptIO, ResumableLoader
-        plugins.append(CkptIO())
+        plugins.append(CkptIO(blocking=a.blocking))
         loader = ResumableLoader(Points(), batch_size=4, seed=0, num_workers=2)
     else:
         loader = torch.utils.data.DataLoader(Points(), batch_size=4, shuffle=True,
