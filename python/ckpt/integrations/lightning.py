@@ -279,10 +279,11 @@ class CkptIO(_CheckpointIO):  # type: ignore[misc]
 
 def _consumed_positions(checkpoint: Dict[str, Any]) -> Dict[str, Any]:
     """The checkpoint with the fit loop's batch counts and each ResumableLoader state in it at
-    the batch the loop has trained, not the one Lightning's data fetcher has already fetched: the fetcher runs one
-    batch ahead (to know the last batch), so the loader's own cursor is one batch further than
-    the training. The epoch's trained batches are Lightning's own count (the epoch loop's
-    batch_progress.current.ready), restored with it; a resume then starts at the next batch."""
+    the batch the loop has trained, not the one Lightning's data fetcher has already fetched:
+    the fetcher runs one batch ahead (to know the last batch), so the loader's own cursor is
+    one batch further than the training. The epoch's trained batches are Lightning's own count
+    (the epoch loop's batch_progress.current.ready), restored with it; a resume then starts at
+    the next batch."""
     try:
         fit = checkpoint["loops"]["fit_loop"]
         states = fit["state_dict"]["combined_loader"]
