@@ -2,7 +2,7 @@
 "Framework integrations").
 
 - ckpt.integrations.hf: CkptCallback, a transformers.Trainer callback;
-- ckpt.integrations.lightning: CkptIO, a Lightning CheckpointIO plugin (with CkptLoaderCallback);
+- ckpt.integrations.lightning: CkptIO, a Lightning CheckpointIO plugin, and its ResumableLoader;
 - ckpt.integrations.accelerate: save_state / load_state with Accelerate's signatures.
 
 Each module imports its framework when it is imported and nothing else, so each works without

@@ -13,16 +13,19 @@ on_init_end, which finds the Trainer on the call stack):
    resume reads the epoch's consumed batches again to skip them).
 2. Saving: the Trainer's _save_checkpoint is replaced by ckpt's save, so it saves where and
    when the Trainer would (save_strategy, save_steps; after the step's logging, so the loss
-   totals include the step) and writes no checkpoint-N folder of its own. A checkpoint holds the model, the optimizer, the LR scheduler, the grad scaler (fp16),
-   the RNGs of every process (each rank's file), the TrainerState and the loss and FLOP totals the
-   Trainer keeps outside it, and the loader's cursor. Saves happen only on optimizer steps, so the
+   totals include the step) and writes no checkpoint-N folder of its own. A checkpoint holds
+   the model, the optimizer, the LR scheduler, the grad scaler (fp16), the RNGs of every
+   process (each rank's file), the TrainerState and the loss and FLOP totals the Trainer keeps
+   outside it, and the loader's cursor. Saves happen only on optimizer steps, so the
    gradient-accumulation position is always 0.
 3. Resuming: trainer.train() (or resume_from_checkpoint=True) restores the newest committed
    checkpoint of run_dir in on_train_begin, before the first batch; resume_from_checkpoint="path"
    is the Trainer's own resume from that folder, left alone.
 
 Not thread-safe; one CkptCallback per Trainer. Distributed (torchrun, DDP): every rank writes
-its own file; rank 0 commits (ckpt.Checkpointer)."""
+its own file (its RNGs among them) and reads its own share of the epoch; rank 0 commits after
+a barrier (ckpt.Checkpointer), a non-blocking save at the next save or at the end of train().
+Sharded state (FSDP, DeepSpeed) is not supported yet (docs/python.md)."""
 import dataclasses
 import json
 import os

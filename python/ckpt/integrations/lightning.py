@@ -19,13 +19,20 @@ without replaying the epoch's head.
 Saves are non-blocking by default (AsyncCheckpointIO semantics): save_checkpoint returns after
 ckpt's snapshot of the tensors; the write and commit run on a background thread; the next save
 to the same path, remove_checkpoint of it and teardown wait for it and raise its failure.
-Lightning calls save_checkpoint on global rank 0 only: the RNG saved is rank 0's, restored on
-every rank (docs/python.md, "Lightning", limits). Not thread-safe."""
+
+Under DDP Lightning calls save_checkpoint on global rank 0 only, with the dict rank 0 made; every
+rank makes that dict (trainer.save_checkpoint runs on all of them), and this module's
+ResumableLoader, whose state is in it, takes the rank and world size of the process group once
+Lightning has started it and, in its state_dict(), gathers every rank's RNGs into the state
+(a collective: Lightning's own save_checkpoint needs every rank too). load_checkpoint, which
+Lightning calls on every rank, gives each rank its own RNGs back. Not thread-safe."""
 import os
 import shutil
-from typing import Any, Dict, List, Literal, Optional
+from typing import Any, Dict, Iterator, List, Literal, Optional, Sized, Tuple
 
-from .. import _core
+import torch
+
+from .. import _core, _rng
 from ..checkpointer import Checkpointer
 from ..loader import ResumableLoader as _BaseLoader
 from . import require
@@ -38,13 +45,72 @@ _io = require("lightning.pytorch.plugins.io", "ckpt.integrations.lightning")
 _MODEL, _OPTIMIZERS, _SCHEDULERS = "state_dict", "optimizer_states", "lr_schedulers"
 
 
+# The key of a ResumableLoader state that holds every rank's RNGs (a list, by rank), under DDP.
+_RANK_RNGS = "ckpt.rank_rngs"
+
+
+def _process_group() -> Optional[Any]:
+    d = torch.distributed
+    return d if d.is_available() and d.is_initialized() else None
+
+
 class ResumableLoader(_BaseLoader):
-    """ckpt.ResumableLoader whose len() is the epoch's whole batch count (the base class gives
-    the batches left). Lightning computes the epoch's length after restoring the loader's
-    state and counts the batches already trained itself."""
+    """ckpt.ResumableLoader for Lightning's Trainer:
+
+    - len() is the epoch's whole batch count (the base class gives the batches left): Lightning
+      computes the epoch's length after restoring the loader's state and counts the batches
+      already trained itself;
+    - without world_size= and rank=, the rank and world size are the process group's once
+      torch.distributed is initialised: under strategy="ddp" Lightning starts it in
+      Trainer.fit, after the loader was made (the base class reads them when it is made);
+    - under DDP, state_dict() gathers every rank's RNGs into the state (module docstring), so
+      it must be called on every rank, as Lightning's checkpoint dump does."""
+
+    def __init__(self, dataset: Sized, batch_size: int, seed: int = 0, shuffle: bool = True,
+                 drop_last: bool = False, num_workers: int = 0, world_size: Optional[int] = None,
+                 rank: Optional[int] = None, **dataloader_kwargs: Any) -> None:
+        super().__init__(dataset, batch_size, seed, shuffle, drop_last, num_workers, world_size,
+                         rank, **dataloader_kwargs)
+        self._follow_group = world_size is None and rank is None
+
+    def _bind(self) -> None:
+        group = _process_group()
+        if not self._follow_group or group is None:
+            return
+        world, rank = group.get_world_size(), group.get_rank()
+        if (world, rank) == (self.world_size, self.rank):
+            return
+        state = self._sampler.state()  # the global cursor, resharded to the new world size
+        self.world_size, self.rank = world, rank
+        self._sampler = _core.Sampler(self._n, self.seed, self.shuffle, self.drop_last, world,
+                                      rank, self.batch_size)
+        self._sampler.load_state(state)
+
+    def __iter__(self) -> Iterator[Any]:
+        self._bind()
+        yield from super().__iter__()
 
     def __len__(self) -> int:
+        self._bind()
         return int(self._sampler.steps_per_epoch())
+
+    def cursor(self) -> Tuple[int, int]:
+        self._bind()
+        return super().cursor()
+
+    def state_dict(self) -> Dict[str, Any]:
+        self._bind()
+        state = super().state_dict()
+        group = _process_group()
+        if group is not None and group.get_world_size() > 1:
+            rngs: List[Any] = [None] * group.get_world_size()
+            group.all_gather_object(rngs, _rng.capture())
+            state[_RANK_RNGS] = rngs
+        return state
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self._bind()
+        super().load_state_dict({k: v for k, v in state.items() if k != _RANK_RNGS})
 
 
 class _Part:
@@ -78,8 +144,21 @@ def _split(checkpoint: Dict[str, Any]) -> Dict[str, _Part]:
     parts["lightning"] = _Part(rest)
     loaders = _loader_states(checkpoint)
     if len(loaders) == 1:  # also as ckpt's own loader component, which `ckpt audit` reads
-        parts["loader"] = _Part(loaders[0])
+        parts["loader"] = _Part({k: v for k, v in loaders[0].items() if k != _RANK_RNGS})
     return parts
+
+
+def _restore_rank_rngs(checkpoint: Dict[str, Any]) -> None:
+    """This rank's RNGs from a checkpoint made under DDP at this world size; otherwise (one
+    process, another world size) the rng component's, rank 0's, stay."""
+    group = _process_group()
+    if group is None:
+        return
+    for st in _loader_states(checkpoint):
+        rngs = st.get(_RANK_RNGS)
+        if isinstance(rngs, list) and len(rngs) == group.get_world_size():
+            _rng.restore(rngs[group.get_rank()])
+            return
 
 
 def _loader_states(checkpoint: Dict[str, Any]) -> List[Dict[str, Any]]:
@@ -168,6 +247,7 @@ class CkptIO(_CheckpointIO):  # type: ignore[misc]
         ck.track(**parts)
         ck.restore_latest()  # verifies every tensor, then sets the RNGs and fills the parts
         checkpoint = _join(parts)
+        _restore_rank_rngs(checkpoint)
         if map_location is not None:
             checkpoint = _move(checkpoint, map_location)
         return checkpoint
@@ -199,10 +279,11 @@ class CkptIO(_CheckpointIO):  # type: ignore[misc]
 
 def _consumed_positions(checkpoint: Dict[str, Any]) -> Dict[str, Any]:
     """The checkpoint with the fit loop's batch counts and each ResumableLoader state in it at
-    the batch the loop has trained, not the one Lightning's data fetcher has already fetched: the fetcher runs one
-    batch ahead (to know the last batch), so the loader's own cursor is one batch further than
-    the training. The epoch's trained batches are Lightning's own count (the epoch loop's
-    batch_progress.current.ready), restored with it; a resume then starts at the next batch."""
+    the batch the loop has trained, not the one Lightning's data fetcher has already fetched:
+    the fetcher runs one batch ahead (to know the last batch), so the loader's own cursor is
+    one batch further than the training. The epoch's trained batches are Lightning's own count
+    (the epoch loop's batch_progress.current.ready), restored with it; a resume then starts at
+    the next batch."""
     try:
         fit = checkpoint["loops"]["fit_loop"]
         states = fit["state_dict"]["combined_loader"]

@@ -47,16 +47,23 @@ def main():
     ap.add_argument("--kill-at", type=int, default=0)
     ap.add_argument("--max-steps", type=int, default=14)
     ap.add_argument("--width", type=int, default=32)
+    ap.add_argument("--hidden-layers", type=int, default=0)
+    ap.add_argument("--non-blocking", action="store_true")  # ckpt's save_state(blocking=False)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     set_seed(0)
     acc = Accelerator(gradient_accumulation_steps=2, cpu=True,
                       project_config=ProjectConfiguration(
                           project_dir=a.out, automatic_checkpoint_naming=True))
-    model = torch.nn.Sequential(torch.nn.Linear(8, a.width), torch.nn.ReLU(),
-                                torch.nn.Dropout(0.2), torch.nn.Linear(a.width, 1))
+    layers = [torch.nn.Linear(8, a.width), torch.nn.ReLU(), torch.nn.Dropout(0.2)]
+    for _ in range(a.hidden_layers):  # 0 in the tests; bench/integrations_bench.py's wider model
+        layers += [torch.nn.Linear(a.width, a.width), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(a.width, 1))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=4, gamma=0.5)
+    # Timings for bench/integrations_bench.py: each save's stall, and the time from before the
+    # load to the first batch (loading and, for Accelerate's own, skipping batches included).
+    stalls, t_start, first_batch = [], time.perf_counter(), None
     if a.mode == "ckpt":
         import ckpt
         from ckpt.integrations.accelerate import close, load_state, save_state
@@ -95,6 +102,8 @@ def main():
                 it = acc.skip_first_batches(loader, skip)
                 skip = 0
         for x, y in it:
+            if first_batch is None:
+                first_batch = time.perf_counter()
             with acc.accumulate(model):
                 loss = torch.nn.functional.mse_loss(model(x), y)
                 losses.write(f"{step} {loss.item()!r}\n")
@@ -106,11 +115,14 @@ def main():
             if acc.sync_gradients:
                 step += 1
                 if step % 3 == 0:
+                    t = time.perf_counter()
                     if a.mode == "ckpt":
-                        save_state(acc, os.path.join(a.out, "run"), step=step)
+                        save_state(acc, os.path.join(a.out, "run"), step=step,
+                                   blocking=not a.non_blocking)
                     else:
                         where = acc.save_state()
                         json.dump({"step": step}, open(os.path.join(where, "step.json"), "w"))
+                    stalls.append(time.perf_counter() - t)
                 if step == a.kill_at:
                     sys.stdout.flush()
                     os.kill(os.getpid(), signal.SIGKILL)
@@ -126,6 +138,7 @@ def main():
             f.write(v.detach().contiguous().numpy().tobytes())
     with open(os.path.join(a.out, "result.json"), "w") as f:
         json.dump({"step": step, "seconds": seconds, "resume_seconds": resume_seconds,
+                   "save_stalls": stalls, "to_first_step": first_batch - t_start,
                    "versions": {"accelerate": accelerate.__version__,
                                 "torch": torch.__version__}}, f)
 

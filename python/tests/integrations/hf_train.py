@@ -7,7 +7,12 @@ bench/integrations_bench.py: gradient accumulation 2, 2 DataLoader workers, drop
 with the Trainer's own checkpoint-N folders (DIR/hf), resumed with resume_from_checkpoint=True
 when --resume is given. Every micro-batch's loss is appended to DIR/losses.txt as
 "<global step> <loss>"; at the end the model's tensors go to DIR/params.bin and a summary to
-DIR/result.json. --kill-at STEP SIGKILLs the process at the end of optimizer step STEP."""
+DIR/result.json. --kill-at STEP SIGKILLs the process at the end of optimizer step STEP.
+
+Under torchrun (WORLD_SIZE > 1) it is a DDP run over gloo on CPU: every rank kills itself at
+--kill-at, rank R > 0 writes its losses to DIR/losses-rank<R>.txt, and each rank reseeds its
+RNGs with 1000 + R after the Trainer's set_seed, so the ranks draw different dropout masks and a
+resume must give every rank its own RNG back."""
 import argparse
 import json
 import os
@@ -41,9 +46,8 @@ class Recording(Trainer):
     def compute_loss(self, model, inputs, return_outputs=False):
         out = super().compute_loss(model, inputs, return_outputs)
         loss = out[0] if return_outputs else out
-        if self.is_world_process_zero():
-            self.losses.write(f"{self.state.global_step} {loss.item()!r}\n")
-            self.losses.flush()
+        self.losses.write(f"{self.state.global_step} {loss.item()!r}\n")
+        self.losses.flush()
         return out
 
 
@@ -79,16 +83,22 @@ def main():
     ap.add_argument("--n-embd", type=int, default=32)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
+    world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
     transformers.set_seed(0)
     model = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=16, n_embd=a.n_embd, n_layer=2,
                                        n_head=2, resid_pdrop=0.1, embd_pdrop=0.1,
                                        attn_pdrop=0.1))
+    if world > 1:
+        # gloo in torch 1.13 cannot broadcast bool tensors, and DDP broadcasts every buffer
+        # when it wraps the model; GPT-2's causal masks are constant bool buffers: left out.
+        torch.nn.parallel.DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(
+            model, [n for n, b in model.named_buffers() if b.dtype == torch.bool])
     args = TrainingArguments(
         output_dir=os.path.join(a.out, "hf"), per_device_train_batch_size=4,
         gradient_accumulation_steps=2, max_steps=a.max_steps, save_strategy="steps",
         save_steps=a.save_steps, logging_steps=1, dataloader_num_workers=2, seed=0,
         learning_rate=1e-3, warmup_steps=2, report_to=[], use_cpu=True, disable_tqdm=True,
-        log_level="error")
+        log_level="error", ddp_backend="gloo" if world > 1 else None)
     callbacks = []
     ckpt_cb = None
     if a.mode == "ckpt":
@@ -99,7 +109,10 @@ def main():
     if a.kill_at:
         callbacks.append(KillAt(a.kill_at))
     trainer = Recording(model=model, args=args, train_dataset=Tokens(), callbacks=callbacks)
-    trainer.losses = open(os.path.join(a.out, "losses.txt"), "a")
+    if world > 1:
+        transformers.set_seed(1000 + rank)  # each rank its own RNG streams (module docstring)
+    name = "losses.txt" if rank == 0 else f"losses-rank{rank}.txt"
+    trainer.losses = open(os.path.join(a.out, name), "a")
     trainer.losses.write(f"# process {os.getpid()}\n")  # a restart starts a new section
     # Timings for bench/integrations_bench.py: each save's stall on the training thread, and
     # the time from train() to the first step (a resume's restore and skipping included).
@@ -129,6 +142,7 @@ def main():
                   "save_stalls": stalls, "to_first_step": first_step.at - t0,
                   "train_loss": out.training_loss,
                   "restored_step": ckpt_cb.restored_step if ckpt_cb else None,
+                  "loader_world_size": ckpt_cb.loader.loader.world_size if ckpt_cb else None,
                   "versions": {"transformers": transformers.__version__,
                                "torch": torch.__version__}}
         with open(os.path.join(a.out, "result.json"), "w") as f:

@@ -8,7 +8,13 @@ every 3 steps with save_last.
 own: Lightning's own .ckpt files and a shuffling torch DataLoader. --resume: fit(ckpt_path="last").
 Every micro-batch's loss goes to DIR/losses.txt as "<global step> <loss>" (rank 0), the final
 parameters to DIR/params.bin, a summary to DIR/result.json. --kill-at STEP SIGKILLs the process
-when optimizer step STEP has ended."""
+when optimizer step STEP has ended.
+
+--devices 2: DDP over gloo on CPU with strategy="ddp", whose launcher starts this script again
+as rank 1 (LOCAL_RANK=1 in its environment); every rank kills itself at --kill-at, rank R > 0
+writes its losses to DIR/losses-rank<R>.txt, and in setup() (after Lightning's reset_seed, before
+a checkpoint is loaded) each rank reseeds with 1000 + R, so the ranks draw different dropout
+masks and a resume must give every rank its own RNG back."""
 import argparse
 import json
 import os
@@ -44,25 +50,46 @@ class Points(torch.utils.data.Dataset):
         return self.x[i] + 0.01 * torch.randn(8), self.y[i]  # augmentation: draws in the worker
 
 
+def mlp(width, hidden):
+    """Linear(8, width), ReLU, Dropout, `hidden` times (Linear(width, width), ReLU), then
+    Linear(width, 1): the tests' model at width 32, hidden 0; bench/integrations_bench.py's
+    wider one."""
+    layers = [torch.nn.Linear(8, width), torch.nn.ReLU(), torch.nn.Dropout(0.2)]
+    for _ in range(hidden):
+        layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers, torch.nn.Linear(width, 1))
+
+
 class Net(pl.LightningModule):
-    def __init__(self, losses):
+    def __init__(self, losses, width=32, hidden=0):
         super().__init__()
-        self.net = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(),
-                                       torch.nn.Dropout(0.2), torch.nn.Linear(32, 1))
+        self.net = mlp(width, hidden)
         self.losses = losses
+
+    def setup(self, stage):
+        if self.trainer.world_size > 1:
+            torch.manual_seed(1000 + self.trainer.global_rank)  # module docstring
 
     def training_step(self, batch, batch_idx):
         x, y = batch
         loss = torch.nn.functional.mse_loss(self.net(x), y)
-        if self.trainer.is_global_zero:
-            self.losses.write(f"{self.trainer.global_step} {loss.item()!r}\n")
-            self.losses.flush()
+        self.losses.write(f"{self.trainer.global_step} {loss.item()!r}\n")
+        self.losses.flush()
         return loss
 
     def configure_optimizers(self):
         opt = torch.optim.AdamW(self.parameters(), lr=1e-2)
         sched = torch.optim.lr_scheduler.StepLR(opt, step_size=4, gamma=0.5)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
+class FirstStep(pl.Callback):
+    """When the first batch of this process starts training (bench/integrations_bench.py)."""
+    at = None
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        if self.at is None:
+            self.at = time.perf_counter()
 
 
 class KillAt(pl.Callback):
@@ -84,20 +111,28 @@ def main():
     ap.add_argument("--max-steps", type=int, default=14)
     ap.add_argument("--devices", type=int, default=1)
     ap.add_argument("--width", type=int, default=32)
+    ap.add_argument("--hidden-layers", type=int, default=0)
+    ap.add_argument("--save-steps", type=int, default=3)
+    ap.add_argument("--blocking", action="store_true")  # CkptIO(blocking=True)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     pl.seed_everything(0)
-    losses = open(os.path.join(a.out, "losses.txt"), "a")
+    rank = int(os.environ.get("LOCAL_RANK", "0"))  # set for the ranks the launcher starts
+    losses = open(os.path.join(a.out, "losses.txt" if rank == 0 else f"losses-rank{rank}.txt"),
+                  "a")
     losses.write(f"# process {os.getpid()}\n")
-    model = Net(losses)
+    model = Net(losses, a.width, a.hidden_layers)
     callbacks = [ModelCheckpoint(dirpath=os.path.join(a.out, "checkpoints"),
-                                 every_n_train_steps=3, save_last=True, save_top_k=0)]
+                                 every_n_train_steps=a.save_steps, save_last=True,
+                                 save_top_k=0)]
+    first_step = FirstStep()
+    callbacks.append(first_step)
     if a.kill_at:
         callbacks.append(KillAt(a.kill_at))
     plugins = []
     if a.mode == "ckpt":
         from ckpt.integrations.lightning import CkptIO, ResumableLoader
-        plugins.append(CkptIO())
+        plugins.append(CkptIO(blocking=a.blocking))
         loader = ResumableLoader(Points(), batch_size=4, seed=0, num_workers=2)
     else:
         loader = torch.utils.data.DataLoader(Points(), batch_size=4, shuffle=True,
@@ -106,6 +141,20 @@ def main():
                          devices=a.devices, strategy="ddp" if a.devices > 1 else "auto",
                          logger=False, enable_progress_bar=False, enable_model_summary=False,
                          num_sanity_val_steps=0, callbacks=callbacks, plugins=plugins)
+    # Timings for bench/integrations_bench.py: each save's stall on the training thread (the
+    # checkpoint dict and its write: trainer.save_checkpoint, which ModelCheckpoint calls), and
+    # the time from fit() to the first batch (a resume's loading included).
+    stalls = []
+    save = trainer.save_checkpoint
+
+    def timed_save(*args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return save(*args, **kwargs)
+        finally:
+            stalls.append(time.perf_counter() - t)
+
+    trainer.save_checkpoint = timed_save
     t0 = time.perf_counter()
     trainer.fit(model, train_dataloaders=loader, ckpt_path="last" if a.resume else None)
     seconds = time.perf_counter() - t0
@@ -116,6 +165,8 @@ def main():
                 f.write(v.detach().contiguous().numpy().tobytes())
         with open(os.path.join(a.out, "result.json"), "w") as f:
             json.dump({"global_step": trainer.global_step, "seconds": seconds,
+                       "loader_world_size": getattr(loader, "world_size", None),
+                       "save_stalls": stalls, "to_first_step": first_step.at - t0,
                        "versions": {"lightning": pl.__version__, "torch": torch.__version__}},
                       f)
 
