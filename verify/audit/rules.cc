@@ -251,7 +251,7 @@ class Judge {
       with_state.insert(ps.id);
       if (ps.step) steps.insert(*ps.step);
       moment_tensors += ps.tensors.size();
-      std::set<std::string> have;
+      std::set<std::string> have = ps.keys;
       for (const auto& [k, t] : ps.tensors) have.insert(k);
       if (ps.step) have.insert("step");
       auto gi = group_of.find(ps.id);

@@ -448,6 +448,7 @@ class Detector {
         for (const auto& [sk, sv] : s->entries) {
           std::string name = key_text(sk);
           keys.insert(name);
+          if (sv->kind != Kind::kNone) ps.keys.insert(name);
           if (name == "step") {
             if (auto n = sv->as_number()) {
               ps.step = n;

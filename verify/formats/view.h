@@ -138,8 +138,9 @@ struct OptimizerPart : Part {
   struct ParamState {
     int64_t id = 0;
     std::map<std::string, TensorInfo> tensors;  // exp_avg, exp_avg_sq, momentum_buffer, ...
-    std::optional<double> step;                 // int, float or resolved 0-dim tensor
-    bool step_unreadable = false;               // a step tensor whose value was not read
+    std::set<std::string> keys;    // every state key, tensors or not (LBFGS's n_iter is an int)
+    std::optional<double> step;    // int, float or resolved 0-dim tensor
+    bool step_unreadable = false;  // a step tensor whose value was not read
   };
   std::vector<ParamState> state;
   // State entries keyed by something other than a parameter (MADGRAD's state["k"]).
