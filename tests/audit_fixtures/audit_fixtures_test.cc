@@ -28,8 +28,8 @@ using nlohmann::json;
 const fs::path kFixtures = fs::path(CKPT_SOURCE_DIR) / "fixtures" / "foreign";
 const fs::path kCkpt = fs::path(CKPT_BINARY_DIR) / "cli" / "ckpt";
 
-const std::set<std::string> kStatuses = {"present",      "missing",        "empty",
-                                         "inconsistent", "not_applicable", "derived"};
+const std::set<std::string> kStatuses = {"present",        "missing", "empty",  "inconsistent",
+                                         "not_applicable", "derived", "unknown"};
 const std::set<std::string> kSeverities = {"error", "warning", "info"};
 
 using RunResult = ckpt_test::Run;  // out: stdout (the JSON report), err: stderr (diagnostics)

@@ -84,7 +84,7 @@ class Judge {
     for (const ReaderFinding& f : v_.findings) {
       if (f.inconsistent && f.component) {
         ComponentReport& c = get(*f.component);
-        if (c.status == S::kPresent || c.status == S::kDerived) {
+        if (c.status == S::kPresent || c.status == S::kDerived || c.status == S::kUnknown) {
           c.status = S::kInconsistent;
           c.evidence += "; " + f.message;
         }
@@ -128,6 +128,9 @@ class Judge {
   static std::optional<double> common_step(const OptimizerPart& o) {
     for (const auto& ps : o.state) {
       if (ps.step) return ps.step;
+    }
+    for (const auto& g : o.groups) {
+      if (g.step) return g.step;  // timm Lamb, FusedAdam keep it in the group
     }
     return std::nullopt;
   }
@@ -183,29 +186,94 @@ class Judge {
     std::string evidence;
   };
 
-  Verdict judge_optimizer(const OptimizerPart& o) {
-    if (o.state.empty()) {
-      return {
-          S::kEmpty,
-          o.evidence + "; state == {} (the optimizer never stepped, or its state was not saved)"};
+  // The keys every candidate class keeps for a parameter of group `g` (all of them when the
+  // class is certain; what they share when the shape cannot tell them apart).
+  static std::vector<std::string> required_keys(const OptimizerPart& o, const GroupValues& g) {
+    std::vector<std::string> out;
+    const auto& cands = o.identity.candidates;
+    if (cands.empty()) return out;
+    for (const auto& k : required_state(*cands[0], g)) {
+      bool all = true;
+      for (size_t i = 1; i < cands.size(); ++i) {
+        const auto r = required_state(*cands[i], g);
+        all = all && std::find(r.begin(), r.end(), k) != r.end();
+      }
+      if (all) out.push_back(k);
     }
+    return out;
+  }
+
+  // state == {}: right for a class that keeps nothing under these hyperparameters
+  // (SGD / LARS with momentum 0), a fault once the run has stepped otherwise.
+  Verdict judge_empty(const OptimizerPart& o) const {
+    const auto& cands = o.identity.candidates;
+    bool may_be_empty = !cands.empty() && !o.groups.empty();
+    for (const OptimizerClass* c : cands) {
+      may_be_empty = may_be_empty && c->empty == EmptyWhen::kMomentumZero;
+    }
+    for (const auto& g : o.groups) {
+      may_be_empty = may_be_empty && !condition_holds("momentum", g.values);
+    }
+    if (may_be_empty) {
+      return {S::kPresent, o.evidence + "; state == {}: " + o.identity.label() +
+                               " with momentum 0 keeps no per-parameter state, so {} is what it "
+                               "saves after any number of steps (nothing to lose)"};
+    }
+    const auto& gs = v_.counters.global_step;
+    std::string why = "; state == {} (the optimizer never stepped, or its state was not saved)";
+    if (gs && *gs > 0 && !cands.empty()) {
+      std::string keeps;
+      for (const auto& k : required_keys(o, o.groups.empty() ? GroupValues() : o.groups[0].values))
+        keeps += (keeps.empty() ? "" : ", ") + k;
+      why = "; state == {} although global_step is " + std::to_string(*gs) + ": " +
+            o.identity.label() + " keeps " + (keeps.empty() ? "per-parameter state" : keeps) +
+            " for every parameter from its first step, so its state was lost or never saved";
+    }
+    return {S::kEmpty, o.evidence + why};
+  }
+
+  Verdict judge_optimizer(const OptimizerPart& o) {
+    if (o.state.empty()) return judge_empty(o);
     std::vector<std::string> problems, notes;
     std::set<int64_t> listed, with_state;
-    for (const auto& g : o.groups) listed.insert(g.params.begin(), g.params.end());
+    std::map<int64_t, size_t> group_of;
+    for (size_t gi = 0; gi < o.groups.size(); ++gi) {
+      for (int64_t id : o.groups[gi].params) {
+        listed.insert(id);
+        group_of.emplace(id, gi);
+      }
+    }
+    const bool certain = o.identity.candidates.size() == 1;
+    const bool first_only = certain && o.identity.candidates[0]->first_param_only;
     std::set<double> steps;
+    size_t moment_tensors = 0;
     for (const auto& ps : o.state) {
       with_state.insert(ps.id);
       if (ps.step) steps.insert(*ps.step);
-      if (o.kind == "Adam/AdamW" &&
-          (ps.tensors.count("exp_avg") == 0 || ps.tensors.count("exp_avg_sq") == 0)) {
-        problems.push_back("param " + std::to_string(ps.id) + " lacks exp_avg/exp_avg_sq");
+      moment_tensors += ps.tensors.size();
+      std::set<std::string> have = ps.keys;
+      for (const auto& [k, t] : ps.tensors) have.insert(k);
+      if (ps.step) have.insert("step");
+      auto gi = group_of.find(ps.id);
+      const GroupValues& gv = gi != group_of.end()
+                                  ? o.groups[gi->second].values
+                                  : (o.groups.empty() ? GroupValues() : o.groups[0].values);
+      std::string lacks;
+      for (const auto& k : required_keys(o, gv)) {
+        if (!has_state_key(k, have)) lacks += (lacks.empty() ? "" : ", ") + k;
+      }
+      if (!lacks.empty() && problems.size() < 4) {
+        problems.push_back("param " + std::to_string(ps.id) + " lacks " + lacks + ", which " +
+                           o.identity.label() + " keeps for every parameter it stepped");
       }
     }
     std::vector<int64_t> lacking;
     for (int64_t id : listed) {
       if (with_state.count(id) == 0) lacking.push_back(id);
     }
-    if (!lacking.empty()) {
+    if (!lacking.empty() && first_only) {
+      notes.push_back(o.identity.label() + " keeps its whole state on the first parameter");
+    } else if (!lacking.empty()) {
       std::ostringstream e;
       e << lacking.size() << " of " << listed.size()
         << " params in param_groups have no state (first: " << lacking.front()
@@ -227,8 +295,24 @@ class Judge {
       problems.push_back("params disagree on step (" + fmt(*steps.begin()) + " .. " +
                          fmt(*steps.rbegin()) + ")");
     }
-    for (const auto& n : o.zero_moments)
-      problems.push_back("moment " + n + " is all zeros after steps were taken");
+    if (!o.zero_moments.empty()) {
+      // One parameter with exactly zero moments is a parameter whose gradient was exactly zero
+      // at every step (a WGAN critic's output bias, a dead unit): the moments are right. All of
+      // them zero is a reset.
+      if (o.zero_moments.size() >= moment_tensors) {
+        problems.push_back("every moment tensor (" + std::to_string(o.zero_moments.size()) +
+                           ") is all zeros after steps were taken: the state was reset");
+      } else {
+        std::string first = *o.zero_moments.begin();
+        std::string note = std::to_string(o.zero_moments.size()) + " of " +
+                           std::to_string(moment_tensors) +
+                           " moment tensors are exactly zero (first: " + first +
+                           "): parameters whose gradient was exactly zero at every step (e.g. a "
+                           "WGAN critic's output bias) keep zero moments; not a fault";
+        notes.push_back(note);
+        r_.findings.push_back({Severity::kInfo, C::kOptimizer, o.evidence + ": " + note});
+      }
+    }
     for (const auto& n : o.nonfinite) problems.push_back("moment " + n + " holds NaN/Inf");
     std::string e = o.evidence;
     if (!steps.empty()) e += "; step " + fmt(*steps.begin());
@@ -240,7 +324,11 @@ class Judge {
   // The worst of several statuses: inconsistent, then empty, then present.
   static ComponentStatus worst(ComponentStatus a, ComponentStatus b) {
     auto rank = [](ComponentStatus s) {
-      return s == S::kInconsistent ? 3 : s == S::kEmpty ? 2 : s == S::kMissing ? 1 : 0;
+      return s == S::kInconsistent ? 4
+             : s == S::kEmpty      ? 3
+             : s == S::kMissing    ? 2
+             : s == S::kUnknown    ? 1
+                                   : 0;
     };
     return rank(b) > rank(a) ? b : a;
   }
@@ -303,18 +391,91 @@ class Judge {
     return out;
   }
 
-  Verdict judge_scheduler(const SchedulerPart& s, const OptimizerPart& o, bool several) const {
+  // Does a step count `le` match a saved counter (global step x k, epoch, optimizer step)?
+  bool matches_counter(int64_t le, int64_t k, const OptimizerPart& o) const {
+    const auto& gs = v_.counters.global_step;
+    const auto& ep = v_.counters.epoch;
+    auto os = common_step(o);
+    return (gs && le == *gs * k) || (ep && close(static_cast<double>(le), std::floor(*ep))) ||
+           (os && close(static_cast<double>(le), *os * static_cast<double>(k)));
+  }
+
+  std::string counters_text() const {
+    const auto& c = v_.counters;
+    std::string t;
+    if (c.global_step)
+      t += (c.step_key.empty() ? "global_step" : c.step_key) + " " + std::to_string(*c.global_step);
+    if (c.epoch) t += (t.empty() ? "epoch " : ", epoch ") + fmt(*c.epoch);
+    return t.empty() ? "no counter" : t;
+  }
+
+  // ReduceLROnPlateau counts its step(metric) calls: per epoch or per evaluation, as the loop
+  // chooses. Against the evaluation count when the format records one; otherwise it is right if
+  // it matches a counter, and undecided if it matches none.
+  Verdict judge_plateau(const SchedulerPart& s, const OptimizerPart& o) const {
+    Verdict v{S::kPresent, s.evidence};
+    if (!s.last_epoch) return v;
+    const int64_t le = *s.last_epoch;
+    const auto& evals = v_.counters.evaluations;
+    if (evals && le == *evals) {
+      v.evidence += "; steps once per evaluation: last_epoch " + std::to_string(le) +
+                    " == " + std::to_string(*evals) + " evaluations in log_history";
+    } else if (evals && le < *evals) {
+      v.status = S::kInconsistent;
+      v.evidence += "; last_epoch " + std::to_string(le) + " < " + std::to_string(*evals) +
+                    " evaluations in log_history: the plateau scheduler missed evaluations (its "
+                    "state was reset or not loaded at a resume)";
+    } else if (matches_counter(le, 1, o)) {
+      v.evidence += "; steps once per epoch or step (last_epoch matches " + counters_text() + ")";
+    } else {
+      v.status = S::kUnknown;
+      v.evidence += "; last_epoch " + std::to_string(le) +
+                    " counts its step(metric) calls and matches no saved counter (" +
+                    counters_text() +
+                    "); deciding needs the number of evaluations the run made (e.g. HF "
+                    "trainer_state.json log_history)";
+    }
+    return v;
+  }
+
+  Verdict judge_scheduler(const SchedulerPart& s, const OptimizerPart& o, bool several,
+                          const std::vector<const SchedulerPart*>& siblings) const {
     std::vector<std::string> problems;
     const auto& gs = v_.counters.global_step;
     const auto& ep = v_.counters.epoch;
     auto os = common_step(o);
-    if (s.last_epoch) {
+    if (s.klass != nullptr && s.klass->cadence == Cadence::kRecomputed) {
+      return {v_.counters.found ? S::kPresent : S::kUnknown,
+              s.evidence + (v_.counters.found
+                                ? "; the LR follows from " + counters_text()
+                                : "; no counter saved to recompute the LR from: deciding needs "
+                                  "the epoch or update count")};
+    }
+    Verdict plateau;
+    const bool is_plateau = s.klass != nullptr && s.klass->cadence == Cadence::kPerMetric;
+    if (is_plateau) plateau = judge_plateau(s, o);
+    if (s.last_epoch && !is_plateau) {
       int64_t le = *s.last_epoch;
       const int64_t k = std::max<int64_t>(1, s.steps_per_step);
       const std::string times = k == 1 ? "" : std::to_string(k) + " x ";
       bool matches_epoch = ep && close(static_cast<double>(le), std::floor(*ep));
       bool matches_opt = os && close(static_cast<double>(le), *os * static_cast<double>(k));
-      if (several && (matches_opt || matches_epoch || (gs && le == *gs * k))) {
+      if (!siblings.empty() && !matches_counter(le, k, o)) {
+        // Schedulers that take turns on one optimizer (torch's SWA recipe: the main schedule
+        // until swa_start, SWALR after) split the count between them.
+        int64_t sum = le;
+        for (const SchedulerPart* x : siblings) sum += x->last_epoch.value_or(0);
+        if (matches_counter(sum, k, o)) {
+          problems.clear();
+        } else {
+          return {S::kUnknown,
+                  s.evidence + "; last_epoch " + std::to_string(le) +
+                      " matches no saved counter (" + counters_text() +
+                      "), alone or summed with "
+                      "the other schedulers of its optimizer; deciding needs each scheduler's "
+                      "cadence (per step, per epoch, from which epoch on)"};
+        }
+      } else if (several && (matches_opt || matches_epoch || (gs && le == *gs * k))) {
         // Each pair at its own cadence: the scheduler steps with its optimizer.
       } else if (gs) {
         if (le != *gs * k && !matches_epoch) {
@@ -326,20 +487,65 @@ class Judge {
                            fmt(std::round(*os)));
       }
     }
+    std::string lr_note;
     for (size_t i = 0; i < s.last_lr.size() && i < o.groups.size(); ++i) {
-      if (o.groups[i].lr && !close(*o.groups[i].lr, s.last_lr[i])) {
-        problems.push_back("param_groups[" + std::to_string(i) + "].lr " + fmt(*o.groups[i].lr) +
-                           " != _last_lr[" + std::to_string(i) + "] " + fmt(s.last_lr[i]));
+      if (!o.groups[i].lr || close(*o.groups[i].lr, s.last_lr[i])) continue;
+      // Several schedulers on one optimizer: the group's LR is the _last_lr of the one that
+      // stepped last (chainable schedulers build on the group's LR), not of every one.
+      const SchedulerPart* last = nullptr;
+      for (const SchedulerPart* x : siblings) {
+        if (i < x->last_lr.size() && close(*o.groups[i].lr, x->last_lr[i])) last = x;
+      }
+      if (last != nullptr) {
+        lr_note = "; param_groups[" + std::to_string(i) + "].lr " + fmt(*o.groups[i].lr) +
+                  " is the _last_lr of " + (last->name.empty() ? last->kind : last->name) +
+                  ", the scheduler of the same optimizer that stepped last";
+        continue;
+      }
+      problems.push_back(
+          "param_groups[" + std::to_string(i) + "].lr " + fmt(*o.groups[i].lr) + " != _last_lr[" +
+          std::to_string(i) + "] " + fmt(s.last_lr[i]) +
+          (siblings.empty() ? "" : " (nor the _last_lr of the other schedulers of its optimizer)"));
+    }
+    std::string e = (is_plateau ? plateau.evidence : s.evidence) + lr_note;
+    for (const auto& p : problems) e += "; " + p;
+    if (!problems.empty()) return {S::kInconsistent, e};
+    return {is_plateau ? plateau.status : S::kPresent, e};
+  }
+
+  // No scheduler was ever attached to the saved optimizers: torch's LRScheduler (and timm's and
+  // mmengine's schedulers) write param_groups[i]["initial_lr"] when they are made, and no group
+  // has it. The LR is the group's own, restored with the optimizer. Empty when that is not
+  // established (no optimizer, or groups whose keys were not read).
+  std::string never_scheduled() const {
+    if (!v_.optimizer.found) return "";
+    size_t groups = 0;
+    for (const OptimizerPart* o : optimizers()) {
+      for (const auto& g : o->groups) {
+        if (g.values.present.count("lr") == 0 || g.values.present.count("initial_lr") != 0)
+          return "";
+        ++groups;
       }
     }
-    std::string e = s.evidence;
-    for (const auto& p : problems) e += "; " + p;
-    return {problems.empty() ? S::kPresent : S::kInconsistent, e};
+    if (groups == 0) return "";
+    return "no scheduler was ever attached: a torch / timm / mmengine LR scheduler writes "
+           "param_groups[i]['initial_lr'] when it is made, and none of the " +
+           std::to_string(groups) +
+           " param group(s) has it; the LR is the group's own lr, restored with the optimizer";
   }
 
   void scheduler() {
     const SchedulerPart& s = v_.scheduler;
     if (!s.found) {
+      if (!s.recomputed.empty()) {
+        if (v_.counters.found)
+          return set(C::kScheduler, S::kDerived,
+                     s.recomputed + "; the counter it follows is saved (" + counters_text() + ")");
+        return set(C::kScheduler, S::kMissing,
+                   s.recomputed + ", but no counter is saved to recompute it from");
+      }
+      if (s.evidence.empty() && !never_scheduled().empty())
+        return set(C::kScheduler, S::kNotApplicable, never_scheduled());
       return set(C::kScheduler, S::kMissing,
                  s.evidence.empty()
                      ? "no dict with last_epoch + base_lrs (or ReduceLROnPlateau's shape)"
@@ -348,14 +554,20 @@ class Judge {
     const auto all = schedulers();
     const bool several = all.size() > 1 || optimizers().size() > 1;
     if (all.size() == 1 && optimizers().size() == 1) {
-      Verdict v = judge_scheduler(s, v_.optimizer, false);
+      Verdict v = judge_scheduler(s, v_.optimizer, false, {});
       return set(C::kScheduler, v.status, v.evidence);
     }
+    std::vector<const OptimizerPart*> paired;
+    for (size_t i = 0; i < all.size(); ++i) paired.push_back(pair_of(*all[i], i));
     Verdict total;
     total.evidence = std::to_string(all.size()) + " scheduler(s), each paired with its optimizer";
     for (size_t i = 0; i < all.size(); ++i) {
-      const OptimizerPart* o = pair_of(*all[i], i);
-      Verdict v = judge_scheduler(*all[i], *o, several);
+      const OptimizerPart* o = paired[i];
+      std::vector<const SchedulerPart*> siblings;
+      for (size_t j = 0; j < all.size(); ++j) {
+        if (j != i && paired[j] == o) siblings.push_back(all[j]);
+      }
+      Verdict v = judge_scheduler(*all[i], *o, several, siblings);
       total.status = worst(total.status, v.status);
       size_t oi = 0;
       for (const auto& x : optimizers()) {
@@ -452,6 +664,8 @@ class Judge {
   void grad_scaler() {
     const GradScalerPart& g = v_.grad_scaler;
     if (g.found) return set(C::kGradScaler, g.empty ? S::kEmpty : S::kPresent, g.evidence);
+    if (v_.mixed_precision && !v_.no_scaler_reason.empty())
+      return set(C::kGradScaler, S::kNotApplicable, v_.no_scaler_reason);
     if (!v_.mixed_precision) {
       return set(C::kGradScaler, S::kNotApplicable, "no fp16 mixed precision detected");
     }
@@ -485,6 +699,11 @@ AuditReport apply_rules(const CheckpointView& view, const std::set<AuditComponen
     c.required = required.empty() || required.count(c.component) != 0;
     if (status_is_ok(c.status)) {
       if (c.status == S::kDerived) r.findings.push_back({Severity::kInfo, c.component, c.evidence});
+      if (c.status == S::kUnknown) {
+        r.findings.push_back({Severity::kWarning, c.component,
+                              std::string(component_name(c.component)) +
+                                  " unknown (the rule could not decide): " + c.evidence});
+      }
       continue;
     }
     const Advice& a = advice().at(c.component);

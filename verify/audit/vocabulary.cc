@@ -16,6 +16,8 @@ const char* status_name(ComponentStatus s) {
       return "not_applicable";
     case ComponentStatus::kDerived:
       return "derived";
+    case ComponentStatus::kUnknown:
+      return "unknown";
   }
   return "?";
 }
@@ -29,7 +31,7 @@ std::optional<ComponentStatus> status_from_name(std::string_view name) {
 
 bool status_is_ok(ComponentStatus s) {
   return s == ComponentStatus::kPresent || s == ComponentStatus::kNotApplicable ||
-         s == ComponentStatus::kDerived;
+         s == ComponentStatus::kDerived || s == ComponentStatus::kUnknown;
 }
 
 }  // namespace ckpt::verify

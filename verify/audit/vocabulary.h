@@ -13,17 +13,28 @@ namespace ckpt::verify {
 
 using ckpt::AuditComponent;
 
-// present, missing, empty, inconsistent, not_applicable, derived.
-enum class ComponentStatus { kPresent, kMissing, kEmpty, kInconsistent, kNotApplicable, kDerived };
+// present, missing, empty, inconsistent, not_applicable, derived, unknown. `unknown`: the state is
+// there but a rule could not decide whether it is right (a `warning` finding says what it would
+// need); it does not make the checkpoint incomplete.
+enum class ComponentStatus {
+  kPresent,
+  kMissing,
+  kEmpty,
+  kInconsistent,
+  kNotApplicable,
+  kDerived,
+  kUnknown
+};
 inline constexpr ComponentStatus kComponentStatuses[] = {
     ComponentStatus::kPresent,      ComponentStatus::kMissing,       ComponentStatus::kEmpty,
-    ComponentStatus::kInconsistent, ComponentStatus::kNotApplicable, ComponentStatus::kDerived};
+    ComponentStatus::kInconsistent, ComponentStatus::kNotApplicable, ComponentStatus::kDerived,
+    ComponentStatus::kUnknown};
 
 const char* status_name(ComponentStatus s);
 std::optional<ComponentStatus> status_from_name(std::string_view name);
 
 // True for statuses that do not make a required component fail: present, not_applicable,
-// derived.
+// derived, unknown.
 bool status_is_ok(ComponentStatus s);
 
 }  // namespace ckpt::verify

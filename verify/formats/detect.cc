@@ -8,6 +8,8 @@
 #include <unordered_set>
 
 #include "ckpt/base/hash.h"
+#include "verify/formats/knowledge.h"
+#include "verify/formats/library_layouts.h"
 
 namespace ckpt::verify {
 namespace {
@@ -53,6 +55,10 @@ bool is_optimizer(const Value& d) {
 }
 bool is_scheduler(const Value& d) {
   if (d.get("last_epoch") != nullptr && d.get("base_lrs") != nullptr) return true;
+  // mmengine's param schedulers (last_step, base_values) and timm's (base_values, t_in_epochs).
+  if (d.get("base_values") != nullptr &&
+      (d.get("last_step") != nullptr || d.get("t_in_epochs") != nullptr))
+    return true;
   // DeepSpeed's schedulers (WarmupLR, WarmupDecayLR, OneCycle) save only their batch count.
   if (d.get("last_batch_iteration") != nullptr && d.entries.size() == 1) return true;
   // torch 2.x ChainedScheduler: no top-level last_epoch; its children and its _last_lr.
@@ -163,6 +169,8 @@ class Detector {
           v->tensor->location != "numpy") {
         view_.devices.insert(v->tensor->location);
       }
+      if ((v->kind == Kind::kGlobal || v->kind == Kind::kObject) && globals_.size() < 4096)
+        globals_.insert(v->qualname());
       for (const Value* x : v->items) stack.push_back(x);
       for (const auto& [k, x] : v->entries) stack.push_back(x);
       stack.push_back(v->args);
@@ -290,12 +298,9 @@ class Detector {
 
   void note_counters(const Value& d, const std::string& path) {
     // global_steps: DeepSpeed's engine (mp_rank_00_model_states.pt).
-    static const char* kStepKeys[] = {"global_step", "step",       "iteration",
-                                      "num_updates", "train_step", "global_steps"};
-    static const char* kEpochKeys[] = {"epoch", "current_epoch"};
     CountersPart& c = view_.counters;
     bool added = false;
-    for (const char* k : kStepKeys) {
+    for (const char* k : step_counter_keys()) {
       const Value* v = d.get(k);
       if (v == nullptr || c.global_step) continue;
       std::optional<int64_t> step;
@@ -309,12 +314,13 @@ class Detector {
       }
       if (step) {
         c.global_step = step;
+        c.step_key = join(path, k);
         c.evidence += (c.evidence.empty() ? "" : "; ") + where(ctx_, join(path, k)) + " = " +
                       std::to_string(*step) + how;
         added = true;
       }
     }
-    for (const char* k : kEpochKeys) {
+    for (const char* k : epoch_counter_keys()) {
       const Value* v = d.get(k);
       if (v != nullptr && (v->kind == Kind::kInt || v->kind == Kind::kFloat) && !c.epoch) {
         c.epoch = v->as_number();
@@ -398,20 +404,6 @@ class Detector {
     return id;
   }
 
-  // The optimizer class, from its param_group hyperparameters (which every torch optimizer
-  // saves, even before its first step) and then its per-param state keys.
-  static std::string optimizer_kind(const Value& d, const std::set<std::string>& keys) {
-    const auto& groups = d.get("param_groups")->items;
-    const Value* g0 = !groups.empty() && groups[0]->kind == Kind::kDict ? groups[0] : nullptr;
-    auto group_has = [&](const char* k) { return g0 != nullptr && g0->get(k) != nullptr; };
-    if (keys.count("square_avg") != 0 || group_has("alpha")) return "RMSprop";
-    if (keys.count("exp_avg") != 0 || group_has("betas")) return "Adam/AdamW";
-    if (keys.count("sum") != 0 || group_has("lr_decay")) return "Adagrad";
-    if (keys.count("momentum_buffer") != 0 || group_has("nesterov")) return "SGD";
-    if (!keys.empty()) return "optimizer";
-    return group_has("momentum") ? "SGD" : "optimizer";
-  }
-
   void fill_optimizer(const Value& d, const std::string& path, OptimizerPart* out) {
     OptimizerPart& o = *out;
     o.found = true;
@@ -428,16 +420,35 @@ class Detector {
       }
       if (const Value* lr = g->get("lr")) group.lr = lr->as_number();
       if (const Value* mo = g->get("momentum")) group.momentum = mo->as_number();
+      for (const auto& [gk, gv] : g->entries) {
+        const std::string name = key_text(gk);
+        if (name == "params") continue;
+        group.values.present.insert(name);
+        if (gv->kind == Kind::kNone) group.values.none.insert(name);
+        if (gv->kind == Kind::kBool) group.values.numbers[name] = gv->b ? 1 : 0;
+        if (auto n = gv->as_number(); n && gv->kind != Kind::kBool) group.values.numbers[name] = *n;
+      }
+      if (const Value* st = g->get("step")) {
+        group.step = st->as_number();
+        if (!group.step && st->kind == Kind::kTensor && ctx_.resolve)
+          group.step = ctx_.resolve(*st->tensor);
+      }
       o.groups.push_back(std::move(group));
     }
     std::set<std::string> keys;
     for (const auto& [k, s] : d.get("state")->entries) {
+      if (s->kind != Kind::kDict) {
+        // Not a parameter's state (MADGRAD keeps its step as state["k"]).
+        o.extra_state.push_back(key_text(k));
+        continue;
+      }
       OptimizerPart::ParamState ps;
       if (auto id = param_id(k, &fqns)) ps.id = *id;
       if (s->kind == Kind::kDict) {
         for (const auto& [sk, sv] : s->entries) {
           std::string name = key_text(sk);
           keys.insert(name);
+          if (sv->kind != Kind::kNone) ps.keys.insert(name);
           if (name == "step") {
             if (auto n = sv->as_number()) {
               ps.step = n;
@@ -455,7 +466,9 @@ class Detector {
       }
       o.state.push_back(std::move(ps));
     }
-    o.kind = optimizer_kind(d, keys);
+    o.identity = identify_optimizer(
+        o.groups.empty() ? std::set<std::string>() : o.groups[0].values.present, keys, globals_);
+    o.kind = o.identity.label();
     size_t nparams = 0;
     for (const auto& g : o.groups) nparams += g.params.size();
     std::ostringstream e;
@@ -465,7 +478,7 @@ class Detector {
     } else {
       e << " params (param_groups list no params), ";
     }
-    e << o.groups.size() << " param group(s)";
+    e << o.groups.size() << " param group(s); " << o.identity.how;
     o.evidence = e.str();
   }
 
@@ -492,42 +505,52 @@ class Detector {
     };
     numbers(d.get("base_lrs"), &s.base_lrs);
     numbers(d.get("_last_lr"), &s.last_lr);
+    std::set<std::string> keys;
+    for (const auto& [k, x] : d.entries) keys.insert(key_text(k));
+    s.klass = identify_scheduler(keys);
     if (lbi != nullptr) {
       s.kind = "DeepSpeed scheduler (last_batch_iteration " + summarize(*lbi) + ")";
-    } else if (d.get("patience") != nullptr) {
-      s.kind = "ReduceLROnPlateau";
-      s.per_epoch = true;
-    } else if (d.get("_schedulers") != nullptr) {
-      s.kind = d.get("_milestones") != nullptr ? "SequentialLR" : "ChainedScheduler";
-      if (children != nullptr) s.kind += child_kinds(*children);
-    } else if (d.get("max_lrs") != nullptr || d.get("total_size") != nullptr) {
-      s.kind = "CyclicLR";
-    } else if (d.get("total_steps") != nullptr) {
-      s.kind = "OneCycleLR";
-    } else if (d.get("T_max") != nullptr) {
-      s.kind = "CosineAnnealingLR";
-    } else if (d.get("T_0") != nullptr) {
-      s.kind = "CosineAnnealingWarmRestarts";
-    } else if (d.get("milestones") != nullptr) {
-      s.kind = "MultiStepLR";
-    } else if (d.get("step_size") != nullptr) {
-      s.kind = "StepLR";
-    } else if (d.get("lr_lambdas") != nullptr) {
-      s.kind = "LambdaLR";
-    } else if (d.get("start_factor") != nullptr) {
-      s.kind = "LinearLR";
-    } else if (d.get("power") != nullptr) {
-      s.kind = "PolynomialLR";
-    } else if (d.get("factor") != nullptr) {
-      s.kind = "ConstantLR";
-    } else if (d.get("gamma") != nullptr) {
-      s.kind = "ExponentialLR";
-    } else {
+      s.klass = nullptr;
+    } else if (s.klass == nullptr) {
       s.kind = "LRScheduler";
+    } else {
+      s.kind = s.klass->name;
+      if (s.klass->cadence == Cadence::kPerMetric) s.per_epoch = true;
+    }
+    if (d.get("_schedulers") != nullptr && children != nullptr) s.kind += child_kinds(*children);
+    if (s.klass != nullptr && std::string(s.klass->library) == "mmengine") {
+      // mmengine: last_step counts this scheduler's own steps inside [begin, end);
+      // _global_step every step() call, at its cadence (by_epoch: epochs, else iterations).
+      keys.erase("last_step");
+      keys.erase("base_values");
+      keys.erase("by_epoch");
+      if (const SchedulerClass* like = identify_scheduler(keys))
+        s.kind += std::string(" (") + like->name + "-like)";
+      const Value* gstep = d.get("_global_step");
+      const Value* ls = d.get("last_step");
+      if (gstep != nullptr && gstep->as_int()) {
+        s.last_epoch = gstep->as_int();
+      } else if (ls != nullptr) {
+        s.last_epoch = ls->as_int();
+      }
+      const Value* be = d.get("by_epoch");
+      s.per_epoch = be != nullptr && be->kind == Kind::kBool && be->b;
+      numbers(d.get("_last_value"), &s.last_lr);
+      numbers(d.get("base_values"), &s.base_lrs);
+    }
+    if (s.klass != nullptr && s.klass->cadence == Cadence::kRecomputed) {
+      numbers(d.get("base_values"), &s.base_lrs);
     }
     std::ostringstream e;
     e << where(ctx_, path) << ": " << s.kind;
-    if (s.last_epoch) e << " last_epoch " << *s.last_epoch;
+    if (s.last_epoch)
+      e << (s.klass != nullptr && std::string(s.klass->library) == "mmengine" ? " _global_step "
+                                                                              : " last_epoch ")
+        << *s.last_epoch;
+    if (s.klass != nullptr && std::string(s.klass->library) == "mmengine")
+      e << (s.per_epoch ? " (by_epoch: counts epochs)" : " (counts iterations)");
+    if (s.klass != nullptr && s.klass->cadence == Cadence::kRecomputed)
+      e << " (keeps no step count: the loop passes the epoch / update count to step())";
     if (!d.get("last_epoch") && children != nullptr && s.last_epoch) e << " (from its first child)";
     if (!s.last_lr.empty()) e << ", _last_lr[0] " << s.last_lr[0];
     s.evidence = e.str();
@@ -547,6 +570,7 @@ class Detector {
 
   const DetectContext& ctx_;
   CheckpointView& view_;
+  std::set<std::string> globals_;  // every "module.Name" the tree references
 };
 
 }  // namespace
@@ -616,6 +640,7 @@ std::string value_digest(const Value& v) {
 
 void detect_components(const Value& root, const DetectContext& ctx, CheckpointView* view) {
   Detector(ctx, view).run(root);
+  note_library_layouts(root, ctx.source, view);
 }
 
 namespace {

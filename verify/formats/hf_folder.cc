@@ -118,6 +118,7 @@ class HfFolderReader : public FormatReader {
     note_rng_ranks(rng_ranks_ok, rng_ranks_bad, &view);
     note_accelerate_processes(rng_ranks_ok, rng_ranks_bad, &view);
     note_format_gaps(rng_files, &view);
+    note_fp16_off_gpu(rng_files, &view);
     view.bytes_read = bytes;
     return view;
   }
@@ -194,6 +195,24 @@ class HfFolderReader : public FormatReader {
     }
     if (view->format == CheckpointFormat::kHfTrainer && rng_files == 0) {
       view->rng_cpu.evidence = "no rng_state.pth / rng_state_<rank>.pth in the folder";
+    }
+  }
+
+  // fp16=True without a scaler file: the Trainer's Accelerator makes a GradScaler only on a GPU
+  // (on the CPU, fp16 autocast runs without loss scaling), so a run whose every rng_state file
+  // lacks a CUDA state (or whose TrainingArguments say use_cpu) needs none.
+  static void note_fp16_off_gpu(int rng_files, CheckpointView* view) {
+    if (!view->mixed_precision || view->grad_scaler.found) return;
+    if (view->format != CheckpointFormat::kHfTrainer) return;
+    if (view->no_scaler_reason.empty() && rng_files > 0 && view->rng_cpu.found &&
+        !view->rng_cuda.found) {
+      view->no_scaler_reason =
+          "the run was on the CPU (its rng_state file holds no CUDA generator state)";
+    }
+    if (!view->no_scaler_reason.empty()) {
+      view->no_scaler_reason = view->mixed_precision_evidence + ", but " + view->no_scaler_reason +
+                               ": Accelerate creates no GradScaler off the GPU, so there is no "
+                               "loss scale to save";
     }
   }
 
@@ -383,6 +402,9 @@ class HfFolderReader : public FormatReader {
     if (fp16 != nullptr && fp16->kind == Kind::kBool && fp16->b) {
       view->mixed_precision = true;
       view->mixed_precision_evidence = "training_args.bin: fp16=True";
+      const Value* cpu = attr(root, "use_cpu");
+      if (cpu != nullptr && cpu->kind == Kind::kBool && cpu->b)
+        view->no_scaler_reason = "training_args.bin says use_cpu=True";
     }
   }
 
@@ -408,6 +430,19 @@ class HfFolderReader : public FormatReader {
       c.evidence += o.str();
     }
     c.source = "trainer_state.json";
+    // Evaluations: log_history entries with an eval_ metric (what a ReduceLROnPlateau stepped
+    // on evaluation counts).
+    if (j.contains("log_history") && j["log_history"].is_array()) {
+      int64_t evals = 0;
+      for (const auto& e : j["log_history"]) {
+        if (!e.is_object()) continue;
+        bool eval = false;
+        for (const auto& [k, v] : e.items())
+          eval = eval || (k.rfind("eval_", 0) == 0 && v.is_number());
+        evals += eval ? 1 : 0;
+      }
+      c.evaluations = evals;
+    }
     InspectNode n{"trainer_state.json",
                   "file",
                   "global_step " + (c.global_step ? std::to_string(*c.global_step) : "?") + ", " +

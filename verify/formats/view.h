@@ -20,6 +20,7 @@
 
 #include "ckpt/format/any_dtype.h"
 #include "ckpt/format/component.h"
+#include "verify/formats/knowledge.h"
 
 namespace ckpt::verify {
 
@@ -122,20 +123,28 @@ struct ModelPart : Part {
 
 struct OptimizerPart : Part {
   std::string name;  // where it was found ("opt_g", "optimizer_states[1]"); pairs schedulers
-  std::string kind;  // "Adam/AdamW", "SGD", ... (from param_group and per-param state keys)
+  std::string kind;  // "Adam/AdamW", "SGD", ... (identity.label(), or a reader's own word)
+  // The class from the knowledge table (verify/formats/knowledge.h): from a pickle GLOBAL or
+  // the state's shape, and how (identity.how, quoted in the evidence).
+  OptimizerIdentity identity;
   struct Group {
     std::vector<int64_t> params;
     std::optional<double> lr;
     std::optional<double> momentum;
+    GroupValues values;          // every hyperparameter, for the table's conditions
+    std::optional<double> step;  // a step count kept in the group (timm Lamb, FusedAdam)
   };
   std::vector<Group> groups;
   struct ParamState {
     int64_t id = 0;
     std::map<std::string, TensorInfo> tensors;  // exp_avg, exp_avg_sq, momentum_buffer, ...
-    std::optional<double> step;                 // int, float or resolved 0-dim tensor
-    bool step_unreadable = false;               // a step tensor whose value was not read
+    std::set<std::string> keys;    // every state key, tensors or not (LBFGS's n_iter is an int)
+    std::optional<double> step;    // int, float or resolved 0-dim tensor
+    bool step_unreadable = false;  // a step tensor whose value was not read
   };
   std::vector<ParamState> state;
+  // State entries keyed by something other than a parameter (MADGRAD's state["k"]).
+  std::vector<std::string> extra_state;
   int count = 0;  // optimizers found (Lightning: one per configure_optimizers entry)
   std::set<std::string> zero_moments;  // --deep: all-zero moment tensors
   std::set<std::string> nonfinite;     // --deep: moment tensors with NaN/Inf
@@ -144,11 +153,16 @@ struct OptimizerPart : Part {
 struct SchedulerPart : Part {
   std::string name;  // where it was found ("sched_g", "lr_schedulers[0]")
   std::string kind;
-  std::optional<int64_t> last_epoch;
+  const SchedulerClass* klass = nullptr;  // its knowledge-table row, when identified
+  std::optional<int64_t> last_epoch;      // its own step count (mmengine: last_step)
   std::optional<int64_t> step_count;
   std::vector<double> base_lrs;
   std::vector<double> last_lr;
   bool per_epoch = false;  // ReduceLROnPlateau and Lightning interval="epoch" count epochs
+  // No scheduler object, but the loop recomputes the LR from a counter (nanoGPT's
+  // get_lr(iter_num), timm's epoch-based schedulers): what says so. The rules call the
+  // scheduler derived when the counter is saved.
+  std::string recomputed;
   // Scheduler steps per training step: Accelerate's prepared scheduler steps once per process
   // (split_batches=False), so last_epoch is num_processes x the step. Set by the reader that
   // established it (and said so in the evidence).
@@ -177,6 +191,10 @@ struct LoaderPart : Part {
 struct CountersPart : Part {
   std::optional<int64_t> global_step;
   std::optional<double> epoch;
+  std::string step_key;  // the name the step counter was saved under ("iter_num", "meta.iter")
+  // Evaluations the run made (HF trainer_state.json log_history entries with eval_ metrics):
+  // a ReduceLROnPlateau stepped on evaluation counts these.
+  std::optional<int64_t> evaluations;
 };
 
 struct GradScalerPart : Part {
@@ -210,6 +228,9 @@ struct CheckpointView {
   GradScalerPart grad_scaler;
   bool mixed_precision = false;  // fp16 autocast with a GradScaler expected
   std::string mixed_precision_evidence;
+  // fp16 was asked for but the run was on the CPU, where the library makes no GradScaler (HF
+  // Trainer / Accelerate): why the rules do not expect one.
+  std::string no_scaler_reason;
   std::set<std::string> devices;  // every tensor location seen ("cpu", "cuda:0")
   bool devices_known = false;     // false for formats that do not record devices
   // Components that this format cannot hold by construction, with the reason

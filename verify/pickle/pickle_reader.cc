@@ -672,13 +672,18 @@ void Machine::note_getattr(const Value* fn, const Value* args) {
   const Value* obj =
       args->kind == Kind::kTuple && args->items.size() == 2 ? args->items[0] : nullptr;
   const Value* attr = obj != nullptr ? args->items[1] : nullptr;
-  const bool bound_method = obj != nullptr && obj->kind == Kind::kObject &&
-                            obj->callable != nullptr && obj->callable->kind == Kind::kGlobal &&
-                            attr->kind == Kind::kStr && !attr->s.empty() &&
-                            attr->s.rfind("__", 0) != 0 && attr->s.find('.') == std::string::npos;
+  // A method of an object the pickle built, or a plain attribute of a class it references
+  // (torch 1.13 pickles SWALR's anneal_func as getattr(SWALR, '_cosine_anneal'); mmengine's
+  // HistoryBuffer its statistics as getattr(HistoryBuffer, 'min')).
+  const bool of_object = obj != nullptr && obj->kind == Kind::kObject && obj->callable != nullptr &&
+                         obj->callable->kind == Kind::kGlobal;
+  const bool of_class = obj != nullptr && obj->kind == Kind::kGlobal;
+  const bool bound_method = (of_object || of_class) && attr->kind == Kind::kStr &&
+                            !attr->s.empty() && attr->s.rfind("__", 0) != 0 &&
+                            attr->s.find('.') == std::string::npos;
   if (bound_method && getattr_tainted_.count(it->second) == 0) {
     if (u.bound_method_of.empty()) {
-      u.bound_method_of = obj->callable->qualname();
+      u.bound_method_of = of_object ? obj->callable->qualname() : obj->qualname();
       u.attribute = attr->s;
     }
     return;

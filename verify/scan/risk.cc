@@ -256,6 +256,7 @@ bool framework_root(const std::string& root) {
                                           "torchdata",
                                           "torchvision",
                                           "timm",
+                                          "mmengine",
                                           "peft",
                                           "trl",
                                           "diffusers",
