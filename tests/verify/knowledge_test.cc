@@ -59,7 +59,7 @@ TEST_CASE("fp16 without a GradScaler: missing on a GPU run, not_applicable on th
         ComponentStatus::kNotApplicable);
 }
 
-TEST_CASE("ReduceLROnPlateau against the evaluation count; unknown without one", "[verify]") {
+TEST_CASE("ReduceLROnPlateau against the evaluation count: unknown without one", "[verify]") {
   CheckpointView v = hf_view();
   v.scheduler.found = true;
   v.scheduler.kind = "ReduceLROnPlateau";
