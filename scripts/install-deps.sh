@@ -4,6 +4,7 @@
 set -euo pipefail
 pkgs=(cmake g++ make ccache pkg-config zlib1g-dev libgloo-dev libtorch-dev libhdf5-dev hdf5-tools libxxhash-dev
       libcli11-dev catch2 nlohmann-json3-dev libroaring-dev libsimdjson-dev
+      libcurl4-openssl-dev libssl-dev
       python3-torch python3-h5py python3-numpy python3-dev pybind11-dev)
 if [[ "${1:-}" == "--test" ]]; then
   pkgs+=(clang clang-format clang-tidy libclang-rt-14-dev chromium strace util-linux python3-pytest

@@ -90,6 +90,39 @@ inline bool range_inside(uint64_t offset, uint64_t len, uint64_t size) {
   return offset <= size && len <= size - offset;
 }
 
+// What an Env over an object store (S3) offers store/ beyond the file calls: a store has no
+// rename, no directories and no flock, but it has conditional writes (docs/format.md §9). Every
+// object appears whole when the write that makes it returns, so store/ writes final names
+// directly and commits with put_if_absent.
+class ObjectStore {
+ public:
+  virtual ~ObjectStore() = default;
+  // Creates `path` with `bytes` unless it exists (S3 If-None-Match: *). false: it existed (412);
+  // nothing was written.
+  virtual Result<bool> put_if_absent(const std::string& path, const std::string& bytes) = 0;
+  // The object's bytes (at most max_bytes, kCorrupt beyond) and its version (the ETag);
+  // kNotFound when it does not exist.
+  struct Versioned {
+    std::string bytes;
+    std::string version;
+  };
+  virtual Result<Versioned> get_versioned(const std::string& path, uint64_t max_bytes) = 0;
+  // Replaces `path` only while its version is still `version` (S3 If-Match). false: it changed
+  // (412); nothing was written.
+  virtual Result<bool> put_if_version(const std::string& path, const std::string& bytes,
+                                      const std::string& version) = 0;
+  // Deletes the objects (a missing one is not an error), in batches (S3 DeleteObjects).
+  virtual Status delete_many(const std::vector<std::string>& paths) = 0;
+  // Aborts every unfinished multipart upload under `prefix` (a killed writer's leftovers);
+  // returns how many.
+  virtual Result<size_t> abort_uploads_under(const std::string& prefix) = 0;
+  // A local directory for what HDF5 must see as a file (a rank file's structure while it is
+  // written, a read view of one): it holds only structural bytes, never a checkpoint's tensors.
+  virtual const std::string& scratch_dir() const = 0;
+  // "s3://bucket (endpoint http://127.0.0.1:8333)": what error messages name. No secret.
+  virtual std::string describe() const = 0;
+};
+
 class Env {
  public:
   virtual ~Env() = default;
@@ -100,6 +133,9 @@ class Env {
   // (README, Performance); on local NVMe, or to keep a checkpoint out of the page cache, pass it
   // as the Env.
   static Env* posix_direct_io();
+  // Non-null when the Env is over an object store (see ObjectStore); the paths it takes are then
+  // URLs ("s3://bucket/run/step-000000000005/COMMIT.json") and path_join works on them.
+  virtual ObjectStore* object_store() { return nullptr; }
 
   virtual Result<std::unique_ptr<WritableFile>> new_writable(const std::string& path) = 0;
   // Opens an existing file for writing in place (offsets), without truncating it.
@@ -141,8 +177,9 @@ class Env {
 
   // Whole-file helpers built on the primitives above.
   Result<std::string> read_all(const std::string& path, uint64_t max_bytes = 256u << 20);
-  // Writes `path` atomically: path.tmp, fsync, rename, fsync the directory.
-  Status write_atomic(const std::string& path, const std::string& contents);
+  // Writes `path` atomically: path.tmp, fsync, rename, fsync the directory (an object store: one
+  // PUT, which is atomic by itself).
+  virtual Status write_atomic(const std::string& path, const std::string& contents);
 };
 
 // Joins two path pieces with one '/'.

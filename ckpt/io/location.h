@@ -1,0 +1,34 @@
+// Where a run directory lives, from the text a user wrote: a local path or an `s3://` URL.
+//
+// Any other `scheme://` — gs://, az://, file://, hdfs://, a typo like s3:/ or s4:// — is refused
+// with one line naming it: a URL is never taken for a local path (a folder named "gs:" in the
+// working directory would lose the checkpoint with the node).
+#pragma once
+
+#include <string>
+
+#include "ckpt/base/status.h"
+#include "ckpt/io/env.h"
+
+namespace ckpt {
+
+// True when `text` starts like a URL ("letters://" or "s3:/"): what env_for_location refuses
+// unless it knows the scheme.
+bool looks_like_url(const std::string& text);
+
+// The Env that reads and writes `location`:
+//   - a path without a scheme: Env::posix() (or `local` when given: posix_direct_io, a test's);
+//   - s3://bucket[/prefix]: the process-wide S3 Env for that endpoint and those credentials
+//     (ckpt/io/s3/s3_env.h; made at the first use, then shared), configured from AWS_* variables
+//     and ~/.aws files (docs/object-storage.md). Its first use also probes that the store honours
+//     conditional writes, and refuses one that does not;
+//   - anything else that looks like a URL: kInvalidArgument "gs://b/run: unsupported URL scheme
+//     'gs'; ckpt reads and writes local paths and s3://bucket/prefix".
+// The returned Env lives for the process.
+Result<Env*> env_for_location(const std::string& location, Env* local = nullptr);
+
+// `location` without a trailing '/' (s3://b/run/ and run/ are the same run directory as s3://b/run
+// and run); a bare "s3://bucket" stays as it is.
+std::string normalize_location(const std::string& location);
+
+}  // namespace ckpt
