@@ -7,6 +7,7 @@
 #include "ckpt/format/printable.h"
 #include "ckpt/format/rank_root.h"
 #include "ckpt/io/env.h"
+#include "ckpt/io/location.h"
 #include "cli/command.h"
 #include "cli/exit_codes.h"
 #include "verify/formats/builtin_readers.h"
@@ -44,7 +45,8 @@ int main(int argc, char** argv) {
   // then our own format's.
   ckpt::verify::ReaderSet readers = ckpt::verify::builtin_readers();
   readers.add(ckpt::verify::make_ours_reader());
-  const Context ctx{ckpt::Env::posix(), &readers};
+  // Every path goes to the storage it names: local, or s3:// (any other URL is refused).
+  const Context ctx{ckpt::routing_env(ckpt::Env::posix()), &readers};
   std::vector<std::pair<CLI::App*, Runner>> runners;
   for (const Setup& setup : commands(ctx)) {
     CLI::App* sub = nullptr;
@@ -65,6 +67,19 @@ int main(int argc, char** argv) {
     // its line (as app.exit() words it otherwise).
     std::cerr << ckpt::printable_line(e.what()) << "\nRun with --help for more information.\n";
     return kExitUsage;
+  }
+
+  // A URL argument must name storage ckpt serves: gs://… or a typo like s3:/b is one line and
+  // exit 64 here, never read as a local path (and an s3:// store that cannot keep one commit per
+  // step is refused before anything runs).
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (!ckpt::looks_like_url(arg)) continue;
+    const auto env = ckpt::env_for_location(arg);
+    if (!env.is_ok()) {
+      std::cerr << "ckpt: " << ckpt::printable_line(env.status().message()) << "\n";
+      return exit_code_for(env.status());
+    }
   }
 
   try {

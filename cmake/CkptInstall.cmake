@@ -10,7 +10,7 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 set(CKPT_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/ckpt)
 
-set(CKPT_CORE_LIBS ckpt_base ckpt_format ckpt_io ckpt_h5 ckpt_box ckpt_store ckpt_loader ckpt_sched)
+set(CKPT_CORE_LIBS ckpt_base ckpt_format ckpt_io ckpt_location ckpt_h5 ckpt_box ckpt_store ckpt_loader ckpt_sched)
 add_library(ckpt_pkg_core INTERFACE)
 target_link_libraries(ckpt_pkg_core INTERFACE ckpt_store ckpt_loader ckpt_sched)
 set_target_properties(ckpt_pkg_core PROPERTIES EXPORT_NAME ckpt)

@@ -10,6 +10,7 @@
 #include "ckpt/base/hash.h"
 #include "ckpt/format/manifest.h"
 #include "ckpt/format/rank_root.h"
+#include "ckpt/io/location.h"
 #include "ckpt/loader/resumable_sampler.h"
 #include "ckpt/loader/sampler_node.h"
 #include "ckpt/sched/scheduler.h"
@@ -46,8 +47,26 @@ std::string environment_digest(std::string* env_json) {
   return hex64(xxh3_64(text.data(), text.size()));
 }
 
+namespace {
+
+// A run directory that is a URL must be one this Env serves: never a local folder named "s3:".
+Status check_location(Env* env, const std::string& run_dir) {
+  if (!looks_like_url(run_dir)) return Status::ok();
+  CKPT_RETURN_IF_ERROR(env_for_location(run_dir).status());
+  if (env->object_store(run_dir) == nullptr) {
+    return invalid_argument(run_dir +
+                            ": a URL, but CheckpointerOptions::env is a local file system");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Checkpointer::Checkpointer(CheckpointerOptions options)
-    : options_(std::move(options)), env_(options_.env ? options_.env : Env::posix_direct_io()) {}
+    : options_(std::move(options)),
+      env_(options_.env ? options_.env : routing_env(Env::posix_direct_io())) {
+  options_.run_dir = normalize_location(options_.run_dir);
+}
 
 // The destructor-time flush: a save in flight is finished (committed, or its failure journaled by
 // the job and reported here, the one place a destructor can say it).
@@ -65,6 +84,7 @@ Status Checkpointer::append_journal(store::JournalEventType type, nlohmann::json
 }
 
 Status Checkpointer::acquire_lock() {
+  CKPT_RETURN_IF_ERROR(check_location(env_, options_.run_dir));
   if (options_.read_only || options_.rank != 0) return Status::ok();
   if (lock_) return lock_->check();
   if (options_.run_dir.empty()) return invalid_argument("Checkpointer: run_dir is empty");

@@ -133,9 +133,13 @@ class Env {
   // (README, Performance); on local NVMe, or to keep a checkpoint out of the page cache, pass it
   // as the Env.
   static Env* posix_direct_io();
-  // Non-null when the Env is over an object store (see ObjectStore); the paths it takes are then
-  // URLs ("s3://bucket/run/step-000000000005/COMMIT.json") and path_join works on them.
-  virtual ObjectStore* object_store() { return nullptr; }
+  // Non-null when `path` lives on an object store (see ObjectStore); the paths such an Env takes
+  // are URLs ("s3://bucket/run/step-000000000005/COMMIT.json") and path_join works on them. A path
+  // argument, because one Env may route (ckpt/io/location.h: local paths and URLs alike).
+  virtual ObjectStore* object_store(const std::string& path) {
+    (void)path;
+    return nullptr;
+  }
 
   virtual Result<std::unique_ptr<WritableFile>> new_writable(const std::string& path) = 0;
   // Opens an existing file for writing in place (offsets), without truncating it.

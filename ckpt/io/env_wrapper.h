@@ -16,11 +16,11 @@ class EnvWrapper : public Env {
   explicit EnvWrapper(Env* target) : target_(target) {}
   Env* target() const { return target_; }
 
-  ObjectStore* object_store() override { return target_->object_store(); }
+  ObjectStore* object_store(const std::string& p) override { return target_->object_store(p); }
   // A file system's write_atomic is built on the primitives below, so a wrapper that injects
   // faults into them sees its steps; an object store's is one PUT of the target's.
   Status write_atomic(const std::string& p, const std::string& c) override {
-    return target_->object_store() != nullptr ? target_->write_atomic(p, c)
+    return target_->object_store(p) != nullptr ? target_->write_atomic(p, c)
                                                : Env::write_atomic(p, c);
   }
   Result<std::unique_ptr<WritableFile>> new_writable(const std::string& p) override {

@@ -27,6 +27,12 @@ bool looks_like_url(const std::string& text);
 // The returned Env lives for the process.
 Result<Env*> env_for_location(const std::string& location, Env* local = nullptr);
 
+// One Env for every location: each call goes to env_for_location(its path, local)'s Env, so code
+// handed a run directory as text (the CLI's commands, the Python package) reads and writes local
+// paths and s3:// alike; a refused URL fails that call with env_for_location's error (exists()
+// and is_dir() say false). Process-wide, one per `local` Env.
+Env* routing_env(Env* local = nullptr);
+
 // `location` without a trailing '/' (s3://b/run/ and run/ are the same run directory as s3://b/run
 // and run); a bare "s3://bucket" stays as it is.
 std::string normalize_location(const std::string& location);

@@ -39,7 +39,7 @@ def open_latest(run_dir: str, rank: int, on_damaged: str) -> Tuple[
     checkpoint that would be stepped over raises CorruptCheckpointError naming it instead: a
     damaged commit record newer than every intact checkpoint (what C++'s check_damaged refuses),
     or a rank file whose format or format_version is not this build's."""
-    entries = _core.list_checkpoints(run_dir) if os.path.isdir(run_dir) else []
+    entries = _core.list_checkpoints(run_dir) if _core.is_dir(run_dir) else []
     intact = [e for e in entries if e["committed"]]
     newest = intact[-1]["step"] if intact else None
     stepped: List[str] = []

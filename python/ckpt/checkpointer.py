@@ -78,7 +78,8 @@ class Checkpointer:
                  keep_every: int = 0, omit: Iterable[str] = (), required: Iterable[str] = (),
                  on_damaged: Literal["refuse", "fallback"] = "refuse",
                  read_only: bool = False) -> None:
-        self.run_dir = os.fspath(run_dir)
+        # A local path or s3://bucket/prefix; any other URL raises here, never a folder "gs:".
+        self.run_dir = _core.location(os.fspath(run_dir))
         self.on_damaged = _restore_checks.check_on_damaged(on_damaged)
         self.read_only, self._closed = bool(read_only), False
         self.keep_last, self.keep_every = int(keep_last), int(keep_every)
@@ -93,7 +94,7 @@ class Checkpointer:
         self._owners: Dict[Any, Dict[str, int]] = {}  # _shard.SaveLayout's cache
         if self.read_only:  # a reader of a live run: no lock, nothing written (docs/python.md)
             return
-        os.makedirs(self.run_dir, exist_ok=True)
+        _core.make_dirs(self.run_dir)
         # One process writes a run (C++ store::lock_run_dir: RUN/LOCK, flock); rank 0 takes it.
         self._lock = _core.RunLock(self.run_dir) if self.rank == 0 else None
 

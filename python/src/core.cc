@@ -34,6 +34,7 @@
 #include "ckpt/format/torch_layout.h"
 #include "ckpt/format/tree.h"
 #include "ckpt/io/env.h"
+#include "ckpt/io/location.h"
 #include "ckpt/store/background_save.h"
 #include "ckpt/store/journal.h"
 #include "ckpt/store/rank_io.h"
@@ -78,7 +79,7 @@ void check(const Status& s) {
 
 // The file system every binding reads and writes through: one Env for the package, as `main`
 // gives the CLI's commands theirs (the seam an object-store backend plugs into).
-Env* package_env() { return Env::posix(); }
+Env* package_env() { return routing_env(Env::posix()); }
 
 namespace {
 
@@ -605,6 +606,21 @@ PYBIND11_MODULE(_core, m) {
       py::arg("run_dir"), py::arg("keep_last"), py::arg("keep_every"));
   m.def("find_latest", &find_latest, py::arg("run_dir"));
   m.def("list_checkpoints", &list_checkpoints, py::arg("run_dir"));
+  // A run directory as the user wrote it, checked (ckpt/io/location.h): s3:// goes to the store,
+  // any other URL is refused with one line, never taken for a local folder.
+  m.def(
+      "location",
+      [](const std::string& text) {
+        check(env_for_location(text).status());
+        return normalize_location(text);
+      },
+      py::arg("text"));
+  m.def(
+      "is_dir", [](const std::string& path) { return package_env()->is_dir(path); },
+      py::arg("path"));
+  m.def(
+      "make_dirs", [](const std::string& path) { check(package_env()->make_dirs(path)); },
+      py::arg("path"));
   m.attr("MAX_STEP") = kMaxStep;  // a checkpoint's step is in [0, MAX_STEP] (check_step)
   m.attr("FORMAT") = kFormatName;
   m.attr("FORMAT_VERSION") = kFormatVersion;

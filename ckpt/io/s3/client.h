@@ -47,8 +47,8 @@ struct ListEntry {
   std::string etag;
 };
 struct ListResult {
-  std::vector<ListEntry> objects;        // sorted by key
-  std::vector<std::string> prefixes;     // CommonPrefixes (with delimiter), sorted, ending '/'
+  std::vector<ListEntry> objects;     // sorted by key
+  std::vector<std::string> prefixes;  // CommonPrefixes (with delimiter), sorted, ending '/'
 };
 
 struct UploadRef {
@@ -84,7 +84,8 @@ class S3Client {
   virtual Result<ListResult> list(const std::string& bucket, const std::string& prefix,
                                   const std::string& delimiter) = 0;
   // DeleteObjects in batches of 1,000; a missing key is not an error.
-  virtual Status delete_objects(const std::string& bucket, const std::vector<std::string>& keys) = 0;
+  virtual Status delete_objects(const std::string& bucket,
+                                const std::vector<std::string>& keys) = 0;
 
   // Multipart upload. Parts are numbered from 1; complete_multipart takes the parts' ETags in
   // order and may be conditional (S3 checks the condition at Complete).

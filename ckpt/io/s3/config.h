@@ -43,8 +43,8 @@ struct Credentials {
 
 struct Endpoint {
   std::string scheme = "https";  // "http" or "https"
-  std::string host;              // "127.0.0.1:8333" (port included when given), "s3.us-east-1.amazonaws.com"
-  bool path_style = false;       // http://host/bucket/key rather than http://bucket.host/key
+  std::string host;  // "127.0.0.1:8333" (port included when given), "s3.us-east-1.amazonaws.com"
+  bool path_style = false;  // http://host/bucket/key rather than http://bucket.host/key
 };
 
 struct S3Config {
@@ -52,11 +52,11 @@ struct S3Config {
   std::string region = "us-east-1";
   Credentials credentials;
   // Transfer settings (CKPT_S3_* variables override them; see docs/object-storage.md).
-  uint64_t part_bytes = 16u << 20;    // multipart part size (raised for objects near 10,000 parts)
-  int concurrency = 8;                // parallel parts / ranged GETs per object
-  int max_attempts = 6;               // per request, with exponential backoff and full jitter
+  uint64_t part_bytes = 16u << 20;  // multipart part size (raised for objects near 10,000 parts)
+  int concurrency = 8;              // parallel parts / ranged GETs per object
+  int max_attempts = 6;             // per request, with exponential backoff and full jitter
   double connect_timeout_s = 10;
-  double request_timeout_s = 300;     // a stalled transfer (no progress this long) is an error
+  double request_timeout_s = 300;  // a stalled transfer (no progress this long) is an error
   // "http://127.0.0.1:8333 (region us-east-1, key …ABCD from environment)": no secret.
   std::string describe() const;
 };

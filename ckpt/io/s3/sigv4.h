@@ -22,7 +22,7 @@ struct HttpRequest {
   // Query parameters, not encoded; the signer encodes and sorts them.
   std::vector<std::pair<std::string, std::string>> query;
   std::vector<std::pair<std::string, std::string>> headers;  // Host may be omitted: added
-  std::string payload_sha256;  // hex; empty means "UNSIGNED-PAYLOAD"
+  std::string payload_sha256;                                // hex; empty means "UNSIGNED-PAYLOAD"
 };
 
 // Signs `req` in place at `amz_date` ("20150830T123600Z") for `service` ("s3") in `region`.
