@@ -8,6 +8,7 @@
 #include "ckpt/base/hash.h"
 #include "ckpt/format/attrs_digest.h"
 #include "ckpt/h5/rank_file.h"
+#include "ckpt/store/hdf5_view.h"
 
 namespace ckpt::store {
 
@@ -102,8 +103,9 @@ Result<RankStructure> open_rank_structure(Env* env, const std::string& step_dir,
       d.box = e.box;
     }
   }
+  CKPT_ASSIGN_OR_RETURN(auto view, hdf5_view(env, rs.file, &rs.manifest));
   CKPT_ASSIGN_OR_RETURN(
-      rs.root, h5::read_structure(rs.file, &rs.datasets,
+      rs.root, h5::read_structure(view->path(), &rs.datasets,
                                   check == DatasetCheck::kFromManifest ? &trusted : nullptr));
   CKPT_RETURN_IF_ERROR(cross_check(rs.manifest, rs.datasets, rs.file));
   const uint64_t digest = attrs_digest(rs.root);

@@ -28,6 +28,7 @@
 #include "ckpt/format/regions.h"
 #include "ckpt/h5/rank_file.h"
 #include "ckpt/store/direct_writer.h"
+#include "ckpt/store/hdf5_view.h"
 #include "ckpt/store/rank_io.h"
 
 namespace ckpt::store {
@@ -225,6 +226,61 @@ Result<Filled> fill_and_hash_once(Env* env, const std::string& tmp_path,
   return Filled{size, whole.digest(), std::move(gaps)};
 }
 
+// Pass 3 on an object store: the same bytes in the same order, appended to the object as it
+// uploads (ckpt/io/s3/upload.h) — the structure from the local scratch file HDF5 wrote, the
+// tensors straight from memory — so no full copy of the checkpoint lands on a local disk.
+Result<Filled> stream_to_object(Env* env, const std::string& structure_path,
+                                const std::string& final_path,
+                                const std::vector<h5::DatasetExtent>& extents,
+                                RankWriteStats* stats) {
+  CKPT_ASSIGN_OR_RETURN(auto structure, Env::posix()->open_random(structure_path));
+  const uint64_t size = structure->size();
+  CKPT_ASSIGN_OR_RETURN(auto out, env->new_writable(final_path));
+  std::unique_ptr<char[]> buf(new char[kWriteChunk]);
+  Hasher whole;
+  std::vector<uint64_t> gaps;
+  uint64_t pos = 0;
+  auto copy_structure = [&](uint64_t to) -> Status {
+    if (pos >= to) return Status::ok();
+    Hasher gap;
+    while (pos < to) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(kWriteChunk, to - pos));
+      CKPT_RETURN_IF_ERROR(structure->read_at(pos, buf.get(), n));
+      whole.update(buf.get(), n);
+      gap.update(buf.get(), n);
+      CKPT_RETURN_IF_ERROR(out->append(buf.get(), n));
+      pos += n;
+    }
+    gaps.push_back(gap.digest());
+    return Status::ok();
+  };
+  const auto t0 = Clock::now();
+  for (const auto& e : extents) {
+    const Tensor& t = *e.tensor;
+    if (t.nbytes == 0) continue;
+    if (e.offset < pos || e.offset > size || t.nbytes > size - e.offset) {
+      return internal_error(final_path + ": HDF5 placed \"" + e.path + "\" outside the file");
+    }
+    CKPT_RETURN_IF_ERROR(copy_structure(e.offset));
+    const auto* p = static_cast<const unsigned char*>(t.data);
+    for (uint64_t done = 0; done < t.nbytes;) {
+      const size_t k = static_cast<size_t>(std::min<uint64_t>(kWriteChunk, t.nbytes - done));
+      whole.update(p + done, k);
+      CKPT_RETURN_IF_ERROR(out->append(p + done, k));
+      done += k;
+    }
+    pos = e.offset + t.nbytes;
+  }
+  CKPT_RETURN_IF_ERROR(copy_structure(size));
+  const auto t1 = Clock::now();
+  CKPT_RETURN_IF_ERROR(out->close());  // the last part, then CompleteMultipartUpload
+  if (stats != nullptr) {
+    stats->write_seconds = std::chrono::duration<double>(t1 - t0).count();
+    stats->sync_seconds = seconds_since(t1);
+  }
+  return Filled{size, whole.digest(), std::move(gaps)};
+}
+
 // Below this many tensor bytes the write pass goes through the page cache (the one fdatasync
 // after it puts them on the disk): direct I/O's handles, writer threads and bounce buffers cost
 // more than the page cache does for a small state (a 3 MB one: 10% of its save's CPU time).
@@ -250,7 +306,14 @@ Result<Manifest> write_rank(Env* env, const std::string& step_dir, int64_t rank,
   CKPT_RETURN_IF_ERROR(check_step(step));
   const std::string name = rank_file_name(rank);
   const std::string final_path = path_join(step_dir, name);
-  const std::string tmp_path = final_path + ".tmp";
+  // On an object store HDF5 writes the structure to a local scratch file and pass 3 streams the
+  // rank file to its final name, which appears whole when its upload completes: no rename.
+  ObjectStore* store = env->object_store(final_path);
+  std::string tmp_path = final_path + ".tmp";
+  if (store != nullptr) {
+    CKPT_ASSIGN_OR_RETURN(tmp_path, scratch_path(store, name));
+  }
+  Env* tmp_env = store != nullptr ? Env::posix() : env;
   RankWriteStats local;
 
   std::vector<TensorRef> refs;
@@ -267,12 +330,14 @@ Result<Manifest> write_rank(Env* env, const std::string& step_dir, int64_t rank,
   t0 = Clock::now();
   auto extents = h5::write_structure(tmp_path, *root);
   local.structure_seconds = seconds_since(t0);
-  Result<Filled> filled =
-      extents.is_ok() ? fill_and_hash(env, tmp_path, *extents, &local) : extents.status();
+  Result<Filled> filled = !extents.is_ok() ? Result<Filled>(extents.status())
+                          : store != nullptr
+                              ? stream_to_object(env, tmp_path, final_path, *extents, &local)
+                              : fill_and_hash(env, tmp_path, *extents, &local);
   if (!filled.is_ok()) {
     // A full disk or an I/O error leaves nothing behind (a crash leaves the .tmp, which
     // retention and the next save of this step clean up).
-    if (env->exists(tmp_path)) (void)env->remove_file(tmp_path);
+    if (tmp_env->exists(tmp_path)) (void)tmp_env->remove_file(tmp_path);
     return filled.status();
   }
 
@@ -302,7 +367,11 @@ Result<Manifest> write_rank(Env* env, const std::string& step_dir, int64_t rank,
                           std::to_string(gaps));
   }
   m.regions_xxh3 = regions_digest(regions);
-  CKPT_RETURN_IF_ERROR(env->rename(tmp_path, final_path));
+  if (store != nullptr) {
+    (void)Env::posix()->remove_file(tmp_path);
+  } else {
+    CKPT_RETURN_IF_ERROR(env->rename(tmp_path, final_path));
+  }
   const std::string manifest = encode_manifest(m);
   CKPT_RETURN_IF_ERROR(env->write_atomic(path_join(step_dir, rank_manifest_name(rank)), manifest));
   local.manifest_seconds = seconds_since(t0);

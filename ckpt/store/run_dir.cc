@@ -87,10 +87,58 @@ Result<std::string> save_dir(Env* env, const std::string& run_dir, int64_t step)
   CKPT_RETURN_IF_ERROR(check_step(step));
   const std::string dir = path_join(run_dir, step_dir_name(step));
   CKPT_ASSIGN_OR_RETURN(FileKind kind, env->entry_kind(path_join(dir, "COMMIT.json")));
-  return kind == FileKind::kMissing ? dir : resave_dir(run_dir, step);
+  if (kind == FileKind::kMissing) return dir;
+  if (env->object_store(dir) != nullptr) {
+    return invalid_argument(dir +
+                            " is already committed; an object store cannot replace a "
+                            "checkpoint atomically (no rename): save another step, or delete "
+                            "this one first");
+  }
+  return resave_dir(run_dir, step);
 }
 
 namespace {
+
+std::string trim_newline(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  return s;
+}
+
+// Steps 3 and 4 on an object store (docs/format.md §9): COMMIT.json appears only if no other
+// writer committed this step (If-None-Match: *), the commit point; LATEST then advances by
+// compare-and-swap and never moves back to an older step.
+Status commit_on_store(ObjectStore* store, const std::string& run_dir, const std::string& dir,
+                       const CommitRecord& rec) {
+  CKPT_ASSIGN_OR_RETURN(bool created,
+                        store->put_if_absent(path_join(dir, "COMMIT.json"), encode_commit(rec)));
+  if (!created) {
+    return locked(path_join(dir, "COMMIT.json") +
+                  ": another writer committed this step first (commit refused; its checkpoint "
+                  "is kept)");
+  }
+  // A killed writer's unfinished uploads (of this run, any step) end here: every rank's upload
+  // of this step completed before the commit, and one save runs at a time.
+  CKPT_RETURN_IF_ERROR(store->abort_uploads_under(run_dir + "/").status());
+  const std::string latest = path_join(run_dir, "LATEST");
+  const std::string name = step_dir_name(rec.step) + "\n";
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    auto now = store->get_versioned(latest, 4096);
+    if (!now.is_ok() && now.status().code() != Code::kNotFound) return now.status();
+    if (!now.is_ok()) {
+      CKPT_ASSIGN_OR_RETURN(bool made, store->put_if_absent(latest, name));
+      if (made) return Status::ok();
+      continue;
+    }
+    int64_t held = -1;
+    if (parse_step_dir_name(trim_newline(now->bytes), &held) && held > rec.step) {
+      return Status::ok();  // a newer checkpoint is already the hint
+    }
+    CKPT_ASSIGN_OR_RETURN(bool swapped, store->put_if_version(latest, name, now->version));
+    if (swapped) return Status::ok();
+  }
+  // LATEST is a hint: find_latest lists the commit records when it is stale.
+  return Status::ok();
+}
 
 // 3' of a re-save: a leftover attempt may hold files of ranks the new record does not list (a
 // world size that changed); they would make the checkpoint fail verify.
@@ -140,6 +188,7 @@ Status commit(Env* env, const std::string& run_dir, int64_t step, int64_t world_
     rec.files.push_back({kIndexFileName, index->size(), xxh3_64(index->data(), index->size())});
   }
   if (resave) CKPT_RETURN_IF_ERROR(remove_unlisted(env, dir, rec));
+  if (ObjectStore* store = env->object_store(dir)) return commit_on_store(store, run_dir, dir, rec);
   CKPT_RETURN_IF_ERROR(env->write_atomic(path_join(dir, "COMMIT.json"), encode_commit(rec)));
   if (resave) {
     CKPT_RETURN_IF_ERROR(

@@ -1,0 +1,150 @@
+// take_lease (s3_lease.h): RUN/LOCK as an object with a holder, a token and a renewal time.
+//
+// Taking: PUT If-None-Match: *. Held by another: GET it; renewed within ttl → kLocked; older →
+// take it over with PUT If-Match: <its ETag> (of two takers, one wins; the other is kLocked).
+// Holding: a thread PUTs the lease again with If-Match: <our ETag> every ttl/3; a 412 means
+// someone took it over (we were presumed dead), and still_at() turns false, which stops the
+// writer before its next save or commit. Release: DELETE when the lease is still ours.
+#include "ckpt/io/s3/s3_lease.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <ctime>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+namespace ckpt::s3 {
+namespace {
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string new_token() {
+  std::random_device rd;
+  std::mt19937_64 g((static_cast<uint64_t>(rd()) << 32) ^ rd());
+  char buf[33];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(g()),
+                static_cast<unsigned long long>(g()));
+  return buf;
+}
+
+std::string lease_body(const std::string& owner, const std::string& token, double ttl) {
+  nlohmann::json j = {
+      {"owner", owner}, {"token", token}, {"renewed_unix", unix_now()}, {"ttl_seconds", ttl}};
+  return j.dump() + "\n";
+}
+
+class Lease final : public FileLock {
+ public:
+  Lease(S3Client* c, S3Url u, std::string owner, std::string token, std::string etag, double ttl)
+      : c_(c),
+        u_(std::move(u)),
+        owner_(std::move(owner)),
+        token_(std::move(token)),
+        etag_(std::move(etag)),
+        ttl_(ttl) {
+    renewer_ = std::thread([this] { renew_loop(); });
+  }
+  ~Lease() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    renewer_.join();
+    if (lost_) return;
+    // Released only while it is still ours (a taker's lease is never deleted).
+    std::string etag;
+    auto now = c_->get_object(u_.bucket, u_.key, 1u << 16, &etag);
+    if (now.is_ok() && now->find(token_) != std::string::npos) {
+      (void)c_->delete_objects(u_.bucket, {u_.key});
+    }
+  }
+  bool still_at(const std::string& path) const override {
+    (void)path;
+    std::lock_guard<std::mutex> lock(mu_);
+    return !lost_;
+  }
+
+ private:
+  void renew_loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    const auto period = std::chrono::duration<double>(ttl_ / 3);
+    while (!stop_ && !lost_) {
+      if (cv_.wait_for(lock, period, [this] { return stop_; })) break;
+      const std::string body = lease_body(owner_, token_, ttl_);
+      Condition cond;
+      cond.if_match = etag_;
+      lock.unlock();
+      auto r = c_->put_object(u_.bucket, u_.key, body.data(), body.size(), cond);
+      lock.lock();
+      if (!r.is_ok()) continue;  // the store is unreachable: try again next period
+      if (r->precondition_failed) {
+        lost_ = true;
+      } else {
+        etag_ = r->etag;
+      }
+    }
+  }
+
+  S3Client* c_;
+  S3Url u_;
+  std::string owner_, token_, etag_;
+  double ttl_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false, lost_ = false;
+  std::thread renewer_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<FileLock>> take_lease(S3Client* client, const S3Url& u,
+                                             const std::string& path, const std::string& owner,
+                                             const LeaseOptions& options) {
+  const std::string token = new_token();
+  const std::string body = lease_body(owner, token, options.ttl_seconds);
+  Condition create;
+  create.if_none_match = true;
+  CKPT_ASSIGN_OR_RETURN(PutResult made,
+                        client->put_object(u.bucket, u.key, body.data(), body.size(), create));
+  if (!made.precondition_failed) {
+    return std::unique_ptr<FileLock>(
+        new Lease(client, u, owner, token, made.etag, options.ttl_seconds));
+  }
+  std::string etag;
+  CKPT_ASSIGN_OR_RETURN(std::string held, client->get_object(u.bucket, u.key, 1u << 16, &etag));
+  nlohmann::json j = nlohmann::json::parse(held, nullptr, false);
+  const std::string holder = j.is_object() && j.contains("owner") && j["owner"].is_string()
+                                 ? j["owner"].get<std::string>()
+                                 : "an unreadable lease";
+  const double renewed =
+      j.is_object() && j.contains("renewed_unix") && j["renewed_unix"].is_number()
+          ? j["renewed_unix"].get<double>()
+          : 0;
+  const double ttl = j.is_object() && j.contains("ttl_seconds") && j["ttl_seconds"].is_number()
+                         ? j["ttl_seconds"].get<double>()
+                         : options.ttl_seconds;
+  const double age = unix_now() - renewed;
+  if (age <= ttl) {
+    return locked(path + ": locked by " + holder + " (renewed " +
+                  std::to_string(static_cast<long long>(age)) +
+                  " s ago; a dead holder's lease runs out in " +
+                  std::to_string(static_cast<long long>(ttl - age) + 1) + " s)");
+  }
+  Condition takeover;
+  takeover.if_match = etag;
+  CKPT_ASSIGN_OR_RETURN(PutResult taken,
+                        client->put_object(u.bucket, u.key, body.data(), body.size(), takeover));
+  if (taken.precondition_failed) {
+    return locked(path + ": locked by another writer that took over the expired lease of " +
+                  holder);
+  }
+  return std::unique_ptr<FileLock>(
+      new Lease(client, u, owner, token, taken.etag, options.ttl_seconds));
+}
+
+}  // namespace ckpt::s3

@@ -1,0 +1,59 @@
+// hdf5_view (hdf5_view.h).
+#include "ckpt/store/hdf5_view.h"
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "ckpt/format/regions.h"
+
+namespace ckpt::store {
+
+Hdf5View::~Hdf5View() {
+  if (owned_) (void)Env::posix()->remove_file(local_);
+}
+
+Result<std::string> scratch_path(ObjectStore* store, const std::string& name) {
+  static std::atomic<uint64_t> next{0};
+  CKPT_RETURN_IF_ERROR(Env::posix()->make_dirs(store->scratch_dir()));
+  return path_join(store->scratch_dir(), std::to_string(next.fetch_add(1)) + "-" + name);
+}
+
+Result<std::unique_ptr<Hdf5View>> hdf5_view(Env* env, const std::string& path,
+                                            const Manifest* manifest) {
+  ObjectStore* store = env->object_store(path);
+  if (store == nullptr) return std::make_unique<Hdf5View>(path, false);
+  CKPT_ASSIGN_OR_RETURN(auto remote, env->open_random(path));
+  const uint64_t size = remote->size();
+  std::vector<FileRegion> copy;
+  if (manifest != nullptr && manifest->file_bytes == size) {
+    for (const FileRegion& r : file_regions(*manifest, size)) {
+      if (!r.tensor && r.nbytes > 0) copy.push_back(r);
+    }
+  } else {
+    copy.push_back({0, size, 0, false});
+  }
+  CKPT_ASSIGN_OR_RETURN(std::string local, scratch_path(store, path_basename(path)));
+  auto view = std::make_unique<Hdf5View>(local, true);
+  CKPT_ASSIGN_OR_RETURN(auto out, Env::posix()->new_writable(local));
+  std::string buf;
+  for (const FileRegion& r : copy) {
+    for (uint64_t done = 0; done < r.nbytes;) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(r.nbytes - done, 16u << 20));
+      buf.resize(n);
+      CKPT_RETURN_IF_ERROR(remote->read_at(r.offset + done, buf.data(), n));
+      CKPT_RETURN_IF_ERROR(out->write_at(r.offset + done, buf.data(), n));
+      done += n;
+    }
+  }
+  // The file's full length (a hole where the tensors are), as HDF5 checks its end of file.
+  if (size > 0) {
+    const char last = 0;
+    bool covered = !copy.empty() && copy.back().offset + copy.back().nbytes == size;
+    if (!covered) CKPT_RETURN_IF_ERROR(out->write_at(size - 1, &last, 1));
+  }
+  CKPT_RETURN_IF_ERROR(out->close());
+  return view;
+}
+
+}  // namespace ckpt::store
