@@ -34,6 +34,13 @@ void sign_v4(HttpRequest* req, const Credentials& creds, const std::string& regi
 std::string canonical_request(const HttpRequest& req);
 std::string string_to_sign(const HttpRequest& req, const std::string& region,
                            const std::string& service, const std::string& amz_date);
+std::string signature(const HttpRequest& req, const Credentials& creds, const std::string& region,
+                      const std::string& service, const std::string& amz_date);
+// "AWS4-HMAC-SHA256 Credential=AKID/20150830/us-east-1/s3/aws4_request, SignedHeaders=...,
+// Signature=..." for `req` as it stands (sign_v4 adds this header after its own x-amz-*).
+std::string authorization(const HttpRequest& req, const Credentials& creds,
+                          const std::string& region, const std::string& service,
+                          const std::string& amz_date);
 
 // S3's URI encoding (RFC 3986 unreserved kept; '/' kept when `keep_slash`).
 std::string uri_encode(const std::string& s, bool keep_slash);
