@@ -8,7 +8,7 @@ pkgs=(cmake g++ make ccache pkg-config zlib1g-dev libgloo-dev libtorch-dev libhd
       python3-torch python3-h5py python3-numpy python3-dev pybind11-dev)
 if [[ "${1:-}" == "--test" ]]; then
   pkgs+=(clang clang-format clang-tidy libclang-rt-14-dev chromium strace util-linux python3-pytest
-        python3-mypy python3-pip python3-setuptools python3-wheel)
+        python3-mypy python3-pip python3-setuptools python3-wheel python3-venv)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -89,10 +89,12 @@ Result<std::string> save_dir(Env* env, const std::string& run_dir, int64_t step)
   CKPT_ASSIGN_OR_RETURN(FileKind kind, env->entry_kind(path_join(dir, "COMMIT.json")));
   if (kind == FileKind::kMissing) return dir;
   if (env->object_store(dir) != nullptr) {
-    return invalid_argument(dir +
-                            " is already committed; an object store cannot replace a "
-                            "checkpoint atomically (no rename): save another step, or delete "
-                            "this one first");
+    // No rename or exchange on a store: a re-save first withdraws the commit record (every rank
+    // does, before it writes), so no reader ever sees a record over half-replaced files; a crash
+    // before the new commit leaves step N uncommitted and restores the one before it
+    // (docs/format.md §9).
+    CKPT_RETURN_IF_ERROR(env->remove_file(path_join(dir, "COMMIT.json")));
+    return dir;
   }
   return resave_dir(run_dir, step);
 }

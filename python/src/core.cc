@@ -193,7 +193,8 @@ py::dict save_rank(const std::string& run_dir, int64_t step, int64_t rank, int64
   Node root;
   to_node("", tree, &root);
   const std::string dir = step_dir(run_dir, step);
-  Env* env = Env::posix_direct_io();  // as the C++ Checkpointer: O_DIRECT where it works
+  // As the C++ Checkpointer: O_DIRECT where it works; s3:// to the store.
+  Env* env = routing_env(Env::posix_direct_io());
   store::RankWriteStats stats;
   {
     py::gil_scoped_release nogil;
@@ -492,7 +493,7 @@ class PyBackgroundSaver {
     store::BackgroundJob job;
     job.label = "step " + std::to_string(step);
     job.write = [=](Node* tree, const store::SubmitReport& report) -> Status {
-      Env* env = Env::posix_direct_io();
+      Env* env = routing_env(Env::posix_direct_io());
       out->stall_seconds = capture_seconds + report.snapshot_seconds;
       store::RankWriteStats stats;
       std::unique_lock<std::mutex> turn;

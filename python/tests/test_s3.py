@@ -6,6 +6,7 @@ import json
 import os
 import pathlib
 import subprocess
+import sys
 import uuid
 
 import pytest
@@ -46,6 +47,7 @@ def test_resume_on_s3_is_bit_exact(straight, s3, tmp_path):
     run = s3 + "/run"
     out = run_train(run, "--stop-after", 57)
     assert "stopping after step 57" in out
+    assert not (pathlib.Path.cwd() / "s3:").exists()  # never a local folder named "s3:"
     out = run_train(run, "--stop-after", 78, "--save-on-stop")
     assert "start at step 50" in out
     out = run_train(run, "--params-out", tmp_path / "params.bin")
@@ -86,7 +88,7 @@ def test_second_writer_is_refused(s3):
     first = ckpt.Checkpointer(s3 + "/run")
     try:
         env = dict(os.environ, PYTHONPATH=str(BUILD / "python"))
-        p = subprocess.run(["python3", "-c", f"import ckpt; ckpt.Checkpointer({s3 + '/run'!r})"],
+        p = subprocess.run([sys.executable, "-c", f"import ckpt; ckpt.Checkpointer({s3 + '/run'!r})"],
                            env=env, capture_output=True, text=True, timeout=120)
         assert p.returncode != 0
         assert "LockedError" in p.stderr and "locked by pid" in p.stderr

@@ -97,9 +97,12 @@ TEST_CASE("S3Env files: whole objects, ranged reads, listing, removal", "[s3]") 
   REQUIRE(past.code() == Code::kCorrupt);
   REQUIRE(past.message().find("truncated") != std::string::npos);
 
-  REQUIRE(env->remove_tree(run).is_ok());
+  REQUIRE(env->remove_tree(run + "/step-1").is_ok());
   REQUIRE_FALSE(env->exists(run + "/step-1/rank-00000.h5"));
+  REQUIRE_FALSE(env->is_dir(run + "/step-1"));
   REQUIRE(env->exists(run + "/LATEST"));
+  REQUIRE(env->remove_tree(run).is_ok());
+  REQUIRE_FALSE(env->is_dir(run));
 }
 
 TEST_CASE("a rank file on the store: written streamed, read back bit-exact, verified", "[s3]") {
@@ -136,10 +139,15 @@ TEST_CASE("a rank file on the store: written streamed, read back bit-exact, veri
   REQUIRE(latest.is_ok());
   REQUIRE(latest->step == 3);
 
-  // Re-saving a committed step is refused on a store (no atomic swap without rename).
+  // Re-saving a committed step withdraws its commit record before anything is overwritten.
   auto again = store::save_dir(env.get(), run, 3);
-  REQUIRE(again.status().code() == Code::kInvalidArgument);
-  REQUIRE(again.status().message().find("already committed") != std::string::npos);
+  REQUIRE(again.is_ok());
+  REQUIRE(*again == *dir);
+  REQUIRE_FALSE(env->exists(*dir + "/COMMIT.json"));
+  REQUIRE(store::find_latest(env.get(), run).status().code() == Code::kNotFound);
+  REQUIRE(store::write_rank(env.get(), *dir, 0, 3, 1, &root).is_ok());
+  REQUIRE(store::commit(env.get(), run, 3, 1, groups).is_ok());
+  REQUIRE(store::verify_checkpoint(env.get(), *dir).problems.empty());
 
   // A stale LATEST: the restore takes the newest committed.
   std::vector<std::vector<unsigned char>> storage5;
@@ -159,7 +167,12 @@ TEST_CASE("a rank file on the store: written streamed, read back bit-exact, veri
   REQUIRE_FALSE(env->exists(*dir + "/COMMIT.json"));
   REQUIRE_FALSE(env->exists(*dir + "/rank-00000.h5"));
   REQUIRE(env->exists(*dir5 + "/COMMIT.json"));
+  auto left = store::list_checkpoints(env.get(), run);
+  REQUIRE(left.is_ok());
+  REQUIRE(left->size() == 1);  // no emptied step "directory" left behind
+  REQUIRE(left->front().step == 5);
   REQUIRE(env->remove_tree(run).is_ok());
+  REQUIRE_FALSE(env->is_dir(run));
 }
 
 TEST_CASE("conditional writes: of eight racing creators exactly one wins", "[s3]") {
@@ -212,8 +225,9 @@ TEST_CASE("RUN/LOCK on a store: a live lease refuses a second writer, a dead one
   INFO(taken.status().to_string());
   REQUIRE(taken.is_ok());
   // The holder whose lease was taken over stops: its next renewal fails.
-  REQUIRE(a->write_atomic(run + "/LOCK", "{\"owner\":\"pid 5 host thief\",\"token\":\"y\","
-                                         "\"renewed_unix\":9e12,\"ttl_seconds\":3}\n")
+  REQUIRE(a->write_atomic(run + "/LOCK",
+                          "{\"owner\":\"pid 5 host thief\",\"token\":\"y\","
+                          "\"renewed_unix\":9e12,\"ttl_seconds\":3}\n")
               .is_ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   REQUIRE_FALSE((*taken)->still_at(run + "/LOCK"));

@@ -70,11 +70,20 @@ std::string xml_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -190,8 +199,8 @@ class CurlClient final : public S3Client {
     for (CURL* h : pool_) curl_easy_cleanup(h);
   }
 
-  Result<PutResult> put_object(const std::string& bucket, const std::string& key,
-                               const void* data, size_t n, const Condition& cond) override {
+  Result<PutResult> put_object(const std::string& bucket, const std::string& key, const void* data,
+                               size_t n, const Condition& cond) override {
     Request r{"PUT", bucket, key};
     r.body = data;
     r.body_bytes = n;
@@ -215,8 +224,8 @@ class CurlClient final : public S3Client {
                    size_t n) override {
     if (n == 0) return Status::ok();
     Request r{"GET", bucket, key};
-    r.headers.push_back({"Range", "bytes=" + std::to_string(offset) + "-" +
-                                      std::to_string(offset + n - 1)});
+    r.headers.push_back(
+        {"Range", "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + n - 1)});
     r.dst = dst;
     r.dst_bytes = n;
     ++stats_.gets;
@@ -306,7 +315,8 @@ class CurlClient final : public S3Client {
     Response resp;
     CKPT_RETURN_IF_ERROR(call(r, "CreateMultipartUpload", &resp));
     std::string id = first_text(resp.text, "UploadId");
-    if (id.empty()) return io_error(s3_url(bucket, key) + ": CreateMultipartUpload gave no UploadId");
+    if (id.empty())
+      return io_error(s3_url(bucket, key) + ": CreateMultipartUpload gave no UploadId");
     return id;
   }
 
@@ -382,9 +392,7 @@ class CurlClient final : public S3Client {
   }
 
  private:
-  std::string where() const {
-    return config_.endpoint.scheme + "://" + config_.endpoint.host;
-  }
+  std::string where() const { return config_.endpoint.scheme + "://" + config_.endpoint.host; }
 
   static void add_condition(const Condition& c, Request* r) {
     if (c.if_none_match) r->headers.push_back({"If-None-Match", "*"});
@@ -457,8 +465,8 @@ class CurlClient final : public S3Client {
   Status http_error(const std::string& url, const char* verb, const Response& resp,
                     const std::string& code, const std::string& message) const {
     std::string line = url + ": " + verb + " failed: " + std::to_string(resp.status) +
-                       (code.empty() ? "" : " " + code) +
-                       (message.empty() ? "" : ": " + message) + " (" + where() + ")";
+                       (code.empty() ? "" : " " + code) + (message.empty() ? "" : ": " + message) +
+                       " (" + where() + ")";
     for (char& c : line) {
       if (c == '\n' || c == '\r') c = ' ';
     }
@@ -483,8 +491,8 @@ class CurlClient final : public S3Client {
     std::string path;
     if (ep.path_style) {
       h.host = ep.host;
-      path = "/" + r.bucket + (r.key.empty() && r.query.empty() ? "" : "/") +
-             uri_encode(r.key, true);
+      path =
+          "/" + r.bucket + (r.key.empty() && r.query.empty() ? "" : "/") + uri_encode(r.key, true);
       if (r.key.empty()) path = "/" + r.bucket + "/";
     } else {
       h.host = r.bucket + "." + ep.host;

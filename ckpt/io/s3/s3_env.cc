@@ -65,6 +65,8 @@ class S3Appendable final : public WritableFile {
  public:
   S3Appendable(S3Client* c, S3Url u, std::string path, std::string bytes)
       : c_(c), u_(std::move(u)), path_(std::move(path)), bytes_(std::move(bytes)) {}
+  // What was appended reaches the store, as a file's bytes reach the page cache at each write.
+  ~S3Appendable() override { (void)sync(); }
   Status append(const void* data, size_t n) override {
     bytes_.append(static_cast<const char*>(data), n);
     dirty_ = true;
@@ -221,9 +223,24 @@ class S3EnvImpl final : public Env, public ObjectStore {
       (base_name(e.key) == "COMMIT.json" ? first : rest).push_back(e.key);
     }
     if (!first.empty()) CKPT_RETURN_IF_ERROR(client_->delete_objects(u.bucket, first));
+    // The "directory" itself too: stores built on a file tree (SeaweedFS) keep an emptied
+    // folder listed as a prefix until its own key "dir/" is deleted; on S3 that key is absent.
+    std::set<std::string> folders{dir_prefix(u.key)};
+    for (const ListEntry& e : all.objects) {
+      for (size_t slash = e.key.find('/', folders.begin()->size()); slash != std::string::npos;
+           slash = e.key.find('/', slash + 1)) {
+        folders.insert(e.key.substr(0, slash + 1));
+      }
+    }
+    // Deepest first: a folder goes once it is empty.
+    for (auto it = folders.rbegin(); it != folders.rend(); ++it) rest.push_back(*it);
     return client_->delete_objects(u.bucket, rest);
   }
-  Status remove_dir(const std::string& d) override { return parse_s3_url(d).status(); }
+  // The folder key of a store built on a file tree (see remove_tree); nothing on S3.
+  Status remove_dir(const std::string& d) override {
+    CKPT_ASSIGN_OR_RETURN(S3Url u, parse_s3_url(d));
+    return client_->delete_objects(u.bucket, {dir_prefix(u.key)});
+  }
   Result<FileKind> entry_kind(const std::string& p) override {
     CKPT_ASSIGN_OR_RETURN(S3Url u, parse_s3_url(p));
     if (!u.key.empty()) {
