@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "ckpt/base/text.h"
 #include "ckpt/io/s3/sigv4.h"
 
 namespace ckpt::s3 {
@@ -64,29 +65,6 @@ std::string first_text(const std::string& xml, const std::string& tag, size_t fr
   auto all = elements(xml, tag, from, to);
   if (all.empty()) return {};
   return xml_unescape(xml.substr(all[0].first, all[0].second - all[0].first));
-}
-
-std::string xml_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
 }
 
 std::string md5_base64(const std::string& data) {
@@ -285,7 +263,7 @@ class CurlClient final : public S3Client {
     for (size_t at = 0; at < keys.size(); at += 1000) {
       std::string body = "<Delete><Quiet>true</Quiet>";
       for (size_t i = at; i < std::min(keys.size(), at + 1000); ++i) {
-        body += "<Object><Key>" + xml_escape(keys[i]) + "</Key></Object>";
+        body += "<Object><Key>" + html_escape(keys[i]) + "</Key></Object>";
       }
       body += "</Delete>";
       Request r{"POST", bucket, ""};
@@ -340,7 +318,7 @@ class CurlClient final : public S3Client {
     std::string body = "<CompleteMultipartUpload>";
     for (size_t i = 0; i < part_etags.size(); ++i) {
       body += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" +
-              xml_escape(part_etags[i]) + "</ETag></Part>";
+              html_escape(part_etags[i]) + "</ETag></Part>";
     }
     body += "</CompleteMultipartUpload>";
     Request r{"POST", bucket, key};

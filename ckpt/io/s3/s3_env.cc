@@ -286,12 +286,9 @@ class S3EnvImpl final : public Env, public ObjectStore {
 
   // --- ObjectStore ---------------------------------------------------------------------------
   Result<bool> put_if_absent(const std::string& p, const std::string& bytes) override {
-    CKPT_ASSIGN_OR_RETURN(S3Url u, for_write(p));
     Condition c;
     c.if_none_match = true;
-    CKPT_ASSIGN_OR_RETURN(PutResult r,
-                          client_->put_object(u.bucket, u.key, bytes.data(), bytes.size(), c));
-    return !r.precondition_failed;
+    return put_if(p, bytes, c);
   }
   Result<Versioned> get_versioned(const std::string& p, uint64_t max_bytes) override {
     CKPT_ASSIGN_OR_RETURN(S3Url u, parse_s3_url(p));
@@ -301,12 +298,9 @@ class S3EnvImpl final : public Env, public ObjectStore {
   }
   Result<bool> put_if_version(const std::string& p, const std::string& bytes,
                               const std::string& version) override {
-    CKPT_ASSIGN_OR_RETURN(S3Url u, for_write(p));
     Condition c;
     c.if_match = version;
-    CKPT_ASSIGN_OR_RETURN(PutResult r,
-                          client_->put_object(u.bucket, u.key, bytes.data(), bytes.size(), c));
-    return !r.precondition_failed;
+    return put_if(p, bytes, c);
   }
   Status delete_many(const std::vector<std::string>& paths) override {
     std::map<std::string, std::vector<std::string>> by_bucket;
@@ -331,6 +325,13 @@ class S3EnvImpl final : public Env, public ObjectStore {
   std::string describe() const override { return client_->config().describe(); }
 
  private:
+  // A conditional PUT: false when the condition failed (412) and nothing was written.
+  Result<bool> put_if(const std::string& p, const std::string& bytes, const Condition& c) {
+    CKPT_ASSIGN_OR_RETURN(S3Url u, for_write(p));
+    CKPT_ASSIGN_OR_RETURN(PutResult r,
+                          client_->put_object(u.bucket, u.key, bytes.data(), bytes.size(), c));
+    return !r.precondition_failed;
+  }
   static std::string dir_prefix(const std::string& key) {
     return key.empty() || key.back() == '/' ? key : key + "/";
   }
