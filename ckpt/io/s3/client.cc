@@ -410,7 +410,7 @@ class CurlClient final : public S3Client {
     for (int attempt = 1; attempt <= attempts; ++attempt) {
       *out = Response{};
       CURLcode rc = CURLE_OK;
-      const Status once = exchange(r, out, &rc);
+      Status once = exchange(r, out, &rc);
       if (!once.is_ok()) return once;
       std::string code, message;
       if (rc == CURLE_OK && out->status >= 200 && out->status < 300) return Status::ok();
