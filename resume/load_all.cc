@@ -92,9 +92,8 @@ Result<LoadAllStats> load_all_host(Env* env, const std::string& step_dir,
   LoadAllStats out;
   out.ranks = commit.world_size;
   RestoreOptions base;
-  base.io_threads = options.io_threads == 0 ? default_io_threads() : options.io_threads;
+  base.io_threads = options.io_threads;  // 0: what each file's storage asks for (restore.h)
   base.verify_hashes = options.verify_hashes;
-  out.threads = base.io_threads;
   for (int64_t rank = 0; rank < commit.world_size; ++rank) {
     auto t0 = Clock::now();
     CKPT_ASSIGN_OR_RETURN(const CommitFile listed, store::listed_rank_file(commit, step_dir, rank));
@@ -130,6 +129,7 @@ Result<LoadAllStats> load_all_host(Env* env, const std::string& step_dir,
     const auto tf = Clock::now();
     arena = Arena();
     out.alloc_seconds += since(tf);
+    out.threads = std::max(out.threads, stats.threads);
     out.bytes += stats.tensor_bytes;
     out.tensors += stats.tensors;
   }

@@ -17,7 +17,7 @@
 namespace ckpt::resume {
 
 struct LoadAllOptions {
-  unsigned io_threads = 0;  // 0 = default_io_threads()
+  unsigned io_threads = 0;  // 0 = io_threads_for(file, 0) per rank file
   bool verify_hashes = true;
 };
 

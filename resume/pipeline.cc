@@ -201,6 +201,11 @@ unsigned default_io_threads() {
   return std::clamp(hw == 0 ? 2u : hw, 2u, 16u);
 }
 
+unsigned io_threads_for(const RandomAccessFile& file, unsigned requested) {
+  if (requested != 0) return requested;
+  return std::clamp(file.read_profile().parallel_reads, default_io_threads(), 64u);
+}
+
 Status run_pipeline(const RandomAccessFile& file, const ReadPlan& plan, ChunkSink* sink,
                     const PipelineOptions& options, PipelineStats* stats) {
   // Zero-byte tensors have no chunk; their recorded hash must still be the empty input's.

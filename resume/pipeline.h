@@ -93,4 +93,9 @@ Status hash_mismatch(const std::string& tensor, const std::string& file, uint64_
 // Workers to use by default: the machine's cores, at least 2 (reads overlap hashing), at most 16.
 unsigned default_io_threads();
 
+// Workers for a read of `file`: `requested` when nonzero; else default_io_threads(), or the
+// reads in flight the file's storage asks for (ReadProfile::parallel_reads) when that is more —
+// threads waiting on a remote store's round trips cost no CPU.
+unsigned io_threads_for(const RandomAccessFile& file, unsigned requested);
+
 }  // namespace ckpt::resume

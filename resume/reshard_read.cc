@@ -115,7 +115,6 @@ Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
   for (size_t i = 0; i < sr.targets_.size(); ++i) {
     CKPT_RETURN_IF_ERROR(check_target(sr.index_, sr.targets_[i], sr.plan_.target_bytes[i]));
   }
-  const unsigned threads = io_threads > 0 ? io_threads : default_io_threads();
   sr.box_bytes_.resize(sr.index_.box_count());
   std::vector<std::string> lost;     // rank files that could not be read whole and checked
   std::vector<std::string> reasons;  // why, one each
@@ -136,6 +135,7 @@ Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
     Status s = file.status();
     PipelineStats ps;
     if (s.is_ok()) {
+      const unsigned threads = io_threads_for(**file, io_threads);
       BoxSink sink(rp, std::move(dst), threads);
       s = run_pipeline(**file, rp, &sink, PipelineOptions{threads, true, false, 0}, &ps);
     }

@@ -19,6 +19,7 @@
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/regions_check.h"
 #include "resume/pipeline.h"
+#include "resume/read_cache.h"
 #include "resume/read_plan.h"
 
 namespace ckpt::resume {
@@ -347,9 +348,19 @@ Result<Node> restore_impl(Env* env, store::RankStructure rs, const RestoreOption
     wanted[i] = requested(options, store::top_component(m.tensors[i].path));
     if (wanted[i] || by_regions) planned.push_back(i);
   }
+  CKPT_ASSIGN_OR_RETURN(auto opened, env->open_random(fpath));
+  // A remote store wants large reads, many in flight (ReadProfile), and a check-first restore
+  // reads from it once: the second read copies the checked bytes from a ReadCache.
+  const ReadProfile profile = opened->read_profile();
+  std::unique_ptr<ReadCache> cache;
+  if (profile.remote && options.check_first && options.verify_hashes) {
+    cache = std::make_unique<ReadCache>(*opened, default_cache_budget(opened->size()));
+  }
+  const RandomAccessFile* file = cache ? cache.get() : opened.get();
+  const uint64_t chunk_bytes = std::max(options.chunk_bytes, profile.read_bytes);
   PlanOptions popts;
-  popts.chunk_bytes = options.verify_hashes ? options.chunk_bytes : options.unhashed_chunk_bytes;
-  popts.coalesce_bytes = options.chunk_bytes;
+  popts.chunk_bytes = options.verify_hashes ? chunk_bytes : options.unhashed_chunk_bytes;
+  popts.coalesce_bytes = chunk_bytes;
   popts.max_gap = options.max_gap;
   CKPT_ASSIGN_OR_RETURN(ReadPlan plan, make_read_plan(m, planned, popts));
   if (check_file) {
@@ -384,12 +395,11 @@ Result<Node> restore_impl(Env* env, store::RankStructure rs, const RestoreOption
     }
     t->nbytes = pt.nbytes;
   }
-  CKPT_ASSIGN_OR_RETURN(auto file, env->open_random(fpath));
   local.metadata_seconds = since(t0);
 
   const auto t1 = Clock::now();
   PipelineOptions pipe;
-  pipe.io_threads = options.io_threads == 0 ? default_io_threads() : options.io_threads;
+  pipe.io_threads = io_threads_for(*file, options.io_threads);
   pipe.verify_hashes = options.verify_hashes;
   pipe.check_file_hash = check_file && !by_regions;
   pipe.file_xxh3 = options.file_xxh3;

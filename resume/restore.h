@@ -76,7 +76,7 @@ struct RestoreOptions {
   // Tensor path ("/model/fc1.weight") → where its bytes go. A path the file does not have, one
   // outside the requested groups, or a span of the wrong size is an error before any byte is read.
   std::map<std::string, HostSpan> destinations;
-  unsigned io_threads = 0;  // 0 = default_io_threads()
+  unsigned io_threads = 0;  // 0 = io_threads_for(file, 0): more for a remote store
   // Largest read that is hashed, and largest read of several small tensors (through a staging
   // buffer); L2-sized so the hash and the copy out read cache.
   uint64_t chunk_bytes = 1u << 20;

@@ -30,6 +30,16 @@ class WritableFile {
   virtual Status close() = 0;
 };
 
+// How the storage under a file is best read (RandomAccessFile::read_profile). A local disk has no
+// preference (zeros): the restore pipeline's defaults suit it. An object store answers each
+// request after a round trip, so it wants many large reads in flight, and a second read of the
+// same bytes costs a second download (there is no page cache to serve it).
+struct ReadProfile {
+  unsigned parallel_reads = 0;  // reads to keep in flight; 0 = no preference
+  uint64_t read_bytes = 0;      // smallest read worth one request; 0 = no preference
+  bool remote = false;          // a re-read goes over the network again
+};
+
 // One destination of a scattered read (RandomAccessFile::read_scatter_at).
 struct ReadSpan {
   void* dst = nullptr;
@@ -52,6 +62,7 @@ class RandomAccessFile {
   // mtime and ctime from fstat — so a reader can tell that the file was written to between two
   // reads. Empty when unknown (in-memory files, which nothing else writes).
   virtual std::string version() const { return {}; }
+  virtual ReadProfile read_profile() const { return {}; }
 
   // Reads exactly `len` bytes at `offset` as a string; the range is checked against size() before
   // anything is allocated, so a hostile length costs nothing.

@@ -18,6 +18,9 @@ namespace {
 
 // Whole reads at most this large are one GET; larger ones are split across config.concurrency.
 constexpr uint64_t kSplitBytes = 16u << 20;
+// The read a restore should issue per request (ReadProfile): large enough that the round trip is
+// small against the transfer, small enough that config.concurrency of them keep the link busy.
+constexpr uint64_t kReadBytes = 8u << 20;
 
 std::string random_hex() {
   std::random_device rd;
@@ -146,6 +149,9 @@ class S3Random final : public RandomAccessFile {
   uint64_t size() const override { return info_.size; }
   const std::string& path() const override { return path_; }
   std::string version() const override { return info_.etag; }
+  ReadProfile read_profile() const override {
+    return {static_cast<unsigned>(std::max(1, c_->config().concurrency)), kReadBytes, true};
+  }
 
  private:
   S3Client* c_;

@@ -1,0 +1,126 @@
+#include "resume/read_cache.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace ckpt::resume {
+namespace {
+
+// MemAvailable from /proc/meminfo (free memory plus what the kernel can reclaim), else sysconf's
+// free pages.
+uint64_t available_memory() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib) {
+    std::getline(in, unit);
+    if (key == "MemAvailable:") return kib << 10;
+  }
+  const long pages = ::sysconf(_SC_AVPHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+}
+
+}  // namespace
+
+uint64_t default_cache_budget(uint64_t nbytes) { return std::min(nbytes, available_memory() / 2); }
+
+Status ReadCache::read_at(uint64_t offset, void* dst, size_t n) const {
+  if (!range_inside(offset, n, size())) return base_.read_at(offset, dst, n);  // its error
+  CKPT_RETURN_IF_ERROR(serve(offset, static_cast<unsigned char*>(dst), n));
+  count_read(n);
+  return Status::ok();
+}
+
+Status ReadCache::read_scatter_at(uint64_t offset, const ReadSpan* spans, size_t count) const {
+  uint64_t total = 0;
+  for (size_t i = 0; i < count; ++i) total += spans[i].nbytes;
+  if (!range_inside(offset, total, size())) return base_.read_scatter_at(offset, spans, count);
+  std::vector<unsigned char> buf(total);
+  CKPT_RETURN_IF_ERROR(serve(offset, buf.data(), total));
+  uint64_t at = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if (spans[i].nbytes != 0) std::memcpy(spans[i].dst, buf.data() + at, spans[i].nbytes);
+    at += spans[i].nbytes;
+  }
+  count_read(total);
+  return Status::ok();
+}
+
+Status ReadCache::serve(uint64_t offset, unsigned char* dst, uint64_t n) const {
+  struct Piece {
+    uint64_t at, n;
+    const unsigned char* held;  // null: a hole, read from the file
+  };
+  std::vector<Piece> pieces;
+  const uint64_t end = offset + n;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    uint64_t pos = offset;
+    auto it = blocks_.upper_bound(pos);
+    if (it != blocks_.begin() && std::prev(it)->first + std::prev(it)->second.n > pos) --it;
+    while (pos < end) {
+      if (it != blocks_.end() && it->first <= pos) {  // a block covers pos
+        const uint64_t len = std::min(end, it->first + it->second.n) - pos;
+        pieces.push_back({pos, len, it->second.bytes.get() + (pos - it->first)});
+        pos += len;
+        ++it;
+      } else {
+        const uint64_t to = it == blocks_.end() ? end : std::min(end, it->first);
+        pieces.push_back({pos, to - pos, nullptr});
+        pos = to;
+      }
+    }
+  }
+  uint64_t hit = 0, miss = 0;
+  for (const Piece& p : pieces) {
+    unsigned char* out = dst + (p.at - offset);
+    if (p.held != nullptr) {
+      std::memcpy(out, p.held, p.n);
+      hit += p.n;
+      continue;
+    }
+    CKPT_RETURN_IF_ERROR(base_.read_at(p.at, out, p.n));
+    keep(p.at, out, p.n);
+    miss += p.n;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  hits_ += hit;
+  misses_ += miss;
+  return Status::ok();
+}
+
+void ReadCache::keep(uint64_t offset, const unsigned char* bytes, uint64_t n) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (n == 0 || held_ + n > budget_) return;
+  // Another reader of the same bytes may have kept them first: blocks never overlap.
+  auto it = blocks_.lower_bound(offset);
+  if (it != blocks_.end() && it->first < offset + n) return;
+  if (it != blocks_.begin() && std::prev(it)->first + std::prev(it)->second.n > offset) return;
+  Block b;
+  b.bytes.reset(new unsigned char[n]);
+  std::memcpy(b.bytes.get(), bytes, n);
+  b.n = n;
+  blocks_.emplace_hint(it, offset, std::move(b));
+  held_ += n;
+}
+
+uint64_t ReadCache::held_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return held_;
+}
+uint64_t ReadCache::hits() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return hits_;
+}
+uint64_t ReadCache::misses() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return misses_;
+}
+
+}  // namespace ckpt::resume

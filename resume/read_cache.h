@@ -1,0 +1,56 @@
+// A RandomAccessFile that keeps what it reads: the check-first restore (restore.h) reads a file
+// twice — once to check every hash, once to fill the destinations. On a local disk the page cache
+// serves the second read; an object store has none, so the second read would download the file
+// again. Over a remote file (ReadProfile::remote) the restore reads through a ReadCache instead:
+// the first read keeps the bytes (up to a budget), the second is a copy from memory of the very
+// bytes that were checked. What is not held (over the budget, or never read) is read from the
+// file. Thread-safe like any RandomAccessFile.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "ckpt/io/env.h"
+
+namespace ckpt::resume {
+
+class ReadCache final : public RandomAccessFile {
+ public:
+  // `base` must outlive the cache. At most `budget` bytes are held.
+  ReadCache(const RandomAccessFile& base, uint64_t budget) : base_(base), budget_(budget) {}
+  Status read_at(uint64_t offset, void* dst, size_t n) const override;
+  Status read_scatter_at(uint64_t offset, const ReadSpan* spans, size_t count) const override;
+  uint64_t size() const override { return base_.size(); }
+  const std::string& path() const override { return base_.path(); }
+  std::string version() const override { return base_.version(); }
+  ReadProfile read_profile() const override { return base_.read_profile(); }
+  uint64_t held_bytes() const;
+  // Bytes served from memory, and bytes read from the file, so far.
+  uint64_t hits() const;
+  uint64_t misses() const;
+
+ private:
+  struct Block {
+    std::unique_ptr<unsigned char[]> bytes;
+    uint64_t n = 0;
+  };
+  // Copies what the held blocks have of [offset, offset+n) into dst and reads the rest from
+  // base_, keeping what it read while under the budget.
+  Status serve(uint64_t offset, unsigned char* dst, uint64_t n) const;
+  void keep(uint64_t offset, const unsigned char* bytes, uint64_t n) const;
+
+  const RandomAccessFile& base_;
+  const uint64_t budget_;
+  mutable std::mutex mu_;
+  mutable std::map<uint64_t, Block> blocks_;  // by start offset; never overlapping
+  mutable uint64_t held_ = 0, hits_ = 0, misses_ = 0;
+};
+
+// The budget a check-first restore of `nbytes` from a remote file gets by default: all of it
+// when at most half of the machine's available memory, else that half.
+uint64_t default_cache_budget(uint64_t nbytes);
+
+}  // namespace ckpt::resume

@@ -1,0 +1,155 @@
+// The restore over a remote store (ReadProfile::remote): more reads in flight, and a check-first
+// restore that downloads the file once (resume/read_cache.h) instead of twice, with the same bytes
+// in every destination as on a local disk.
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <random>
+
+#include "ckpt/io/env_wrapper.h"
+#include "ckpt/store/rank_io.h"
+#include "resume/pipeline.h"
+#include "resume/read_cache.h"
+#include "resume/restore.h"
+#include "resume_test_util.h"
+
+namespace ckpt::resume {
+namespace {
+
+// A file that says it is remote and counts what is read from it.
+class CountedRemote final : public RandomAccessFile {
+ public:
+  CountedRemote(std::unique_ptr<RandomAccessFile> base, std::atomic<uint64_t>* read,
+                ReadProfile profile)
+      : base_(std::move(base)), read_(read), profile_(profile) {}
+  Status read_at(uint64_t offset, void* dst, size_t n) const override {
+    *read_ += n;
+    return base_->read_at(offset, dst, n);
+  }
+  uint64_t size() const override { return base_->size(); }
+  const std::string& path() const override { return base_->path(); }
+  std::string version() const override { return base_->version(); }
+  ReadProfile read_profile() const override { return profile_; }
+
+ private:
+  std::unique_ptr<RandomAccessFile> base_;
+  std::atomic<uint64_t>* read_;
+  ReadProfile profile_;
+};
+
+class RemoteEnv final : public EnvWrapper {
+ public:
+  RemoteEnv(ReadProfile profile) : EnvWrapper(Env::posix()), profile_(profile) {}
+  Result<std::unique_ptr<RandomAccessFile>> open_random(const std::string& p) override {
+    CKPT_ASSIGN_OR_RETURN(auto f, target()->open_random(p));
+    return std::unique_ptr<RandomAccessFile>(
+        std::make_unique<CountedRemote>(std::move(f), &read, profile_));
+  }
+  std::atomic<uint64_t> read{0};
+
+ private:
+  ReadProfile profile_;
+};
+
+struct Saved {
+  resume_test::TempDir dir;
+  std::vector<std::vector<unsigned char>> storage;
+  Node tree;
+  Manifest manifest;
+};
+
+void save(Saved* s) {
+  s->tree = resume_test::varied_tree(&s->storage);
+  auto m = store::write_rank(Env::posix(), s->dir.path(), 0, 42, 1, &s->tree);
+  REQUIRE(m.is_ok());
+  s->manifest = *m;
+}
+
+// Every model and optimizer tensor into caller memory (as the Python Checkpointer restores).
+std::map<std::string, std::vector<unsigned char>> destinations(const Manifest& m,
+                                                               RestoreOptions* o) {
+  std::map<std::string, std::vector<unsigned char>> out;
+  for (const auto& e : m.tensors) {
+    if (e.path.rfind("/model/", 0) != 0 && e.path.rfind("/optimizer/", 0) != 0) continue;
+    out[e.path].assign(e.nbytes, 0xAB);
+  }
+  for (auto& [path, b] : out) o->destinations[path] = {b.data(), b.size()};
+  return out;
+}
+
+TEST_CASE("a check-first restore from a remote store reads the file once", "[resume]") {
+  Saved s;
+  save(&s);
+  auto run = [&](ReadProfile profile, uint64_t* read, RestoreStats* stats) {
+    RemoteEnv env(profile);
+    RestoreOptions o;
+    o.check_first = true;
+    o.chunk_bytes = 65536;
+    auto d = destinations(s.manifest, &o);
+    auto got = restore_rank(&env, s.dir.path(), 0, o, stats);
+    INFO(got.status().to_string());
+    REQUIRE(got.is_ok());
+    *read = env.read.load();
+    return d;
+  };
+  uint64_t local = 0, remote = 0, in_place = 0;
+  RestoreStats ls, rs;
+  auto want = run(ReadProfile{}, &local, &ls);
+  auto got = run(ReadProfile{6, 0, true}, &remote, &rs);
+  REQUIRE(got == want);
+  for (const auto& [path, b] : want) in_place += b.size();
+  REQUIRE(in_place > 0);
+  // The local restore reads the in-place tensors twice; the remote one once.
+  REQUIRE(remote + in_place <= local);
+  REQUIRE(rs.read_bytes == ls.read_bytes);  // the restore still made both passes
+}
+
+TEST_CASE("a damaged tensor on a remote store is refused before any destination is written",
+          "[resume]") {
+  Saved s;
+  save(&s);
+  const ManifestEntry& last = *std::max_element(
+      s.manifest.tensors.begin(), s.manifest.tensors.end(),
+      [](const ManifestEntry& a, const ManifestEntry& b) { return a.offset < b.offset; });
+  resume_test::flip_bit(path_join(s.dir.path(), rank_file_name(0)), last.offset + last.nbytes - 1);
+  RemoteEnv env(ReadProfile{6, 0, true});
+  RestoreOptions o;
+  o.check_first = true;
+  auto d = destinations(s.manifest, &o);
+  auto got = restore_rank(&env, s.dir.path(), 0, o);
+  REQUIRE(got.status().code() == Code::kCorrupt);
+  for (const auto& [path, b] : d) REQUIRE(b == std::vector<unsigned char>(b.size(), 0xAB));
+}
+
+TEST_CASE("ReadCache serves any range bit-exact whatever it holds", "[resume]") {
+  std::string bytes(1 << 20, '\0');
+  std::mt19937 g(7);
+  for (char& c : bytes) c = static_cast<char>(g());
+  auto base = memory_file("mem", bytes);
+  for (uint64_t budget : {uint64_t{0}, uint64_t{100000}, uint64_t{1} << 21}) {
+    ReadCache cache(*base, budget);
+    for (int i = 0; i < 400; ++i) {
+      const uint64_t off = g() % bytes.size();
+      const size_t n = g() % std::min<uint64_t>(70000, bytes.size() - off);
+      std::string out(n, '\0');
+      REQUIRE(cache.read_at(off, out.data(), n).is_ok());
+      REQUIRE(out == bytes.substr(off, n));
+    }
+    REQUIRE(cache.held_bytes() <= budget);
+    if (budget == 0) REQUIRE(cache.hits() == 0);
+    if (budget > bytes.size()) REQUIRE(cache.hits() > 0);
+    std::string tail(10, '\0');
+    REQUIRE(cache.read_at(bytes.size() - 5, tail.data(), 10).code() == Code::kCorrupt);
+  }
+}
+
+TEST_CASE("a remote file gets the reads in flight it asks for unless the caller says", "[resume]") {
+  auto mem = memory_file("mem", "abc");
+  std::atomic<uint64_t> read{0};
+  CountedRemote remote(memory_file("r", "abc"), &read, ReadProfile{40, 0, true});
+  REQUIRE(io_threads_for(*mem, 0) == default_io_threads());
+  REQUIRE(io_threads_for(remote, 0) == std::max(40u, default_io_threads()));
+  REQUIRE(io_threads_for(remote, 3) == 3);
+}
+
+}  // namespace
+}  // namespace ckpt::resume
