@@ -9,10 +9,12 @@
 // stdout is `final_params_xxh3 <16 hex digits>`, XXH3-64 over every parameter's bytes in name
 // order: two runs agree on it exactly when they ended bit-identical.
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -20,6 +22,7 @@
 
 #include "ckpt/base/hash.h"
 #include "ckpt/format/manifest.h"
+#include "ckpt/io/location.h"
 #include "ckpt/loader/resumable_sampler.h"
 #include "ckpt/sched/scheduler.h"
 #include "examples/demo_model.h"
@@ -146,15 +149,34 @@ int run(const DemoOptions& o) {
     if (!restored->note.empty()) std::cout << "note: " << restored->note << "\n";
   }
 
-  // One profiler file per process (segment of the run), named by the step it starts at.
-  const std::string profile_dir = o.run_dir + "/profile";
-  if (auto s = ckpt::Env::posix()->make_dirs(profile_dir); !s.is_ok()) return fail("profile", s);
+  // One profiler file per process (segment of the run), named by the step it starts at. The
+  // recorder appends to a local file; a run directory on an object store (no append) gets it
+  // when the recorder closes.
+  const std::string profile_name =
+      "profile/rank00000-" + ckpt::step_dir_name(counters.global_step) + ".jsonl";
+  const bool remote = ckpt::looks_like_url(o.run_dir);
+  const std::string local_dir = remote ? std::filesystem::temp_directory_path().string() +
+                                             "/ckpt-demo-" + std::to_string(::getpid())
+                                       : o.run_dir;
+  if (auto s = ckpt::Env::posix()->make_dirs(local_dir + "/profile"); !s.is_ok()) {
+    return fail("profile", s);
+  }
   ckpt::profile::RecorderOptions ropts;
-  ropts.path = profile_dir + "/rank00000-" + ckpt::step_dir_name(counters.global_step) + ".jsonl";
+  ropts.path = local_dir + "/" + profile_name;
   ropts.first_step = counters.global_step;
   auto opened = ckpt::profile::StepRecorder::open(std::move(ropts));
   if (!opened.is_ok()) return fail("profile", opened.status());
   std::unique_ptr<ckpt::profile::StepRecorder> rec = std::move(opened).value();
+  auto close_profile = [&] {
+    warn_if(rec->close(), "profile");
+    if (!remote) return;
+    ckpt::Env* posix = ckpt::Env::posix();
+    auto bytes = posix->read_all(local_dir + "/" + profile_name);
+    ckpt::Status s = bytes.status();
+    if (s.is_ok()) s = ckpt::routing_env()->write_atomic(o.run_dir + "/" + profile_name, *bytes);
+    warn_if(s, "profile");
+    warn_if(posix->remove_tree(local_dir), "profile");
+  };
   using ckpt::profile::Phase;
   demo::set_lr(opt, scheduler.lr());
   model->train();
@@ -221,13 +243,13 @@ int run(const DemoOptions& o) {
     if (stop) {
       if (auto s = ck.wait(); !s.is_ok()) return fail("save", s);
       std::cout << "stopped at step " << done << " (preempted)\n";
-      warn_if(rec->close(), "profile");
+      close_profile();
       std::cout << "final_params_xxh3 " << ckpt::hex64(demo::params_digest(*model)) << "\n";
       return 0;
     }
   }
   if (auto s = ck.wait(); !s.is_ok()) return fail("save", s);
-  warn_if(rec->close(), "profile");
+  close_profile();
   std::cout << "final_params_xxh3 " << ckpt::hex64(demo::params_digest(*model)) << "\n";
   return 0;
 }

@@ -3,9 +3,13 @@
 // random prefix of the fixture's bucket.
 #include "ckpt/io/s3/s3_env.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -233,6 +237,47 @@ TEST_CASE("RUN/LOCK on a store: a live lease refuses a second writer, a dead one
   REQUIRE_FALSE((*taken)->still_at(run + "/LOCK"));
   taken->reset();
   REQUIRE(a->remove_tree(run).is_ok());
+}
+
+// This kernel and PID namespace as the lease writes them (s3_lease.cc).
+std::string this_machine() {
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string b;
+  std::getline(boot, b);
+  char ns[128] = {0};
+  const ssize_t n = ::readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+  REQUIRE(n > 0);
+  return b + " " + std::string(ns, static_cast<size_t>(n));
+}
+
+std::string fresh_lease(const std::string& machine, long pid) {
+  return "{\"owner\":\"pid " + std::to_string(pid) + " host here\",\"token\":\"x\"," +
+         "\"renewed_unix\":" + std::to_string(static_cast<long long>(std::time(nullptr))) +
+         ",\"ttl_seconds\":600,\"machine\":\"" + machine + "\",\"pid\":" + std::to_string(pid) +
+         "}\n";
+}
+
+TEST_CASE("a fresh lease whose holder died on this machine is taken at once", "[s3]") {
+  auto env = make_env();
+  const std::string run = unique_run();
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  REQUIRE(child > 0);
+  REQUIRE(::waitpid(child, nullptr, 0) == child);  // its pid is gone now
+  // A live holder (this process) on this machine: refused, though the lease names this machine.
+  REQUIRE(env->write_atomic(run + "/LOCK", fresh_lease(this_machine(), ::getpid())).is_ok());
+  REQUIRE(env->lock_file(run + "/LOCK", "pid 1 host h\n").status().code() == Code::kLocked);
+  // The dead child's lease, written on another machine: only its ttl frees it.
+  REQUIRE(env->write_atomic(run + "/LOCK", fresh_lease("another-boot pid:[1]", child)).is_ok());
+  REQUIRE(env->lock_file(run + "/LOCK", "pid 1 host h\n").status().code() == Code::kLocked);
+  // Written here: the pid is gone, so the lease is taken without waiting 600 s.
+  REQUIRE(env->write_atomic(run + "/LOCK", fresh_lease(this_machine(), child)).is_ok());
+  {
+    auto taken = env->lock_file(run + "/LOCK", "pid 1 host h\n");
+    INFO(taken.status().to_string());
+    REQUIRE(taken.is_ok());
+  }
+  REQUIRE(env->remove_tree(run).is_ok());
 }
 
 TEST_CASE("a killed writer's multipart upload is aborted by the next commit", "[s3]") {

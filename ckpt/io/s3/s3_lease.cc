@@ -1,19 +1,27 @@
 // take_lease (s3_lease.h): RUN/LOCK as an object with a holder, a token and a renewal time.
 //
-// Taking: PUT If-None-Match: *. Held by another: GET it; renewed within ttl → kLocked; older →
-// take it over with PUT If-Match: <its ETag> (of two takers, one wins; the other is kLocked).
+// Taking: PUT If-None-Match: *. Held by another: GET it; renewed within ttl → kLocked; older, or
+// written by a process of this machine that no longer exists → take it over with PUT If-Match:
+// <its ETag> (of two takers, one wins; the other is kLocked).
 // Holding: a thread PUTs the lease again with If-Match: <our ETag> every ttl/3; a 412 means
 // someone took it over (we were presumed dead), and still_at() turns false, which stops the
 // writer before its next save or commit. Release: DELETE when the lease is still ours.
 #include "ckpt/io/s3/s3_lease.h"
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <climits>
 #include <condition_variable>
 #include <ctime>
+#include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
+#include <type_traits>
 
 namespace ckpt::s3 {
 namespace {
@@ -31,10 +39,45 @@ std::string new_token() {
   return buf;
 }
 
+// What names this kernel and PID namespace: a holder that wrote the same value and whose pid is
+// gone died on this machine, and its lease can be taken at once instead of after its ttl (a
+// crashed job restarted on its node). Empty when unknown: then only the ttl frees a lease.
+const std::string& this_machine() {
+  static const std::string id = [] {
+    std::ifstream boot("/proc/sys/kernel/random/boot_id");
+    std::string b;
+    std::getline(boot, b);
+    char ns[128] = {0};
+    const ssize_t n = ::readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+    return b.empty() || n <= 0 ? std::string() : b + " " + std::string(ns, static_cast<size_t>(n));
+  }();
+  return id;
+}
+
+bool pid_is_gone(int64_t pid) {
+  return pid > 0 && pid <= INT32_MAX && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
 std::string lease_body(const std::string& owner, const std::string& token, double ttl) {
-  nlohmann::json j = {
-      {"owner", owner}, {"token", token}, {"renewed_unix", unix_now()}, {"ttl_seconds", ttl}};
+  nlohmann::json j = {{"owner", owner},
+                      {"token", token},
+                      {"renewed_unix", unix_now()},
+                      {"ttl_seconds", ttl},
+                      {"machine", this_machine()},
+                      {"pid", static_cast<int64_t>(::getpid())}};
   return j.dump() + "\n";
+}
+
+// A field of a lease someone else wrote, or `fallback` when it is missing or of another type.
+template <typename T>
+T field(const nlohmann::json& j, const char* key, T fallback) {
+  if (!j.is_object() || !j.contains(key)) return fallback;
+  const nlohmann::json& v = j[key];
+  if constexpr (std::is_same_v<T, std::string>) {
+    return v.is_string() ? v.get<std::string>() : fallback;
+  } else {
+    return v.is_number() ? v.get<T>() : fallback;
+  }
 }
 
 class Lease final : public FileLock {
@@ -117,19 +160,15 @@ Result<std::unique_ptr<FileLock>> take_lease(S3Client* client, const S3Url& u,
   }
   std::string etag;
   CKPT_ASSIGN_OR_RETURN(std::string held, client->get_object(u.bucket, u.key, 1u << 16, &etag));
-  nlohmann::json j = nlohmann::json::parse(held, nullptr, false);
-  const std::string holder = j.is_object() && j.contains("owner") && j["owner"].is_string()
-                                 ? j["owner"].get<std::string>()
-                                 : "an unreadable lease";
-  const double renewed =
-      j.is_object() && j.contains("renewed_unix") && j["renewed_unix"].is_number()
-          ? j["renewed_unix"].get<double>()
-          : 0;
-  const double ttl = j.is_object() && j.contains("ttl_seconds") && j["ttl_seconds"].is_number()
-                         ? j["ttl_seconds"].get<double>()
-                         : options.ttl_seconds;
+  const nlohmann::json j = nlohmann::json::parse(held, nullptr, false);
+  const std::string holder = field<std::string>(j, "owner", "an unreadable lease");
+  const double renewed = field<double>(j, "renewed_unix", 0);
+  const double ttl = field<double>(j, "ttl_seconds", options.ttl_seconds);
   const double age = unix_now() - renewed;
-  if (age <= ttl) {
+  const bool died_here = !this_machine().empty() &&
+                         field<std::string>(j, "machine", "") == this_machine() &&
+                         pid_is_gone(field<int64_t>(j, "pid", 0));
+  if (age <= ttl && !died_here) {
     return locked(path + ": locked by " + holder + " (renewed " +
                   std::to_string(static_cast<long long>(age)) +
                   " s ago; a dead holder's lease runs out in " +
