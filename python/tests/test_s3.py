@@ -95,3 +95,62 @@ def test_second_writer_is_refused(s3):
     finally:
         first.close()
     ckpt.Checkpointer(s3 + "/run").close()  # released: taken at once
+
+
+DEMO = BUILD / "examples" / "ckpt-train-demo"
+
+
+def _demo(run, *args, code=0):
+    p = subprocess.run([str(DEMO), "--run-dir", str(run), *map(str, args)], capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == code, p.stdout + p.stderr
+    return p.stdout
+
+
+def _digest(out):
+    return out.strip().splitlines()[-1].split()[-1]
+
+
+@pytest.mark.skipif(not DEMO.exists(), reason="ckpt-train-demo needs libtorch")
+def test_cxx_checkpointer_resume_on_s3_is_bit_exact(s3, tmp_path):
+    """The C++ Checkpointer (examples/train_demo.cc) on s3://: preempted, crashed between saves
+    and resumed in fresh processes, it ends with the same parameters as a run on a local disk that
+    never stopped; without the optimizer it does not (so the comparison can fail)."""
+    want = _digest(_demo(tmp_path / "straight"))
+    run = s3 + "/cxx"
+    _demo(run, "--stop-at", 30)
+    out = _demo(run, "--crash-at", 41, code=3)  # the lease of a crashed job is taken at once
+    assert "restored step-000000000030" in out
+    out = _demo(run)
+    assert "restored step-000000000030" in out
+    assert _digest(out) == want
+    assert not (pathlib.Path.cwd() / "s3:").exists()
+    got, local = progress(run), progress(tmp_path / "straight")
+    assert sorted(got) == sorted(local) and len(got) == 200
+    for step, rec in local.items():
+        assert (got[step]["lr"], got[step]["loss"]) == (rec["lr"], rec["loss"]), step
+    # The recorder's file went to the store when it closed.
+    assert not list(tmp_path.glob("s3:*"))
+    broken = s3 + "/cxx-omit"
+    _demo(broken, "--stop-at", 30, "--omit", "optimizer")
+    assert _digest(_demo(broken, "--omit", "optimizer")) != want
+
+
+def test_cli_load_bench_and_export_on_s3(straight, s3, tmp_path):
+    run = s3 + "/run"
+    run_train(run, "--stop-after", 20)
+    lb = _cli("load-bench", run)
+    assert lb.returncode == 0, lb.stderr
+    assert "hashes verified" in lb.stdout + lb.stderr
+    # To a local folder and to the store (no rename there: final names, whole objects).
+    for out in (tmp_path / "exported", s3 + "/exported"):
+        e = _cli("export", run, out, "--to", "safetensors", "--with-optimizer")
+        assert e.returncode == 0, e.stdout + e.stderr
+        i = _cli("inspect", f"{out}/model.safetensors")
+        assert i.returncode == 0, i.stdout + i.stderr
+        assert "safetensors" in i.stdout
+    assert not (pathlib.Path.cwd() / "s3:").exists()
+    # A missing checkpoint writes nothing to the store.
+    e = _cli("export", s3 + "/nothing-here", s3 + "/exported-none", "--to", "safetensors")
+    assert e.returncode != 0 and "\n" not in e.stderr.strip()
+    assert _cli("inspect", s3 + "/exported-none/model.safetensors").returncode != 0

@@ -360,7 +360,10 @@ class Exporter {
     return write_small(stem + ".safetensors.index.json", index.dump(2) + "\n");
   }
 
+  // An object store has no rename, and every object appears whole when its upload completes: there
+  // the files are written under their final names (removed again when the export fails).
   std::string tmp_name(const std::string& name) const {
+    if (env_->object_store(o_.out_dir) != nullptr) return path_join(o_.out_dir, name);
     return path_join(o_.out_dir, "." + name + ".tmp-" + std::to_string(::getpid()));
   }
 
@@ -491,6 +494,7 @@ class Exporter {
   // 5. Every file under its final name, then the directory made durable.
   Status publish() {
     for (const auto& [tmp, final] : pending_) {
+      if (tmp == final) continue;  // on an object store
       Status s = env_->rename(tmp, final);
       if (!s.is_ok()) return fail(&f_, ExportFailure::kOutput, s);
     }
