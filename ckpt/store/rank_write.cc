@@ -235,7 +235,20 @@ Result<Filled> stream_to_object(Env* env, const std::string& structure_path,
                                 RankWriteStats* stats) {
   CKPT_ASSIGN_OR_RETURN(auto structure, Env::posix()->open_random(structure_path));
   const uint64_t size = structure->size();
-  CKPT_ASSIGN_OR_RETURN(auto out, env->new_writable(final_path));
+  // The rank file is made only where none exists (a second writer never replaces one). One left
+  // by a writer that did not commit this step (killed mid-save, or a re-save that withdrew the
+  // commit: save_dir) is removed first; one under a commit record is never touched.
+  const std::string commit_path = path_join(path_dirname(final_path), "COMMIT.json");
+  CKPT_ASSIGN_OR_RETURN(const FileKind left, env->entry_kind(final_path));
+  if (left != FileKind::kMissing) {
+    CKPT_ASSIGN_OR_RETURN(const FileKind committed, env->entry_kind(commit_path));
+    if (committed != FileKind::kMissing) {
+      return locked(final_path + ": this step was committed by another writer (" + commit_path +
+                    " exists): its files are kept");
+    }
+    CKPT_RETURN_IF_ERROR(env->remove_file(final_path));
+  }
+  CKPT_ASSIGN_OR_RETURN(auto out, env->object_store(final_path)->new_exclusive(final_path));
   std::unique_ptr<char[]> buf(new char[kWriteChunk]);
   Hasher whole;
   std::vector<uint64_t> gaps;

@@ -126,6 +126,8 @@ class SharedLock final : public RunDirLock {
   explicit SharedLock(std::shared_ptr<HeldLock> held) : held_(std::move(held)) {}
   Status check() const override {
     if (held_->lock->still_at(held_->path)) return Status::ok();
+    const std::string why = held_->lock->lost_reason();
+    if (!why.empty()) return locked(why);
     return io_error(held_->path +
                     ": the run directory was removed or replaced while this process held its "
                     "lock (the lock is on a file no longer there, and another process may hold "

@@ -179,6 +179,36 @@ TEST_CASE("a rank file on the store: written streamed, read back bit-exact, veri
   REQUIRE_FALSE(env->is_dir(run));
 }
 
+TEST_CASE("an exclusive object never replaces one that exists: single PUT and multipart", "[s3]") {
+  ::setenv("CKPT_S3_PART_BYTES", "5242880", 1);
+  auto env = make_env();
+  ::unsetenv("CKPT_S3_PART_BYTES");
+  const std::string run = unique_run();
+  ObjectStore* store = env->object_store(run);
+  for (size_t bytes : {size_t{1000}, size_t{12} << 20}) {  // one PUT; three parts
+    const std::string key = run + "/f" + std::to_string(bytes);
+    auto write = [&](char fill) {
+      auto w = store->new_exclusive(key);
+      REQUIRE(w.is_ok());
+      const std::string body(bytes, fill);
+      REQUIRE((*w)->append(body.data(), body.size()).is_ok());
+      return (*w)->close();
+    };
+    REQUIRE(write('a').is_ok());
+    const Status second = write('b');
+    INFO(second.to_string());
+    REQUIRE(second.code() == Code::kLocked);
+    REQUIRE(second.message().find("exists") != std::string::npos);
+    auto kept = env->read_all(key, 64u << 20);
+    REQUIRE(kept.is_ok());
+    REQUIRE(*kept == std::string(bytes, 'a'));
+  }
+  s3::S3Client* client = s3::s3_client_of(env.get());
+  auto u = s3::parse_s3_url(run);
+  REQUIRE(client->list_multipart_uploads(u->bucket, u->key + "/")->empty());  // the loser aborted
+  REQUIRE(env->remove_tree(run).is_ok());
+}
+
 TEST_CASE("conditional writes: of eight racing creators exactly one wins", "[s3]") {
   auto env = make_env();
   const std::string key = unique_run() + "/step-000000000001/COMMIT.json";

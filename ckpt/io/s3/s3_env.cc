@@ -33,8 +33,8 @@ std::string random_hex() {
 // An object written front to back, appearing whole at close().
 class S3Writable final : public WritableFile {
  public:
-  S3Writable(std::unique_ptr<ObjectWriter> w, std::string path)
-      : w_(std::move(w)), path_(std::move(path)) {}
+  S3Writable(std::unique_ptr<ObjectWriter> w, std::string path, bool exclusive = false)
+      : w_(std::move(w)), path_(std::move(path)), exclusive_(exclusive) {}
   Status append(const void* data, size_t n) override {
     if (closed_) return internal_error(path_ + ": append after close");
     return w_->append(data, n);
@@ -51,7 +51,12 @@ class S3Writable final : public WritableFile {
   Status close() override {
     if (closed_) return Status::ok();
     closed_ = true;
-    CKPT_ASSIGN_OR_RETURN(PutResult r, w_->finish());
+    Condition cond;
+    cond.if_none_match = exclusive_;
+    CKPT_ASSIGN_OR_RETURN(PutResult r, w_->finish(cond));
+    if (r.precondition_failed && exclusive_) {
+      return locked(path_ + ": exists: another writer made it while this one wrote it (kept)");
+    }
     if (r.precondition_failed) return internal_error(path_ + ": unconditional write refused");
     return Status::ok();
   }
@@ -59,6 +64,7 @@ class S3Writable final : public WritableFile {
  private:
   std::unique_ptr<ObjectWriter> w_;
   std::string path_;
+  bool exclusive_;
   bool closed_ = false;
 };
 
@@ -295,6 +301,11 @@ class S3EnvImpl final : public Env, public ObjectStore {
     Condition c;
     c.if_none_match = true;
     return put_if(p, bytes, c);
+  }
+  Result<std::unique_ptr<WritableFile>> new_exclusive(const std::string& p) override {
+    CKPT_ASSIGN_OR_RETURN(S3Url u, for_write(p));
+    return std::unique_ptr<WritableFile>(
+        new S3Writable(ObjectWriter::create(client_.get(), u.bucket, u.key), p, true));
   }
   Result<Versioned> get_versioned(const std::string& p, uint64_t max_bytes) override {
     CKPT_ASSIGN_OR_RETURN(S3Url u, parse_s3_url(p));

@@ -3,9 +3,10 @@
 // Taking: PUT If-None-Match: *. Held by another: GET it; renewed within ttl → kLocked; older, or
 // written by a process of this machine that no longer exists → take it over with PUT If-Match:
 // <its ETag> (of two takers, one wins; the other is kLocked).
-// Holding: a thread PUTs the lease again with If-Match: <our ETag> every ttl/3; a 412 means
-// someone took it over (we were presumed dead), and still_at() turns false, which stops the
-// writer before its next save or commit. Release: DELETE when the lease is still ours.
+// Holding: a thread PUTs the lease again with If-Match: <our ETag> every ttl/3, and so does every
+// still_at() (the writer's check before a save and before a commit); a 412 means someone took it
+// over (we were presumed dead), and still_at() turns false, which stops the writer there. Release:
+// DELETE when the lease is still ours.
 #include "ckpt/io/s3/s3_lease.h"
 
 #include <signal.h>
@@ -82,13 +83,15 @@ T field(const nlohmann::json& j, const char* key, T fallback) {
 
 class Lease final : public FileLock {
  public:
-  Lease(S3Client* c, S3Url u, std::string owner, std::string token, std::string etag, double ttl)
+  Lease(S3Client* c, S3Url u, std::string path, std::string owner, std::string token,
+        std::string etag, double ttl)
       : c_(c),
         u_(std::move(u)),
+        path_(std::move(path)),
         owner_(std::move(owner)),
         token_(std::move(token)),
-        etag_(std::move(etag)),
-        ttl_(ttl) {
+        ttl_(ttl),
+        etag_(std::move(etag)) {
     renewer_ = std::thread([this] { renew_loop(); });
   }
   ~Lease() override {
@@ -106,10 +109,18 @@ class Lease final : public FileLock {
       (void)c_->delete_objects(u_.bucket, {u_.key});
     }
   }
+  // Renews the lease now, so a writer that was paused past its ttl (SIGSTOP, a long GC pause, a
+  // partition) learns before it writes that another writer took over — not only at the next
+  // background renewal.
   bool still_at(const std::string& path) const override {
     (void)path;
+    renew();
     std::lock_guard<std::mutex> lock(mu_);
     return !lost_;
+  }
+  std::string lost_reason() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lost_ ? why_ : std::string();
   }
 
  private:
@@ -118,28 +129,55 @@ class Lease final : public FileLock {
     const auto period = std::chrono::duration<double>(ttl_ / 3);
     while (!stop_ && !lost_) {
       if (cv_.wait_for(lock, period, [this] { return stop_; })) break;
-      const std::string body = lease_body(owner_, token_, ttl_);
-      Condition cond;
-      cond.if_match = etag_;
       lock.unlock();
-      auto r = c_->put_object(u_.bucket, u_.key, body.data(), body.size(), cond);
+      renew();
       lock.lock();
-      if (!r.is_ok()) continue;  // the store is unreachable: try again next period
-      if (r->precondition_failed) {
-        lost_ = true;
-      } else {
-        etag_ = r->etag;
-      }
+    }
+  }
+
+  // One renewal: PUT If-Match our ETag. A 412 or a missing lease means another writer took it
+  // over (or removed it); a store unreachable for longer than the ttl means it may have.
+  void renew() const {
+    std::lock_guard<std::mutex> one(renewing_);  // two renewals with one ETag: one would 412
+    std::string etag;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (lost_) return;
+      etag = etag_;
+    }
+    const std::string body = lease_body(owner_, token_, ttl_);
+    Condition cond;
+    cond.if_match = etag;
+    auto r = c_->put_object(u_.bucket, u_.key, body.data(), body.size(), cond);
+    const auto now = std::chrono::steady_clock::now();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (r.is_ok() && !r->precondition_failed) {
+      etag_ = r->etag;
+      renewed_ = now;
+    } else if (r.is_ok() || r.status().code() == Code::kNotFound) {
+      lost_ = true;
+      why_ = path_ +
+             ": another writer took over this run's lease (this process was presumed "
+             "dead: its lease was not renewed for " +
+             std::to_string(static_cast<long long>(ttl_)) + " s); refusing to write";
+    } else if (std::chrono::duration<double>(now - renewed_).count() > ttl_) {
+      lost_ = true;
+      why_ = path_ + ": the lease could not be renewed for longer than its " +
+             std::to_string(static_cast<long long>(ttl_)) + " s ttl (" + r.status().message() +
+             "): another writer may hold it; refusing to write";
     }
   }
 
   S3Client* c_;
   S3Url u_;
-  std::string owner_, token_, etag_;
+  std::string path_, owner_, token_;
   double ttl_;
-  mutable std::mutex mu_;
+  mutable std::mutex mu_, renewing_;
   std::condition_variable cv_;
-  bool stop_ = false, lost_ = false;
+  mutable std::string etag_, why_;
+  mutable std::chrono::steady_clock::time_point renewed_ = std::chrono::steady_clock::now();
+  bool stop_ = false;
+  mutable bool lost_ = false;
   std::thread renewer_;
 };
 
@@ -156,7 +194,7 @@ Result<std::unique_ptr<FileLock>> take_lease(S3Client* client, const S3Url& u,
                         client->put_object(u.bucket, u.key, body.data(), body.size(), create));
   if (!made.precondition_failed) {
     return std::unique_ptr<FileLock>(
-        new Lease(client, u, owner, token, made.etag, options.ttl_seconds));
+        new Lease(client, u, path, owner, token, made.etag, options.ttl_seconds));
   }
   std::string etag;
   CKPT_ASSIGN_OR_RETURN(std::string held, client->get_object(u.bucket, u.key, 1u << 16, &etag));
@@ -183,7 +221,7 @@ Result<std::unique_ptr<FileLock>> take_lease(S3Client* client, const S3Url& u,
                   holder);
   }
   return std::unique_ptr<FileLock>(
-      new Lease(client, u, owner, token, taken.etag, options.ttl_seconds));
+      new Lease(client, u, path, owner, token, taken.etag, options.ttl_seconds));
 }
 
 }  // namespace ckpt::s3
