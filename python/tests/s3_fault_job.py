@@ -1,7 +1,7 @@
 """A training job for test_s3_faults.py: a model of --mb MB whose parameters after step k are a
 pure function of k (so any restore can be checked), saved to an s3:// run directory.
 
-  s3_fault_job.py RUN --steps 1,2,3 [--mb 24] [--ready FILE --go FILE]
+  s3_fault_job.py RUN --steps 1,2,3 [--mb 24] [--salt N] [--ready FILE --go FILE]
 
 Restores the newest committed checkpoint (prints "restored K" or "fresh"), checks that the
 parameters are step K's, then for each step: sets step k's parameters and saves (prints
@@ -17,8 +17,8 @@ import torch
 import ckpt
 
 
-def params_of(step, model):
-    g = torch.Generator().manual_seed(1000 + step)
+def params_of(step, model, salt=0):
+    g = torch.Generator().manual_seed(1000 + step + 1000003 * salt)
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(torch.randn(p.shape, generator=g))
@@ -31,6 +31,7 @@ def main():
     a.add_argument("--mb", type=int, default=24)
     a.add_argument("--ready", default="")
     a.add_argument("--go", default="")
+    a.add_argument("--salt", type=int, default=0, help="another job's parameters for each step")
     o = a.parse_args()
     rows = max(1, o.mb * (1 << 20) // (1024 * 4))
     model = torch.nn.Linear(1024, rows, bias=False)
@@ -42,7 +43,7 @@ def main():
             print("fresh", flush=True)
         else:
             want = torch.nn.Linear(1024, rows, bias=False)
-            params_of(step, want)
+            params_of(step, want, o.salt)
             if not torch.equal(want.weight, model.weight):
                 sys.exit(f"restored step {step} but its parameters are not step {step}'s")
             print(f"restored {step}", flush=True)
@@ -51,7 +52,7 @@ def main():
         while o.go and not os.path.exists(o.go):
             time.sleep(0.05)
         for k in (int(s) for s in o.steps.split(",") if s):
-            params_of(k, model)
+            params_of(k, model, o.salt)
             ck.save(k)
             print(f"saved {k}", flush=True)
 

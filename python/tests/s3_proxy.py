@@ -76,7 +76,13 @@ class Proxy:
                 if self.command != "HEAD":
                     self.wfile.write(data)
 
-            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_one
+            def handle_guarded(self):
+                try:
+                    self.handle_one()
+                except OSError:  # the client went away (a killed job)
+                    self.close_connection = True
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_guarded
 
         class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
             daemon_threads = True
