@@ -34,13 +34,21 @@ std::string lower(std::string s) {
 
 #ifdef CKPT_HAVE_S3_ENV
 // One S3 Env for the process: the endpoint and credentials come from its environment.
+struct ProcessS3 {
+  std::mutex mu;
+  std::unique_ptr<Env> env;
+  Status failed;
+};
+ProcessS3& process_s3() {
+  static ProcessS3* p = new ProcessS3();  // never destroyed: used until the process ends
+  return *p;
+}
+
 Result<Env*> s3_env(const std::string& location) {
-  static std::mutex mu;
-  static std::unique_ptr<Env> env;
-  static Status failed;
-  std::lock_guard<std::mutex> lock(mu);
-  if (env) return env.get();
-  if (!failed.is_ok()) return failed;
+  ProcessS3& p = process_s3();
+  std::lock_guard<std::mutex> lock(p.mu);
+  if (p.env) return p.env.get();
+  if (!p.failed.is_ok()) return p.failed;
   auto config = s3::load_config();
   if (!config.is_ok()) {
     return Status(config.status().code(), location + ": " + config.status().message());
@@ -48,17 +56,38 @@ Result<Env*> s3_env(const std::string& location) {
   auto made = s3::make_s3_env(std::move(*config));
   if (!made.is_ok()) {
     // A store refused at its probe stays refused: every later call says the same.
-    failed = Status(made.status().code(), location + ": " + made.status().message());
-    return failed;
+    p.failed = Status(made.status().code(), location + ": " + made.status().message());
+    return p.failed;
   }
-  env = std::move(*made);
-  return env.get();
+  p.env = std::move(*made);
+  return p.env.get();
 }
 #endif
 
 }  // namespace
 
 bool looks_like_url(const std::string& text) { return !scheme_of(text).empty(); }
+
+StoreTraffic store_traffic() {
+  StoreTraffic t;
+#ifdef CKPT_HAVE_S3_ENV
+  ProcessS3& p = process_s3();
+  std::lock_guard<std::mutex> lock(p.mu);
+  s3::S3Client* c = p.env ? s3::s3_client_of(p.env.get()) : nullptr;
+  if (c == nullptr) return t;
+  const s3::RequestStats& s = c->stats();
+  t.gets = s.gets;
+  t.puts = s.puts;
+  t.heads = s.heads;
+  t.lists = s.lists;
+  t.deletes = s.deletes;
+  t.multipart = s.multipart;
+  t.retries = s.retries;
+  t.bytes_up = s.bytes_up;
+  t.bytes_down = s.bytes_down;
+#endif
+  return t;
+}
 
 std::string normalize_location(const std::string& location) {
   std::string s = location;

@@ -33,6 +33,15 @@ Result<Env*> env_for_location(const std::string& location, Env* local = nullptr)
 // and is_dir() say false). Process-wide, one per `local` Env.
 Env* routing_env(Env* local = nullptr);
 
+// What this process asked of the object store so far (s3:// locations; zeros when none was
+// used): requests by kind, retries, and bytes sent and received (HTTP bodies). For tests and
+// benchmarks that count the requests and bytes a restore costs.
+struct StoreTraffic {
+  uint64_t gets = 0, puts = 0, heads = 0, lists = 0, deletes = 0, multipart = 0, retries = 0;
+  uint64_t bytes_up = 0, bytes_down = 0;
+};
+StoreTraffic store_traffic();
+
 // `location` without a trailing '/' (s3://b/run/ and run/ are the same run directory as s3://b/run
 // and run); a bare "s3://bucket" stays as it is.
 std::string normalize_location(const std::string& location);

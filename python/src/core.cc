@@ -616,6 +616,21 @@ PYBIND11_MODULE(_core, m) {
         return normalize_location(text);
       },
       py::arg("text"));
+  // Requests and bytes this process sent to object stores so far (ckpt/io/location.h).
+  m.def("store_traffic", [] {
+    const StoreTraffic t = store_traffic();
+    py::dict d;
+    d["gets"] = t.gets;
+    d["puts"] = t.puts;
+    d["heads"] = t.heads;
+    d["lists"] = t.lists;
+    d["deletes"] = t.deletes;
+    d["multipart"] = t.multipart;
+    d["retries"] = t.retries;
+    d["bytes_up"] = t.bytes_up;
+    d["bytes_down"] = t.bytes_down;
+    return d;
+  });
   m.def(
       "is_dir", [](const std::string& path) { return package_env()->is_dir(path); },
       py::arg("path"));

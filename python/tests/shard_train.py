@@ -4,7 +4,7 @@ Usage: shard_train.py CONFIG_JSON (env: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PO
 CONFIG: {"run": run dir, "layout": "fsdp" | "fsdp_tp" | "plain", "steps": last step,
 "stop_after": step to stop right after (0: never), "save_every": k, "out": result json (rank 0
 writes it), "nonblocking": true to save with blocking=False (committed by the next save or at
-close)}.
+close), "hidden": the MLP's hidden width (default 16)}.
 
 Tracked: model (an MLP, Linear-ReLU-Linear; "fsdp": fully_shard over every rank; "fsdp_tp": a 2
 x 2 mesh ("dp", "tp"), ColwiseParallel on layer 0 (Shard(0)) and RowwiseParallel on layer 2
@@ -16,7 +16,8 @@ with plain modules: the unsharded restore.
 
 The result: per checkpointed step the XXH3 of the full value (full_tensor()) of every parameter
 and of both Adam moments, by name; after a restore the same of the restored state ("restored");
-at the end the final parameters' ("final")."""
+at the end the final parameters' ("final"); with an s3:// run, what each rank's restore asked of
+the store ("restore_traffic": GETs, bytes received... per rank, from ckpt._core.store_traffic)."""
 import json
 import os
 import sys
@@ -65,11 +66,11 @@ def state_digests(parts):
     return out
 
 
-def build(layout, world, extra):
+def build(layout, world, extra, hidden=16):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 6))
+    model = nn.Sequential(nn.Linear(8, hidden), nn.ReLU(), nn.Linear(hidden, 6))
     xm = nn.Sequential(nn.Linear(4, 17), nn.Linear(17, 3)) if extra else None
     hm = nn.Sequential(nn.Linear(6, 12), nn.Linear(12, 2)) if extra else None
     mesh = None
@@ -100,7 +101,7 @@ def main(cfg):
     if distributed:
         dist.init_process_group("gloo")
     rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
-    model, xm, hm, mesh = build(layout, world, cfg.get("extra", False))
+    model, xm, hm, mesh = build(layout, world, cfg.get("extra", False), cfg.get("hidden", 16))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / (1 + s))
     parts = [("model", model, opt)]
@@ -116,11 +117,19 @@ def main(cfg):
     result = {"digests": {}, "world": world}
     with ckpt.Checkpointer(cfg["run"], keep_last=0) as ck:
         ck.track(**tracked)
+        before = core.store_traffic()
         rep = ck.restore_latest()
+        after = core.store_traffic()
         step = rep.step
         if rep.restored:
             result["restored_step"] = step
             result["restored"] = state_digests(parts)
+            mine = {k: after[k] - before[k] for k in after}
+            result["restore_traffic"] = [mine]
+            if distributed:
+                every = [None] * world
+                dist.all_gather_object(every, mine)
+                result["restore_traffic"] = every
         stop = cfg["stop_after"] or None
         while step < cfg["steps"] and step != stop:
             for x, y in loader:

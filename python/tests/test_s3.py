@@ -84,7 +84,6 @@ def test_omitted_optimizer_on_s3_breaks_as_predicted(straight, s3):
 
 def test_second_writer_is_refused(s3):
     import ckpt
-    from ckpt.errors import LockedError
     first = ckpt.Checkpointer(s3 + "/run")
     try:
         env = dict(os.environ, PYTHONPATH=str(BUILD / "python"))
