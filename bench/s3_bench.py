@@ -16,33 +16,16 @@ boto3 comes from PyPI into build/s3-bench-deps (pip --target), the server from s
 import argparse
 import io
 import os
-import pathlib
-import statistics
-import subprocess
 import sys
 import time
 import uuid
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-BUILD = pathlib.Path(os.environ.get("CKPT_BUILD_DIR", ROOT / "build"))
-
-
-def server(dir_):
-    subprocess.run(["bash", str(ROOT / "scripts" / "s3-server.sh"), "start", str(dir_)], check=True)
-    env = {}
-    for line in (dir_ / "env").read_text().splitlines():
-        k, v = line.removeprefix("export ").split("=", 1)
-        env[k] = v
-    os.environ.update(env)
-    return env
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from s3_common import BUILD, pip_target, print_medians, start_server, stop_server  # noqa: E402
 
 
 def boto3_module():
-    deps = BUILD / "s3-bench-deps"
-    if not (deps / "boto3").exists():
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target", str(deps),
-                        "boto3==1.35.99"], check=True)
-    sys.path.insert(0, str(deps))
+    pip_target("s3-bench-deps", "boto3==1.35.99", "boto3")
     import boto3
     from boto3.s3.transfer import TransferConfig
     return boto3, TransferConfig
@@ -55,7 +38,7 @@ def main():
     p.add_argument("--reps", type=int, default=3)
     a = p.parse_args()
     d = BUILD / "s3-bench-server"
-    env = server(d)
+    env = start_server(d)
     try:
         boto3, TransferConfig = boto3_module()
         import torch
@@ -96,10 +79,7 @@ def main():
         mb = nbytes / 1e6
         print(f"state: {layers} x Linear({a.dim}, {a.dim}) = {mb:.0f} MB; {a.reps} rounds; "
               f"server: SeaweedFS on loopback")
-        med = {k: statistics.median(v) for k, v in rows.items()}
-        for k, v in rows.items():
-            print(f"  {k:15s} median {med[k]:6.2f} s  {mb / med[k]:7.1f} MB/s   "
-                  f"rounds {' '.join(f'{x:.2f}' for x in v)}")
+        med = print_medians(rows, mb)
         print(f"save:    ckpt / boto3 throughput = {med['boto3 upload'] / med['ckpt save']:.2f}x "
               f"(goal >= 0.9x)")
         print(f"restore: ckpt / boto3 throughput = "
@@ -107,7 +87,7 @@ def main():
         print(f"objects in the run after a save: {objects} (rank file, manifest, COMMIT.json, "
               f"LATEST, LOCK while held, journal)")
     finally:
-        subprocess.run(["bash", str(ROOT / "scripts" / "s3-server.sh"), "stop", str(d)])
+        stop_server(d)
 
 
 if __name__ == "__main__":

@@ -14,33 +14,12 @@ ratios ckpt / DCP (issue goal: ckpt faster both ways). Restores are checked bit-
 """
 import argparse
 import os
-import pathlib
-import statistics
-import subprocess
 import sys
 import time
 import uuid
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-BUILD = pathlib.Path(os.environ.get("CKPT_BUILD_DIR", ROOT / "build"))
-
-
-def server(dir_):
-    subprocess.run(["bash", str(ROOT / "scripts" / "s3-server.sh"), "start", str(dir_)], check=True)
-    env = {}
-    for line in (dir_ / "env").read_text().splitlines():
-        k, v = line.removeprefix("export ").split("=", 1)
-        env[k] = v
-    os.environ.update(env)
-    return env
-
-
-def deps():
-    target = BUILD / "s3-dcp-deps"
-    if not (target / "s3fs").exists():
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target", str(target),
-                        "s3fs==2024.12.0"], check=True)
-    sys.path.append(str(target))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from s3_common import BUILD, pip_target, print_medians, start_server, stop_server  # noqa: E402
 
 
 def count_objects(fs, path):
@@ -53,9 +32,10 @@ def main():
     p.add_argument("--dim", type=int, default=2048)
     p.add_argument("--reps", type=int, default=2)
     a = p.parse_args()
-    env = server(BUILD / "s3-dcp-bench-server")
+    d = BUILD / "s3-dcp-bench-server"
+    env = start_server(d)
     try:
-        deps()
+        pip_target("s3-dcp-deps", "s3fs==2024.12.0", "s3fs")
         import s3fs
         import torch
         import torch.distributed.checkpoint as dcp
@@ -117,11 +97,7 @@ def main():
         mb = nbytes / 1e6
         print(f"state: {layers} x Linear({a.dim}, {a.dim}) = {mb:.0f} MB; {a.reps} rounds; "
               f"SeaweedFS on loopback; torch {torch.__version__}")
-        med = {}
-        for name, secs in rows.items():
-            med[name] = statistics.median(secs)
-            print(f"  {name:13s} median {med[name]:6.2f} s  {mb / med[name]:7.1f} MB/s   rounds "
-                  + " ".join(f"{s:.2f}" for s in secs))
+        med = print_medians(rows, mb)
         print(f"save:    ckpt / DCP throughput = {med['DCP save'] / med['ckpt save']:.2f}x "
               "(goal > 1)")
         print(f"restore: ckpt / DCP throughput = {med['DCP restore'] / med['ckpt restore']:.2f}x "
@@ -133,8 +109,7 @@ def main():
                                                             if v and not k.startswith("bytes"))
                   + f"; {t['bytes_up'] / 1e6:.1f} MB up, {t['bytes_down'] / 1e6:.1f} MB down")
     finally:
-        subprocess.run(["bash", str(ROOT / "scripts" / "s3-server.sh"), "stop",
-                        str(BUILD / "s3-dcp-bench-server")])
+        stop_server(d)
 
 
 if __name__ == "__main__":

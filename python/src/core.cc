@@ -77,6 +77,15 @@ void check(const Status& s) {
   if (!s.is_ok()) raise_status(s);
 }
 
+// Runs `f` — storage work, which on s3:// is network round trips retried for seconds — without
+// the GIL, so the training script's other threads (data loading, a heartbeat) run meanwhile.
+// `f` must not touch Python objects; its Status or Result is checked after, with the GIL.
+template <typename F>
+auto without_gil(F&& f) {
+  py::gil_scoped_release nogil;
+  return f();
+}
+
 // The file system every binding reads and writes through: one Env for the package, as `main`
 // gives the CLI's commands theirs (the seam an object-store backend plugs into).
 Env* package_env() { return routing_env(Env::posix()); }
@@ -228,16 +237,18 @@ class OpenRank {
   // record, dataset headers included: the datasets then come from the manifest (5× faster).
   OpenRank(const std::string& dir, int64_t rank) : dir_(dir), rank_(rank) {
     Env* env = package_env();
-    auto commit = store::read_commit(env, dir_);
+    auto commit = without_gil([&] { return store::read_commit(env, dir_); });
     if (!commit.is_ok() && commit.status().code() != Code::kNotFound) raise_status(commit.status());
     if (commit.is_ok()) {
       auto listed = store::listed_rank_file(*commit, dir_, rank_);
       if (!listed.is_ok()) raise_status(listed.status());
       listed_ = *listed;
     }
-    auto st = store::open_rank_structure(
-        env, dir, rank,
-        listed_ ? store::DatasetCheck::kFromManifest : store::DatasetCheck::kOpenEvery);
+    auto st = without_gil([&] {
+      return store::open_rank_structure(
+          env, dir, rank,
+          listed_ ? store::DatasetCheck::kFromManifest : store::DatasetCheck::kOpenEvery);
+    });
     if (!st.is_ok()) raise_status(st.status());
     rs_ = std::move(*st);
     tree_ = from_node(rs_->root);
@@ -339,13 +350,13 @@ class OpenRank {
 
 py::dict find_latest(const std::string& run_dir) {
   Env* env = package_env();
-  auto latest = store::find_latest(env, run_dir);
+  auto latest = without_gil([&] { return store::find_latest(env, run_dir); });
   py::dict out;
   if (!latest.is_ok()) {
     if (latest.status().code() == Code::kNotFound) return out;
     raise_status(latest.status());
   }
-  auto commit = store::read_commit(env, latest->dir);
+  auto commit = without_gil([&] { return store::read_commit(env, latest->dir); });
   if (!commit.is_ok()) raise_status(commit.status());
   out["step"] = latest->step;
   out["dir"] = latest->dir;
@@ -360,7 +371,7 @@ py::dict find_latest(const std::string& run_dir) {
 // committed one.
 py::list list_checkpoints(const std::string& run_dir) {
   Env* env = package_env();
-  auto all = store::list_checkpoints(env, run_dir);
+  auto all = without_gil([&] { return store::list_checkpoints(env, run_dir); });
   if (!all.is_ok()) raise_status(all.status());
   py::list out;
   for (const auto& e : *all) {
@@ -371,7 +382,7 @@ py::list list_checkpoints(const std::string& run_dir) {
     d["damaged"] = e.damaged;
     d["problem"] = e.problem;
     if (e.committed) {
-      auto commit = store::read_commit(env, e.dir);
+      auto commit = without_gil([&] { return store::read_commit(env, e.dir); });
       if (!commit.is_ok()) raise_status(commit.status());
       d["world_size"] = commit->world_size;
       d["components"] = commit->components;
@@ -388,17 +399,18 @@ py::list list_checkpoints(const std::string& run_dir) {
 class PyLock {
  public:
   explicit PyLock(const std::string& run_dir) {
-    auto l = store::lock_run_dir(package_env(), run_dir);
+    auto l = without_gil([&] { return store::lock_run_dir(package_env(), run_dir); });
     if (!l.is_ok()) raise_status(l.status());
     lock_ = std::shared_ptr<store::RunDirLock>(std::move(*l));
   }
   void release() {
     if (turn_.owns_lock()) turn_.unlock();
+    py::gil_scoped_release nogil;  // on a store: the lease is deleted (network)
     lock_.reset();
   }
   void check_held() const {
     if (!lock_) raise_status(invalid_argument("RUN/LOCK: released (the Checkpointer was closed)"));
-    check(lock_->check());
+    check(without_gil([&] { return lock_->check(); }));  // on a store: renews the lease
   }
   void begin_save() {
     check_held();
@@ -437,7 +449,7 @@ struct SharedJournal {
 class PyJournal {
  public:
   explicit PyJournal(const std::string& run_dir) : shared_(std::make_shared<SharedJournal>()) {
-    auto j = store::Journal::open(package_env(), run_dir);
+    auto j = without_gil([&] { return store::Journal::open(package_env(), run_dir); });
     if (!j.is_ok()) raise_status(j.status());
     shared_->journal = std::move(*j);
   }
@@ -447,10 +459,13 @@ class PyJournal {
     nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
     if (j.is_discarded() || !j.is_object())
       raise_status(invalid_argument("journal: event is not a JSON object"));
-    check(shared_->append(*t, std::move(j), durable));
+    check(without_gil([&] { return shared_->append(*t, std::move(j), durable); }));
   }
   // Closes journal.jsonl now (a BackgroundSaver's job may still hold the SharedJournal).
-  void close() { shared_->close(); }
+  void close() {
+    py::gil_scoped_release nogil;  // on a store: the journal object is written (network)
+    shared_->close();
+  }
   std::shared_ptr<SharedJournal> shared() const { return shared_; }
 
  private:
@@ -576,7 +591,7 @@ class PyBackgroundSaver {
 };
 
 std::vector<std::string> read_journal(const std::string& run_dir) {
-  auto lines = store::read_journal(package_env(), run_dir);
+  auto lines = without_gil([&] { return store::read_journal(package_env(), run_dir); });
   if (!lines.is_ok()) raise_status(lines.status());
   std::vector<std::string> out;
   for (const auto& j : *lines) out.push_back(j.dump());
@@ -596,13 +611,15 @@ PYBIND11_MODULE(_core, m) {
       "commit",
       [](const std::string& run_dir, int64_t step, int64_t world_size,
          const std::vector<std::string>& components) {
-        check(store::commit(package_env(), run_dir, step, world_size, components));
+        check(without_gil(
+            [&] { return store::commit(package_env(), run_dir, step, world_size, components); }));
       },
       py::arg("run_dir"), py::arg("step"), py::arg("world_size"), py::arg("components"));
   m.def(
       "apply_retention",
       [](const std::string& run_dir, int keep_last, int64_t keep_every) {
-        check(store::apply_retention(package_env(), run_dir, keep_last, keep_every));
+        check(without_gil(
+            [&] { return store::apply_retention(package_env(), run_dir, keep_last, keep_every); }));
       },
       py::arg("run_dir"), py::arg("keep_last"), py::arg("keep_every"));
   m.def("find_latest", &find_latest, py::arg("run_dir"));
@@ -632,10 +649,16 @@ PYBIND11_MODULE(_core, m) {
     return d;
   });
   m.def(
-      "is_dir", [](const std::string& path) { return package_env()->is_dir(path); },
+      "is_dir",
+      [](const std::string& path) {
+        return without_gil([&] { return package_env()->is_dir(path); });
+      },
       py::arg("path"));
   m.def(
-      "make_dirs", [](const std::string& path) { check(package_env()->make_dirs(path)); },
+      "make_dirs",
+      [](const std::string& path) {
+        check(without_gil([&] { return package_env()->make_dirs(path); }));
+      },
       py::arg("path"));
   m.attr("MAX_STEP") = kMaxStep;  // a checkpoint's step is in [0, MAX_STEP] (check_step)
   m.attr("FORMAT") = kFormatName;

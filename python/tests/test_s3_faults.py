@@ -333,3 +333,38 @@ def test_a_store_that_ignores_conditional_writes_is_refused_at_open(tmp_path):
     finally:
         server.kill()
         server.wait()
+
+
+GIL_SCRIPT = r'''
+import os, sys, torch
+sys.path.insert(0, sys.argv[1])
+from s3_proxy import Proxy
+with Proxy(os.environ["AWS_ENDPOINT_URL"].removeprefix("http://")) as p:
+    os.environ["AWS_ENDPOINT_URL"] = p.endpoint  # the store is served by a thread of this process
+    import ckpt
+    m = torch.nn.Linear(64, 64)
+    want = m.weight.detach().clone()
+    with ckpt.Checkpointer(sys.argv[2]) as ck:
+        ck.track(model=m)
+        ck.save(1)
+        ck.log_progress(1, lr=0.1, loss=1.0)
+    with torch.no_grad():
+        m.weight.zero_()
+    with ckpt.Checkpointer(sys.argv[2]) as ck:
+        ck.track(model=m)
+        assert ck.restore_latest().restored
+    assert torch.equal(m.weight, want)
+    print("requests", len(p.seen))
+'''
+
+
+def test_storage_calls_release_the_gil(store, run):
+    """Every call of the package that waits on the store lets other Python threads run: here
+    the store itself is a Python thread of the same process (a proxy), so a call that kept the
+    GIL while it waited for an answer would hang."""
+    prefix, url = run
+    env = dict(os.environ, PYTHONPATH=str(BUILD / "python"), **store.env)
+    p = subprocess.run([sys.executable, "-c", GIL_SCRIPT, str(pathlib.Path(__file__).parent), url],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "requests" in p.stdout

@@ -49,19 +49,8 @@ struct DeviceTensors {
   }
 };
 
-struct Saved {
-  resume_test::TempDir dir;
-  std::vector<std::vector<unsigned char>> storage;
-  Node tree;
-  Manifest manifest;
-};
-
-void save(Saved* s) {
-  s->tree = resume_test::varied_tree(&s->storage);
-  auto m = store::write_rank(Env::posix(), s->dir.path(), 0, 42, 1, &s->tree);
-  REQUIRE(m.is_ok());
-  s->manifest = *m;
-}
+using Saved = resume_test::SavedRank;
+constexpr auto save = resume_test::save_varied;
 
 TEST_CASE("without a GPU the device restorer says so in one line", "[resume]") {
   std::string why;

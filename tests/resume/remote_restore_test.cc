@@ -50,19 +50,8 @@ class RemoteEnv final : public EnvWrapper {
   ReadProfile profile_;
 };
 
-struct Saved {
-  resume_test::TempDir dir;
-  std::vector<std::vector<unsigned char>> storage;
-  Node tree;
-  Manifest manifest;
-};
-
-void save(Saved* s) {
-  s->tree = resume_test::varied_tree(&s->storage);
-  auto m = store::write_rank(Env::posix(), s->dir.path(), 0, 42, 1, &s->tree);
-  REQUIRE(m.is_ok());
-  s->manifest = *m;
-}
+using Saved = resume_test::SavedRank;
+constexpr auto save = resume_test::save_varied;
 
 // Every model and optimizer tensor into caller memory (as the Python Checkpointer restores).
 std::map<std::string, std::vector<unsigned char>> destinations(const Manifest& m,

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "ckpt/store/rank_io.h"
+
 namespace ckpt::resume_test {
 
 Node varied_tree(std::vector<std::vector<unsigned char>>* storage) {
@@ -103,6 +105,13 @@ void flip_bit(const std::string& file, uint64_t offset) {
   std::fseek(f, static_cast<long>(offset), SEEK_SET);
   std::fputc(c ^ 0x10, f);
   std::fclose(f);
+}
+
+void save_varied(SavedRank* s) {
+  s->tree = varied_tree(&s->storage);
+  auto m = store::write_rank(Env::posix(), s->dir.path(), 0, 42, 1, &s->tree);
+  REQUIRE(m.is_ok());
+  s->manifest = *m;
 }
 
 }  // namespace ckpt::resume_test

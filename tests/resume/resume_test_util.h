@@ -19,6 +19,15 @@ using testing::TempDir;  // tests/common/test_util.h
 // `storage`, which must outlive the tree.
 Node varied_tree(std::vector<std::vector<unsigned char>>* storage);
 
+// varied_tree() written as rank 0 of step 42 in a temporary folder (write_rank).
+struct SavedRank {
+  TempDir dir;
+  std::vector<std::vector<unsigned char>> storage;
+  Node tree;
+  Manifest manifest;
+};
+void save_varied(SavedRank* s);
+
 // Empty string when a and b hold the same groups, attributes and tensors (dtype, shape, hash,
 // alias, bytes — tensors without bytes must be without bytes in both); else the first difference.
 std::string compare_trees(const Node& a, const Node& b, const std::string& path = "");
