@@ -58,7 +58,7 @@ std::vector<std::string> Env::list_dir_or_empty(const std::string& dir) {
   return names.is_ok() ? std::move(names).value() : std::vector<std::string>{};
 }
 
-Result<std::string> Env::read_all(const std::string& path, uint64_t max_bytes) {
+Result<std::string> Env::read_whole(const std::string& path, uint64_t max_bytes) {
   CKPT_ASSIGN_OR_RETURN(auto file, open_random(path));
   if (file->size() > max_bytes) {
     return corrupt(path + ": " + std::to_string(file->size()) + " bytes, more than the " +

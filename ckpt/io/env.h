@@ -197,11 +197,18 @@ class Env {
   // list_dir for walkers that treat an unreadable directory as an empty one.
   std::vector<std::string> list_dir_or_empty(const std::string& dir);
 
-  // Whole-file helpers built on the primitives above.
-  Result<std::string> read_all(const std::string& path, uint64_t max_bytes = 256u << 20);
+  // Whole-file helpers built on the primitives above. read_all: kCorrupt beyond max_bytes
+  // (nothing allocated); an object store does it with one GET (read_whole, no HEAD first).
+  Result<std::string> read_all(const std::string& path, uint64_t max_bytes = 256u << 20) {
+    return read_whole(path, max_bytes);
+  }
   // Writes `path` atomically: path.tmp, fsync, rename, fsync the directory (an object store: one
   // PUT, which is atomic by itself).
   virtual Status write_atomic(const std::string& path, const std::string& contents);
+
+ protected:
+  // read_all's work: open_random, then one read.
+  virtual Result<std::string> read_whole(const std::string& path, uint64_t max_bytes);
 };
 
 // Joins two path pieces with one '/'.

@@ -23,6 +23,10 @@ class EnvWrapper : public Env {
     return target_->object_store(p) != nullptr ? target_->write_atomic(p, c)
                                                : Env::write_atomic(p, c);
   }
+  Result<std::string> read_whole(const std::string& p, uint64_t max_bytes) override {
+    return target_->object_store(p) != nullptr ? target_->read_all(p, max_bytes)
+                                               : Env::read_whole(p, max_bytes);
+  }
   Result<std::unique_ptr<WritableFile>> new_writable(const std::string& p) override {
     return target_->new_writable(p);
   }

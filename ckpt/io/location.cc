@@ -132,6 +132,10 @@ class RoutingEnv final : public Env {
     CKPT_ASSIGN_OR_RETURN(Env * e, pick(p));
     return e->write_atomic(p, c);
   }
+  Result<std::string> read_whole(const std::string& p, uint64_t max_bytes) override {
+    CKPT_ASSIGN_OR_RETURN(Env * e, pick(p));
+    return e->read_all(p, max_bytes);
+  }
   Result<std::unique_ptr<WritableFile>> new_writable(const std::string& p) override {
     CKPT_ASSIGN_OR_RETURN(Env * e, pick(p));
     return e->new_writable(p);

@@ -212,6 +212,14 @@ Result<CommitFile> listed_rank_file(const CommitRecord& rec, const std::string& 
 
 Result<CommitRecord> read_commit(Env* env, const std::string& step_dir) {
   const std::string p = path_join(step_dir, "COMMIT.json");
+  if (env->object_store(p) != nullptr) {  // one GET: an object is never a FIFO or a link
+    auto text = env->read_all(p, 16u << 20);
+    if (text.status().code() == Code::kNotFound) {
+      return not_found(step_dir + ": no COMMIT.json (not a committed checkpoint)");
+    }
+    CKPT_RETURN_IF_ERROR(text.status());
+    return decode_commit(*text, p);
+  }
   CKPT_ASSIGN_OR_RETURN(FileKind kind, env->entry_kind(p));
   if (kind == FileKind::kMissing) {
     return not_found(step_dir + ": no COMMIT.json (not a committed checkpoint)");
@@ -228,17 +236,25 @@ Result<CommitRecord> read_commit(Env* env, const std::string& step_dir) {
 }
 
 Result<std::vector<CheckpointEntry>> list_checkpoints(Env* env, const std::string& run_dir) {
-  if (!env->is_dir(run_dir)) return not_found(run_dir + ": no such run directory");
-  CKPT_ASSIGN_OR_RETURN(auto names, env->list_dir(run_dir));
+  // On a store one LIST answers all: a name it gives is a "directory" when objects lie under it,
+  // and a run with no object under it is missing (no is_dir round trips, one per step).
+  const bool store = env->object_store(run_dir) != nullptr;
+  if (!store && !env->is_dir(run_dir)) return not_found(run_dir + ": no such run directory");
+  auto listed = env->list_dir(run_dir);
+  if (store && listed.status().code() == Code::kNotFound) {
+    return not_found(run_dir + ": no such run directory");
+  }
+  CKPT_ASSIGN_OR_RETURN(auto names, std::move(listed));
   std::vector<CheckpointEntry> out;
   for (const auto& n : names) {
     CheckpointEntry e;
     if (!parse_step_dir_name(n, &e.step)) continue;
     e.dir = path_join(run_dir, n);
-    if (!env->is_dir(e.dir)) continue;
+    if (!store && !env->is_dir(e.dir)) continue;
     auto rec = read_commit(env, e.dir);
     if (rec.is_ok() && rec->step == e.step) {
       e.committed = true;
+      e.commit = *rec;
     } else {
       e.damaged = rec.is_ok() || rec.status().code() != Code::kNotFound;
       e.problem = rec.is_ok() ? path_join(e.dir, "COMMIT.json") + ": names step " +
@@ -260,7 +276,7 @@ Result<Latest> find_latest(Env* env, const std::string& run_dir) {
     if (e.committed) newest = &e;
   }
   if (newest == nullptr) return not_found(run_dir + ": no committed checkpoint");
-  Latest out{newest->step, newest->dir, "", {}};
+  Latest out{newest->step, newest->dir, "", {}, *newest->commit};
   for (const auto& e : all) {
     if (e.damaged && e.step > newest->step) out.damaged_newer.push_back(e);
   }

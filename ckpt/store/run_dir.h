@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,7 @@ struct CheckpointEntry {
   // COMMIT.json exists but is not a valid record of this step (committed is then false).
   bool damaged = false;
   std::string problem;  // why it is not committed ("no COMMIT.json", or the decode error)
+  std::optional<CommitRecord> commit;  // the record read, when committed (no second read)
 };
 
 // Every step directory, ascending by step.
@@ -79,6 +81,7 @@ struct Latest {
   std::string note;  // set when LATEST was missing, damaged or older than a committed checkpoint
   // Damaged checkpoints newer than `dir`: what restoring `dir` would step over.
   std::vector<CheckpointEntry> damaged_newer;
+  CommitRecord commit;  // its commit record, as read
 };
 
 // The newest committed checkpoint: LATEST's target when it is committed and nothing newer is; a

@@ -356,13 +356,11 @@ py::dict find_latest(const std::string& run_dir) {
     if (latest.status().code() == Code::kNotFound) return out;
     raise_status(latest.status());
   }
-  auto commit = without_gil([&] { return store::read_commit(env, latest->dir); });
-  if (!commit.is_ok()) raise_status(commit.status());
   out["step"] = latest->step;
   out["dir"] = latest->dir;
   out["note"] = latest->note;
-  out["world_size"] = commit->world_size;
-  out["components"] = commit->components;
+  out["world_size"] = latest->commit.world_size;
+  out["components"] = latest->commit.components;
   return out;
 }
 
@@ -381,11 +379,9 @@ py::list list_checkpoints(const std::string& run_dir) {
     d["committed"] = e.committed;
     d["damaged"] = e.damaged;
     d["problem"] = e.problem;
-    if (e.committed) {
-      auto commit = without_gil([&] { return store::read_commit(env, e.dir); });
-      if (!commit.is_ok()) raise_status(commit.status());
-      d["world_size"] = commit->world_size;
-      d["components"] = commit->components;
+    if (e.committed && e.commit) {
+      d["world_size"] = e.commit->world_size;
+      d["components"] = e.commit->components;
     }
     out.append(d);
   }

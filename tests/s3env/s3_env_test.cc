@@ -337,6 +337,41 @@ TEST_CASE("a killed writer's multipart upload is aborted by the next commit", "[
   REQUIRE(env->remove_tree(run).is_ok());
 }
 
+TEST_CASE("finding the newest checkpoint on a store costs one LIST and one GET a step", "[s3]") {
+  auto env = make_env();
+  const std::string run = unique_run();
+  std::vector<std::vector<unsigned char>> storage;
+  Node root = testing::sample_tree(&storage);
+  std::vector<std::string> groups;
+  for (const auto& [g, child] : root.children) groups.push_back(g);
+  for (int64_t step : {2, 4, 6}) {
+    root.attrs["step"] = step;
+    auto dir = store::save_dir(env.get(), run, step);
+    REQUIRE(dir.is_ok());
+    REQUIRE(store::write_rank(env.get(), *dir, 0, step, 1, &root).is_ok());
+    REQUIRE(store::commit(env.get(), run, step, 1, groups).is_ok());
+  }
+  s3::RequestStats& st = s3::s3_client_of(env.get())->stats();
+  const uint64_t lists = st.lists, gets = st.gets, heads = st.heads;
+  auto all = store::list_checkpoints(env.get(), run);
+  REQUIRE(all.is_ok());
+  REQUIRE(all->size() == 3);
+  for (const auto& e : *all) {
+    REQUIRE(e.committed);
+    REQUIRE(e.commit.has_value());  // read once, kept
+    REQUIRE(e.commit->step == e.step);
+  }
+  REQUIRE(st.lists - lists == 1);
+  REQUIRE(st.gets - gets == 3);  // each COMMIT.json: one GET, no HEAD first
+  REQUIRE(st.heads - heads == 0);
+  auto latest = store::find_latest(env.get(), run);
+  REQUIRE(latest.is_ok());
+  REQUIRE(latest->step == 6);
+  REQUIRE(latest->commit.step == 6);
+  REQUIRE(store::list_checkpoints(env.get(), run + "-none").status().code() == Code::kNotFound);
+  REQUIRE(env->remove_tree(run).is_ok());
+}
+
 TEST_CASE("a wrong secret is one line that names no secret", "[s3]") {
   fixture_bucket();
   auto config = s3::load_config();

@@ -278,6 +278,11 @@ class S3EnvImpl final : public Env, public ObjectStore {
     auto any = has_children(*u);
     return any.is_ok() && *any;
   }
+  Result<std::string> read_whole(const std::string& p, uint64_t max_bytes) override {
+    CKPT_ASSIGN_OR_RETURN(S3Url u, parse_s3_url(p));
+    if (u.key.empty()) return invalid_argument(p + ": a bucket, not an object");
+    return client_->get_object(u.bucket, u.key, max_bytes);
+  }
   Result<uint64_t> file_size(const std::string& p) override {
     CKPT_ASSIGN_OR_RETURN(S3Url u, parse_s3_url(p));
     CKPT_ASSIGN_OR_RETURN(ObjectInfo info, client_->head_object(u.bucket, u.key));
