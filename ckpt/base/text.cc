@@ -1,6 +1,9 @@
 #include "ckpt/base/text.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <ctime>
+#include <random>
 
 namespace ckpt {
 
@@ -67,6 +70,28 @@ bool LineCursor::next(std::string_view* line) {
 
 bool is_blank(std::string_view line) {
   return line.find_first_not_of(" \t\r") == std::string_view::npos;
+}
+
+std::string utc_now(const char* strftime_format) {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  const size_t n = std::strftime(buf, sizeof buf, strftime_format, &tm);
+  return std::string(buf, n);
+}
+
+std::string random_hex(size_t digits) {
+  std::random_device rd;
+  std::mt19937_64 g((static_cast<uint64_t>(rd()) << 32) ^ rd());
+  std::string out;
+  while (out.size() < std::min<size_t>(digits, 64)) {
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(g()));
+    out += buf;
+  }
+  out.resize(std::min<size_t>(digits, 64));
+  return out;
 }
 
 }  // namespace ckpt

@@ -61,4 +61,12 @@ class LineCursor {
 // Whether `line` holds nothing but spaces, tabs and carriage returns.
 bool is_blank(std::string_view line);
 
+// The current UTC time formatted by strftime (`"%Y-%m-%dT%H:%M:%SZ"`: ISO 8601, as the commit
+// record writes it; `"%Y%m%dT%H%M%SZ"`: SigV4's x-amz-date).
+std::string utc_now(const char* strftime_format);
+
+// `digits` lowercase hex digits (at most 64) from std::random_device: names and tokens that must
+// not collide between processes (a probe object, a lease token), not secrets.
+std::string random_hex(size_t digits);
+
 }  // namespace ckpt

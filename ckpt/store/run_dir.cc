@@ -16,15 +16,6 @@
 namespace ckpt::store {
 namespace {
 
-std::string utc_now() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 bool is_data_file(const std::string& name) {
   auto ends = [&](const std::string& s) {
     return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
@@ -166,7 +157,7 @@ Status commit(Env* env, const std::string& run_dir, int64_t step, int64_t world_
   CommitRecord rec;
   rec.step = step;
   rec.world_size = world_size;
-  rec.time = utc_now();
+  rec.time = utc_now("%Y-%m-%dT%H:%M:%SZ");
   rec.components = components;
   std::vector<Manifest> manifests;
   for (int64_t r = 0; r < world_size; ++r) {

@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
-#include <random>
 #include <set>
 #include <thread>
 
+#include "ckpt/base/text.h"
 #include "ckpt/io/s3/s3_lease.h"
 #include "ckpt/io/s3/upload.h"
 
@@ -21,14 +21,6 @@ constexpr uint64_t kSplitBytes = 16u << 20;
 // The read a restore should issue per request (ReadProfile): large enough that the round trip is
 // small against the transfer, small enough that config.concurrency of them keep the link busy.
 constexpr uint64_t kReadBytes = 8u << 20;
-
-std::string random_hex() {
-  std::random_device rd;
-  std::mt19937_64 g((static_cast<uint64_t>(rd()) << 32) ^ rd());
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(g()));
-  return buf;
-}
 
 // An object written front to back, appearing whole at close().
 class S3Writable final : public WritableFile {
@@ -372,7 +364,7 @@ class S3EnvImpl final : public Env, public ObjectStore {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = probed_.find(bucket);
     if (it != probed_.end()) return it->second;
-    const std::string key = ".ckpt-probe/" + random_hex();
+    const std::string key = ".ckpt-probe/" + random_hex(16);
     Condition c;
     c.if_none_match = true;
     Status result;

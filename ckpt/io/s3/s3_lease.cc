@@ -20,24 +20,16 @@
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <thread>
 #include <type_traits>
+
+#include "ckpt/base/text.h"
 
 namespace ckpt::s3 {
 namespace {
 
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::string new_token() {
-  std::random_device rd;
-  std::mt19937_64 g((static_cast<uint64_t>(rd()) << 32) ^ rd());
-  char buf[33];
-  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(g()),
-                static_cast<unsigned long long>(g()));
-  return buf;
 }
 
 // What names this kernel and PID namespace: a holder that wrote the same value and whose pid is
@@ -186,7 +178,7 @@ class Lease final : public FileLock {
 Result<std::unique_ptr<FileLock>> take_lease(S3Client* client, const S3Url& u,
                                              const std::string& path, const std::string& owner,
                                              const LeaseOptions& options) {
-  const std::string token = new_token();
+  const std::string token = random_hex(32);
   const std::string body = lease_body(owner, token, options.ttl_seconds);
   Condition create;
   create.if_none_match = true;

@@ -13,6 +13,8 @@
 #include <cctype>
 #include <ctime>
 
+#include "ckpt/base/text.h"
+
 namespace ckpt::s3 {
 namespace {
 
@@ -138,14 +140,7 @@ std::string sha256_hex(const void* data, size_t n) {
   return to_hex(md, len);
 }
 
-std::string amz_date_now() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%SZ", &tm);
-  return buf;
-}
+std::string amz_date_now() { return utc_now("%Y%m%dT%H%M%SZ"); }
 
 std::string canonical_request(const HttpRequest& req) {
   std::vector<std::pair<std::string, std::string>> q;
