@@ -238,11 +238,18 @@ Result<Filled> stream_to_object(Env* env, const std::string& structure_path,
   // The rank file is made only where none exists (a second writer never replaces one). One left
   // by a writer that did not commit this step (killed mid-save, or a re-save that withdrew the
   // commit: save_dir) is removed first; one under a commit record is never touched.
+  // Existence by one HEAD each (file_size): entry_kind would also LIST for a missing name.
+  auto exists = [&](const std::string& p) -> Result<bool> {
+    auto size = env->file_size(p);
+    if (size.is_ok()) return true;
+    if (size.status().code() == Code::kNotFound) return false;
+    return size.status();
+  };
   const std::string commit_path = path_join(path_dirname(final_path), "COMMIT.json");
-  CKPT_ASSIGN_OR_RETURN(const FileKind left, env->entry_kind(final_path));
-  if (left != FileKind::kMissing) {
-    CKPT_ASSIGN_OR_RETURN(const FileKind committed, env->entry_kind(commit_path));
-    if (committed != FileKind::kMissing) {
+  CKPT_ASSIGN_OR_RETURN(const bool left, exists(final_path));
+  if (left) {
+    CKPT_ASSIGN_OR_RETURN(const bool committed, exists(commit_path));
+    if (committed) {
       return locked(final_path + ": this step was committed by another writer (" + commit_path +
                     " exists): its files are kept");
     }
