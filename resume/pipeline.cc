@@ -73,7 +73,7 @@ class Run {
       : file_(file), plan_(plan), sink_(sink), options_(options), file_hash_(file_hash) {}
 
   void worker(unsigned id) {
-    Hasher hasher;
+    Hashers hasher;
     Scratch scratch;
     try {
       while (!stop_.load(std::memory_order_relaxed)) {
@@ -111,12 +111,16 @@ class Run {
   std::atomic<uint64_t> scattered{0};
 
  private:
+  struct Hashers {  // a worker's: of the tensor it is in, and of the tensor's chunk
+    Hasher whole;
+    Hasher chunk;
+  };
   struct Scratch {  // a worker's, reused from chunk to chunk
     std::vector<ReadSpan> spans;
     std::vector<const unsigned char*> piece_bytes;
   };
 
-  Status chunk(unsigned id, size_t index, Hasher* hasher, Scratch* scratch) {
+  Status chunk(unsigned id, size_t index, Hashers* hasher, Scratch* scratch) {
     const PlanChunk& c = plan_.chunks[index];
     if (file_hash_ == nullptr && c.piece_count > 1) {
       scratch->spans.clear();
@@ -152,24 +156,57 @@ class Run {
   }
 
   // Pieces of one tensor arrive in order within a unit, so one Hasher per worker suffices: reset
-  // at a tensor's first byte, digest at its last. Piece k's bytes are at buf + its chunk offset,
-  // or at piece_bytes[k] for a scattered chunk.
+  // at a tensor's first byte, digest at its last (the same for its chunks). Piece k's bytes are
+  // at buf + its chunk offset, or at piece_bytes[k] for a scattered chunk.
   Status hash_pieces(const PlanChunk& c, const unsigned char* buf,
-                     const unsigned char* const* piece_bytes, Hasher* hasher) {
+                     const unsigned char* const* piece_bytes, Hashers* h) {
     for (uint32_t k = 0; k < c.piece_count; ++k) {
       const PlanPiece& p = plan_.pieces[c.first_piece + k];
       const PlanTensor& t = plan_.tensors[p.tensor];
       const unsigned char* bytes = piece_bytes != nullptr ? piece_bytes[k] : buf + p.chunk_offset;
+      if (!t.chunk_xxh3.empty()) {
+        CKPT_RETURN_IF_ERROR(hash_chunks(t, p.tensor_offset, bytes, p.nbytes, &h->chunk));
+      }
       if (p.tensor_offset == 0 && p.nbytes == t.nbytes) {
         const uint64_t got = xxh3_64(bytes, p.nbytes);
         if (got != t.xxh3) return hash_mismatch(t.path, file_.path(), t.offset, t.xxh3, got);
         continue;
       }
-      if (p.tensor_offset == 0) hasher->reset();
-      hasher->update(bytes, p.nbytes);
+      if (p.tensor_offset == 0) h->whole.reset();
+      h->whole.update(bytes, p.nbytes);
       if (p.tensor_offset + p.nbytes == t.nbytes) {
-        const uint64_t got = hasher->digest();
+        const uint64_t got = h->whole.digest();
         if (got != t.xxh3) return hash_mismatch(t.path, file_.path(), t.offset, t.xxh3, got);
+      }
+    }
+    return Status::ok();
+  }
+
+  // Bytes [at, at + n) of tensor t against its chunk digests, chunk by chunk.
+  Status hash_chunks(const PlanTensor& t, uint64_t at, const unsigned char* bytes, uint64_t n,
+                     Hasher* hasher) {
+    const uint64_t size = t.chunk_bytes;
+    for (const uint64_t end = at + n; at < end;) {
+      const uint64_t k = at / size;
+      const uint64_t first = k * size, last = std::min(first + size, t.nbytes);
+      const uint64_t take = std::min(end, last) - at;
+      uint64_t got = 0;
+      if (at == first && take == last - first) {
+        got = xxh3_64(bytes, take);
+      } else {
+        if (at == first) hasher->reset();
+        hasher->update(bytes, take);
+        if (at + take == last) got = hasher->digest();
+      }
+      at += take;
+      bytes += take;
+      if (at != last) continue;  // the chunk goes on in the next piece
+      if (k >= t.chunk_xxh3.size() || got != t.chunk_xxh3[k]) {
+        return corrupt("tensor \"" + t.path + "\" in " + file_.path() +
+                       ": xxh3 mismatch in bytes [" + std::to_string(first) + ", " +
+                       std::to_string(last) + ") (chunk " + std::to_string(k) + "; expected " +
+                       (k < t.chunk_xxh3.size() ? hex64(t.chunk_xxh3[k]) : std::string("none")) +
+                       ", got " + hex64(got) + ")");
       }
     }
     return Status::ok();

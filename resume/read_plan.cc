@@ -104,7 +104,7 @@ Result<ReadPlan> make_read_plan(const Manifest& manifest, const std::vector<size
     if (e.offset + e.nbytes < e.offset) {
       return invalid_argument("read plan: tensor \"" + e.path + "\" extent overflows");
     }
-    plan.tensors.push_back({e.path, e.offset, e.nbytes, e.xxh3, i});
+    plan.tensors.push_back({e.path, e.offset, e.nbytes, e.xxh3, i, e.chunk_bytes, e.chunk_xxh3});
     plan.tensor_bytes += e.nbytes;
   }
   std::stable_sort(plan.tensors.begin(), plan.tensors.end(),

@@ -33,6 +33,9 @@ struct PlanTensor {
   uint64_t nbytes = 0;
   uint64_t xxh3 = 0;  // expected
   size_t manifest_index = 0;
+  // The entry's chunk digests (ManifestEntry::chunk_xxh3), checked as well when not empty.
+  uint64_t chunk_bytes = 0;
+  std::vector<uint64_t> chunk_xxh3;
 };
 
 struct PlanPiece {

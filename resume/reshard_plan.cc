@@ -236,4 +236,89 @@ std::vector<ManifestEntry> box_entries(const GlobalIndex& index, const ReshardFi
   return out;
 }
 
+namespace {
+
+// Per touched box of `file` (in file.boxes order): which of its `chunk`-byte chunks the runs
+// touch.
+std::vector<std::vector<bool>> touched_chunks(const GlobalIndex& index, const ReshardFile& file,
+                                              const std::vector<uint64_t>& chunk) {
+  std::vector<std::vector<bool>> out(file.boxes.size());
+  std::vector<size_t> slot(index.box_count(), SIZE_MAX);
+  for (size_t k = 0; k < file.boxes.size(); ++k) {
+    const TouchedBox& tb = file.boxes[k];
+    slot[tb.box] = k;
+    if (chunk[k] > 0) {
+      const uint64_t n = index.box_nbytes(tb.tensor, tb.box);
+      out[k].assign((n + chunk[k] - 1) / chunk[k], false);
+    }
+  }
+  for (const ReshardRun& r : file.runs) {
+    const size_t k = slot[r.box];
+    if (k == SIZE_MAX || chunk[k] == 0 || r.nbytes == 0) continue;
+    const uint64_t at = r.file_offset - index.box_offset(r.box);
+    for (uint64_t c = at / chunk[k]; c <= (at + r.nbytes - 1) / chunk[k]; ++c) out[k][c] = true;
+  }
+  return out;
+}
+
+}  // namespace
+
+bool reads_part_of_a_box(const GlobalIndex& index, const ReshardFile& file, uint64_t min_bytes) {
+  std::vector<uint64_t> used(index.box_count(), 0);
+  for (const ReshardRun& r : file.runs) used[r.box] += r.nbytes;
+  for (const TouchedBox& tb : file.boxes) {
+    const uint64_t n = index.box_nbytes(tb.tensor, tb.box);
+    if (n > min_bytes && used[tb.box] < n) return true;
+  }
+  return false;
+}
+
+Result<std::vector<CheckedRead>> checked_reads(const GlobalIndex& index, const ReshardFile& file,
+                                               const Manifest* manifest) {
+  std::vector<ManifestEntry> whole = box_entries(index, file);
+  std::vector<uint64_t> chunk(whole.size(), 0);
+  if (manifest != nullptr) {
+    for (size_t k = 0; k < whole.size(); ++k) {
+      const ManifestEntry& b = whole[k];
+      const auto it = std::find_if(manifest->tensors.begin(), manifest->tensors.end(),
+                                   [&](const ManifestEntry& e) { return e.path == b.path; });
+      if (it == manifest->tensors.end()) continue;  // a box the manifest does not list: whole
+      if (it->offset != b.offset || it->nbytes != b.nbytes || it->xxh3 != b.xxh3) {
+        return corrupt(manifest->file + ": the manifest and the INDEX disagree on box \"" + b.path +
+                       "\" (offset, size or xxh3)");
+      }
+      if (it->chunk_bytes > 0) {
+        whole[k].chunk_bytes = it->chunk_bytes;
+        whole[k].chunk_xxh3 = it->chunk_xxh3;
+        chunk[k] = it->chunk_bytes;
+      }
+    }
+  }
+  const std::vector<std::vector<bool>> touched = touched_chunks(index, file, chunk);
+  std::vector<CheckedRead> out;
+  for (size_t k = 0; k < whole.size(); ++k) {
+    const uint32_t box = file.boxes[k].box;
+    const std::vector<bool>& t = touched[k];
+    if (chunk[k] == 0 || std::all_of(t.begin(), t.end(), [](bool b) { return b; })) {
+      out.push_back({std::move(whole[k]), box, 0, true});
+      continue;
+    }
+    for (size_t c = 0; c < t.size(); ++c) {
+      if (!t[c]) continue;
+      const uint64_t at = c * chunk[k];
+      const uint64_t n = std::min(chunk[k], whole[k].nbytes - at);
+      ManifestEntry e;
+      e.path =
+          whole[k].path + " bytes [" + std::to_string(at) + ", " + std::to_string(at + n) + ")";
+      e.dtype = DType::kUInt8;
+      e.shape = {static_cast<int64_t>(n)};
+      e.offset = whole[k].offset + at;
+      e.nbytes = n;
+      e.xxh3 = whole[k].chunk_xxh3[c];
+      out.push_back({std::move(e), box, at, false});
+    }
+  }
+  return out;
+}
+
 }  // namespace ckpt::resume

@@ -12,9 +12,10 @@
 // files the targets overlap appear, so a rank opens only those.
 //
 // Adapter to the planned reader (resume/read_plan.h): a run reads part of a saved box, which
-// cannot be checked against the box's XXH3. To check every saved box before anything live is
-// written, read the whole boxes a file's runs touch — box_entries() gives them as ManifestEntry
-// values for make_read_plan — and copy the runs out of them (resume/reshard_read.h does).
+// cannot be checked against the box's XXH3. To check every byte before anything live is written,
+// read the whole boxes a file's runs touch — box_entries() gives them as ManifestEntry values for
+// make_read_plan — or, where the file's manifest has the boxes' chunk digests, only the chunks
+// the runs touch (checked_reads), and copy the runs out of them (resume/reshard_read.h does).
 // Pure: no I/O. A plan is an immutable value; any number of threads may read it.
 #pragma once
 
@@ -81,5 +82,26 @@ Result<ReshardPlan> plan_reshard(const store::GlobalIndex& index,
 // The whole saved boxes `file` touches, as manifest entries (path = dataset, shape = box sizes)
 // for make_read_plan and the hash-checking pipeline.
 std::vector<ManifestEntry> box_entries(const store::GlobalIndex& index, const ReshardFile& file);
+
+// What to read of a touched box and check before its runs are copied out: one entry for
+// make_read_plan and the pipeline, `box_offset` bytes into box `box`.
+struct CheckedRead {
+  ManifestEntry entry;
+  uint32_t box = 0;  // index box id
+  uint64_t box_offset = 0;
+  bool whole = true;  // the whole box, else one chunk of it
+};
+
+// The reads that check everything `file`'s runs take: each touched box whole, unless `manifest`
+// (the file's, nullptr when not read) gives the box's chunk digests (docs/format.md §4) and the
+// runs leave some chunk untouched: then only the chunks the runs touch, one entry each (path
+// "<dataset> bytes [a, b)", its chunk's digest). kCorrupt when the manifest's entry for a touched
+// box disagrees with the index (offset, size or digest).
+Result<std::vector<CheckedRead>> checked_reads(const store::GlobalIndex& index,
+                                               const ReshardFile& file, const Manifest* manifest);
+// Whether some touched box of `file` larger than min_bytes is read only in part: whether the
+// file's manifest could spare reading the rest.
+bool reads_part_of_a_box(const store::GlobalIndex& index, const ReshardFile& file,
+                         uint64_t min_bytes);
 
 }  // namespace ckpt::resume

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "ckpt/base/hash.h"
 #include "ckpt/store/box_tiling.h"
@@ -63,10 +64,59 @@ Status check_target(const store::GlobalIndex& index, const ShardTarget& t, uint6
   return Status::ok();
 }
 
+// The manifest of rank file `name` (rank-00003.h5 → rank-00003.manifest.json), its size and
+// XXH3 checked against the commit record.
+Result<Manifest> read_listed_manifest(Env* env, const std::string& step_dir,
+                                      const CommitRecord& record, const std::string& name) {
+  const std::string suffix = ".h5";
+  if (name.size() <= suffix.size() ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return not_found(name + ": not a rank file name");
+  }
+  const std::string mname = name.substr(0, name.size() - suffix.size()) + ".manifest.json";
+  const std::string path = path_join(step_dir, mname);
+  for (const CommitFile& f : record.files) {
+    if (f.name != mname) continue;
+    CKPT_ASSIGN_OR_RETURN(std::string text, env->read_all(path, f.bytes + 1));
+    if (text.size() != f.bytes || xxh3_64(text.data(), text.size()) != f.xxh3) {
+      return corrupt(path + ": not the manifest the commit record lists");
+    }
+    return decode_manifest(text, path);
+  }
+  return not_found(path + ": not in the commit record");
+}
+
+// Reads and checks `reads` of one rank file into the scratch of their boxes (allocated here,
+// whole; only the bytes read are touched).
+Status read_checked(Env* env, const std::string& path, const store::GlobalIndex& index,
+                    const ReshardFile& f, const std::vector<CheckedRead>& reads,
+                    unsigned io_threads, std::vector<std::unique_ptr<unsigned char[]>>* box_bytes,
+                    PipelineStats* ps) {
+  for (const TouchedBox& tb : f.boxes) {
+    (*box_bytes)[tb.box].reset(
+        new unsigned char[std::max<uint64_t>(index.box_nbytes(tb.tensor, tb.box), 1)]);
+  }
+  std::vector<ManifestEntry> entries;
+  entries.reserve(reads.size());
+  for (const CheckedRead& r : reads) entries.push_back(r.entry);
+  CKPT_ASSIGN_OR_RETURN(ReadPlan rp, make_read_plan(entries, PlanOptions{8u << 20, 64u << 10, 0}));
+  std::vector<unsigned char*> dst(rp.tensors.size());
+  for (size_t t = 0; t < rp.tensors.size(); ++t) {
+    const CheckedRead& r = reads[rp.tensors[t].manifest_index];
+    dst[t] = (*box_bytes)[r.box].get() + r.box_offset;
+  }
+  CKPT_ASSIGN_OR_RETURN(auto file, env->open_random(path));
+  const unsigned threads = io_threads_for(*file, io_threads);
+  BoxSink sink(rp, std::move(dst), threads);
+  return run_pipeline(*file, rp, &sink, PipelineOptions{threads, true, false, 0}, ps);
+}
+
 }  // namespace
 
-Result<store::GlobalIndex> read_step_index(Env* env, const std::string& step_dir) {
+Result<store::GlobalIndex> read_step_index(Env* env, const std::string& step_dir,
+                                           CommitRecord* record) {
   CKPT_ASSIGN_OR_RETURN(CommitRecord rec, store::read_commit(env, step_dir));
+  if (record != nullptr) *record = rec;
   const std::string path = path_join(step_dir, store::kIndexFileName);
   const CommitFile* listed = nullptr;
   for (const CommitFile& f : rec.files) {
@@ -94,7 +144,8 @@ Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
                                      std::vector<ShardTarget> targets, unsigned io_threads) {
   ShardRead sr;
   sr.targets_ = std::move(targets);
-  CKPT_ASSIGN_OR_RETURN(sr.index_, read_step_index(env, step_dir));
+  CommitRecord record;
+  CKPT_ASSIGN_OR_RETURN(sr.index_, read_step_index(env, step_dir, &record));
   const std::string index_path = path_join(step_dir, store::kIndexFileName);
   CKPT_RETURN_IF_ERROR(store::tiling_status(store::check_index_tiling(sr.index_), index_path));
   // Empty local shards (3 rows over 4 ranks) read nothing; the plan numbers the others.
@@ -119,25 +170,23 @@ Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
   std::vector<std::string> lost;     // rank files that could not be read whole and checked
   std::vector<std::string> reasons;  // why, one each
   for (const ReshardFile& f : sr.plan_.files) {
-    std::vector<ManifestEntry> entries = box_entries(sr.index_, f);
-    std::vector<unsigned char*> scratch(entries.size());
-    for (size_t k = 0; k < entries.size(); ++k) {
-      auto& buf = sr.box_bytes_[f.boxes[k].box];
-      buf.reset(new unsigned char[std::max<uint64_t>(entries[k].nbytes, 1)]);
-      scratch[k] = buf.get();
+    // The file's manifest, for its boxes' chunk digests, when a box is read only in part (a
+    // damaged or missing manifest costs only that: the boxes are read whole).
+    std::optional<Manifest> manifest;
+    if (reads_part_of_a_box(sr.index_, f, kBoxChunkBytes)) {
+      auto m = read_listed_manifest(env, step_dir, record, f.name);
+      if (m.is_ok()) manifest = std::move(*m);
     }
-    CKPT_ASSIGN_OR_RETURN(ReadPlan rp,
-                          make_read_plan(entries, PlanOptions{8u << 20, 64u << 10, 0}));
-    std::vector<unsigned char*> dst(rp.tensors.size());
-    for (size_t t = 0; t < rp.tensors.size(); ++t) dst[t] = scratch[rp.tensors[t].manifest_index];
-    const std::string path = path_join(step_dir, f.name);
-    auto file = env->open_random(path);
-    Status s = file.status();
+    Status s = Status::ok();
     PipelineStats ps;
-    if (s.is_ok()) {
-      const unsigned threads = io_threads_for(**file, io_threads);
-      BoxSink sink(rp, std::move(dst), threads);
-      s = run_pipeline(**file, rp, &sink, PipelineOptions{threads, true, false, 0}, &ps);
+    std::vector<CheckedRead> reads;
+    auto planned = checked_reads(sr.index_, f, manifest ? &*manifest : nullptr);
+    if (planned.is_ok()) {
+      reads = std::move(*planned);
+      s = read_checked(env, path_join(step_dir, f.name), sr.index_, f, reads, io_threads,
+                       &sr.box_bytes_, &ps);
+    } else {
+      s = planned.status();
     }
     if (!s.is_ok()) {
       lost.push_back(f.name);
@@ -145,7 +194,7 @@ Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
       continue;
     }
     ++sr.stats_.files;
-    sr.stats_.boxes += entries.size();
+    for (const CheckedRead& r : reads) ++(r.whole ? sr.stats_.boxes : sr.stats_.chunks);
     sr.stats_.bytes_read += ps.read_bytes;
   }
   if (!lost.empty()) {

@@ -3,13 +3,15 @@
 //
 // prepare() reads the step's COMMIT.json and INDEX (its size and XXH3 checked against the
 // record), decodes the index (bounds-checked), runs the tiling check, plans every target's runs
-// (resume/reshard_plan.h) and reads every saved box the runs touch, whole, through the planned
-// pipeline (resume/pipeline.h: coalesced positioned reads on I/O threads, each box's XXH3 checked
-// while its bytes are hot), into scratch memory it owns. Only the rank files the targets overlap
-// are opened. Nothing of the targets is written: a missing, truncated or damaged rank file, a
-// box that fails its hash, an index that does not tile, or a target of another dtype or outside
-// its tensor is refused first, naming the file and, for lost files, every tensor and element range
-// they held (store::account_loss). copy_out() then copies the runs into the targets.
+// (resume/reshard_plan.h) and reads every saved box the runs touch — whole, or, when the rank
+// file's manifest has the box's chunk digests, only the chunks the runs touch — through the
+// planned pipeline (resume/pipeline.h: coalesced positioned reads on I/O threads, each box's or
+// chunk's XXH3 checked while its bytes are hot), into scratch memory it owns. Only the rank files
+// the targets overlap are opened. Nothing of the targets is written: a missing, truncated or
+// damaged rank file, a box that fails its hash, an index that does not tile, or a target of another
+// dtype or outside its tensor is refused first, naming the file and, for lost files, every tensor
+// and element range they held (store::account_loss). copy_out() then copies the runs into the
+// targets.
 //
 // Memory: the scratch holds every touched box once (about this rank's share of the state when
 // the layouts match; up to the boxes that overlap its shards when they do not). Not thread-safe;
@@ -39,7 +41,8 @@ struct ShardTarget {
 
 struct ShardReadStats {
   size_t files = 0;           // rank files opened
-  size_t boxes = 0;           // saved boxes read and checked
+  size_t boxes = 0;           // saved boxes read whole and checked
+  size_t chunks = 0;          // chunks of other saved boxes read and checked (their digests)
   uint64_t bytes_read = 0;    // from the files (coalesced padding included)
   uint64_t bytes_copied = 0;  // into the targets
 };
@@ -65,6 +68,8 @@ class ShardRead {
 
 // The decoded INDEX of `step_dir` (its bytes checked against COMMIT.json first); kNotFound when
 // the checkpoint has none (format version 1).
-Result<store::GlobalIndex> read_step_index(Env* env, const std::string& step_dir);
+// `record`, when given, receives the commit record.
+Result<store::GlobalIndex> read_step_index(Env* env, const std::string& step_dir,
+                                           CommitRecord* record = nullptr);
 
 }  // namespace ckpt::resume

@@ -79,7 +79,50 @@ Result<BoxOf> decode_box(const json& b, const std::string& where, const Manifest
   return box;
 }
 
+// "chunks": {"bytes": C, "xxh3": [...]}: C a positive multiple of 4096 below nbytes, and one
+// digest per C bytes of the tensor (the last chunk shorter).
+Status decode_chunks(const json& c, const std::string& where, ManifestEntry* e) {
+  const std::string at = "tensor \"" + e->path + "\": ";
+  uint64_t bytes = 0;
+  if (!c.is_object() || !get_u64(c, "bytes", &bytes) || !c.contains("xxh3") ||
+      !c["xxh3"].is_array()) {
+    return field_error(where, at + "ill-typed \"chunks\"");
+  }
+  if (bytes == 0 || bytes % kTensorAlignment != 0 || bytes >= e->nbytes) {
+    return field_error(where, at + "chunk size " + std::to_string(bytes) +
+                                  " is not a multiple of 4096 below the tensor's " +
+                                  std::to_string(e->nbytes) + " bytes");
+  }
+  const uint64_t want = (e->nbytes + bytes - 1) / bytes;
+  if (c["xxh3"].size() != want) {
+    return field_error(where, at + std::to_string(c["xxh3"].size()) + " chunk digests, " +
+                                  std::to_string(want) + " chunks of " + std::to_string(bytes) +
+                                  " bytes");
+  }
+  e->chunk_bytes = bytes;
+  e->chunk_xxh3.reserve(want);
+  for (const json& h : c["xxh3"]) {
+    uint64_t x = 0;
+    if (!h.is_string() || !parse_hex64(h.get<std::string>(), &x)) {
+      return field_error(where, at + "a chunk digest is not 16 lowercase hex digits");
+    }
+    e->chunk_xxh3.push_back(x);
+  }
+  return Status::ok();
+}
+
 }  // namespace
+
+std::vector<uint64_t> chunk_digests(const void* data, uint64_t nbytes, uint64_t chunk_bytes) {
+  std::vector<uint64_t> out;
+  if (chunk_bytes == 0) return out;
+  const auto* p = static_cast<const unsigned char*>(data);
+  out.reserve((nbytes + chunk_bytes - 1) / chunk_bytes);
+  for (uint64_t at = 0; at < nbytes; at += chunk_bytes) {
+    out.push_back(xxh3_64(p + at, std::min(chunk_bytes, nbytes - at)));
+  }
+  return out;
+}
 
 std::string encode_manifest(const Manifest& m) {
   json t = json::array();
@@ -94,6 +137,11 @@ std::string encode_manifest(const Manifest& m) {
       t.back()["box"] = {{"global_shape", e.box->global_shape},
                          {"offsets", e.box->offsets},
                          {"placement", e.box->placement}};
+    }
+    if (e.chunk_bytes > 0) {
+      json h = json::array();
+      for (uint64_t x : e.chunk_xxh3) h.push_back(hex64(x));
+      t.back()["chunks"] = {{"bytes", e.chunk_bytes}, {"xxh3", std::move(h)}};
     }
   }
   json j = {{"format", "ckpt-manifest"},
@@ -182,6 +230,7 @@ Result<Manifest> decode_manifest(const std::string& text, const std::string& whe
     if (t.contains("box")) {
       CKPT_ASSIGN_OR_RETURN(e.box, decode_box(t["box"], where, e));
     }
+    if (t.contains("chunks")) CKPT_RETURN_IF_ERROR(decode_chunks(t["chunks"], where, &e));
     if (!paths.insert(e.path).second) {
       return field_error(where, "tensor \"" + e.path + "\" listed twice");
     }

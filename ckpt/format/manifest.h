@@ -26,7 +26,19 @@ struct ManifestEntry {
   // A piece of a global tensor (format version 2): "box": {"global_shape", "offsets",
   // "placement"} in the JSON. Only boxes this rank writes are listed (owner is -1).
   std::optional<BoxOf> box;
+  // Chunk digests (docs/format.md §4): XXH3-64 of each consecutive `chunk_bytes` of the tensor's
+  // bytes (the last one shorter), so that a reader of part of the tensor (a rank restoring at
+  // another world size) checks what it reads without reading the rest. "chunks": {"bytes",
+  // "xxh3": [...]} in the JSON; absent (chunk_bytes 0) for tensors of one chunk or less.
+  uint64_t chunk_bytes = 0;
+  std::vector<uint64_t> chunk_xxh3;
 };
+
+// The chunk size writers use for boxes larger than it (a multiple of kTensorAlignment).
+constexpr uint64_t kBoxChunkBytes = 1u << 20;
+
+// XXH3-64 of each consecutive `chunk_bytes` of [data, data + nbytes), the last one shorter.
+std::vector<uint64_t> chunk_digests(const void* data, uint64_t nbytes, uint64_t chunk_bytes);
 
 struct Manifest {
   std::string file;  // "rank-00000.h5"

@@ -58,6 +58,9 @@ struct Tensor {
   std::string alias_of;
   // Set when this tensor is a box of a global tensor (a DTensor's local shard).
   std::optional<BoxOf> box;
+  // A box's chunk digests (ManifestEntry::chunk_xxh3), filled by the store on write for boxes
+  // larger than one chunk.
+  std::vector<uint64_t> chunk_xxh3;
   // A box whose bytes another rank writes (box->owner >= 0).
   bool box_elsewhere() const { return box.has_value() && box->owner >= 0; }
 

@@ -63,7 +63,21 @@ void hash_tensors(const std::vector<TensorRef>& refs) {
   auto work = [&](unsigned k) {
     for (size_t i = k; i < refs.size(); i += threads) {
       Tensor* t = refs[i].tensor;
-      if (t->alias_of.empty()) t->xxh3 = xxh3_64(t->data, t->nbytes);
+      if (!t->alias_of.empty()) continue;
+      if (!t->box || t->nbytes <= kBoxChunkBytes) {
+        t->xxh3 = xxh3_64(t->data, t->nbytes);
+        continue;
+      }
+      // A large box: each chunk's digest and the whole one from the same cache-resident pass.
+      const auto* p = static_cast<const unsigned char*>(t->data);
+      Hasher whole;
+      t->chunk_xxh3.clear();
+      for (uint64_t at = 0; at < t->nbytes; at += kBoxChunkBytes) {
+        const uint64_t n = std::min<uint64_t>(kBoxChunkBytes, t->nbytes - at);
+        t->chunk_xxh3.push_back(xxh3_64(p + at, n));
+        whole.update(p + at, n);
+      }
+      t->xxh3 = whole.digest();
     }
   };
   std::vector<std::thread> pool;
@@ -372,7 +386,8 @@ Result<Manifest> write_rank(Env* env, const std::string& step_dir, int64_t rank,
   m.attrs_xxh3 = attrs_digest(*root);
   for (const auto& e : *extents) {
     const Tensor& t = *e.tensor;
-    m.tensors.push_back({e.path, t.dtype, t.shape, e.offset, t.nbytes, t.xxh3, t.box});
+    m.tensors.push_back({e.path, t.dtype, t.shape, e.offset, t.nbytes, t.xxh3, t.box,
+                         t.chunk_xxh3.empty() ? 0 : kBoxChunkBytes, t.chunk_xxh3});
   }
   std::vector<FileRegion> regions = file_regions(m, m.file_bytes);
   size_t gap = 0, gaps = 0;

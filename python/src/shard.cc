@@ -65,6 +65,7 @@ class PyShardRead {
     py::dict d;
     d["files"] = st.files;
     d["boxes"] = st.boxes;
+    d["chunks"] = st.chunks;
     d["bytes_read"] = st.bytes_read;
     d["bytes_copied"] = st.bytes_copied;
     return d;

@@ -12,9 +12,10 @@ Manifest sample() {
   m.file_bytes = 3 * 4096;
   m.step = 12;
   m.attrs_xxh3 = 0x1234;
-  m.tensors.push_back({"/model/a", DType::kFloat32, {2, 3}, 4096, 24, 0xabc, std::nullopt});
-  m.tensors.push_back({"/model/b", DType::kBFloat16, {4}, 8192, 8, 0xdef, std::nullopt});
-  m.tensors.push_back({"/model/empty", DType::kFloat32, {0}, 0, 0, xxh3_64("", 0), std::nullopt});
+  m.tensors.push_back({"/model/a", DType::kFloat32, {2, 3}, 4096, 24, 0xabc, std::nullopt, 0, {}});
+  m.tensors.push_back({"/model/b", DType::kBFloat16, {4}, 8192, 8, 0xdef, std::nullopt, 0, {}});
+  m.tensors.push_back(
+      {"/model/empty", DType::kFloat32, {0}, 0, 0, xxh3_64("", 0), std::nullopt, 0, {}});
   return m;
 }
 
@@ -45,6 +46,43 @@ TEST_CASE("manifest file_xxh3: optional, round trips, strictly spelled", "[forma
   auto bad = decode_manifest(upper, "m.json");
   REQUIRE(bad.status().code() == Code::kCorrupt);
   REQUIRE(bad.status().message().find("file_xxh3") != std::string::npos);
+}
+
+TEST_CASE("manifest chunk digests: optional, round trip, checked against the tensor", "[format]") {
+  Manifest m = sample();
+  m.file_bytes = 4096 + 3 * 8192;
+  m.tensors.resize(1);
+  m.tensors[0].shape = {3, 4096};  // 12 KiB in 8 KiB chunks: two digests
+  m.tensors[0].dtype = DType::kUInt8;
+  m.tensors[0].nbytes = 3 * 4096;
+  m.tensors[0].chunk_bytes = 8192;
+  m.tensors[0].chunk_xxh3 = {0x0123456789abcdefull, 0x1ull};
+  const std::string text = encode_manifest(m);
+  auto back = decode_manifest(text, "m.json");
+  REQUIRE(back.is_ok());
+  CHECK(back->tensors[0].chunk_bytes == 8192);
+  CHECK(back->tensors[0].chunk_xxh3 == m.tensors[0].chunk_xxh3);
+  CHECK(encode_manifest(sample()).find("chunks") == std::string::npos);  // none when unset
+  auto refused = [&](Manifest bad) {
+    auto r = decode_manifest(encode_manifest(bad), "m.json");
+    REQUIRE(r.status().code() == Code::kCorrupt);
+    return r.status().message();
+  };
+  Manifest few = m;
+  few.tensors[0].chunk_xxh3.pop_back();
+  CHECK(refused(few) == "m.json: tensor \"/model/a\": 1 chunk digests, 2 chunks of 8192 bytes");
+  Manifest odd = m;
+  odd.tensors[0].chunk_bytes = 6000;
+  CHECK(refused(odd).find("chunk size 6000 is not a multiple of 4096") != std::string::npos);
+  Manifest whole = m;
+  whole.tensors[0].chunk_bytes = 3 * 4096;  // one chunk: the tensor's own digest says it all
+  whole.tensors[0].chunk_xxh3 = {1};
+  CHECK(refused(whole).find("below the tensor's 12288 bytes") != std::string::npos);
+  std::string upper = text;
+  upper.replace(upper.find("0123456789abcdef"), 16, "0123456789ABCDEF");
+  auto bad = decode_manifest(upper, "m.json");
+  REQUIRE(bad.status().code() == Code::kCorrupt);
+  CHECK(bad.status().message().find("chunk digest") != std::string::npos);
 }
 
 TEST_CASE("manifest rejects extents that break the rules", "[format]") {
