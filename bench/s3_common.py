@@ -1,6 +1,6 @@
-"""What the S3 benchmarks share (s3_bench.py, s3_dcp_bench.py): a SeaweedFS of their own on
-loopback (scripts/s3-server.sh), peer libraries from PyPI into a folder of the build, and the
-table of medians they print."""
+"""What the S3 benchmarks share (s3_bench.py, s3_dcp_bench.py, s3_ranks_bench.py): a SeaweedFS of
+their own on loopback (scripts/s3-server.sh), peer libraries from PyPI into a folder of the build,
+and the table of medians they print."""
 import os
 import pathlib
 import statistics

@@ -2,16 +2,22 @@
 """ckpt against torch.distributed.checkpoint (DCP) at several ranks on one S3 server: an FSDP2
 model (gloo ranks on 127.0.0.1, each a process) saved and restored by each, every rank writing
 and reading its own shards, on the same local SeaweedFS (scripts/s3-server.sh, loopback). DCP
-goes through FsspecWriter/FsspecReader over s3fs with thread_count=8 per rank.
+goes through FsspecWriter/FsspecReader over s3fs with thread_count=8 per rank. The server's own
+ceiling at as many ranks: each rank also uploads the very bytes it saves (its local shards, one
+object) with boto3's multipart upload (TransferConfig: 8 MiB parts, 8 threads) and downloads
+them back with ranged GETs (8 MiB ranges, 8 threads) into a preallocated buffer.
 
   PYTHONPATH=build/python build/python/torch2-venv/bin/python bench/s3_ranks_bench.py \\
       [--ranks 2] [--mb 512] [--reps 2]
 
 Times are wall seconds from a barrier before to a barrier after (the slowest rank), medians of
---reps rounds; restores are checked bit-exact on every rank. Needs a torch 2.x python
-(scripts/torch2-venv.sh); s3fs comes from PyPI into build/s3-dcp-deps.
+--reps rounds; restores and downloads are checked bit-exact on every rank. MB/s are all ranks'
+bytes together. Ratios printed: ckpt's throughput over DCP's and over boto3's, save and restore
+(> 1: ckpt faster). Needs a torch 2.x python (scripts/torch2-venv.sh); s3fs and boto3 come from
+PyPI into build/s3-ranks-deps.
 """
 import argparse
+import io
 import json
 import os
 import socket
@@ -19,9 +25,48 @@ import subprocess
 import sys
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from s3_common import BUILD, pip_target, print_medians, start_server, stop_server  # noqa: E402
+
+PART = 16 << 20  # boto3's multipart parts: ckpt's own (ckpt/io/s3/config.h part_bytes)
+RANGE = 8 << 20  # the download's ranged GETs: ckpt's reads on a store (ReadProfile)
+
+
+def deps():
+    """s3fs (DCP) and boto3 into build/s3-ranks-deps, resolved together: a rank imports both and
+    they share one botocore (s3-dcp-deps' and s3-bench-deps' botocore differ)."""
+    pip_target("s3-ranks-deps", "s3fs[boto3]==2024.12.0", "boto3")
+
+
+def s3_client():
+    """boto3's client for the server, with no checksums of its own: ckpt sends none, and nor did
+    boto3 1.35, s3_bench.py's peer."""
+    import boto3
+    from botocore.config import Config
+    return boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"], region_name="us-east-1",
+                        config=Config(request_checksum_calculation="when_required",
+                                      response_checksum_validation="when_required"))
+
+
+def boto3_upload(s3, key, payload):
+    """payload as one object: boto3's multipart upload, PART-sized parts, 8 threads."""
+    from boto3.s3.transfer import TransferConfig
+    cfg = TransferConfig(multipart_threshold=PART, multipart_chunksize=PART, max_concurrency=8)
+    s3.upload_fileobj(io.BytesIO(payload), os.environ["CKPT_S3_TEST_BUCKET"], key, Config=cfg)
+
+
+def ranged_download(s3, key, view):
+    """The object into view (a writable memoryview of its size): RANGE-sized ranged GETs, 8
+    threads."""
+    def get(start):
+        end = min(start + RANGE, len(view))
+        view[start:end] = s3.get_object(Bucket=os.environ["CKPT_S3_TEST_BUCKET"], Key=key,
+                                        Range=f"bytes={start}-{end - 1}")["Body"].read()
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(get, range(0, len(view), RANGE)))
 
 
 def rank_main(cfg):
@@ -29,7 +74,7 @@ def rank_main(cfg):
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
-    pip_target("s3-dcp-deps", "s3fs==2024.12.0", "s3fs")
+    deps()
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint import FsspecReader, FsspecWriter
     import ckpt
@@ -46,6 +91,10 @@ def rank_main(cfg):
     fully_shard(model, mesh=mesh)
     local = [p.to_local() for p in model.parameters()]
     want = [t.clone() for t in local]
+    flat = torch.cat([t.detach().reshape(-1) for t in want]).view(torch.uint8)
+    payload = flat.numpy().tobytes()
+    sink = torch.empty_like(flat)
+    s3 = s3_client()
     opts = dict(key=os.environ["AWS_ACCESS_KEY_ID"], secret=os.environ["AWS_SECRET_ACCESS_KEY"],
                 client_kwargs={"endpoint_url": os.environ["AWS_ENDPOINT_URL"],
                                "region_name": "us-east-1"})
@@ -62,12 +111,16 @@ def rank_main(cfg):
             for t in local:
                 t.zero_()
 
-    def same():
-        ok = torch.tensor([int(all(torch.equal(a, b) for a, b in zip(local, want)))])
+    def agree(ok, what):
+        ok = torch.tensor([int(ok)])
         dist.all_reduce(ok, op=dist.ReduceOp.MIN)
-        assert ok.item() == 1, "a restore was not bit-exact"
+        assert ok.item() == 1, what
 
-    rows = {"ckpt save": [], "ckpt restore": [], "DCP save": [], "DCP restore": []}
+    def same():
+        agree(all(torch.equal(a, b) for a, b in zip(local, want)), "a restore was not bit-exact")
+
+    rows = {"ckpt save": [], "ckpt restore": [], "DCP save": [], "DCP restore": [],
+            "boto3 upload": [], "boto3 download": []}
     for rep in range(cfg["reps"]):
         base = f"{cfg['prefix']}/r{rep}"
         run = f"{base}/ckpt"
@@ -88,6 +141,12 @@ def rank_main(cfg):
         rows["DCP restore"].append(timed(lambda: dcp.load(
             sd, storage_reader=FsspecReader(path, **opts))))
         same()
+        key = f"{base.split('/', 3)[3]}/boto3/rank{rank}"
+        rows["boto3 upload"].append(timed(lambda: boto3_upload(s3, key, payload)))
+        sink.zero_()
+        rows["boto3 download"].append(timed(lambda: ranged_download(s3, key,
+                                                                    memoryview(sink.numpy()))))
+        agree(torch.equal(sink, flat), "a download was not bit-exact")
     if rank == 0:
         with open(cfg["out"], "w") as f:
             json.dump(rows, f)
@@ -109,7 +168,7 @@ def main():
     d = BUILD / "s3-ranks-bench-server"
     env = start_server(d)
     try:
-        pip_target("s3-dcp-deps", "s3fs==2024.12.0", "s3fs")
+        deps()
         layers = max(1, a.mb * (1 << 20) // (a.dim * a.dim * 4))
         out = BUILD / "s3-ranks-bench.json"
         cfg = {"dim": a.dim, "layers": layers, "reps": a.reps, "out": str(out),
@@ -131,14 +190,23 @@ def main():
                 sys.exit(f"a rank failed (exit {pr.returncode})")
         rows = json.loads(out.read_text())
         mb = layers * a.dim * a.dim * 4 / 1e6
+        import boto3
+        import s3fs
         import torch
         print(f"state: {layers} x Linear({a.dim}, {a.dim}) = {mb:.0f} MB, FSDP2 over {a.ranks} "
               f"gloo ranks; {a.reps} rounds; SeaweedFS on loopback; torch {torch.__version__}")
+        print(f"peers per rank: DCP over s3fs {s3fs.__version__} (thread_count=8); boto3 "
+              f"{boto3.__version__} upload_fileobj ({PART >> 20} MiB parts, 8 threads), ranged "
+              f"GETs ({RANGE >> 20} MiB, 8 threads)")
         med = print_medians(rows, mb)
         print(f"save:    ckpt / DCP throughput = {med['DCP save'] / med['ckpt save']:.2f}x "
               "(goal > 1)")
         print(f"restore: ckpt / DCP throughput = {med['DCP restore'] / med['ckpt restore']:.2f}x "
               "(goal > 1)")
+        print(f"save:    ckpt / boto3 throughput = "
+              f"{med['boto3 upload'] / med['ckpt save']:.2f}x (boto3: the server's ceiling)")
+        print(f"restore: ckpt / boto3 throughput = "
+              f"{med['boto3 download'] / med['ckpt restore']:.2f}x (boto3: the server's ceiling)")
     finally:
         stop_server(d)
 
