@@ -19,6 +19,7 @@ torch 1.13 has no DTensor: every function here treats its tensors as plain ones 
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -52,6 +53,8 @@ def _types() -> Dict[str, Any]:
 
 
 def is_dtensor(t: object) -> bool:
+    if _TYPES is None and "torch.distributed.tensor" not in sys.modules:
+        return False  # no DTensor exists before its module is loaded (importing it costs ~0.7 s)
     cls = _types().get("DTensor")
     return cls is not None and isinstance(t, cls)
 

@@ -651,6 +651,12 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("path"));
   m.def(
+      "remove_tree",
+      [](const std::string& path) {
+        check(without_gil([&] { return package_env()->remove_tree(path); }));
+      },
+      py::arg("path"));
+  m.def(
       "make_dirs",
       [](const std::string& path) {
         check(without_gil([&] { return package_env()->make_dirs(path); }));

@@ -507,6 +507,10 @@ class CurlClient final : public S3Client {
                      static_cast<long>(config_.connect_timeout_s * 1000));
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, static_cast<long>(config_.request_timeout_s));
+    // Large socket reads and writes: libcurl's defaults (16 KiB down, 64 KiB up) cost a
+    // callback and a syscall per few KiB, which a loaded machine feels (bench/s3_ranks_bench.py).
+    curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L << 10);
+    curl_easy_setopt(c, CURLOPT_UPLOAD_BUFFERSIZE, 2L << 20);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &t);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);

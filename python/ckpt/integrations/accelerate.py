@@ -20,6 +20,7 @@ import json
 import os
 from typing import Any, Dict, Optional, Tuple
 
+from .. import _core
 from ..checkpointer import RestoreReport
 from . import require
 from ._common import AccumCheckpointer
@@ -105,16 +106,17 @@ def _custom_name(obj: Any, i: int) -> str:
 
 
 def _run_dir(accelerator: Any, directory: Optional[str], call: str) -> str:
+    """The run directory, a local path or s3://bucket/prefix (any other URL raises)."""
     if directory is not None:
-        return os.fspath(directory)
+        return _core.location(os.fspath(directory))
     project = accelerator.project_dir
     if project is None:
         raise ValueError(f"{call}: no directory given and the accelerator has no project_dir")
-    return os.path.join(project, "checkpoints")
+    return _core.location(os.path.join(project, "checkpoints"))
 
 
 def _checkpointer(accelerator: Any, run_dir: str, keep_last: int) -> AccumCheckpointer:
-    key = (id(accelerator), os.path.realpath(run_dir))
+    key = (id(accelerator), run_dir if "://" in run_dir else os.path.realpath(run_dir))
     ck = _open.get(key)
     if ck is None or ck.keep_last != keep_last:
         if ck is not None:

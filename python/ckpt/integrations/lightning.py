@@ -218,7 +218,7 @@ class CkptIO(_CheckpointIO):  # type: ignore[misc]
         if storage_options is not None:
             raise TypeError(f"CkptIO.save_checkpoint: storage_options is not supported (got "
                             f"{storage_options!r})")
-        run_dir = os.fspath(path)
+        run_dir = _core.location(os.fspath(path))  # s3://bucket/prefix too; no other URL
         ck = self._writers.get(run_dir)
         if ck is None:
             ck = AccumCheckpointer(run_dir, keep_last=1)
@@ -231,9 +231,9 @@ class CkptIO(_CheckpointIO):  # type: ignore[misc]
         ck.save(int(checkpoint.get("global_step", 0)), blocking=self.blocking)
 
     def load_checkpoint(self, path: Any, map_location: Optional[Any] = None) -> Dict[str, Any]:
-        run_dir = os.fspath(path)
+        run_dir = _core.location(os.fspath(path))
         self._settle(run_dir)
-        if not os.path.isdir(run_dir):
+        if not _core.is_dir(run_dir):
             raise FileNotFoundError(f"CkptIO.load_checkpoint: {run_dir} is not a ckpt run "
                                     "directory (is it a checkpoint of another CheckpointIO?)")
         latest = _core.find_latest(run_dir)
@@ -253,9 +253,11 @@ class CkptIO(_CheckpointIO):  # type: ignore[misc]
         return checkpoint
 
     def remove_checkpoint(self, path: Any) -> None:
-        run_dir = os.fspath(path)
+        run_dir = _core.location(os.fspath(path))
         self._settle(run_dir)
-        if os.path.isdir(run_dir):
+        if "://" in run_dir:  # a run directory on a store: every object under it
+            _core.remove_tree(run_dir)
+        elif os.path.isdir(run_dir):
             shutil.rmtree(run_dir)
         elif os.path.exists(run_dir):
             os.remove(run_dir)
