@@ -64,8 +64,29 @@ Status check_target(const store::GlobalIndex& index, const ShardTarget& t, uint6
   return Status::ok();
 }
 
-// The manifest of rank file `name` (rank-00003.h5 → rank-00003.manifest.json), its size and
-// XXH3 checked against the commit record.
+// The bytes of `name` in step_dir, checked against its entry in the commit record (size and
+// XXH3); kNotFound when the record does not list it.
+Result<std::string> read_listed(Env* env, const std::string& step_dir, const CommitRecord& record,
+                                const std::string& name, const std::string& unlisted) {
+  const std::string path = path_join(step_dir, name);
+  const auto listed = std::find_if(record.files.begin(), record.files.end(),
+                                   [&](const CommitFile& f) { return f.name == name; });
+  if (listed == record.files.end()) return not_found(unlisted);
+  CKPT_ASSIGN_OR_RETURN(std::string bytes, env->read_all(path, listed->bytes + 1));
+  if (bytes.size() != listed->bytes) {
+    return corrupt(path + ": " + std::to_string(bytes.size()) + " bytes, the commit record says " +
+                   std::to_string(listed->bytes));
+  }
+  const uint64_t got = xxh3_64(bytes.data(), bytes.size());
+  if (got != listed->xxh3) {
+    return corrupt(path + ": xxh3 of the file is " + hex64(got) + ", the commit record says " +
+                   hex64(listed->xxh3));
+  }
+  return bytes;
+}
+
+// The manifest of rank file `name` (rank-00003.h5 → rank-00003.manifest.json), checked against
+// the commit record.
 Result<Manifest> read_listed_manifest(Env* env, const std::string& step_dir,
                                       const CommitRecord& record, const std::string& name) {
   const std::string suffix = ".h5";
@@ -74,16 +95,9 @@ Result<Manifest> read_listed_manifest(Env* env, const std::string& step_dir,
     return not_found(name + ": not a rank file name");
   }
   const std::string mname = name.substr(0, name.size() - suffix.size()) + ".manifest.json";
-  const std::string path = path_join(step_dir, mname);
-  for (const CommitFile& f : record.files) {
-    if (f.name != mname) continue;
-    CKPT_ASSIGN_OR_RETURN(std::string text, env->read_all(path, f.bytes + 1));
-    if (text.size() != f.bytes || xxh3_64(text.data(), text.size()) != f.xxh3) {
-      return corrupt(path + ": not the manifest the commit record lists");
-    }
-    return decode_manifest(text, path);
-  }
-  return not_found(path + ": not in the commit record");
+  CKPT_ASSIGN_OR_RETURN(std::string text, read_listed(env, step_dir, record, mname,
+                                                      mname + ": not in the commit record"));
+  return decode_manifest(text, path_join(step_dir, mname));
 }
 
 // Reads and checks `reads` of one rank file into the scratch of their boxes (allocated here,
@@ -117,26 +131,13 @@ Result<store::GlobalIndex> read_step_index(Env* env, const std::string& step_dir
                                            CommitRecord* record) {
   CKPT_ASSIGN_OR_RETURN(CommitRecord rec, store::read_commit(env, step_dir));
   if (record != nullptr) *record = rec;
+  CKPT_ASSIGN_OR_RETURN(
+      std::string bytes,
+      read_listed(env, step_dir, rec, store::kIndexFileName,
+                  step_dir +
+                      ": no INDEX in COMMIT.json (a format version 1 checkpoint holds no sharded "
+                      "tensors)"));
   const std::string path = path_join(step_dir, store::kIndexFileName);
-  const CommitFile* listed = nullptr;
-  for (const CommitFile& f : rec.files) {
-    if (f.name == store::kIndexFileName) listed = &f;
-  }
-  if (listed == nullptr) {
-    return not_found(step_dir +
-                     ": no INDEX in COMMIT.json (a format version 1 checkpoint holds "
-                     "no sharded tensors)");
-  }
-  CKPT_ASSIGN_OR_RETURN(std::string bytes, env->read_all(path, listed->bytes + 1));
-  if (bytes.size() != listed->bytes) {
-    return corrupt(path + ": " + std::to_string(bytes.size()) + " bytes, the commit record says " +
-                   std::to_string(listed->bytes));
-  }
-  const uint64_t got = xxh3_64(bytes.data(), bytes.size());
-  if (got != listed->xxh3) {
-    return corrupt(path + ": xxh3 of the file is " + hex64(got) + ", the commit record says " +
-                   hex64(listed->xxh3));
-  }
   return store::decode_index(bytes, path);
 }
 

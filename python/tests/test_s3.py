@@ -12,27 +12,11 @@ import uuid
 import pytest
 
 from conftest import BUILD, progress, run_train
-
-ENV_FILE = pathlib.Path(os.environ.get("CKPT_S3_TEST_ENV", BUILD / "s3-server" / "env"))
-
-
-def _server_env():
-    if not ENV_FILE.exists():
-        if os.environ.get("CKPT_S3_REQUIRED"):
-            pytest.fail(f"{ENV_FILE}: the S3 test server is not running (scripts/s3-server.sh)")
-        pytest.skip("no S3 test server (run under ctest, or scripts/s3-server.sh start)")
-    env = {}
-    for line in ENV_FILE.read_text().splitlines():
-        line = line.removeprefix("export ")
-        if "=" in line:
-            k, v = line.split("=", 1)
-            env[k] = v.strip("'\"")
-    return env
-
+from s3_server_env import server_env
 
 @pytest.fixture
 def s3(monkeypatch):
-    env = _server_env()
+    env = server_env()
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     return f"s3://{env['CKPT_S3_TEST_BUCKET']}/py-{uuid.uuid4().hex}"

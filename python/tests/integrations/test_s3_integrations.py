@@ -3,29 +3,23 @@ s3_server fixture's SeaweedFS (docs/object-storage.md): saved in one process, re
 one with the same parameters and step, and, for Lightning, removed with remove_checkpoint. A URL is
 never taken for a local path: nothing named "s3:" appears in the working directory."""
 import json
-import os
 import pathlib
+import sys
 import uuid
 
 import pytest
 
-from conftest import BUILD, run_script
+from conftest import HERE, run_script
+
+sys.path.insert(0, str(HERE.parent))  # python/tests: the S3 server's variables
+from s3_server_env import server_env  # noqa: E402
 
 SCRIPT = "s3_train.py"
-ENV_FILE = pathlib.Path(os.environ.get("CKPT_S3_TEST_ENV", BUILD / "s3-server" / "env"))
 
 
 @pytest.fixture
 def store_env():
-    if not ENV_FILE.exists():
-        if os.environ.get("CKPT_S3_REQUIRED"):
-            pytest.fail(f"{ENV_FILE}: the S3 test server is not running (scripts/s3-server.sh)")
-        pytest.skip("no S3 test server (run under ctest, or scripts/s3-server.sh start)")
-    env = {}
-    for line in ENV_FILE.read_text().splitlines():
-        k, v = line.removeprefix("export ").split("=", 1)
-        env[k] = v
-    return env
+    return server_env()
 
 
 def _run(fw_python, env, tmp_path, *args):
