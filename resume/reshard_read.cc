@@ -100,13 +100,41 @@ Result<Manifest> read_listed_manifest(Env* env, const std::string& step_dir,
   return decode_manifest(text, path_join(step_dir, mname));
 }
 
-// Reads and checks `reads` of one rank file into the scratch of their boxes (allocated here,
-// whole; only the bytes read are touched).
+// With in_place: for each read, the run it goes straight into, or -1 when it goes through the
+// box scratch (it straddles runs: a chunk that begins before a run does); copy_out copies only
+// what went through the scratch.
+std::vector<int64_t> direct_runs(const ReshardFile& f, const std::vector<CheckedRead>& reads) {
+  std::vector<int64_t> into(reads.size(), -1);
+  for (size_t i = 0; i < reads.size(); ++i) {
+    const uint64_t a = reads[i].entry.offset, b = a + reads[i].entry.nbytes;
+    // runs are in file-offset order: the first that ends after a, then every one that starts
+    // before b
+    auto it = std::partition_point(f.runs.begin(), f.runs.end(), [&](const ReshardRun& r) {
+      return r.file_offset + r.nbytes <= a;
+    });
+    if (it == f.runs.end() || it->file_offset > a || it->file_offset + it->nbytes < b) continue;
+    const auto next = std::next(it);
+    if (next != f.runs.end() && next->file_offset < b) continue;  // two runs share those bytes
+    into[i] = it - f.runs.begin();
+  }
+  return into;
+}
+
+// Reads and checks `reads` of one rank file: a read with a run in `into` (>= 0) straight into
+// that run's target, the others into the scratch of their boxes (allocated here, whole; only the
+// bytes read are touched).
 Status read_checked(Env* env, const std::string& path, const store::GlobalIndex& index,
                     const ReshardFile& f, const std::vector<CheckedRead>& reads,
+                    const std::vector<int64_t>& into, const std::vector<ShardTarget>& targets,
                     unsigned io_threads, std::vector<std::unique_ptr<unsigned char[]>>* box_bytes,
                     PipelineStats* ps) {
+  std::vector<uint32_t> scratch;  // the boxes some read goes through the scratch of
+  for (size_t i = 0; i < reads.size(); ++i) {
+    if (into[i] < 0) scratch.push_back(reads[i].box);
+  }
+  std::sort(scratch.begin(), scratch.end());
   for (const TouchedBox& tb : f.boxes) {
+    if (!std::binary_search(scratch.begin(), scratch.end(), tb.box)) continue;
     (*box_bytes)[tb.box].reset(
         new unsigned char[std::max<uint64_t>(index.box_nbytes(tb.tensor, tb.box), 1)]);
   }
@@ -116,8 +144,15 @@ Status read_checked(Env* env, const std::string& path, const store::GlobalIndex&
   CKPT_ASSIGN_OR_RETURN(ReadPlan rp, make_read_plan(entries, PlanOptions{8u << 20, 64u << 10, 0}));
   std::vector<unsigned char*> dst(rp.tensors.size());
   for (size_t t = 0; t < rp.tensors.size(); ++t) {
-    const CheckedRead& r = reads[rp.tensors[t].manifest_index];
-    dst[t] = (*box_bytes)[r.box].get() + r.box_offset;
+    const size_t i = rp.tensors[t].manifest_index;
+    const CheckedRead& r = reads[i];
+    if (into[i] >= 0) {
+      const ReshardRun& run = f.runs[static_cast<size_t>(into[i])];
+      dst[t] = static_cast<unsigned char*>(targets[run.target].data) + run.dst_offset +
+               (r.entry.offset - run.file_offset);
+    } else {
+      dst[t] = (*box_bytes)[r.box].get() + r.box_offset;
+    }
   }
   CKPT_ASSIGN_OR_RETURN(auto file, env->open_random(path));
   const unsigned threads = io_threads_for(*file, io_threads);
@@ -142,7 +177,8 @@ Result<store::GlobalIndex> read_step_index(Env* env, const std::string& step_dir
 }
 
 Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
-                                     std::vector<ShardTarget> targets, unsigned io_threads) {
+                                     std::vector<ShardTarget> targets,
+                                     const ShardReadOptions& options) {
   ShardRead sr;
   sr.targets_ = std::move(targets);
   CommitRecord record;
@@ -168,6 +204,7 @@ Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
     CKPT_RETURN_IF_ERROR(check_target(sr.index_, sr.targets_[i], sr.plan_.target_bytes[i]));
   }
   sr.box_bytes_.resize(sr.index_.box_count());
+  bool wrote_live = false;           // some read went straight into a target (in_place)
   std::vector<std::string> lost;     // rank files that could not be read whole and checked
   std::vector<std::string> reasons;  // why, one each
   for (const ReshardFile& f : sr.plan_.files) {
@@ -182,13 +219,23 @@ Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
     PipelineStats ps;
     std::vector<CheckedRead> reads;
     auto planned = checked_reads(sr.index_, f, manifest ? &*manifest : nullptr);
+    std::vector<int64_t> into;
     if (planned.is_ok()) {
       reads = std::move(*planned);
-      s = read_checked(env, path_join(step_dir, f.name), sr.index_, f, reads, io_threads,
-                       &sr.box_bytes_, &ps);
+      into = options.in_place ? direct_runs(f, reads) : std::vector<int64_t>(reads.size(), -1);
+      wrote_live =
+          wrote_live || std::any_of(into.begin(), into.end(), [](int64_t r) { return r >= 0; });
+      s = read_checked(env, path_join(step_dir, f.name), sr.index_, f, reads, into, sr.targets_,
+                       options.io_threads, &sr.box_bytes_, &ps);
     } else {
       s = planned.status();
     }
+    std::vector<FileRead>& scratch = sr.scratch_.emplace_back();  // in file-offset order
+    for (size_t i = 0; i < reads.size(); ++i) {
+      if (into[i] < 0) scratch.push_back({reads[i].entry.offset, reads[i].entry.nbytes});
+    }
+    std::sort(scratch.begin(), scratch.end(),
+              [](const FileRead& x, const FileRead& y) { return x.offset < y.offset; });
     if (!s.is_ok()) {
       lost.push_back(f.name);
       reasons.push_back(s.message());
@@ -197,6 +244,9 @@ Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
     ++sr.stats_.files;
     for (const CheckedRead& r : reads) ++(r.whole ? sr.stats_.boxes : sr.stats_.chunks);
     sr.stats_.bytes_read += ps.read_bytes;
+    for (size_t i = 0; i < reads.size(); ++i) {
+      if (into[i] >= 0) sr.stats_.bytes_in_place += reads[i].entry.nbytes;
+    }
   }
   if (!lost.empty()) {
     std::string msg = step_dir + ": " + std::to_string(lost.size()) +
@@ -209,7 +259,8 @@ Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
     if (loss.is_ok()) {
       for (const std::string& line : loss->lines()) msg += "; " + line;
     }
-    return corrupt(msg + "; nothing was restored");
+    return corrupt(msg + (wrote_live ? "; restored in place: the live shards are partly overwritten"
+                                     : "; nothing was restored"));
   }
   return sr;
 }
@@ -217,13 +268,23 @@ Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
 Status ShardRead::copy_out() {
   if (copied_) return invalid_argument("ShardRead::copy_out: already copied");
   copied_ = true;
-  for (const ReshardFile& f : plan_.files) {
-    for (const ReshardRun& r : f.runs) {
-      const unsigned char* box = box_bytes_[r.box].get();
-      const uint64_t at = r.file_offset - index_.box_offset(r.box);
-      auto* dst = static_cast<unsigned char*>(targets_[r.target].data);
-      std::memcpy(dst + r.dst_offset, box + at, r.nbytes);
-      stats_.bytes_copied += r.nbytes;
+  for (size_t i = 0; i < plan_.files.size(); ++i) {
+    const std::vector<FileRead>& scratch = scratch_[i];
+    for (const ReshardRun& r : plan_.files[i].runs) {
+      // the bytes of the run that went through the scratch (none when it was read in place)
+      const uint64_t end = r.file_offset + r.nbytes;
+      auto it = std::partition_point(scratch.begin(), scratch.end(), [&](const FileRead& x) {
+        return x.offset + x.nbytes <= r.file_offset;
+      });
+      for (; it != scratch.end() && it->offset < end; ++it) {
+        const uint64_t from = std::max(r.file_offset, it->offset);
+        const uint64_t to = std::min(end, it->offset + it->nbytes);
+        const unsigned char* box = box_bytes_[r.box].get();
+        auto* dst = static_cast<unsigned char*>(targets_[r.target].data);
+        std::memcpy(dst + r.dst_offset + (from - r.file_offset),
+                    box + (from - index_.box_offset(r.box)), to - from);
+        stats_.bytes_copied += to - from;
+      }
     }
   }
   box_bytes_.clear();

@@ -13,6 +13,12 @@
 // and element range they held (store::account_loss). copy_out() then copies the runs into the
 // targets.
 //
+// With ShardReadOptions::in_place, a read (a box or a chunk) that lands inside one target run goes
+// straight into the target instead (hashed as it lands: the same checks, no scratch and no copy
+// for it; a chunk that straddles two runs still goes through the scratch); a failed
+// prepare may then leave those targets partly overwritten. When the layouts match, that is every
+// byte: the restore needs no second copy of the state in memory.
+//
 // Memory: the scratch holds every touched box once (about this rank's share of the state when
 // the layouts match; up to the boxes that overlap its shards when they do not). Not thread-safe;
 // one thread prepares and copies.
@@ -40,18 +46,25 @@ struct ShardTarget {
 };
 
 struct ShardReadStats {
-  size_t files = 0;           // rank files opened
-  size_t boxes = 0;           // saved boxes read whole and checked
-  size_t chunks = 0;          // chunks of other saved boxes read and checked (their digests)
-  uint64_t bytes_read = 0;    // from the files (coalesced padding included)
-  uint64_t bytes_copied = 0;  // into the targets
+  size_t files = 0;             // rank files opened
+  size_t boxes = 0;             // saved boxes read whole and checked
+  size_t chunks = 0;            // chunks of other saved boxes read and checked (their digests)
+  uint64_t bytes_read = 0;      // from the files (coalesced padding included)
+  uint64_t bytes_copied = 0;    // into the targets by copy_out
+  uint64_t bytes_in_place = 0;  // into the targets by prepare (in_place)
+};
+
+struct ShardReadOptions {
+  unsigned io_threads = 0;  // 0: io_threads_for(file, 0)
+  bool in_place = false;    // reads that fit one run go straight into the targets (see above)
 };
 
 class ShardRead {
  public:
   static Result<ShardRead> prepare(Env* env, const std::string& step_dir,
-                                   std::vector<ShardTarget> targets, unsigned io_threads = 0);
-  // Copies every run into its target. Call once, after prepare succeeded.
+                                   std::vector<ShardTarget> targets,
+                                   const ShardReadOptions& options = {});
+  // Copies every run not read in place into its target. Call once, after prepare succeeded.
   Status copy_out();
   const ShardReadStats& stats() const { return stats_; }
   const store::GlobalIndex& index() const { return index_; }
@@ -62,6 +75,9 @@ class ShardRead {
   ReshardPlan plan_;
   // The bytes of each touched saved box, by index box id (null for untouched boxes).
   std::vector<std::unique_ptr<unsigned char[]>> box_bytes_;
+  // Per plan file, in file-offset order: the reads that went through the box scratch (every
+  // read without in_place).
+  std::vector<std::vector<FileRead>> scratch_;
   ShardReadStats stats_;
   bool copied_ = false;
 };

@@ -312,9 +312,14 @@ class Checkpointer:
         return self._bg.stats() if self._bg is not None else None
 
     # --- restore --------------------------------------------------------------------------------
-    def restore_latest(self) -> RestoreReport:
+    def restore_latest(self, check_first: bool = True) -> RestoreReport:
         """Restores every tracked object from the newest committed checkpoint; a fresh start
-        when there is none. Nothing live changes unless every tensor was read and verified."""
+        when there is none. Nothing live changes unless every tensor was read and verified.
+
+        check_first=False reads the bytes straight into the live tensors, each hash checked as
+        its bytes land (no second copy of the state in memory, no second read): a damaged
+        tensor still raises, but the live tensors read before it stay overwritten (the error
+        says so)."""
         if not self.read_only:
             self._check_writable("restore_latest")
         self.wait()  # a save in flight is committed (or raises) first
@@ -368,9 +373,18 @@ class Checkpointer:
         # Live memory is written only after every hash was checked (check first): ShardRead
         # reads and checks every saved box the targets overlap, writing nothing live; then this
         # rank's own file is read (and checked) into place; then the boxes are copied out.
-        sharded = _core.ShardRead(latest["dir"], targets) if targets else None
-        if dests:
-            opened.read_into(dests, bool(in_place) or sharded is not None)
+        # With check_first=False both read straight into the live tensors (ShardRead's own
+        # error says when it overwrote some).
+        sharded = (_core.ShardRead(latest["dir"], targets, in_place=not check_first)
+                   if targets else None)
+        try:
+            if dests:
+                opened.read_into(dests, check_first and (bool(in_place) or sharded is not None))
+        except CheckpointError as e:
+            if check_first:
+                raise
+            raise type(e)(f"{e} (check_first=False: the live tensors read before the error "
+                          "stay overwritten)") from e
         if sharded is not None:
             sharded.copy_out()
         states = {n: _tree.decode(stored[n], allocs[n], live[n], f"/{n}", rep.skipped)

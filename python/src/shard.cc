@@ -19,10 +19,11 @@ namespace {
 
 // ShardRead(step_dir, targets): targets are (tensor_path, offsets, sizes, ptr, nbytes, dtype).
 // The constructor reads and checks every saved box the targets overlap (GIL released) and writes
-// none of them; copy_out() fills them.
+// none of them; copy_out() fills them. With in_place, the reads that fit one target run go
+// straight into it (resume/reshard_read.h); copy_out() fills the rest.
 class PyShardRead {
  public:
-  PyShardRead(const std::string& step_dir, const py::list& targets) {
+  PyShardRead(const std::string& step_dir, const py::list& targets, bool in_place) {
     std::vector<resume::ShardTarget> ts;
     ts.reserve(targets.size());
     for (const py::handle& h : targets) {
@@ -45,7 +46,7 @@ class PyShardRead {
     Result<resume::ShardRead> sr = Status::ok();
     {
       py::gil_scoped_release nogil;
-      sr = resume::ShardRead::prepare(package_env(), step_dir, std::move(ts));
+      sr = resume::ShardRead::prepare(package_env(), step_dir, std::move(ts), {0, in_place});
     }
     check(sr.status());
     sr_.emplace(std::move(*sr));
@@ -68,6 +69,7 @@ class PyShardRead {
     d["chunks"] = st.chunks;
     d["bytes_read"] = st.bytes_read;
     d["bytes_copied"] = st.bytes_copied;
+    d["bytes_in_place"] = st.bytes_in_place;
     return d;
   }
 
@@ -130,7 +132,8 @@ py::dict read_index(const std::string& step_dir) {
 void bind_shard(py::module_& m) {
   m.attr("MAX_FORMAT_VERSION") = kMaxFormatVersion;
   py::class_<PyShardRead>(m, "ShardRead")
-      .def(py::init<const std::string&, const py::list&>(), py::arg("step_dir"), py::arg("targets"))
+      .def(py::init<const std::string&, const py::list&, bool>(), py::arg("step_dir"),
+           py::arg("targets"), py::arg("in_place") = false)
       .def("copy_out", &PyShardRead::copy_out)
       .def("stats", &PyShardRead::stats);
   m.def("assign_owners", &assign_owners, py::arg("items"), py::arg("candidates"),

@@ -118,7 +118,7 @@ def main(cfg):
     with ckpt.Checkpointer(cfg["run"], keep_last=0) as ck:
         ck.track(**tracked)
         before = core.store_traffic()
-        rep = ck.restore_latest()
+        rep = ck.restore_latest(check_first=cfg.get("check_first", True))
         after = core.store_traffic()
         step = rep.step
         if rep.restored:

@@ -107,6 +107,35 @@ def test_a_damaged_file_changes_no_live_tensor(tmp_path, padding):
         assert all(torch.equal(a[k], torch.as_tensor(b[k])) for k in a)
 
 
+def test_check_first_false_restores_the_same_in_one_read(tmp_path):
+    src, src_opt = saved_run(tmp_path)
+    model, opt = make(1)
+    before = ptrs(model)
+    with ckpt.Checkpointer(tmp_path) as ck:
+        ck.track(model=model, optimizer=opt)
+        assert ck.restore_latest(check_first=False).restored
+    assert ptrs(model) == before
+    for k, v in src.state_dict().items():
+        assert torch.equal(model.state_dict()[k], v), k
+    train(src, src_opt, 2), train(model, opt, 2)
+    assert all(torch.equal(a, b) for a, b in zip(src.parameters(), model.parameters()))
+
+
+def test_check_first_false_still_refuses_a_damaged_tensor_and_says_what_it_wrote(tmp_path):
+    saved_run(tmp_path)
+    flip_model_byte(tmp_path, padding=False)  # the model's last tensor: the others came first
+    model, opt = make(1)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with ckpt.Checkpointer(tmp_path) as ck:
+        ck.track(model=model, optimizer=opt)
+        with pytest.raises(ckpt.CorruptCheckpointError,
+                           match="xxh3 mismatch.*check_first=False: the live tensors read "
+                                 "before the error stay overwritten"):
+            ck.restore_latest(check_first=False)
+    assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert not opt.state  # nothing was handed to the optimizer
+
+
 def test_optimizer_groups_that_do_not_fit_are_refused_before_any_byte(tmp_path):
     saved_run(tmp_path)
     model, _ = make(1)

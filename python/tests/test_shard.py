@@ -74,9 +74,48 @@ def test_fsdp2_checkpoint_restores_at_other_world_sizes(fsdp_runs, world, tmp_pa
     assert got["final"] != want
 
 
-def _restore_plain(run):
+def test_restored_in_place_at_another_world_size_is_the_same(fsdp_runs, tmp_path):
+    """check_first=False: the boxes and chunks that fit a live shard are read straight into it
+    (no scratch copy of the state), with the same result."""
+    run = tmp_path / "run"
+    shutil.copytree(fsdp_runs["dir"] / "at4", run)
+    got = train(tmp_path, "at3", 3, run=str(run), layout="fsdp", steps=6, check_first=False)
+    assert got["restored_step"] == 4 and got["world"] == 3
+    assert got["restored"] == fsdp_runs["stopped"]["digests"]["4"]
+
+
+def _plain_model():
+    import torch
+    from torch import nn
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 6))
+
+
+def _box_targets(model, step_dir):
+    """_core.ShardRead's targets for every parameter of the plain model: the whole tensor."""
+    return [(f"/model/{k}", [0] * v.dim(), list(v.shape), v.data_ptr(), v.numel() * 4, "float32")
+            for k, v in model.state_dict().items()]
+
+
+def test_shard_read_in_place_reads_straight_into_the_targets(fsdp_runs):
+    d = str(fsdp_runs["dir"] / "at4" / STEP)
+    first, placed = _plain_model(), _plain_model()
+    before = {k: v.clone() for k, v in first.state_dict().items()}
+    a = core.ShardRead(d, _box_targets(first, d))
+    assert all(v.equal(before[k]) for k, v in first.state_dict().items())  # nothing written yet
+    a.copy_out()
+    b = core.ShardRead(d, _box_targets(placed, d), in_place=True)
+    b.copy_out()
+    assert a.stats()["bytes_in_place"] == 0 and a.stats()["bytes_copied"] > 0
+    assert b.stats()["bytes_in_place"] == a.stats()["bytes_copied"]
+    assert b.stats()["bytes_copied"] == 0
+    assert all(v.equal(placed.state_dict()[k]) for k, v in first.state_dict().items())
+    assert any(not v.equal(before[k]) for k, v in first.state_dict().items())
+
+
+def _restore_plain(run, check_first=True):
     """restore_latest() of the FSDP run's state into plain modules in this process (no ranks):
-    the error it raises, and whether any live tensor changed."""
+    the error it raises, and (check first) that no live tensor changed."""
     import torch
     from torch import nn
     import ckpt
@@ -87,9 +126,10 @@ def _restore_plain(run):
     with ckpt.Checkpointer(run) as ck:
         ck.track(model=model, optimizer=opt)
         with pytest.raises(ckpt.CorruptCheckpointError) as e:
-            ck.restore_latest()
-    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
-    assert not opt.state  # nothing was restored
+            ck.restore_latest(check_first=check_first)
+    same = all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+    assert same == check_first, str(e.value)  # in place: rank 0's boxes were read before
+    assert not opt.state  # nothing was handed to the optimizer
     return str(e.value)
 
 
@@ -113,7 +153,10 @@ def test_a_lost_rank_file_or_a_flipped_byte_is_refused_by_name(fsdp_runs, tmp_pa
         f.write(bytes([b[0] ^ 0x10]))
     error = _restore_plain(flipped)
     assert 'tensor "/model/2.weight"' in error and "rank-00001.h5" in error, error
+    assert "xxh3 mismatch" in error and "nothing was restored" in error, error
+    error = _restore_plain(flipped, check_first=False)
     assert "xxh3 mismatch" in error, error
+    assert "restored in place: the live shards are partly overwritten" in error, error
 
 
 @pytest.fixture(scope="module")

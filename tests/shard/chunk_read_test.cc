@@ -58,14 +58,14 @@ struct Restored {
   bool untouched = false;  // nothing written into the target when prepare failed
 };
 
-// Rank `rank` of `world` restores its equal part of "/m/w".
-Restored restore(const std::string& step_dir, int64_t rank, int64_t world) {
+// Rank `rank` of `world` restores its equal part of "/m/w" (check first, or in place).
+Restored restore(const std::string& step_dir, int64_t rank, int64_t world, bool in_place = false) {
   const int64_t a = kRows * rank / world, b = kRows * (rank + 1) / world;
   std::vector<float> out(static_cast<size_t>((b - a) * kCols), -1.0f);
   resume::ShardTarget t{"/m/w", store::make_extent({a, 0}, {b - a, kCols}), DType::kFloat32,
                         out.data(), out.size() * sizeof(float)};
   Restored r;
-  auto sr = resume::ShardRead::prepare(Env::posix(), step_dir, {t}, 2);
+  auto sr = resume::ShardRead::prepare(Env::posix(), step_dir, {t}, {2, in_place});
   if (!sr.is_ok()) {
     r.status = sr.status();
     r.untouched = std::all_of(out.begin(), out.end(), [](float x) { return x == -1.0f; });
@@ -177,6 +177,65 @@ TEST_CASE("a manifest that disagrees with the INDEX on a box is refused", "[shar
   CHECK(bad.status().message() ==
         "rank-00000.h5: the manifest and the INDEX disagree on box \"/m/w\" (offset, size or "
         "xxh3)");
+}
+
+TEST_CASE("in place: reads that fit one run go straight into the target", "[shard][io][chunks]") {
+  testing::TempDir tmp;
+  const std::string d = save(tmp.path(), 7, 2);  // two 4 MiB boxes
+  SECTION("the same world size: every byte, nothing copied") {
+    for (int64_t r = 0; r < 2; ++r) {
+      const Restored got = restore(d, r, 2, true);
+      REQUIRE(got.status.is_ok());
+      CHECK(got.exact);
+      CHECK(got.stats.bytes_in_place == 4 * kMiB);
+      CHECK(got.stats.bytes_copied == 0);
+    }
+    const Restored first = restore(d, 0, 2);  // check first: all through the scratch
+    CHECK(first.stats.bytes_in_place == 0);
+    CHECK(first.stats.bytes_copied == 4 * kMiB);
+  }
+  SECTION("4 ranks: each run is two whole chunks") {
+    for (int64_t r = 0; r < 4; ++r) {
+      const Restored got = restore(d, r, 4, true);
+      REQUIRE(got.status.is_ok());
+      CHECK(got.exact);
+      CHECK(got.stats.bytes_in_place == 2 * kMiB);
+      CHECK(got.stats.bytes_copied == 0);
+    }
+  }
+  SECTION("3 ranks: only a chunk that straddles a run's end goes through the scratch") {
+    const Restored mid = restore(d, 1, 3, true);  // bytes [2.67, 5.33) MiB
+    REQUIRE(mid.status.is_ok());
+    CHECK(mid.exact);
+    CHECK(mid.stats.bytes_in_place == 2 * kMiB);  // chunks [3, 4) and [4, 5) MiB
+    const uint64_t rows = static_cast<uint64_t>(kRows * 2 / 3 - kRows / 3);
+    CHECK(mid.stats.bytes_copied == rows * kCols * 4 - 2 * kMiB);
+    for (int64_t r : {0, 2}) {
+      const Restored got = restore(d, r, 3, true);
+      REQUIRE(got.status.is_ok());
+      CHECK(got.exact);
+      CHECK(got.stats.bytes_in_place == 2 * kMiB);
+    }
+  }
+}
+
+TEST_CASE("in place: a damaged box is still refused but the live shard is partly overwritten",
+          "[shard][io][chunks]") {
+  testing::TempDir tmp;
+  const std::string d = save(tmp.path(), 8, 2);
+  auto m = store::read_manifest(Env::posix(), d, 1);
+  REQUIRE(m.is_ok());
+  testing::flip_bits(path_join(d, m->file), m->tensors.at(0).offset + 100, 0x04);
+  // World 1 reads rank 0's box (fine, in place) and then rank 1's (damaged).
+  const Restored placed = restore(d, 0, 1, true);
+  CHECK(placed.status.code() == Code::kCorrupt);
+  CHECK(placed.status.message().find("the live shards are partly overwritten") !=
+        std::string::npos);
+  CHECK_FALSE(placed.untouched);
+  const Restored first = restore(d, 0, 1);
+  CHECK(first.status.code() == Code::kCorrupt);
+  CHECK(first.status.message().find("nothing was restored") != std::string::npos);
+  CHECK(first.untouched);
 }
 
 // A sink that keeps nothing: the pipeline's hash checks are what is tested.
