@@ -9,7 +9,8 @@ processes, interleaved rep by rep: ckpt blocking save (ck.save(step): written, f
 committed) vs dcp.save; ckpt non-blocking save's stall (ck.save(step, blocking=False) until it
 returns) vs dcp.async_save's (until its future is handed back). Then restores of the ckpt and
 the DCP checkpoints at each of --worlds ranks (fresh processes), interleaved: ckpt restore_latest
-(every box hash-checked, into a fresh optimizer) vs dcp.load (into a model and optimizer whose
+(every box hash-checked, into a fresh optimizer; into the optimizer with state, check first and
+in place: check_first=False) vs dcp.load (into a model and optimizer whose
 state exists; DCP checks nothing). Times are the slowest rank's, between barriers. Prints
 medians, ranges and ratios (DCP / ckpt: above 1 is ckpt faster)."""
 import argparse
@@ -126,16 +127,18 @@ def rank_main(cfg):
     else:
         step(model, opt)  # the live optimizer has state (DCP needs it; ckpt_load_live uses it)
         for rep in range(cfg["reps"]):
-            order = ["ckpt_load", "ckpt_load_live", "dcp_load"]
+            order = ["ckpt_load", "ckpt_load_live", "ckpt_load_in_place", "dcp_load"]
             if rep % 2:
                 order.reverse()
             for op in order:
                 if op.startswith("ckpt"):
                     target = (torch.optim.AdamW(model.parameters(), lr=1e-3)
                               if op == "ckpt_load" else opt)
+                    check_first = op != "ckpt_load_in_place"
                     with ckpt.Checkpointer(root / "ckpt", read_only=True) as ck:
                         ck.track(model=model, optimizer=target)
-                        s, rep_ = timed(ck.restore_latest, barrier)
+                        s, rep_ = timed(lambda: ck.restore_latest(check_first=check_first),
+                                        barrier)
                         assert rep_.restored
                 else:
                     msd, osd = get_state_dict(model, opt)
@@ -202,7 +205,9 @@ def main():
         print(show(f"ckpt restore at {w}", got["ckpt_load"]) + "  fresh optimizer")
         print(show(f"ckpt restore at {w}", got["ckpt_load_live"]) + "  optimizer with state")
         print(show(f"dcp.load at {w}", got["dcp_load"]) + "  optimizer with state")
-        for k in ("ckpt_load", "ckpt_load_live"):
+        print(show(f"ckpt restore at {w}", got["ckpt_load_in_place"]) +
+              "  optimizer with state, in place (check_first=False)")
+        for k in ("ckpt_load", "ckpt_load_live", "ckpt_load_in_place"):
             print(f"{'':<22} ratio dcp/{k} at {w}: "
                   f"{statistics.median(got['dcp_load']) / statistics.median(got[k]):.2f}x")
 
