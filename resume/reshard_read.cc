@@ -14,15 +14,16 @@
 namespace ckpt::resume {
 namespace {
 
-// Reads a plan of whole boxes: a chunk that is one whole box goes straight into the box's
-// scratch; coalesced small boxes go through the worker's staging buffer.
+// Reads a plan of boxes and chunks: a chunk that is one whole read goes straight into its
+// destination; coalesced small reads go through the worker's staging buffer. A read whose
+// destination is null is hashed in the staging buffer and dropped.
 class BoxSink final : public ChunkSink {
  public:
   BoxSink(const ReadPlan& plan, std::vector<unsigned char*> dst, unsigned workers)
       : plan_(plan), dst_(std::move(dst)), staging_(workers) {}
 
   Result<unsigned char*> acquire(unsigned worker, const PlanChunk& c) override {
-    if (plan_.is_direct(c)) {
+    if (bytes_stay(c)) {
       const PlanPiece& p = plan_.pieces[c.first_piece];
       return dst_[p.tensor] + p.tensor_offset;
     }
@@ -31,21 +32,37 @@ class BoxSink final : public ChunkSink {
     return staging_[worker].data();
   }
   Status deliver(unsigned, const PlanChunk& c, unsigned char* bytes) override {
-    if (plan_.is_direct(c)) return Status::ok();
+    if (bytes_stay(c)) return Status::ok();
     for (uint32_t k = 0; k < c.piece_count; ++k) {
       const PlanPiece& p = plan_.pieces[c.first_piece + k];
+      if (dst_[p.tensor] == nullptr) continue;
       std::memcpy(dst_[p.tensor] + p.tensor_offset, bytes + p.chunk_offset, p.nbytes);
     }
     return Status::ok();
   }
   Status release(unsigned, const PlanChunk&, unsigned char*) override { return Status::ok(); }
-  bool bytes_stay(const PlanChunk& c) const override { return plan_.is_direct(c); }
+  bool bytes_stay(const PlanChunk& c) const override {
+    return plan_.is_direct(c) && dst_[plan_.pieces[c.first_piece].tensor] != nullptr;
+  }
 
  private:
   const ReadPlan& plan_;
-  std::vector<unsigned char*> dst_;  // per plan tensor
+  std::vector<unsigned char*> dst_;  // per plan tensor; null: hash only
   std::vector<std::vector<unsigned char>> staging_;
 };
+
+// Runs `entries` of `file` through the pipeline into dst (per entry; null: hashed and dropped),
+// hashed or not.
+Status read_entries(const RandomAccessFile& file, const std::vector<ManifestEntry>& entries,
+                    const std::vector<unsigned char*>& dst, bool verify, unsigned io_threads,
+                    PipelineStats* ps) {
+  CKPT_ASSIGN_OR_RETURN(ReadPlan rp, make_read_plan(entries, PlanOptions{8u << 20, 64u << 10, 0}));
+  std::vector<unsigned char*> by_plan(rp.tensors.size());
+  for (size_t t = 0; t < rp.tensors.size(); ++t) by_plan[t] = dst[rp.tensors[t].manifest_index];
+  const unsigned threads = io_threads_for(file, io_threads);
+  BoxSink sink(rp, std::move(by_plan), threads);
+  return run_pipeline(file, rp, &sink, PipelineOptions{threads, verify, false, 0}, ps);
+}
 
 // "tensor \"/m/w\": the checkpoint has float32, the live shard bfloat16"
 Status check_target(const store::GlobalIndex& index, const ShardTarget& t, uint64_t want_bytes) {
@@ -120,14 +137,22 @@ std::vector<int64_t> direct_runs(const ReshardFile& f, const std::vector<Checked
   return into;
 }
 
+// Where the bytes of `r`, a read that fits run `run` of `f`, land in that run's target.
+unsigned char* run_target(const ReshardFile& f, const std::vector<ShardTarget>& targets,
+                          int64_t run, const CheckedRead& r) {
+  const ReshardRun& rr = f.runs[static_cast<size_t>(run)];
+  return static_cast<unsigned char*>(targets[rr.target].data) + rr.dst_offset +
+         (r.entry.offset - rr.file_offset);
+}
+
 // Reads and checks `reads` of one rank file: a read with a run in `into` (>= 0) straight into
-// that run's target, the others into the scratch of their boxes (allocated here, whole; only the
-// bytes read are touched).
-Status read_checked(Env* env, const std::string& path, const store::GlobalIndex& index,
+// that run's target — or, with `drop_fits`, hashed and dropped (copy_out reads it again) — the
+// others into the scratch of their boxes (allocated here, whole; only the bytes read are touched).
+Status read_checked(const RandomAccessFile& file, const store::GlobalIndex& index,
                     const ReshardFile& f, const std::vector<CheckedRead>& reads,
                     const std::vector<int64_t>& into, const std::vector<ShardTarget>& targets,
-                    unsigned io_threads, std::vector<std::unique_ptr<unsigned char[]>>* box_bytes,
-                    PipelineStats* ps) {
+                    bool drop_fits, unsigned io_threads,
+                    std::vector<std::unique_ptr<unsigned char[]>>* box_bytes, PipelineStats* ps) {
   std::vector<uint32_t> scratch;  // the boxes some read goes through the scratch of
   for (size_t i = 0; i < reads.size(); ++i) {
     if (into[i] < 0) scratch.push_back(reads[i].box);
@@ -139,25 +164,19 @@ Status read_checked(Env* env, const std::string& path, const store::GlobalIndex&
         new unsigned char[std::max<uint64_t>(index.box_nbytes(tb.tensor, tb.box), 1)]);
   }
   std::vector<ManifestEntry> entries;
+  std::vector<unsigned char*> dst;
   entries.reserve(reads.size());
-  for (const CheckedRead& r : reads) entries.push_back(r.entry);
-  CKPT_ASSIGN_OR_RETURN(ReadPlan rp, make_read_plan(entries, PlanOptions{8u << 20, 64u << 10, 0}));
-  std::vector<unsigned char*> dst(rp.tensors.size());
-  for (size_t t = 0; t < rp.tensors.size(); ++t) {
-    const size_t i = rp.tensors[t].manifest_index;
+  dst.reserve(reads.size());
+  for (size_t i = 0; i < reads.size(); ++i) {
     const CheckedRead& r = reads[i];
-    if (into[i] >= 0) {
-      const ReshardRun& run = f.runs[static_cast<size_t>(into[i])];
-      dst[t] = static_cast<unsigned char*>(targets[run.target].data) + run.dst_offset +
-               (r.entry.offset - run.file_offset);
+    entries.push_back(r.entry);
+    if (into[i] < 0) {
+      dst.push_back((*box_bytes)[r.box].get() + r.box_offset);
     } else {
-      dst[t] = (*box_bytes)[r.box].get() + r.box_offset;
+      dst.push_back(drop_fits ? nullptr : run_target(f, targets, into[i], r));
     }
   }
-  CKPT_ASSIGN_OR_RETURN(auto file, env->open_random(path));
-  const unsigned threads = io_threads_for(*file, io_threads);
-  BoxSink sink(rp, std::move(dst), threads);
-  return run_pipeline(*file, rp, &sink, PipelineOptions{threads, true, false, 0}, ps);
+  return read_entries(file, entries, dst, true, io_threads, ps);
 }
 
 }  // namespace
@@ -218,15 +237,31 @@ Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
     Status s = Status::ok();
     PipelineStats ps;
     std::vector<CheckedRead> reads;
-    auto planned = checked_reads(sr.index_, f, manifest ? &*manifest : nullptr);
     std::vector<int64_t> into;
+    Reread again;
+    auto planned = checked_reads(sr.index_, f, manifest ? &*manifest : nullptr);
     if (planned.is_ok()) {
       reads = std::move(*planned);
-      into = options.in_place ? direct_runs(f, reads) : std::vector<int64_t>(reads.size(), -1);
-      wrote_live =
-          wrote_live || std::any_of(into.begin(), into.end(), [](int64_t r) { return r >= 0; });
-      s = read_checked(env, path_join(step_dir, f.name), sr.index_, f, reads, into, sr.targets_,
-                       options.io_threads, &sr.box_bytes_, &ps);
+      into = direct_runs(f, reads);
+      auto opened = env->open_random(path_join(step_dir, f.name));
+      s = opened.status();
+      if (s.is_ok()) {
+        again.opened = std::move(*opened);
+        again.version = again.opened->version();
+        uint64_t fit_bytes = 0;
+        for (size_t i = 0; i < reads.size(); ++i) {
+          if (into[i] >= 0) fit_bytes += reads[i].entry.nbytes;
+        }
+        // a remote file has no page cache: copy_out's second read comes from the checked bytes
+        if (!options.in_place && fit_bytes > 0 && again.opened->read_profile().remote) {
+          again.cache = std::make_unique<ReadCache>(
+              *again.opened, default_cache_budget(again.opened->size()));  // a cap: what is read
+        }
+        const RandomAccessFile& file = again.cache ? *again.cache : *again.opened;
+        wrote_live = wrote_live || (options.in_place && fit_bytes > 0);
+        s = read_checked(file, sr.index_, f, reads, into, sr.targets_, !options.in_place,
+                         options.io_threads, &sr.box_bytes_, &ps);
+      }
     } else {
       s = planned.status();
     }
@@ -245,7 +280,17 @@ Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
     for (const CheckedRead& r : reads) ++(r.whole ? sr.stats_.boxes : sr.stats_.chunks);
     sr.stats_.bytes_read += ps.read_bytes;
     for (size_t i = 0; i < reads.size(); ++i) {
-      if (into[i] >= 0) sr.stats_.bytes_in_place += reads[i].entry.nbytes;
+      if (into[i] < 0) continue;
+      if (options.in_place) {
+        sr.stats_.bytes_in_place += reads[i].entry.nbytes;
+      } else {
+        again.entries.push_back(reads[i].entry);
+        again.dst.push_back(run_target(f, sr.targets_, into[i], reads[i]));
+      }
+    }
+    if (!again.entries.empty()) {
+      again.io_threads = options.io_threads;
+      sr.reread_.push_back(std::move(again));
     }
   }
   if (!lost.empty()) {
@@ -268,6 +313,24 @@ Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
 Status ShardRead::copy_out() {
   if (copied_) return invalid_argument("ShardRead::copy_out: already copied");
   copied_ = true;
+  for (Reread& r : reread_) {  // check first: what prepare checked and dropped, read again
+    const RandomAccessFile& file = r.cache ? *r.cache : *r.opened;
+    PipelineStats ps;
+    Status s = read_entries(file, r.entries, r.dst, false, r.io_threads, &ps);
+    if (s.is_ok() && !r.version.empty() && r.opened->version() != r.version) {
+      s = io_error(file.path() +
+                   ": changed while it was being restored (written to between the check and the "
+                   "copy)");
+    }
+    if (!s.is_ok()) {
+      return Status(s.code(),
+                    s.message() + "; the live shards are partly overwritten; restore again");
+    }
+    stats_.bytes_reread += ps.read_bytes;
+    for (const ManifestEntry& e : r.entries) stats_.bytes_in_place += e.nbytes;
+    r = Reread{};  // the file closed, the cache freed
+  }
+  reread_.clear();
   for (size_t i = 0; i < plan_.files.size(); ++i) {
     const std::vector<FileRead>& scratch = scratch_[i];
     for (const ReshardRun& r : plan_.files[i].runs) {

@@ -6,22 +6,29 @@
 // (resume/reshard_plan.h) and reads every saved box the runs touch — whole, or, when the rank
 // file's manifest has the box's chunk digests, only the chunks the runs touch — through the
 // planned pipeline (resume/pipeline.h: coalesced positioned reads on I/O threads, each box's or
-// chunk's XXH3 checked while its bytes are hot), into scratch memory it owns. Only the rank files
-// the targets overlap are opened. Nothing of the targets is written: a missing, truncated or
-// damaged rank file, a box that fails its hash, an index that does not tile, or a target of another
-// dtype or outside its tensor is refused first, naming the file and, for lost files, every tensor
-// and element range they held (store::account_loss). copy_out() then copies the runs into the
-// targets.
+// chunk's XXH3 checked while its bytes are hot). Only the rank files the targets overlap are
+// opened. Nothing of the targets is written: a missing, truncated or damaged rank file, a box that
+// fails its hash, an index that does not tile, or a target of another dtype or outside its tensor
+// is refused first, naming the file and, for lost files, every tensor and element range they held
+// (store::account_loss). copy_out() then fills the targets.
 //
-// With ShardReadOptions::in_place, a read (a box or a chunk) that lands inside one target run goes
-// straight into the target instead (hashed as it lands: the same checks, no scratch and no copy
-// for it; a chunk that straddles two runs still goes through the scratch); a failed
-// prepare may then leave those targets partly overwritten. When the layouts match, that is every
-// byte: the restore needs no second copy of the state in memory.
+// Check first, as the one-file restore does (restore.h): a read (a box or a chunk) that lands
+// inside one target run is hashed by prepare and dropped, and copy_out reads it again, unhashed,
+// straight into the target — from the page cache on a local disk, from a ReadCache (read_cache.h)
+// that kept the checked bytes of a remote file. The files stay open in between; one whose version
+// (RandomAccessFile::version()) changed by the end of copy_out fails it: the targets are then
+// partly overwritten. A read that straddles two runs goes through scratch memory prepare owns,
+// checked there, and copy_out copies its runs out. When the layouts match, every read fits a run:
+// no scratch at all, and no copy of the state in memory but the page cache's.
 //
-// Memory: the scratch holds every touched box once (about this rank's share of the state when
-// the layouts match; up to the boxes that overlap its shards when they do not). Not thread-safe;
-// one thread prepares and copies.
+// With ShardReadOptions::in_place, prepare reads each read that fits one run straight into the
+// target instead (hashed as it lands: the same checks, one read); a failed prepare may then leave
+// those targets partly overwritten.
+//
+// Memory: the scratch holds each box a straddling read touches (none when the layouts match; up
+// to the boxes that overlap this rank's shards when they do not); over a remote store, the
+// ReadCache holds the checked bytes until copy_out. Not thread-safe; one thread prepares and
+// copies.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +40,7 @@
 #include "ckpt/format/dtype.h"
 #include "ckpt/io/env.h"
 #include "ckpt/store/box_index.h"
+#include "resume/read_cache.h"
 #include "resume/reshard_plan.h"
 
 namespace ckpt::resume {
@@ -51,12 +59,13 @@ struct ShardReadStats {
   size_t chunks = 0;            // chunks of other saved boxes read and checked (their digests)
   uint64_t bytes_read = 0;      // from the files (coalesced padding included)
   uint64_t bytes_copied = 0;    // into the targets by copy_out
-  uint64_t bytes_in_place = 0;  // into the targets by prepare (in_place)
+  uint64_t bytes_in_place = 0;  // straight from the files into the targets (either read)
+  uint64_t bytes_reread = 0;    // read again by copy_out, unhashed (coalesced padding included)
 };
 
 struct ShardReadOptions {
   unsigned io_threads = 0;  // 0: io_threads_for(file, 0)
-  bool in_place = false;    // reads that fit one run go straight into the targets (see above)
+  bool in_place = false;    // prepare reads what fits one run straight into the targets (above)
 };
 
 class ShardRead {
@@ -64,7 +73,8 @@ class ShardRead {
   static Result<ShardRead> prepare(Env* env, const std::string& step_dir,
                                    std::vector<ShardTarget> targets,
                                    const ShardReadOptions& options = {});
-  // Copies every run not read in place into its target. Call once, after prepare succeeded.
+  // Fills every run prepare did not: reads again what fits one run (check first), copies the
+  // rest out of the scratch. Call once, after prepare succeeded.
   Status copy_out();
   const ShardReadStats& stats() const { return stats_; }
   const store::GlobalIndex& index() const { return index_; }
@@ -75,9 +85,18 @@ class ShardRead {
   ReshardPlan plan_;
   // The bytes of each touched saved box, by index box id (null for untouched boxes).
   std::vector<std::unique_ptr<unsigned char[]>> box_bytes_;
-  // Per plan file, in file-offset order: the reads that went through the box scratch (every
-  // read without in_place).
+  // Per plan file, in file-offset order: the reads that went through the box scratch.
   std::vector<std::vector<FileRead>> scratch_;
+  // Per plan file (check first): the file, still open, and the reads copy_out reads again.
+  struct Reread {
+    std::unique_ptr<RandomAccessFile> opened;
+    std::unique_ptr<ReadCache> cache;  // over a remote file: the bytes prepare checked
+    std::string version;               // opened's before prepare read it
+    std::vector<ManifestEntry> entries;
+    std::vector<unsigned char*> dst;  // per entry: where in its target
+    unsigned io_threads = 0;
+  };
+  std::vector<Reread> reread_;
   ShardReadStats stats_;
   bool copied_ = false;
 };

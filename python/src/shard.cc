@@ -19,8 +19,9 @@ namespace {
 
 // ShardRead(step_dir, targets): targets are (tensor_path, offsets, sizes, ptr, nbytes, dtype).
 // The constructor reads and checks every saved box the targets overlap (GIL released) and writes
-// none of them; copy_out() fills them. With in_place, the reads that fit one target run go
-// straight into it (resume/reshard_read.h); copy_out() fills the rest.
+// none of them; copy_out() fills them (reading again what fits one target run, from the page
+// cache). With in_place, the constructor reads what fits one target run straight into it
+// (resume/reshard_read.h); copy_out() fills the rest.
 class PyShardRead {
  public:
   PyShardRead(const std::string& step_dir, const py::list& targets, bool in_place) {
@@ -70,6 +71,7 @@ class PyShardRead {
     d["bytes_read"] = st.bytes_read;
     d["bytes_copied"] = st.bytes_copied;
     d["bytes_in_place"] = st.bytes_in_place;
+    d["bytes_reread"] = st.bytes_reread;
     return d;
   }
 

@@ -5,50 +5,18 @@
 #include <catch2/catch.hpp>
 #include <random>
 
-#include "ckpt/io/env_wrapper.h"
 #include "ckpt/store/rank_io.h"
 #include "resume/pipeline.h"
 #include "resume/read_cache.h"
 #include "resume/restore.h"
 #include "resume_test_util.h"
+#include "tests/common/remote_env.h"
 
 namespace ckpt::resume {
 namespace {
 
-// A file that says it is remote and counts what is read from it.
-class CountedRemote final : public RandomAccessFile {
- public:
-  CountedRemote(std::unique_ptr<RandomAccessFile> base, std::atomic<uint64_t>* read,
-                ReadProfile profile)
-      : base_(std::move(base)), read_(read), profile_(profile) {}
-  Status read_at(uint64_t offset, void* dst, size_t n) const override {
-    *read_ += n;
-    return base_->read_at(offset, dst, n);
-  }
-  uint64_t size() const override { return base_->size(); }
-  const std::string& path() const override { return base_->path(); }
-  std::string version() const override { return base_->version(); }
-  ReadProfile read_profile() const override { return profile_; }
-
- private:
-  std::unique_ptr<RandomAccessFile> base_;
-  std::atomic<uint64_t>* read_;
-  ReadProfile profile_;
-};
-
-class RemoteEnv final : public EnvWrapper {
- public:
-  RemoteEnv(ReadProfile profile) : EnvWrapper(Env::posix()), profile_(profile) {}
-  Result<std::unique_ptr<RandomAccessFile>> open_random(const std::string& p) override {
-    CKPT_ASSIGN_OR_RETURN(auto f, target()->open_random(p));
-    return std::unique_ptr<RandomAccessFile>(
-        std::make_unique<CountedRemote>(std::move(f), &read, profile_));
-  }
-  std::atomic<uint64_t> read{0};
-
- private:
-  ReadProfile profile_;
-};
+using testing::CountedRemote;
+using testing::RemoteEnv;
 
 using Saved = resume_test::SavedRank;
 constexpr auto save = resume_test::save_varied;

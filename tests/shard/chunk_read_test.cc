@@ -13,6 +13,7 @@
 #include "resume/pipeline.h"
 #include "resume/read_plan.h"
 #include "resume/reshard_read.h"
+#include "tests/common/remote_env.h"
 #include "tests/common/test_util.h"
 
 namespace ckpt {
@@ -55,20 +56,21 @@ struct Restored {
   Status status;
   resume::ShardReadStats stats;
   bool exact = false;
-  bool untouched = false;  // nothing written into the target when prepare failed
+  bool untouched = false;  // nothing written into the target when prepare failed (or returned)
 };
 
 // Rank `rank` of `world` restores its equal part of "/m/w" (check first, or in place).
-Restored restore(const std::string& step_dir, int64_t rank, int64_t world, bool in_place = false) {
+Restored restore(const std::string& step_dir, int64_t rank, int64_t world, bool in_place = false,
+                 Env* env = Env::posix()) {
   const int64_t a = kRows * rank / world, b = kRows * (rank + 1) / world;
   std::vector<float> out(static_cast<size_t>((b - a) * kCols), -1.0f);
   resume::ShardTarget t{"/m/w", store::make_extent({a, 0}, {b - a, kCols}), DType::kFloat32,
                         out.data(), out.size() * sizeof(float)};
   Restored r;
-  auto sr = resume::ShardRead::prepare(Env::posix(), step_dir, {t}, {2, in_place});
+  auto sr = resume::ShardRead::prepare(env, step_dir, {t}, {2, in_place});
+  r.untouched = std::all_of(out.begin(), out.end(), [](float x) { return x == -1.0f; });
   if (!sr.is_ok()) {
     r.status = sr.status();
-    r.untouched = std::all_of(out.begin(), out.end(), [](float x) { return x == -1.0f; });
     return r;
   }
   r.status = sr->copy_out();
@@ -190,9 +192,10 @@ TEST_CASE("in place: reads that fit one run go straight into the target", "[shar
       CHECK(got.stats.bytes_in_place == 4 * kMiB);
       CHECK(got.stats.bytes_copied == 0);
     }
-    const Restored first = restore(d, 0, 2);  // check first: all through the scratch
-    CHECK(first.stats.bytes_in_place == 0);
-    CHECK(first.stats.bytes_copied == 4 * kMiB);
+    const Restored first = restore(d, 0, 2);  // check first: the same, read a second time
+    CHECK(first.stats.bytes_in_place == 4 * kMiB);
+    CHECK(first.stats.bytes_reread == 4 * kMiB);
+    CHECK(first.stats.bytes_copied == 0);
   }
   SECTION("4 ranks: each run is two whole chunks") {
     for (int64_t r = 0; r < 4; ++r) {
@@ -236,6 +239,66 @@ TEST_CASE("in place: a damaged box is still refused but the live shard is partly
   CHECK(first.status.code() == Code::kCorrupt);
   CHECK(first.status.message().find("nothing was restored") != std::string::npos);
   CHECK(first.untouched);
+}
+
+TEST_CASE("check first: what fits a run is checked then read again into the target",
+          "[shard][io][chunks]") {
+  testing::TempDir tmp;
+  const std::string d = save(tmp.path(), 9, 2);  // two 4 MiB boxes
+  SECTION("the same world size: prepare writes nothing, copy_out reads every byte again") {
+    for (int64_t r = 0; r < 2; ++r) {
+      const Restored got = restore(d, r, 2);
+      REQUIRE(got.status.is_ok());
+      CHECK(got.untouched);  // after prepare
+      CHECK(got.exact);
+      CHECK(got.stats.bytes_read == 4 * kMiB);
+      CHECK(got.stats.bytes_reread == 4 * kMiB);
+      CHECK(got.stats.bytes_in_place == 4 * kMiB);
+      CHECK(got.stats.bytes_copied == 0);
+    }
+  }
+  SECTION("3 ranks: a chunk that straddles a run's end is copied from the scratch") {
+    const Restored mid = restore(d, 1, 3);
+    REQUIRE(mid.status.is_ok());
+    CHECK(mid.untouched);
+    CHECK(mid.exact);
+    CHECK(mid.stats.bytes_in_place == 2 * kMiB);
+    CHECK(mid.stats.bytes_reread == 2 * kMiB);
+    const uint64_t rows = static_cast<uint64_t>(kRows * 2 / 3 - kRows / 3);
+    CHECK(mid.stats.bytes_copied == rows * kCols * 4 - 2 * kMiB);
+  }
+  SECTION("a remote file is read once: the second read comes from the checked bytes") {
+    testing::RemoteEnv remote(ReadProfile{4, 0, true});
+    const Restored got = restore(d, 0, 1, false, &remote);
+    REQUIRE(got.status.is_ok());
+    CHECK(got.exact);
+    CHECK(got.stats.bytes_reread == 8 * kMiB);
+    const uint64_t index_and_manifests = remote.read.load() - 8 * kMiB;
+    CHECK(index_and_manifests < 64 * 1024);  // the boxes' bytes came over once
+  }
+}
+
+TEST_CASE("check first: a rank file changed between the check and the copy fails the copy",
+          "[shard][io][chunks]") {
+  testing::TempDir tmp;
+  const std::string d = save(tmp.path(), 10, 2);
+  auto m = store::read_manifest(Env::posix(), d, 0);
+  REQUIRE(m.is_ok());
+  std::vector<float> out(static_cast<size_t>(kRows / 2 * kCols), -1.0f);
+  resume::ShardTarget t{"/m/w", store::make_extent({0, 0}, {kRows / 2, kCols}), DType::kFloat32,
+                        out.data(), out.size() * sizeof(float)};
+  auto sr = resume::ShardRead::prepare(Env::posix(), d, {t}, {2, false});
+  REQUIRE(sr.is_ok());
+  std::FILE* f = std::fopen(path_join(d, m->file).c_str(), "ab");  // another writer appends
+  REQUIRE(f != nullptr);
+  std::fputc(0, f);
+  std::fclose(f);
+  const Status s = sr->copy_out();
+  CHECK(s.code() == Code::kIoError);
+  CHECK(s.message().find("rank-00000.h5: changed while it was being restored") !=
+        std::string::npos);
+  CHECK(s.message().find("the live shards are partly overwritten; restore again") !=
+        std::string::npos);
 }
 
 // A sink that keeps nothing: the pipeline's hash checks are what is tested.
