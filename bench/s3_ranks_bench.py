@@ -6,8 +6,8 @@ goes through FsspecWriter/FsspecReader over s3fs with thread_count=8 per rank. T
 ceiling at as many ranks: each rank also uploads the very bytes it saves (its local shards, one
 object) with boto3's multipart upload (TransferConfig: 8 MiB parts, 8 threads) and downloads
 them back with ranged GETs (8 MiB ranges, 8 threads) into a preallocated buffer. ckpt restores
-twice: check first (the default: every hash checked before a live byte changes, so the bytes land
-in scratch memory first and are copied) and in place (restore_latest(check_first=False): the same
+twice: check first (the default: every hash checked before a live byte changes, so the checked
+bytes are kept in memory, then copied into the live shards) and in place (restore_latest(check_first=False): the same
 checks as the bytes land in the live shards).
 
   PYTHONPATH=build/python build/python/torch2-venv/bin/python bench/s3_ranks_bench.py \\

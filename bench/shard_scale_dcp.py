@@ -116,7 +116,7 @@ def global_save_plan(tensors, ranks):
                                    type=WriteItemType.SHARD,
                                    tensor_data=TensorWriteData(chunk=c, properties=props,
                                                                size=torch.Size(shape))))
-        plans.append(SavePlan(items))
+        plans.append(SavePlan(items, planner_data={}))  # no FQN mappings: nothing flattened
     planner = DefaultSavePlanner()
     t0 = time.perf_counter()
     planner.create_global_plan(plans)
