@@ -1,6 +1,7 @@
 #include "resume/reshard_read.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <optional>
 
@@ -14,18 +15,32 @@
 namespace ckpt::resume {
 namespace {
 
-// Reads a plan of boxes and chunks: a chunk that is one whole read goes straight into its
-// destination; coalesced small reads go through the worker's staging buffer. A read whose
-// destination is null is hashed in the staging buffer and dropped.
+// Where one read's bytes go: straight into one target (`direct`, the read lies within one run),
+// or read into the worker's staging buffer with the part each run it overlaps holds copied into
+// that run's target (`spans`: a chunk that straddles runs, or reaches past its rank's rows);
+// neither: hashed and dropped.
+struct Span {
+  uint64_t at = 0;  // offset in the read
+  unsigned char* dst = nullptr;
+  uint64_t nbytes = 0;
+};
+struct Dest {
+  unsigned char* direct = nullptr;
+  std::vector<Span> spans;  // `at` order
+};
+
+// Reads a plan of boxes and chunks into their Dests (per plan tensor). A chunk that is one whole
+// read with a direct destination is read straight into it; every other chunk (coalesced small
+// reads, straddling chunks, dropped reads) goes through the worker's staging buffer.
 class BoxSink final : public ChunkSink {
  public:
-  BoxSink(const ReadPlan& plan, std::vector<unsigned char*> dst, unsigned workers)
+  BoxSink(const ReadPlan& plan, std::vector<Dest> dst, unsigned workers)
       : plan_(plan), dst_(std::move(dst)), staging_(workers) {}
 
   Result<unsigned char*> acquire(unsigned worker, const PlanChunk& c) override {
     if (bytes_stay(c)) {
       const PlanPiece& p = plan_.pieces[c.first_piece];
-      return dst_[p.tensor] + p.tensor_offset;
+      return dst_[p.tensor].direct + p.tensor_offset;
     }
     if (worker >= staging_.size()) return internal_error("shard read: worker out of range");
     staging_[worker].resize(c.nbytes);
@@ -33,35 +48,55 @@ class BoxSink final : public ChunkSink {
   }
   Status deliver(unsigned, const PlanChunk& c, unsigned char* bytes) override {
     if (bytes_stay(c)) return Status::ok();
+    uint64_t copied = 0;
     for (uint32_t k = 0; k < c.piece_count; ++k) {
       const PlanPiece& p = plan_.pieces[c.first_piece + k];
-      if (dst_[p.tensor] == nullptr) continue;
-      std::memcpy(dst_[p.tensor] + p.tensor_offset, bytes + p.chunk_offset, p.nbytes);
+      const Dest& d = dst_[p.tensor];
+      const unsigned char* src = bytes + p.chunk_offset;
+      if (d.direct != nullptr) std::memcpy(d.direct + p.tensor_offset, src, p.nbytes);
+      const uint64_t a = p.tensor_offset, b = a + p.nbytes;  // the piece, in the read
+      auto it = std::partition_point(d.spans.begin(), d.spans.end(),
+                                     [&](const Span& sp) { return sp.at + sp.nbytes <= a; });
+      for (; it != d.spans.end() && it->at < b; ++it) {
+        const uint64_t from = std::max(a, it->at), to = std::min(b, it->at + it->nbytes);
+        std::memcpy(it->dst + (from - it->at), src + (from - a), to - from);
+        copied += to - from;
+      }
     }
+    copied_ += copied;
     return Status::ok();
   }
   Status release(unsigned, const PlanChunk&, unsigned char*) override { return Status::ok(); }
   bool bytes_stay(const PlanChunk& c) const override {
-    return plan_.is_direct(c) && dst_[plan_.pieces[c.first_piece].tensor] != nullptr;
+    return plan_.is_direct(c) && dst_[plan_.pieces[c.first_piece].tensor].direct != nullptr;
   }
+  uint64_t copied() const { return copied_; }  // bytes copied from staging into spans
 
  private:
   const ReadPlan& plan_;
-  std::vector<unsigned char*> dst_;  // per plan tensor; null: hash only
+  std::vector<Dest> dst_;
   std::vector<std::vector<unsigned char>> staging_;
+  std::atomic<uint64_t> copied_{0};
 };
 
-// Runs `entries` of `file` through the pipeline into dst (per entry; null: hashed and dropped),
-// hashed or not.
-Status read_entries(const RandomAccessFile& file, const std::vector<ManifestEntry>& entries,
-                    const std::vector<unsigned char*>& dst, bool verify, unsigned io_threads,
-                    PipelineStats* ps) {
+// Runs `reads` of `file` through the pipeline into `dst` (per read; empty: every read hashed and
+// dropped), hashed or not; `copied` counts the bytes copied into spans.
+Status read_entries(const RandomAccessFile& file, const std::vector<CheckedRead>& reads,
+                    const std::vector<Dest>& dst, bool verify, unsigned io_threads,
+                    PipelineStats* ps, uint64_t* copied) {
+  std::vector<ManifestEntry> entries;
+  entries.reserve(reads.size());
+  for (const CheckedRead& r : reads) entries.push_back(r.entry);
   CKPT_ASSIGN_OR_RETURN(ReadPlan rp, make_read_plan(entries, PlanOptions{8u << 20, 64u << 10, 0}));
-  std::vector<unsigned char*> by_plan(rp.tensors.size());
-  for (size_t t = 0; t < rp.tensors.size(); ++t) by_plan[t] = dst[rp.tensors[t].manifest_index];
+  std::vector<Dest> by_plan(rp.tensors.size());
+  if (!dst.empty()) {
+    for (size_t t = 0; t < rp.tensors.size(); ++t) by_plan[t] = dst[rp.tensors[t].manifest_index];
+  }
   const unsigned threads = io_threads_for(file, io_threads);
   BoxSink sink(rp, std::move(by_plan), threads);
-  return run_pipeline(file, rp, &sink, PipelineOptions{threads, verify, false, 0}, ps);
+  Status s = run_pipeline(file, rp, &sink, PipelineOptions{threads, verify, false, 0}, ps);
+  *copied += sink.copied();
+  return s;
 }
 
 // "tensor \"/m/w\": the checkpoint has float32, the live shard bfloat16"
@@ -117,66 +152,38 @@ Result<Manifest> read_listed_manifest(Env* env, const std::string& step_dir,
   return decode_manifest(text, path_join(step_dir, mname));
 }
 
-// With in_place: for each read, the run it goes straight into, or -1 when it goes through the
-// box scratch (it straddles runs: a chunk that begins before a run does); copy_out copies only
-// what went through the scratch.
-std::vector<int64_t> direct_runs(const ReshardFile& f, const std::vector<CheckedRead>& reads) {
-  std::vector<int64_t> into(reads.size(), -1);
+// Where each read of `f` goes in the targets (Dest above): into the one run it lies within, else
+// the parts the runs it overlaps hold (runs are in file-offset order and never overlap).
+std::vector<Dest> destinations(const ReshardFile& f, const std::vector<CheckedRead>& reads,
+                               const std::vector<ShardTarget>& targets) {
+  std::vector<Dest> out(reads.size());
   for (size_t i = 0; i < reads.size(); ++i) {
     const uint64_t a = reads[i].entry.offset, b = a + reads[i].entry.nbytes;
-    // runs are in file-offset order: the first that ends after a, then every one that starts
-    // before b
     auto it = std::partition_point(f.runs.begin(), f.runs.end(), [&](const ReshardRun& r) {
       return r.file_offset + r.nbytes <= a;
     });
-    if (it == f.runs.end() || it->file_offset > a || it->file_offset + it->nbytes < b) continue;
-    const auto next = std::next(it);
-    if (next != f.runs.end() && next->file_offset < b) continue;  // two runs share those bytes
-    into[i] = it - f.runs.begin();
-  }
-  return into;
-}
-
-// Where the bytes of `r`, a read that fits run `run` of `f`, land in that run's target.
-unsigned char* run_target(const ReshardFile& f, const std::vector<ShardTarget>& targets,
-                          int64_t run, const CheckedRead& r) {
-  const ReshardRun& rr = f.runs[static_cast<size_t>(run)];
-  return static_cast<unsigned char*>(targets[rr.target].data) + rr.dst_offset +
-         (r.entry.offset - rr.file_offset);
-}
-
-// Reads and checks `reads` of one rank file: a read with a run in `into` (>= 0) straight into
-// that run's target — or, with `drop_fits`, hashed and dropped (copy_out reads it again) — the
-// others into the scratch of their boxes (allocated here, whole; only the bytes read are touched).
-Status read_checked(const RandomAccessFile& file, const store::GlobalIndex& index,
-                    const ReshardFile& f, const std::vector<CheckedRead>& reads,
-                    const std::vector<int64_t>& into, const std::vector<ShardTarget>& targets,
-                    bool drop_fits, unsigned io_threads,
-                    std::vector<std::unique_ptr<unsigned char[]>>* box_bytes, PipelineStats* ps) {
-  std::vector<uint32_t> scratch;  // the boxes some read goes through the scratch of
-  for (size_t i = 0; i < reads.size(); ++i) {
-    if (into[i] < 0) scratch.push_back(reads[i].box);
-  }
-  std::sort(scratch.begin(), scratch.end());
-  for (const TouchedBox& tb : f.boxes) {
-    if (!std::binary_search(scratch.begin(), scratch.end(), tb.box)) continue;
-    (*box_bytes)[tb.box].reset(
-        new unsigned char[std::max<uint64_t>(index.box_nbytes(tb.tensor, tb.box), 1)]);
-  }
-  std::vector<ManifestEntry> entries;
-  std::vector<unsigned char*> dst;
-  entries.reserve(reads.size());
-  dst.reserve(reads.size());
-  for (size_t i = 0; i < reads.size(); ++i) {
-    const CheckedRead& r = reads[i];
-    entries.push_back(r.entry);
-    if (into[i] < 0) {
-      dst.push_back((*box_bytes)[r.box].get() + r.box_offset);
-    } else {
-      dst.push_back(drop_fits ? nullptr : run_target(f, targets, into[i], r));
+    for (; it != f.runs.end() && it->file_offset < b; ++it) {
+      const uint64_t from = std::max(a, it->file_offset);
+      const uint64_t to = std::min(b, it->file_offset + it->nbytes);
+      auto* dst = static_cast<unsigned char*>(targets[it->target].data) + it->dst_offset +
+                  (from - it->file_offset);
+      out[i].spans.push_back({from - a, dst, to - from});
+    }
+    if (out[i].spans.size() == 1 && out[i].spans[0].nbytes == b - a) {
+      out[i].direct = out[i].spans[0].dst;  // the read lies within one run
+      out[i].spans.clear();
     }
   }
-  return read_entries(file, entries, dst, true, io_threads, ps);
+  return out;
+}
+
+// Bytes of `dst` that go straight into a target (direct).
+uint64_t direct_bytes(const std::vector<CheckedRead>& reads, const std::vector<Dest>& dst) {
+  uint64_t n = 0;
+  for (size_t i = 0; i < reads.size(); ++i) {
+    if (dst[i].direct != nullptr) n += reads[i].entry.nbytes;
+  }
+  return n;
 }
 
 }  // namespace
@@ -222,11 +229,11 @@ Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
   for (size_t i = 0; i < sr.targets_.size(); ++i) {
     CKPT_RETURN_IF_ERROR(check_target(sr.index_, sr.targets_[i], sr.plan_.target_bytes[i]));
   }
-  sr.box_bytes_.resize(sr.index_.box_count());
-  bool wrote_live = false;           // some read went straight into a target (in_place)
+  bool wrote_live = false;           // some read went into a target (in_place)
   std::vector<std::string> lost;     // rank files that could not be read whole and checked
   std::vector<std::string> reasons;  // why, one each
-  for (const ReshardFile& f : sr.plan_.files) {
+  for (size_t fi = 0; fi < sr.plan_.files.size(); ++fi) {
+    const ReshardFile& f = sr.plan_.files[fi];
     // The file's manifest, for its boxes' chunk digests, when a box is read only in part (a
     // damaged or missing manifest costs only that: the boxes are read whole).
     std::optional<Manifest> manifest;
@@ -236,59 +243,44 @@ Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
     }
     Status s = Status::ok();
     PipelineStats ps;
-    std::vector<CheckedRead> reads;
-    std::vector<int64_t> into;
+    std::vector<Dest> dst;
     Reread again;
     auto planned = checked_reads(sr.index_, f, manifest ? &*manifest : nullptr);
     if (planned.is_ok()) {
-      reads = std::move(*planned);
-      into = direct_runs(f, reads);
+      again.reads = std::move(*planned);
       auto opened = env->open_random(path_join(step_dir, f.name));
       s = opened.status();
       if (s.is_ok()) {
         again.opened = std::move(*opened);
         again.version = again.opened->version();
-        uint64_t fit_bytes = 0;
-        for (size_t i = 0; i < reads.size(); ++i) {
-          if (into[i] >= 0) fit_bytes += reads[i].entry.nbytes;
-        }
         // a remote file has no page cache: copy_out's second read comes from the checked bytes
-        if (!options.in_place && fit_bytes > 0 && again.opened->read_profile().remote) {
+        if (!options.in_place && !again.reads.empty() && again.opened->read_profile().remote) {
           again.cache = std::make_unique<ReadCache>(
               *again.opened, default_cache_budget(again.opened->size()));  // a cap: what is read
         }
         const RandomAccessFile& file = again.cache ? *again.cache : *again.opened;
-        wrote_live = wrote_live || (options.in_place && fit_bytes > 0);
-        s = read_checked(file, sr.index_, f, reads, into, sr.targets_, !options.in_place,
-                         options.io_threads, &sr.box_bytes_, &ps);
+        if (options.in_place) {
+          dst = destinations(f, again.reads, sr.targets_);
+          wrote_live = wrote_live || !again.reads.empty();
+        }
+        s = read_entries(file, again.reads, dst, true, options.io_threads, &ps,
+                         &sr.stats_.bytes_copied);
       }
     } else {
       s = planned.status();
     }
-    std::vector<FileRead>& scratch = sr.scratch_.emplace_back();  // in file-offset order
-    for (size_t i = 0; i < reads.size(); ++i) {
-      if (into[i] < 0) scratch.push_back({reads[i].entry.offset, reads[i].entry.nbytes});
-    }
-    std::sort(scratch.begin(), scratch.end(),
-              [](const FileRead& x, const FileRead& y) { return x.offset < y.offset; });
     if (!s.is_ok()) {
       lost.push_back(f.name);
       reasons.push_back(s.message());
       continue;
     }
     ++sr.stats_.files;
-    for (const CheckedRead& r : reads) ++(r.whole ? sr.stats_.boxes : sr.stats_.chunks);
+    for (const CheckedRead& r : again.reads) ++(r.whole ? sr.stats_.boxes : sr.stats_.chunks);
     sr.stats_.bytes_read += ps.read_bytes;
-    for (size_t i = 0; i < reads.size(); ++i) {
-      if (into[i] < 0) continue;
-      if (options.in_place) {
-        sr.stats_.bytes_in_place += reads[i].entry.nbytes;
-      } else {
-        again.entries.push_back(reads[i].entry);
-        again.dst.push_back(run_target(f, sr.targets_, into[i], reads[i]));
-      }
-    }
-    if (!again.entries.empty()) {
+    if (options.in_place) {
+      sr.stats_.bytes_in_place += direct_bytes(again.reads, dst);
+    } else if (!again.reads.empty()) {
+      again.file = fi;
       again.io_threads = options.io_threads;
       sr.reread_.push_back(std::move(again));
     }
@@ -315,8 +307,9 @@ Status ShardRead::copy_out() {
   copied_ = true;
   for (Reread& r : reread_) {  // check first: what prepare checked and dropped, read again
     const RandomAccessFile& file = r.cache ? *r.cache : *r.opened;
+    const std::vector<Dest> dst = destinations(plan_.files[r.file], r.reads, targets_);
     PipelineStats ps;
-    Status s = read_entries(file, r.entries, r.dst, false, r.io_threads, &ps);
+    Status s = read_entries(file, r.reads, dst, false, r.io_threads, &ps, &stats_.bytes_copied);
     if (s.is_ok() && !r.version.empty() && r.opened->version() != r.version) {
       s = io_error(file.path() +
                    ": changed while it was being restored (written to between the check and the "
@@ -327,30 +320,10 @@ Status ShardRead::copy_out() {
                     s.message() + "; the live shards are partly overwritten; restore again");
     }
     stats_.bytes_reread += ps.read_bytes;
-    for (const ManifestEntry& e : r.entries) stats_.bytes_in_place += e.nbytes;
+    stats_.bytes_in_place += direct_bytes(r.reads, dst);
     r = Reread{};  // the file closed, the cache freed
   }
   reread_.clear();
-  for (size_t i = 0; i < plan_.files.size(); ++i) {
-    const std::vector<FileRead>& scratch = scratch_[i];
-    for (const ReshardRun& r : plan_.files[i].runs) {
-      // the bytes of the run that went through the scratch (none when it was read in place)
-      const uint64_t end = r.file_offset + r.nbytes;
-      auto it = std::partition_point(scratch.begin(), scratch.end(), [&](const FileRead& x) {
-        return x.offset + x.nbytes <= r.file_offset;
-      });
-      for (; it != scratch.end() && it->offset < end; ++it) {
-        const uint64_t from = std::max(r.file_offset, it->offset);
-        const uint64_t to = std::min(end, it->offset + it->nbytes);
-        const unsigned char* box = box_bytes_[r.box].get();
-        auto* dst = static_cast<unsigned char*>(targets_[r.target].data);
-        std::memcpy(dst + r.dst_offset + (from - r.file_offset),
-                    box + (from - index_.box_offset(r.box)), to - from);
-        stats_.bytes_copied += to - from;
-      }
-    }
-  }
-  box_bytes_.clear();
   return Status::ok();
 }
 

@@ -12,23 +12,22 @@
 // is refused first, naming the file and, for lost files, every tensor and element range they held
 // (store::account_loss). copy_out() then fills the targets.
 //
-// Check first, as the one-file restore does (restore.h): a read (a box or a chunk) that lands
-// inside one target run is hashed by prepare and dropped, and copy_out reads it again, unhashed,
-// straight into the target — from the page cache on a local disk, from a ReadCache (read_cache.h)
-// that kept the checked bytes of a remote file. The files stay open in between; one whose version
-// (RandomAccessFile::version()) changed by the end of copy_out fails it: the targets are then
-// partly overwritten. A read that straddles two runs goes through scratch memory prepare owns,
-// checked there, and copy_out copies its runs out. When the layouts match, every read fits a run:
-// no scratch at all, and no copy of the state in memory but the page cache's.
+// Check first, as the one-file restore does (restore.h): prepare hashes every read (a box or a
+// chunk) and drops its bytes, and copy_out reads them again, unhashed, into the targets — from the
+// page cache on a local disk, from a ReadCache (read_cache.h) that kept the checked bytes of a
+// remote file. A read that lies within one target run goes straight into the target; one that
+// straddles runs (a chunk that begins before its rank's rows do) is read into a staging buffer
+// and the part each run holds is copied into its target. The files stay open in between; one
+// whose version (RandomAccessFile::version()) changed by the end of copy_out fails it: the
+// targets are then partly overwritten.
 //
-// With ShardReadOptions::in_place, prepare reads each read that fits one run straight into the
-// target instead (hashed as it lands: the same checks, one read); a failed prepare may then leave
-// those targets partly overwritten.
+// With ShardReadOptions::in_place, prepare reads into the targets the same way instead (hashed as
+// the bytes land: the same checks, one read); a failed prepare may then leave targets partly
+// overwritten, and copy_out has nothing left to do.
 //
-// Memory: the scratch holds each box a straddling read touches (none when the layouts match; up
-// to the boxes that overlap this rank's shards when they do not); over a remote store, the
-// ReadCache holds the checked bytes until copy_out. Not thread-safe; one thread prepares and
-// copies.
+// Memory: no copy of the state: staging buffers of a few MiB per I/O thread; over a remote
+// store, the ReadCache holds the checked bytes until copy_out. Not thread-safe; one thread
+// prepares and copies.
 #pragma once
 
 #include <cstdint>
@@ -58,7 +57,7 @@ struct ShardReadStats {
   size_t boxes = 0;             // saved boxes read whole and checked
   size_t chunks = 0;            // chunks of other saved boxes read and checked (their digests)
   uint64_t bytes_read = 0;      // from the files (coalesced padding included)
-  uint64_t bytes_copied = 0;    // into the targets by copy_out
+  uint64_t bytes_copied = 0;    // into the targets from staging (reads that straddle runs)
   uint64_t bytes_in_place = 0;  // straight from the files into the targets (either read)
   uint64_t bytes_reread = 0;    // read again by copy_out, unhashed (coalesced padding included)
 };
@@ -73,8 +72,8 @@ class ShardRead {
   static Result<ShardRead> prepare(Env* env, const std::string& step_dir,
                                    std::vector<ShardTarget> targets,
                                    const ShardReadOptions& options = {});
-  // Fills every run prepare did not: reads again what fits one run (check first), copies the
-  // rest out of the scratch. Call once, after prepare succeeded.
+  // Fills the targets (check first: reads again what prepare checked; in place: nothing left).
+  // Call once, after prepare succeeded.
   Status copy_out();
   const ShardReadStats& stats() const { return stats_; }
   const store::GlobalIndex& index() const { return index_; }
@@ -83,17 +82,13 @@ class ShardRead {
   std::vector<ShardTarget> targets_;
   store::GlobalIndex index_;
   ReshardPlan plan_;
-  // The bytes of each touched saved box, by index box id (null for untouched boxes).
-  std::vector<std::unique_ptr<unsigned char[]>> box_bytes_;
-  // Per plan file, in file-offset order: the reads that went through the box scratch.
-  std::vector<std::vector<FileRead>> scratch_;
-  // Per plan file (check first): the file, still open, and the reads copy_out reads again.
+  // Per plan file read (check first): the file, still open, and the reads copy_out reads again.
   struct Reread {
     std::unique_ptr<RandomAccessFile> opened;
     std::unique_ptr<ReadCache> cache;  // over a remote file: the bytes prepare checked
     std::string version;               // opened's before prepare read it
-    std::vector<ManifestEntry> entries;
-    std::vector<unsigned char*> dst;  // per entry: where in its target
+    size_t file = 0;                   // in plan_.files
+    std::vector<CheckedRead> reads;
     unsigned io_threads = 0;
   };
   std::vector<Reread> reread_;
