@@ -19,9 +19,9 @@ namespace {
 
 // ShardRead(step_dir, targets): targets are (tensor_path, offsets, sizes, ptr, nbytes, dtype).
 // The constructor reads and checks every saved box the targets overlap (GIL released) and writes
-// none of them; copy_out() fills them (reading again what fits one target run, from the page
-// cache). With in_place, the constructor reads what fits one target run straight into it
-// (resume/reshard_read.h); copy_out() fills the rest.
+// none of them; copy_out() fills them, reading the checked bytes again (from the page cache). With
+// in_place, the constructor reads straight into them and copy_out() has nothing left to do
+// (resume/reshard_read.h).
 class PyShardRead {
  public:
   PyShardRead(const std::string& step_dir, const py::list& targets, bool in_place) {
