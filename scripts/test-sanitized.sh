@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The sanitized part of the suite, in one tree (scripts/sanitized-tree.sh, build-asan/ or
-# $CKPT_ASAN_BUILD_DIR): the Catch2 tests of everything that parses untrusted bytes and of the
-# store, built with clang under AddressSanitizer + UndefinedBehaviorSanitizer (UBSan reports
-# fatal, LSan with tests/lsan.supp), then clang-tidy over the sources it compiles (scripts/tidy.py,
-# .clang-tidy), then every libFuzzer target briefly, linked from the same objects. scripts/test.sh runs it after the normal build's tests; idempotent like it.
-# Left out here (the normal build tests them): libtorch, CUDA, the Python extension, and
+# $CKPT_ASAN_BUILD_DIR): every Catch2 test that needs no libtorch, Python or CUDA (the core, the
+# untrusted-byte readers, the store, resume, analytics, profile, the CLI), built with clang under
+# AddressSanitizer + UndefinedBehaviorSanitizer (UBSan reports fatal, LSan with tests/lsan.supp),
+# then clang-tidy over the sources it compiles (scripts/tidy.py, .clang-tidy), then every libFuzzer
+# target briefly ($CKPT_FUZZ_JOBS at a time), linked from the same objects. scripts/test.sh runs
+# it after build/'s tests, and these tests run only here (build/ is built without them:
+# CKPT_CORE_TESTS=OFF); idempotent like it.
+# Left out here (build/ tests them): libtorch, CUDA, the Python extension, packaging and
 # format_check (no code of ours runs in it). Extra arguments go to ctest (e.g. -R test_store);
 # the fuzzers run only without them.
 set -euo pipefail

@@ -1,6 +1,7 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # Builds the libFuzzer targets of analytics/ in the sanitized tree (clang, ASan + UBSan), as
-# verify/fuzz/run_fuzzers.sh does, and runs each for N seconds (default 10) from a corpus seeded with
+# verify/fuzz/run_fuzzers.sh does, and runs each for N seconds (default 10; $CKPT_FUZZ_JOBS at a
+# time, scripts/fuzz-pool.sh) from a corpus seeded with
 # fixtures/analytics/ (event files, CSV, JSONL, trainer_state, MLflow metrics, run specs) and
 # fixtures/fuzz/. A crash leaves crash-* files in the corpus folder: copy them into fixtures/fuzz/
 # and fix the reader.
@@ -19,7 +20,7 @@ seed() {  # seed CORPUS FILE...: copies the seed files (the first byte picks lr_
     [ -f "$f" ] && cp -f "$f" "$corpus/$(echo "$f" | tr '/' '_')" 2>/dev/null || true
   done
 }
-status=0
+. "$ROOT/scripts/fuzz-pool.sh"
 FIX="$ROOT/fixtures/analytics"
 for t in tfevents lr_text journal run_spec loader_state; do
   corpus="$BUILD/corpus_analytics_$t"
@@ -38,8 +39,8 @@ for t in tfevents lr_text journal run_spec loader_state; do
     run_spec) seed "$corpus" "$FIX"/cov_*.json ;;
     loader_state) seed "$corpus" $(find "$ROOT/fixtures/lightning_coverage" -name metrics.csv) ;;
   esac
-  echo "== fuzz_$t for ${SECONDS_EACH}s"
-  (cd "$corpus" && "$BUILD/analytics/fuzz/fuzz_$t" -max_total_time="$SECONDS_EACH" -max_len=65536 \
-     -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 "$corpus") || status=1
+  fuzz_run "fuzz_$t for ${SECONDS_EACH}s" "$corpus" "$BUILD/analytics/fuzz/fuzz_$t" \
+    -max_total_time="$SECONDS_EACH" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
+    -print_final_stats=1 "$corpus"
 done
-exit $status
+fuzz_finish

@@ -58,6 +58,9 @@ class LineCursor {
   bool terminated_ = false;
 };
 
+// `s` between double quotes, as error messages name a tensor or a key: tensor "model/w".
+std::string in_quotes(std::string_view s);
+
 // Whether `line` holds nothing but spaces, tabs and carriage returns.
 bool is_blank(std::string_view line);
 

@@ -4,14 +4,10 @@
 
 #include <type_traits>
 
+#include "ckpt/base/text.h"
 #include "ckpt/torch/tensor_convert.h"
 
 namespace ckpt::torch_adapter {
-namespace {
-
-std::string in_quotes(const std::string& s) { return "\"" + s + "\""; }
-
-}  // namespace
 
 Status capture_extra(const ExtraRegistry& extra, Node* out) {
   Node node;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/base/text.h"
 #include "ckpt/torch/in_place.h"
 #include "ckpt/torch/tensor_convert.h"
 
@@ -71,8 +72,6 @@ Result<std::vector<Entry>> collect(const torch::nn::Module& m) {
   }
   return entries;
 }
-
-std::string in_quotes(const std::string& s) { return "\"" + s + "\""; }
 
 }  // namespace
 

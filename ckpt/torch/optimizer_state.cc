@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "ckpt/base/text.h"
 #include "ckpt/torch/compat.h"
 #include "ckpt/torch/in_place.h"
 #include "ckpt/torch/tensor_convert.h"
@@ -25,8 +26,6 @@ namespace ckpt::torch_adapter {
 namespace {
 
 namespace optim = torch::optim;
-
-std::string in_quotes(const std::string& s) { return "\"" + s + "\""; }
 
 // ---- strict attribute reads: a missing or mistyped hyperparameter is an error, never a default.
 

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <vector>
 
+#include "ckpt/base/text.h"
 #include "ckpt/torch/tensor_convert.h"
 
 namespace ckpt::torch_adapter {
@@ -36,8 +37,6 @@ at::Generator cuda_generator(int64_t device) {
 const char* engine_kind(const GeneratorRegistry::Engine& e) {
   return std::holds_alternative<std::mt19937*>(e) ? "mt19937" : "mt19937_64";
 }
-
-std::string in_quotes(const std::string& s) { return "\"" + s + "\""; }
 
 // A generator state read from the checkpoint as a uint8 CPU tensor, checked for dtype and size.
 Result<at::Tensor> state_tensor(const Node& n, const std::string& key, const std::string& path,

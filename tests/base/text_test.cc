@@ -55,5 +55,10 @@ TEST_CASE("LineCursor: numbered lines, a torn last line, no empty line after the
   CHECK_FALSE(is_blank(" x"));
 }
 
+TEST_CASE("in_quotes: the name between double quotes, as messages name a tensor", "[base]") {
+  CHECK(in_quotes("model/w") == "\"model/w\"");
+  CHECK(in_quotes("") == "\"\"");
+}
+
 }  // namespace
 }  // namespace ckpt

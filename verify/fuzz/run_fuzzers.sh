@@ -1,6 +1,6 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # Builds the libFuzzer targets of verify/ in the sanitized tree (clang, ASan + UBSan) and
-# runs each for N seconds (default 10) from a corpus seeded with fixtures/ and fixtures/fuzz/.
+# runs each for N seconds (default 10; $CKPT_FUZZ_JOBS at a time, scripts/fuzz-pool.sh) from a corpus seeded with fixtures/ and fixtures/fuzz/.
 # A crash leaves crash-* files in the corpus folder: copy them into fixtures/fuzz/ (the unit test
 # tests/verify/bad_input_test.cc replays every file there) and fix the reader.
 #   verify/fuzz/run_fuzzers.sh [SECONDS] [BUILD_DIR]
@@ -11,7 +11,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 # tests ran; configured here if scripts/test-sanitized.sh has not done it yet.
 BUILD=$("$ROOT/scripts/sanitized-tree.sh" "${2:-${CKPT_ASAN_BUILD_DIR:-$ROOT/build-asan}}")
 cmake --build "$BUILD" --target fuzz_pickle fuzz_zip fuzz_safetensors fuzz_scan fuzz_records -j2
-status=0
+. "$ROOT/scripts/fuzz-pool.sh"
 for t in pickle zip safetensors scan records; do
   corpus="$BUILD/corpus_$t"
   mkdir -p "$corpus"
@@ -23,8 +23,8 @@ for t in pickle zip safetensors scan records; do
            "$ROOT"/fixtures/scan/exploits/*; do
     [ -f "$f" ] && cp -f "$f" "$corpus/" 2>/dev/null || true
   done
-  echo "== fuzz_$t for ${SECONDS_EACH}s"
-  (cd "$corpus" && "$BUILD/verify/fuzz/fuzz_$t" -max_total_time="$SECONDS_EACH" -max_len=65536 \
-     -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 "$corpus") || status=1
+  fuzz_run "fuzz_$t for ${SECONDS_EACH}s" "$corpus" "$BUILD/verify/fuzz/fuzz_$t" \
+    -max_total_time="$SECONDS_EACH" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
+    -print_final_stats=1 "$corpus"
 done
-exit $status
+fuzz_finish
