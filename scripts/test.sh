@@ -20,23 +20,36 @@ if [[ "${CKPT_SKIP_SANITIZED:-0}" == 1 ]]; then
 else
   export CKPT_CORE_TESTS=OFF
 fi
-# The torch 2.x venv ctest python_shard runs ranks with (one line and a skip without PyPI) is made
-# while the build compiles: it is mostly download and unpacking. Its phase is the wait after.
-venv_log=$(mktemp)
-scripts/torch2-venv.sh >"$venv_log" 2>&1 &
-venv_pid=$!
-torch2_venv() {
-  local rc=0
-  wait "$venv_pid" || rc=$?
-  cat "$venv_log"
-  rm -f "$venv_log"
+# The venvs the Python tests run with are made while the build compiles (mostly download and
+# unpacking): the torch 2.x one for python_shard (scripts/torch2-venv.sh; one line and a skip
+# without PyPI) and the transformers/Lightning/Accelerate one for python_integrations
+# (python/tests/integrations/fw_venv.py). Their phase is the wait after the build.
+py=/usr/bin/python3
+[[ -x "$py" ]] || py=python3
+bg_pids=() bg_logs=()
+during_build() {
+  local log
+  log=$(mktemp)
+  "$@" >"$log" 2>&1 &
+  bg_pids+=($!) bg_logs+=("$log")
+}
+after_build() {
+  local rc=0 i
+  for i in "${!bg_pids[@]}"; do
+    wait "${bg_pids[$i]}" || rc=1
+    cat "${bg_logs[$i]}"
+    rm -f "${bg_logs[$i]}"
+  done
   return "$rc"
 }
+mkdir -p "$build/python"
+during_build scripts/torch2-venv.sh
+during_build "$py" python/tests/integrations/fw_venv.py "$build/python/integrations-venv"
 if ! phase "build" scripts/build.sh; then
-  kill "$venv_pid" 2>/dev/null || true
+  kill "${bg_pids[@]}" 2>/dev/null || true
   exit 1
 fi
-phase "torch2 venv (during build)" torch2_venv
+phase "venvs (during build)" after_build
 phase "tests" bash -c "cd '$build' && ctest --output-on-failure -j2 --timeout 1200"
 if [[ "${CKPT_SKIP_SANITIZED:-0}" != 1 ]]; then
   scripts/test-sanitized.sh

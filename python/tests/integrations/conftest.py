@@ -1,6 +1,7 @@
 """The interpreter the integration tests train with: a venv with --system-site-packages (Debian's
 torch 1.13 and numpy stay visible) and pinned transformers, accelerate and lightning from PyPI,
-made once under the build tree and reused (CKPT_INTEGRATIONS_PYTHON names another interpreter).
+made once under the build tree and reused (fw_venv.py; CKPT_INTEGRATIONS_PYTHON names another
+interpreter).
 
 Without PyPI the tests skip with one line, unless CI is set: then they fail."""
 import json
@@ -15,70 +16,29 @@ import urllib.request
 
 import pytest
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fw_venv  # noqa: E402 - the venv, made here or by scripts/test.sh
+
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 BUILD = pathlib.Path(os.environ.get("CKPT_BUILD_DIR", ROOT / "build"))
 HERE = pathlib.Path(__file__).resolve().parent
-
-# Versions that support torch 1.13 (Debian 12's python3-torch). lightning is installed without
-# its dependency list, which asks for torch>=1.13.0 and so refuses Debian's 1.13.0a0 build.
-PINS = ["transformers==4.40.2", "accelerate==0.30.1", "torchmetrics==1.4.0",
-        "lightning-utilities==0.11.2", "fsspec", "pyyaml", "tqdm"]
-NO_DEPS = ["lightning==2.2.5"]
-WANT = {"transformers": "4.40.2", "accelerate": "0.30.1", "lightning": "2.2.5"}
-
-
-def _has_versions(python):
-    code = ("import json, transformers, accelerate, lightning; print(json.dumps({m.__name__: "
-            "m.__version__ for m in (transformers, accelerate, lightning)}))")
-    p = subprocess.run([str(python), "-c", code], capture_output=True, text=True)
-    return p.returncode == 0 and json.loads(p.stdout.strip().splitlines()[-1]) == WANT
-
-
-def _index_reachable():
-    url = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple/").rstrip("/") + "/pip/"
-    try:
-        with urllib.request.urlopen(url, timeout=10):
-            return True
-    except Exception:  # noqa: BLE001 - any failure means: no index
-        return False
-
-
-def _make_venv(venv):
-    base = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-    subprocess.run([base, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
-                   check=True)
-    py = venv / "bin" / "python"
-    cons = venv / "constraints.txt"
-    torch_version = subprocess.run([str(py), "-c", "import torch; print(torch.__version__)"],
-                                   capture_output=True, text=True, check=True).stdout.strip()
-    cons.write_text(f"torch=={torch_version}\n")  # never let pip replace the system's torch
-    for extra in (["-c", str(cons), *PINS], ["--no-deps", *NO_DEPS]):
-        p = subprocess.run([str(py), "-m", "pip", "install", "-q", *extra],
-                           capture_output=True, text=True)
-        if p.returncode != 0:
-            raise RuntimeError(f"pip install {' '.join(extra)} failed:\n{p.stdout}{p.stderr}")
-    return py
 
 
 @pytest.fixture(scope="session")
 def fw_python():
     named = os.environ.get("CKPT_INTEGRATIONS_PYTHON")
     if named:
-        assert _has_versions(named), f"CKPT_INTEGRATIONS_PYTHON={named} lacks {WANT}"
+        assert fw_venv.has_versions(named), \
+            f"CKPT_INTEGRATIONS_PYTHON={named} lacks {fw_venv.WANT}"
         return named
-    venv = BUILD / "python" / "integrations-venv"
-    py = venv / "bin" / "python"
-    if py.exists() and _has_versions(py):
-        return str(py)
-    if not _index_reachable():
+    py = fw_venv.ensure(BUILD / "python" / "integrations-venv")
+    if py is None:
         if os.environ.get("CI"):
             pytest.fail("CI is set but the package index is unreachable: the integration "
                         "tests need transformers, accelerate and lightning from PyPI")
         pytest.skip("integration tests skipped: PyPI unreachable (no transformers/lightning/"
                     "accelerate venv)")
-    import shutil
-    shutil.rmtree(venv, ignore_errors=True)
-    return str(_make_venv(venv))
+    return str(py)
 
 
 def run_script(python, script, *args, expect=0, env_extra=None, timeout=600):
