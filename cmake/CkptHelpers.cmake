@@ -43,9 +43,8 @@ endfunction()
 
 # Compiles `target`'s sources in batches of 4 per translation unit (CMake's unity build), for
 # targets whose every source parses the same heavy headers (libtorch, CLI11 + nlohmann-json):
-# those are parsed once per batch instead of once per file (a cold build of this tree is about a
-# quarter faster). Not in the sanitized tree: scripts/tidy.py checks that tree's sources one by
-# one. -DCKPT_UNITY=OFF turns it off (one file at a time, as a developer may want while editing).
+# those are parsed once per batch instead of once per file. Not in the sanitized tree:
+# scripts/tidy.py checks that tree's sources one by one. -DCKPT_UNITY=OFF turns it off (one file at a time, as a developer may want while editing).
 function(ckpt_unity target)
   if(CKPT_UNITY AND NOT CKPT_SANITIZE)
     set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 4)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds ckpt in build/ (or $CKPT_BUILD_DIR). Idempotent: a second run only
-# rebuilds what changed. $CKPT_CORE_TESTS (below) picks whether the core's tests are built here. Extra arguments are passed to `cmake --build` (e.g. --target ckpt).
+# rebuilds what changed. $CKPT_CORE_TESTS (below) picks whether the core's tests are built here.
+# Extra arguments are passed to `cmake --build` (e.g. --target ckpt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${CKPT_BUILD_DIR:-build}"

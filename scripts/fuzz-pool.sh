@@ -1,5 +1,5 @@
-# Sourced by the fuzz runners (verify/fuzz/run_fuzzers.sh, analytics/fuzz/run_fuzzers.sh,
-# profile/fuzz/run_fuzzer.sh): runs their fuzzers $CKPT_FUZZ_JOBS at a time (default: the number
+# Sourced by the fuzz runners with more than one target (verify/fuzz/run_fuzzers.sh,
+# analytics/fuzz/run_fuzzers.sh; profile/'s has one): runs their fuzzers $CKPT_FUZZ_JOBS at a time (default: the number
 # of cores, at most 4), each on one core for its own -max_total_time, so the fuzzing each target
 # gets is the same as one after another and the wall time is divided by the jobs. Each fuzzer's
 # output goes to a log and is printed whole, in start order, when it ends.

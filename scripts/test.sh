@@ -15,11 +15,9 @@ build="${CKPT_BUILD_DIR:-build}"
 phase "install dependencies" scripts/install-deps.sh --test
 # The tests that need no libtorch, Python or CUDA run once, in the sanitized tree (ASan + UBSan:
 # more checks than here); this tree builds and runs the rest. CKPT_SKIP_SANITIZED=1 runs them here.
-if [[ "${CKPT_SKIP_SANITIZED:-0}" == 1 ]]; then
-  export CKPT_CORE_TESTS=ON
-else
-  export CKPT_CORE_TESTS=OFF
-fi
+sanitized=1
+if [[ "${CKPT_SKIP_SANITIZED:-0}" == 1 ]]; then sanitized=0; fi
+if ((sanitized)); then export CKPT_CORE_TESTS=OFF; else export CKPT_CORE_TESTS=ON; fi
 # The venvs the Python tests run with are made while the build compiles (mostly download and
 # unpacking): the torch 2.x one for python_shard (scripts/torch2-venv.sh; one line and a skip
 # without PyPI) and the transformers/Lightning/Accelerate one for python_integrations
@@ -51,6 +49,6 @@ if ! phase "build" scripts/build.sh; then
 fi
 phase "venvs (during build)" after_build
 phase "tests" bash -c "cd '$build' && ctest --output-on-failure -j2 --timeout 1200"
-if [[ "${CKPT_SKIP_SANITIZED:-0}" != 1 ]]; then
+if ((sanitized)); then
   scripts/test-sanitized.sh
 fi

@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of analytics/ in the sanitized tree (clang, ASan + UBSan), as
 # verify/fuzz/run_fuzzers.sh does, and runs each for N seconds (default 10; $CKPT_FUZZ_JOBS at a
-# time, scripts/fuzz-pool.sh) from a corpus seeded with
-# fixtures/analytics/ (event files, CSV, JSONL, trainer_state, MLflow metrics, run specs) and
-# fixtures/fuzz/. A crash leaves crash-* files in the corpus folder: copy them into fixtures/fuzz/
-# and fix the reader.
+# time, scripts/fuzz-pool.sh) from a corpus seeded with fixtures/analytics/ (event files, CSV,
+# JSONL, trainer_state, MLflow metrics, run specs) and fixtures/fuzz/. A crash leaves crash-*
+# files in the corpus folder: copy them into fixtures/fuzz/ and fix the reader.
 #   analytics/fuzz/run_fuzzers.sh [SECONDS] [BUILD_DIR]
 set -eu
 SECONDS_EACH=${1:-10}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of verify/ in the sanitized tree (clang, ASan + UBSan) and
-# runs each for N seconds (default 10; $CKPT_FUZZ_JOBS at a time, scripts/fuzz-pool.sh) from a corpus seeded with fixtures/ and fixtures/fuzz/.
+# runs each for N seconds (default 10; $CKPT_FUZZ_JOBS at a time, scripts/fuzz-pool.sh) from a
+# corpus seeded with fixtures/ and fixtures/fuzz/.
 # A crash leaves crash-* files in the corpus folder: copy them into fixtures/fuzz/ (the unit test
 # tests/verify/bad_input_test.cc replays every file there) and fix the reader.
 #   verify/fuzz/run_fuzzers.sh [SECONDS] [BUILD_DIR]
