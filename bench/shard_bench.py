@@ -155,7 +155,8 @@ def rank_main(cfg):
         dist.destroy_process_group()
 
 
-def launch(world, cfg, python):
+def launch(world, cfg, python, script=HERE):
+    """Runs `script --rank-config CFG` as `world` gloo ranks on 127.0.0.1; rank 0's JSON."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -163,13 +164,13 @@ def launch(world, cfg, python):
     for r in range(world):
         env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
                    MASTER_PORT=str(port), OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-        procs.append(subprocess.Popen([python, str(HERE), "--rank-config", json.dumps(cfg)],
+        procs.append(subprocess.Popen([python, str(script), "--rank-config", json.dumps(cfg)],
                                       env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                       text=True))
     for p in procs:
         out, _ = p.communicate()
         if p.returncode != 0:
-            sys.exit(f"shard_bench: a rank failed:\n{out}")
+            sys.exit(f"{pathlib.Path(script).stem}: a rank failed:\n{out}")
     with open(cfg["out"]) as f:
         return json.load(f)
 

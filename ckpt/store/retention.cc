@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -22,16 +21,10 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// COMMIT.json, rank-NNNNN.h5, rank-NNNNN.manifest.json, each possibly with ".tmp".
+// COMMIT.json or a data file (is_data_file), each possibly with ".tmp".
 bool is_format_file(std::string name) {
   if (ends_with(name, ".tmp")) name.resize(name.size() - 4);
-  if (name == "COMMIT.json") return true;
-  if (name.rfind("rank-", 0) != 0) return false;
-  size_t i = 5;
-  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
-  if (i == 5) return false;
-  const std::string rest = name.substr(i);
-  return rest == ".h5" || rest == ".manifest.json";
+  return name == "COMMIT.json" || is_data_file(name);
 }
 
 // Why `dir` may not be removed, or "" when every entry of it is provably ours.

@@ -14,17 +14,16 @@
 #include "ckpt/store/regions_check.h"
 
 namespace ckpt::store {
-namespace {
 
 bool is_data_file(const std::string& name) {
-  auto ends = [&](const std::string& s) {
-    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
-  };
-  return name == kIndexFileName ||
-         (name.rfind("rank-", 0) == 0 && (ends(".h5") || ends(".manifest.json")));
+  if (name == kIndexFileName) return true;
+  if (name.rfind("rank-", 0) != 0) return false;
+  size_t i = 5;
+  while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
+  if (i == 5) return false;
+  const std::string rest = name.substr(i);
+  return rest == ".h5" || rest == ".manifest.json";
 }
-
-}  // namespace
 
 Result<uint64_t> hash_file(Env* env, const std::string& path) {
   CKPT_ASSIGN_OR_RETURN(auto f, env->open_random(path));
@@ -353,6 +352,7 @@ VerifyReport verify_checkpoint(Env* env, const std::string& step_dir) {
     auto size = env->file_size(p);
     if (!size.is_ok()) {
       rep.problems.push_back(size.status().message());
+      unreadable.push_back(f.name);
       continue;
     }
     ++rep.files;

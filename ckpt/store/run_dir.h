@@ -41,6 +41,10 @@
 
 namespace ckpt::store {
 
+// A name this format writes in a step directory besides COMMIT.json: INDEX, rank-N.h5,
+// rank-N.manifest.json (N decimal digits).
+bool is_data_file(const std::string& name);
+
 // XXH3-64 of a whole file, streamed.
 Result<uint64_t> hash_file(Env* env, const std::string& path);
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
 
@@ -189,6 +189,9 @@ class SaveLayout:
     def __init__(self, rank: int, cache: Dict[Any, Dict[str, int]]) -> None:
         self.rank, self.cache = rank, cache
         self.pending: List[_Pending] = []
+        # What the ranks hold alike of the component being walked (replicated_components), or
+        # None: those of its plain tensors with one or more elements go to add_whole.
+        self.replicas: Optional[Replicas] = None
 
     def add(self, node: Dict[str, Any], name: str, path: str, dt: Any, dtype: str) -> None:
         global_shape = [int(s) for s in dt.shape]
@@ -203,6 +206,16 @@ class SaveLayout:
         cands = candidates(mesh_shape, coord, ranks, placements)
         self.pending.append(_Pending(node, name, path, local, dtype, global_shape, offsets,
                                      sizes, placement_kind(placements), cands))
+        node["tensors"][name] = None  # filled by finish()
+
+    def add_whole(self, node: Dict[str, Any], name: str, path: str, t: torch.Tensor,
+                  dtype: str) -> None:
+        """A plain tensor every rank of `self.replicas` holds alike (a DDP module's parameter,
+        its optimizer's moment): a whole box, written by one of them."""
+        assert self.replicas is not None
+        shape = [int(s) for s in t.shape]
+        self.pending.append(_Pending(node, name, path, t.detach(), dtype, shape, [0] * len(shape),
+                                     shape, "replicated", list(self.replicas.ranks)))
         node["tensors"][name] = None  # filled by finish()
 
     def owners(self) -> Dict[str, int]:
@@ -240,6 +253,66 @@ class SaveLayout:
                 box = (0, 0, p.dtype, list(p.sizes), "", list(p.global_shape), list(p.offsets),
                        p.kind, int(owner))
             p.node["tensors"][p.name] = box
+
+
+class Replicas:
+    """The global ranks that hold a component's tensors alike, and which of its tensors: a
+    module's parameters (by data pointer; its buffers may differ between ranks, as the
+    running statistics of a norm layer that DDP broadcasts from one rank at the next forward),
+    or every tensor of it (`params` None: an optimizer's moments, any other object)."""
+
+    def __init__(self, ranks: List[int], params: Optional[Set[int]] = None) -> None:
+        self.ranks, self.params = ranks, params
+
+    def holds(self, t: torch.Tensor) -> bool:
+        return self.params is None or t.data_ptr() in self.params
+
+
+def replicated_components(objects: Dict[str, Any], declared: Set[str],
+                          world_size: int) -> Dict[str, Replicas]:
+    """Component name -> what the ranks hold alike of it, so that one of them writes each
+    such tensor (SaveLayout.add_whole): the parameters of a DistributedDataParallel module (over
+    its process group's ranks) or of a module named in `declared` (every rank: a DDP module
+    tracked as `ddp.module`), all of a declared component that is not a module, and the state
+    of an optimizer whose parameters all belong to such modules (the same ranks). Nothing with
+    one process, and never a ZeroRedundancyOptimizer's (its state is partitioned)."""
+    if world_size <= 1:
+        return {}
+    out: Dict[str, Replicas] = {}
+    owned: Dict[int, Tuple[int, ...]] = {}  # id(parameter) -> its ranks
+    for name, obj in objects.items():
+        if isinstance(obj, torch.nn.parallel.DistributedDataParallel):
+            ranks = _group_ranks(name, getattr(obj, "process_group", None), world_size)
+        elif name in declared:
+            ranks = list(range(world_size))
+        else:
+            continue
+        if isinstance(obj, torch.nn.Module):
+            params = list(obj.parameters())
+            owned.update({id(p): tuple(ranks) for p in params})
+            out[name] = Replicas(ranks, {p.data_ptr() for p in params})
+        else:
+            out[name] = Replicas(ranks)
+    for name, obj in objects.items():
+        if (name in out or not isinstance(obj, torch.optim.Optimizer)
+                or type(obj).__name__ == "ZeroRedundancyOptimizer"):
+            continue
+        groups = {owned.get(id(p), ()) for g in obj.param_groups for p in g["params"]}
+        if len(groups) == 1 and () not in groups:
+            out[name] = Replicas(list(groups.pop()))
+    return out
+
+
+def _group_ranks(name: str, group: Any, world_size: int) -> List[int]:
+    d = torch.distributed
+    if group is None or group is d.group.WORLD:
+        return list(range(world_size))
+    get = getattr(d, "get_process_group_ranks", None)  # torch 2.x
+    ranks = get(group) if get is not None else d.distributed_c10d._pg_group_ranks.get(group)
+    if not ranks:
+        raise InvalidArgumentError(f"track: {name}: the ranks of its DDP process group are "
+                                   "unknown")
+    return sorted(int(r) for r in ranks)
 
 
 # --- restore ---------------------------------------------------------------------------------

@@ -172,6 +172,12 @@ def encode(value: Any, path: str, keep: List[torch.Tensor], skipped: List[str],
             key = _view_key(v) if v.numel() > 0 else None
             if key is not None and key in seen:
                 node["tensors"][name] = (0, 0, _DTYPES[v.dtype], list(v.shape), seen[key])
+            elif (layout is not None and layout.replicas is not None and v.dim() > 0
+                  and key is not None and layout.replicas.holds(v)):
+                if v.dtype not in _DTYPES:
+                    raise TypeError(f"{sub}: dtype {v.dtype} is not storable")
+                layout.add_whole(node, name, sub, v, _DTYPES[v.dtype])
+                seen[key] = sub
             else:
                 node["tensors"][name] = tensor_ref(v, keep)
                 if key is not None:

@@ -77,13 +77,16 @@ class Checkpointer:
     def __init__(self, run_dir: Union[str, "os.PathLike[str]"], keep_last: int = 3,
                  keep_every: int = 0, omit: Iterable[str] = (), required: Iterable[str] = (),
                  on_damaged: Literal["refuse", "fallback"] = "refuse",
-                 read_only: bool = False) -> None:
+                 read_only: bool = False, replicated: Iterable[str] = ()) -> None:
         # A local path or s3://bucket/prefix; any other URL raises here, never a folder "gs:".
         self.run_dir = _core.location(os.fspath(run_dir))
         self.on_damaged = _restore_checks.check_on_damaged(on_damaged)
         self.read_only, self._closed = bool(read_only), False
         self.keep_last, self.keep_every = int(keep_last), int(keep_every)
         self.omit, self.required = set(omit), set(required)
+        # Components every rank holds alike (a DDP module tracked as ddp.module): one rank
+        # writes each of their tensors (_shard.replicated_components; DDP modules are found).
+        self.replicated = set(replicated)
         self.rank, self.world_size, self._barrier = _dist()
         self._objects: Dict[str, Tracked] = {}
         self._journal: Optional[_core.Journal] = None
@@ -117,7 +120,8 @@ class Checkpointer:
 
     def _check_names(self) -> None:
         known = set(self._objects) | {"rng"}
-        for label, names in (("omit", self.omit), ("required", self.required)):
+        for label, names in (("omit", self.omit), ("required", self.required),
+                             ("replicated", self.replicated)):
             unknown = sorted(names - known)
             if unknown:
                 raise InvalidArgumentError(f"{label}: unknown component {unknown[0]!r} "
@@ -176,12 +180,14 @@ class Checkpointer:
         children: Dict[str, _tree.Tree] = {}
         names = self._names()
         layout = _shard.SaveLayout(self.rank, self._owners)
+        replicas = _shard.replicated_components(self._objects, self.replicated, self.world_size)
         if "rng" in names:
             children["rng"] = _tree.encode_component(_rng.capture(), "/rng", keep, skipped)
         for name in names:
             if name == "rng":
                 continue
             obj = self._objects[name]
+            layout.replicas = replicas.get(name)
             if isinstance(obj, torch.Tensor):
                 node = _tree.encode_component({"value": obj}, f"/{name}", keep, skipped, layout)
                 node["attrs"]["ckpt.plain"] = True
@@ -189,6 +195,7 @@ class Checkpointer:
                 node = _tree.encode_component(obj.state_dict(), f"/{name}", keep, skipped,
                                               layout)
             children[name] = node
+        layout.replicas = None
         layout.finish(_tree.tensor_ref, keep)  # every DTensor's box, with its owner
         _tree.sync_device_copies()  # CUDA tensors' pinned host copies are complete from here
         loader = self._loader()

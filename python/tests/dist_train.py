@@ -1,6 +1,9 @@
 """One rank of a small DistributedDataParallel run (gloo on 127.0.0.1), for test_distributed.py.
-Usage: dist_train.py RUN_DIR STEPS STOP_AFTER PARAMS_OUT [async] (env: RANK, WORLD_SIZE,
-MASTER_*). "async": non-blocking saves (the barrier and commit run at the next save / close)."""
+Usage: dist_train.py RUN_DIR STEPS STOP_AFTER PARAMS_OUT [async] [ddp|per-rank] (env: RANK,
+WORLD_SIZE, MASTER_*). "async": non-blocking saves (the barrier and commit run at the next save /
+close). The model is tracked as `ddp.module` with Checkpointer(replicated=("model",)): one rank
+writes each of its tensors and of the optimizer's; "ddp": the DDP module itself is tracked (found
+replicated); "per-rank": `ddp.module`, not declared (every rank writes its own copy)."""
 import sys
 
 import torch
@@ -22,15 +25,20 @@ class Data(torch.utils.data.Dataset):
         return self.x[i] + 0.05 * torch.randn(8), self.y[i]
 
 
-def main(run_dir, steps, stop_after, params_out, blocking=True):
+def main(run_dir, steps, stop_after, params_out, flags):
     dist.init_process_group("gloo")
     torch.manual_seed(0)
+    # the 512 x 512 weight and its moments (1 MiB each) are spread over the ranks' files; the
+    # smaller tensors all go to rank 0 (docs/format.md §8, the owner rule)
     model = nn.parallel.DistributedDataParallel(
-        nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Dropout(0.1), nn.Linear(32, 1)))
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        nn.Sequential(nn.Linear(8, 512), nn.ReLU(), nn.Dropout(0.1), nn.Linear(512, 512),
+                      nn.ReLU(), nn.Linear(512, 1)))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     loader = ckpt.ResumableLoader(Data(), batch_size=8, seed=1)  # rank, world from dist
-    with ckpt.Checkpointer(run_dir) as ck:
-        ck.track(model=model.module, optimizer=opt, loader=loader)
+    declared = () if {"ddp", "per-rank"} & set(flags) else ("model",)
+    blocking = "async" not in flags
+    with ckpt.Checkpointer(run_dir, replicated=declared) as ck:
+        ck.track(model=model if "ddp" in flags else model.module, optimizer=opt, loader=loader)
         step = ck.restore_latest().step
         while step < steps:
             for x, y in loader:
@@ -53,5 +61,4 @@ def main(run_dir, steps, stop_after, params_out, blocking=True):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4],
-         blocking=sys.argv[5:] != ["async"])
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5:])

@@ -1,11 +1,13 @@
 """2 processes with torch.distributed (gloo) and DDP: each rank writes its own file, rank 0
-commits after the barrier; stop and resume in fresh processes is bit-exact."""
+commits after the barrier; stop and resume in fresh processes is bit-exact. The DDP module's
+tensors and its optimizer's are written once, each by one rank (docs/python.md, "DDP")."""
 import os
 import pathlib
 import socket
 import subprocess
 import sys
 
+from ckpt import _core as core
 from conftest import BUILD
 
 SCRIPT = pathlib.Path(__file__).with_name("dist_train.py")
@@ -32,6 +34,7 @@ def test_two_ranks_stop_and_resume_bit_exact(tmp_path):
     launch(tmp_path / "resumed", 30, 17, tmp_path / "unused.bin")  # latest: step 15, mid-epoch
     step = tmp_path / "resumed" / "step-000000000015"
     assert sorted(p.name for p in step.glob("rank-*.h5")) == ["rank-00000.h5", "rank-00001.h5"]
+    stored_once(step, "/model/")
     launch(tmp_path / "resumed", 30, 0, tmp_path / "resumed.bin")
     assert (tmp_path / "resumed.bin").read_bytes() == (tmp_path / "straight.bin").read_bytes()
     last = tmp_path / "resumed" / "step-000000000030"  # retention removed 15 (keep_last=3)
@@ -54,3 +57,57 @@ def test_two_ranks_non_blocking_saves_bit_exact(tmp_path):
     v = subprocess.run([str(BUILD / "cli" / "ckpt"), "verify", str(last)], capture_output=True,
                        text=True)
     assert v.returncode == 0, v.stdout + v.stderr
+
+
+ONE_COPY = 4 * (8 * 512 + 512 + 512 * 512 + 512 + 512 + 1) * 3  # parameters and two moments
+
+
+def stored_once(step_dir, model_prefix):
+    """The INDEX holds every parameter and moment as one box: one copy of each in the step, the
+    512 x 512 ones spread over both rank files."""
+    idx = core.read_index(str(step_dir))
+    names = {t["name"]: t for t in idx["tensors"]}
+    assert len([n for n in names if n.startswith(model_prefix)]) == 6
+    assert len([n for n in names if n.startswith("/optimizer/state/")]) == 12  # not the steps
+    total = 0
+    for t in idx["tensors"]:
+        assert t["placement"] == "replicated" and len(t["boxes"]) == 1, t
+        assert t["boxes"][0]["sizes"] == t["shape"]
+        size = core.DTYPES[t["dtype"]][0]
+        for s in t["shape"]:
+            size *= s
+        total += size
+    assert total == ONE_COPY
+    assert {t["boxes"][0]["file"] for t in idx["tensors"]} == {"rank-00000.h5", "rank-00001.h5"}
+
+
+def test_a_tracked_ddp_module_is_found_replicated(tmp_path):
+    launch(tmp_path / "run", 10, 0, tmp_path / "p.bin", extra=("ddp",))
+    stored_once(tmp_path / "run" / "step-000000000010", "/model/module.")
+
+
+def test_undeclared_modules_stay_per_rank_and_a_lost_owner_file_is_named(tmp_path):
+    """Without replicated= every rank writes a whole copy, so one rank file restores at 1 rank;
+    written once, the file rank 1 owned is lost with its tensor, and restore and verify say so."""
+    for mode, extra in (("once", ()), ("per-rank", ("per-rank",))):
+        launch(tmp_path / mode, 10, 0, tmp_path / "p.bin", extra=extra)
+    per_rank = tmp_path / "per-rank" / "step-000000000010"
+    assert not (per_rank / "INDEX").exists()
+    for r in (0, 1):
+        assert (per_rank / f"rank-{r:05d}.h5").stat().st_size > ONE_COPY
+        assert core.OpenRank(str(per_rank), r).tree["attrs"]["format_version"] == 1
+    once = tmp_path / "once" / "step-000000000010"
+    assert (once / "rank-00001.h5").stat().st_size < ONE_COPY / 2
+    for mode in ("once", "per-rank"):
+        (tmp_path / mode / "step-000000000010" / "rank-00001.h5").unlink()
+    launch(tmp_path / "per-rank", 15, 0, tmp_path / "p.bin", world=1, extra=("per-rank",))
+    try:
+        launch(tmp_path / "once", 15, 0, tmp_path / "p.bin", world=1)
+    except AssertionError as e:
+        assert ('tensor "/optimizer/state/2/exp_avg" loses all 262144 of 262144 elements'
+                in str(e)) and "nothing was restored" in str(e), str(e)[-2000:]
+    else:
+        raise AssertionError("restored without the rank file that held a tensor")
+    v = subprocess.run([str(BUILD / "cli" / "ckpt"), "verify", str(once)], capture_output=True,
+                       text=True)
+    assert v.returncode == 2 and '"/optimizer/state/2/exp_avg" loses all' in v.stdout, v.stdout

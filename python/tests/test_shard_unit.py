@@ -51,3 +51,27 @@ def test_the_loader_takes_its_rank_from_the_mesh_dimension():
     assert (a.world_size, a.rank) == (2, 1)
     with pytest.raises(ckpt.InvalidArgumentError, match="not both"):
         ckpt.ResumableLoader(data, batch_size=4, mesh=mesh, dp_dim="dp", rank=0)
+
+
+def test_ddp_modules_declared_components_and_their_optimizers_are_replicated():
+    from ckpt._shard import replicated_components
+    model, other = torch.nn.Linear(4, 4), torch.nn.Linear(4, 2)
+    objects = {"model": model, "optimizer": torch.optim.AdamW(model.parameters()),
+               "both": torch.optim.SGD([*model.parameters(), *other.parameters()], lr=0.1),
+               "other_opt": torch.optim.SGD(other.parameters(), lr=0.1), "other": other}
+    got = replicated_components(objects, {"model"}, 3)
+    assert {n: r.ranks for n, r in got.items()} == {"model": [0, 1, 2], "optimizer": [0, 1, 2]}
+    assert got["model"].holds(model.weight) and got["optimizer"].holds(other.weight)
+    bn = torch.nn.BatchNorm1d(4)  # parameters alike, running statistics per rank
+    norm = replicated_components({"bn": bn}, {"bn"}, 2)["bn"]
+    assert norm.holds(bn.weight) and not norm.holds(bn.running_mean)
+    assert replicated_components(objects, {"model"}, 1) == {}  # one process: nothing to share
+    assert replicated_components(objects, set(), 3) == {}  # plain modules stay per rank
+
+
+def test_an_unknown_replicated_component_is_refused(tmp_path):
+    with ckpt.Checkpointer(tmp_path / "run", replicated=("modle",)) as ck:
+        ck.track(model=torch.nn.Linear(2, 2))
+        with pytest.raises(ckpt.errors.InvalidArgumentError, match="replicated: unknown "
+                           "component 'modle'"):
+            ck.save(1)

@@ -11,6 +11,7 @@
 #include "ckpt/store/journal.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
+#include "tests/common/sharded_checkpoint.h"
 #include "tests/common/store_fixture.h"
 #include "tests/common/test_util.h"
 
@@ -73,6 +74,21 @@ TEST_CASE("retention leaves a step directory holding files ckpt did not write", 
   REQUIRE(exists(run.path() + "/step-000000000020/notes.txt"));
   REQUIRE(exists(run.path() + "/step-000000000025/x"));
   REQUIRE(kept.size() == 3);
+}
+
+TEST_CASE("retention removes a sharded checkpoint with its INDEX", "[store]") {
+  TempDir run;
+  Env* env = Env::posix();
+  ckpt_test::sharded::write_sharded(run.path());  // step 7, two rank files and the INDEX
+  const std::string old = ckpt_test::sharded::step_dir(run.path());
+  REQUIRE(exists(old + "/INDEX"));
+  for (int64_t s = 10; s <= 20; s += 10) REQUIRE(save(env, run.path(), s, float(s)).is_ok());
+  std::vector<std::string> kept;
+  REQUIRE(store::apply_retention(env, run.path(), 2, 0, &kept).is_ok());
+  INFO((kept.empty() ? std::string() : kept[0]));
+  REQUIRE(kept.empty());
+  REQUIRE_FALSE(exists(old));
+  REQUIRE(exists(run.path() + "/step-000000000020/COMMIT.json"));
 }
 
 TEST_CASE("remove_tree unlinks symlinks inside and never follows them", "[store]") {

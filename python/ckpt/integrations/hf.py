@@ -230,6 +230,9 @@ class CkptCallback:
         if scaler is not None:
             objects["grad_scaler"] = scaler
         ck.track(**objects)
+        if isinstance(getattr(t, "model_wrapped", None),
+                      torch.nn.parallel.DistributedDataParallel):
+            ck.replicated = {"model"}  # one rank writes each parameter and moment
         self.checkpointer = ck
         self.restored_step = None
         if self._resume_now:

@@ -8,6 +8,7 @@ must come back). The framework's own checkpointing is killed and resumed the sam
 and recorded."""
 import json
 
+from ckpt import _core
 from conftest import audit_is_complete_but_for_accumulation, compare, last_error, run_ddp
 
 # 64 samples, batch 4 per rank, 2 ranks, accumulation 2: 4 optimizer steps per epoch.
@@ -34,8 +35,13 @@ def test_hf_trainer_under_torchrun_resume_is_bit_exact(fw_python, tmp_path, reco
     # the newest checkpoint is step 3, mid-epoch 0
     _hf(fw_python, "ckpt", resumed, "--kill-at", 8, killed=True)
     assert (resumed / "run" / "LATEST").read_text().strip() == "step-000000000003"
-    assert sorted(p.name for p in (resumed / "run" / "step-000000000003").glob("rank-*.h5")) \
-        == ["rank-00000.h5", "rank-00001.h5"]
+    step3 = resumed / "run" / "step-000000000003"
+    assert sorted(p.name for p in step3.glob("rank-*.h5")) == ["rank-00000.h5", "rank-00001.h5"]
+    # the Trainer wrapped the model in DDP: one rank writes each parameter and moment
+    index = {t["name"]: t for t in _core.read_index(str(step3))["tensors"]}
+    assert "/model/transformer.wte.weight" in index and "/model/lm_head.weight" not in index
+    assert any(n.startswith("/optimizer/state/") for n in index), sorted(index)
+    assert all(t["placement"] == "replicated" and len(t["boxes"]) == 1 for t in index.values())
     _hf(fw_python, "ckpt", resumed)
     res = json.loads((resumed / "result.json").read_text())
     assert res["restored_step"] == 3 and res["global_step"] == 10, res
