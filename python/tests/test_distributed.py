@@ -62,9 +62,9 @@ def test_two_ranks_non_blocking_saves_bit_exact(tmp_path):
 ONE_COPY = 4 * (8 * 512 + 512 + 512 * 512 + 512 + 512 + 1) * 3  # parameters and two moments
 
 
-def stored_once(step_dir, model_prefix):
+def stored_once(step_dir, model_prefix, ranks=2):
     """The INDEX holds every parameter and moment as one box: one copy of each in the step, the
-    512 x 512 ones spread over both rank files."""
+    512 x 512 ones spread over every rank file."""
     idx = core.read_index(str(step_dir))
     names = {t["name"]: t for t in idx["tensors"]}
     assert len([n for n in names if n.startswith(model_prefix)]) == 6
@@ -78,12 +78,28 @@ def stored_once(step_dir, model_prefix):
             size *= s
         total += size
     assert total == ONE_COPY
-    assert {t["boxes"][0]["file"] for t in idx["tensors"]} == {"rank-00000.h5", "rank-00001.h5"}
+    assert {t["boxes"][0]["file"] for t in idx["tensors"]} == {f"rank-{r:05d}.h5"
+                                                              for r in range(ranks)}
 
 
 def test_a_tracked_ddp_module_is_found_replicated(tmp_path):
     launch(tmp_path / "run", 10, 0, tmp_path / "p.bin", extra=("ddp",))
-    stored_once(tmp_path / "run" / "step-000000000010", "/model/module.")
+    step = tmp_path / "run" / "step-000000000010"
+    stored_once(step, "/model/module.")
+    a = subprocess.run([str(BUILD / "cli" / "ckpt"), "audit", str(step)], capture_output=True,
+                       text=True)
+    assert a.returncode == 0, a.stdout + a.stderr
+    # Written once over two files, restored by one rank (each tensor from the file that owns it),
+    # and trained on: the next checkpoint is one rank's whole state again.
+    launch(tmp_path / "run", 15, 0, tmp_path / "p.bin", world=1, extra=("ddp",))
+    last = tmp_path / "run" / "step-000000000015"
+    assert sorted(p.name for p in last.glob("rank-*.h5")) == ["rank-00000.h5"]
+    v = subprocess.run([str(BUILD / "cli" / "ckpt"), "verify", str(last)], capture_output=True,
+                       text=True)
+    assert v.returncode == 0, v.stdout + v.stderr
+    # and at 3 ranks, each reading every replicated tensor from the one file that holds it
+    launch(tmp_path / "run", 20, 0, tmp_path / "p.bin", world=3, extra=("ddp",))
+    stored_once(tmp_path / "run" / "step-000000000020", "/model/module.", ranks=3)
 
 
 def test_undeclared_modules_stay_per_rank_and_a_lost_owner_file_is_named(tmp_path):

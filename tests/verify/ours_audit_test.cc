@@ -217,5 +217,47 @@ TEST_CASE("with gradient accumulation a step consumes grad_accum batches of the 
   CHECK(has_finding(audit_cursor(12, 1, 0, 3), "but global step 12 implies epoch 0 position 48"));
 }
 
+// A one-rank checkpoint at global step 9 whose scheduler stepped `last_step` times, with the
+// train component's scheduler_steps_per_step `k` (0: not recorded).
+verify::AuditReport audit_scheduler_steps(int64_t last_step, int64_t k) {
+  TempDir tmp;
+  static std::vector<float> w(8, 1.0f);
+  Node root;
+  root.attrs["step"] = int64_t{9};
+  root.child("model").tensors["w"] = Tensor::borrow(DType::kFloat32, {8}, w.data(), 32);
+  Node& s = root.child("scheduler");
+  s.attrs["kind"] = std::string("linear");
+  s.attrs["last_step"] = last_step;
+  s.attrs["base_lr"] = 0.1;
+  s.attrs["last_lr"] = 0.1;
+  Node& t = root.child("train");
+  t.attrs["global_step"] = int64_t{9};
+  t.attrs["epoch"] = int64_t{0};
+  if (k > 0) t.attrs["scheduler_steps_per_step"] = k;
+  const std::vector<std::string> components{"model", "scheduler", "train"};
+  root.attrs["components"] = components;
+  const std::string dir = path_join(tmp.path(), step_dir_name(9));
+  REQUIRE(Env::posix()->make_dirs(dir).is_ok());
+  REQUIRE(store::write_rank(Env::posix(), dir, 0, 9, 1, &root).is_ok());
+  REQUIRE(store::commit(Env::posix(), tmp.path(), 9, 1, components).is_ok());
+  auto r = verify::audit_path(test::all_readers(), Env::posix(), dir, {});
+  REQUIRE(r.is_ok());
+  return *r;
+}
+
+TEST_CASE("a scheduler stepped once per process is judged by the recorded count", "[verify]") {
+  // Accelerate with 2 processes: 18 scheduler steps in 9 optimizer steps, recorded as 2 a step.
+  verify::AuditReport two = audit_scheduler_steps(18, 2);
+  CHECK(two.find(AuditComponent::kScheduler)->status == ComponentStatus::kPresent);
+  CHECK(two.find(AuditComponent::kScheduler)->evidence.find("scheduler_steps_per_step 2") !=
+        std::string::npos);
+  // The same count unrecorded, and a scheduler that stepped once a step where 2 were recorded
+  // (re-created on resume, say), are the mismatch they look like.
+  CHECK(has_finding(audit_scheduler_steps(18, 0), "last_epoch 18 != global_step 9"));
+  CHECK(has_finding(audit_scheduler_steps(9, 2), "last_epoch 9 != 2 x global_step 9"));
+  CHECK(audit_scheduler_steps(9, 1).find(AuditComponent::kScheduler)->status ==
+        ComponentStatus::kPresent);
+}
+
 }  // namespace
 }  // namespace ckpt

@@ -310,6 +310,17 @@ void map_train(const Node& root, const Node& t, const std::string& file, Checkpo
                std::to_string(t.get_int("epoch")) + ", samples_seen " +
                std::to_string(t.get_int("samples_seen"));
   check_cursor(root, file, v);
+  // A framework that steps the scheduler k times per optimizer step records k (Accelerate: once
+  // per process; python/ckpt/integrations/_common.py).
+  const int64_t k =
+      t.find_attr("scheduler_steps_per_step") ? t.get_int("scheduler_steps_per_step") : 1;
+  if (k > 1 && k <= 65536 && v->scheduler.found) {
+    v->scheduler.steps_per_step = k;
+    for (SchedulerPart& s : v->more_schedulers) s.steps_per_step = k;
+    v->scheduler.evidence += "; /train scheduler_steps_per_step " + std::to_string(k) +
+                             ": the framework steps it " + std::to_string(k) +
+                             " times per optimizer step";
+  }
   if (t.find_attr("config_digest")) v->config_digest = t.get_string("config_digest");
   if (t.find_attr("env_digest")) v->environment_digest = t.get_string("env_digest");
   if (t.find_attr("amp_loss_scale")) {

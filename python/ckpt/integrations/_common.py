@@ -9,14 +9,21 @@ from ..checkpointer import Checkpointer
 
 class AccumCheckpointer(Checkpointer):
     """ckpt.Checkpointer, with grad_accum_steps batches per step recorded (saves happen on
-    optimizer steps only, so grad_accum_pos stays 0)."""
+    optimizer steps only, so grad_accum_pos stays 0), and, where the framework steps the
+    scheduler more than once per optimizer step (Accelerate: once per process), that count as
+    the train component's scheduler_steps_per_step (what `ckpt audit` compares last_epoch
+    with)."""
 
     grad_accum_steps = 1
+    scheduler_steps_per_step = 1
 
     def _capture(self, step: int, keep: List[Any],
                  skipped: List[str]) -> Tuple[Dict[str, Any], List[str]]:
         root, names = super()._capture(step, keep, skipped)
-        root["children"]["train"]["attrs"]["grad_accum_steps"] = int(self.grad_accum_steps)
+        attrs = root["children"]["train"]["attrs"]
+        attrs["grad_accum_steps"] = int(self.grad_accum_steps)
+        if self.scheduler_steps_per_step > 1:
+            attrs["scheduler_steps_per_step"] = int(self.scheduler_steps_per_step)
         return root, names
 
     def _event(self, kind: str, durable: bool, **fields: Any) -> None:

@@ -11,14 +11,15 @@ Accelerator.save_state covers — every prepared model (unwrapped), optimizer an
 torch objects inside Accelerate's wrappers), the grad scaler, the objects registered with
 register_for_checkpointing and each prepared DataLoader's epoch counter — plus the RNGs of every
 process (each process writes its own rank file; rank 0 commits) and the accelerator's
-gradient-accumulation counter and save count. The directory is a ckpt run directory: each save is
+gradient-accumulation counter and save count. Under DDP a model and its optimizer's state are
+written once, each tensor by one rank (docs/python.md, "DDP"). The directory is a ckpt run directory: each save is
 a new committed step in it (retention keep_last), the newest one is what load_state restores.
 
 Only the plain (DDP / single-process) paths: FSDP, DeepSpeed and Megatron-LM state is refused
 with NotImplementedError. Not thread-safe."""
 import json
 import os
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Set, Tuple
 
 from .. import _core
 from ..checkpointer import RestoreReport
@@ -69,6 +70,34 @@ class _LoaderEpoch:
 def _inner(obj: Any, attr: str) -> Any:
     inner = getattr(obj, attr, None)
     return inner if inner is not None and hasattr(inner, "state_dict") else obj
+
+
+def _replicated(accelerator: Any) -> Set[str]:
+    """The names of the prepared models that every process holds alike, so that each of their
+    tensors is written once (Checkpointer(replicated=...)), and with them the state of an
+    optimizer over them: under plain multi-process data parallelism Accelerate wraps each
+    prepared model that has a trainable parameter in DistributedDataParallel, which broadcasts
+    rank 0's parameters and keeps them equal. `accelerator._models` keeps the model as passed
+    (Accelerate 0.30 records the DDP wrapper only for FSDP), so the rule is Accelerate's own,
+    not an isinstance test. A model prepared with evaluation_mode=True is not wrapped; it is
+    taken as alike too (nothing trains it)."""
+    import torch
+    kind = str(getattr(accelerator.distributed_type, "name", accelerator.distributed_type))
+    if kind == "NO" or int(accelerator.num_processes) <= 1:
+        return set()
+    ddp = torch.nn.parallel.DistributedDataParallel
+    return {_name("model", i) for i, m in enumerate(accelerator._models)
+            if isinstance(m, ddp) or any(p.requires_grad for p in m.parameters())}
+
+
+def _scheduler_steps(accelerator: Any) -> int:
+    """How many times a prepared scheduler steps per optimizer step: AcceleratedScheduler steps
+    the scheduler once per process unless split_batches (or step_with_optimizer=False, where the
+    caller steps it). 1 when the prepared schedulers do not all agree."""
+    counts = {1 if getattr(s, "split_batches", True) or not getattr(s, "step_with_optimizer",
+                                                                    True)
+              else int(accelerator.num_processes) for s in accelerator._schedulers}
+    return counts.pop() if len(counts) == 1 else 1
 
 
 def _objects(accelerator: Any) -> Dict[str, Any]:
@@ -129,6 +158,8 @@ def _checkpointer(accelerator: Any, run_dir: str, keep_last: int) -> AccumCheckp
         _open[key] = ck
     ck._objects.clear()  # what is prepared now
     ck.track(**_objects(accelerator))
+    ck.replicated = _replicated(accelerator)
+    ck.scheduler_steps_per_step = _scheduler_steps(accelerator)
     return ck
 
 

@@ -10,7 +10,12 @@ checkpoint naming and a prepared shuffling DataLoader, resumed as Accelerate's e
 (skip_first_batches over the batches of the epoch already trained). Both resume from DIR when
 a checkpoint is there. Every micro-batch's loss goes to DIR/losses.txt as "<step> <loss>", the
 parameters to DIR/params.bin, a summary to DIR/result.json. --kill-at STEP SIGKILLs the process
-after optimizer step STEP."""
+after optimizer step STEP.
+
+Under torchrun (WORLD_SIZE > 1) it is a DDP run over gloo on CPU (Accelerate's MULTI_CPU): every
+rank kills itself at --kill-at, rank R > 0 writes its losses to DIR/losses-rank<R>.txt (rank 0
+writes params.bin and result.json), and each rank reseeds its RNGs with 1000 + R after set_seed,
+so the ranks draw different dropout masks and a resume must give every rank its own RNG back."""
 import argparse
 import json
 import os
@@ -55,6 +60,9 @@ def main():
     acc = Accelerator(gradient_accumulation_steps=2, cpu=True,
                       project_config=ProjectConfiguration(
                           project_dir=a.out, automatic_checkpoint_naming=True))
+    rank = acc.process_index
+    if acc.num_processes > 1:
+        torch.manual_seed(1000 + rank)  # each rank its own RNG streams (module docstring)
     layers = [torch.nn.Linear(8, a.width), torch.nn.ReLU(), torch.nn.Dropout(0.2)]
     for _ in range(a.hidden_layers):  # 0 in the tests; bench/integrations_bench.py's wider model
         layers += [torch.nn.Linear(a.width, a.width), torch.nn.ReLU()]
@@ -89,7 +97,8 @@ def main():
             resume_seconds = time.perf_counter() - t0
             step = json.load(open(os.path.join(folder, newest, "step.json")))["step"]
     per_epoch = len(Points()) // 4 // 2  # optimizer steps per epoch
-    losses = open(os.path.join(a.out, "losses.txt"), "a")
+    losses = open(os.path.join(a.out, "losses.txt" if rank == 0 else f"losses-rank{rank}.txt"),
+                  "a")
     losses.write(f"# process {os.getpid()}\n")
     epoch = step // per_epoch if a.mode == "own" else 0
     skip = (step % per_epoch) * 2 if a.mode == "own" else 0
@@ -133,6 +142,8 @@ def main():
     if a.mode == "ckpt":
         close(acc)
     losses.close()
+    if rank > 0:
+        return
     with open(os.path.join(a.out, "params.bin"), "wb") as f:
         for k, v in sorted(acc.unwrap_model(model).state_dict().items()):
             f.write(v.detach().contiguous().numpy().tobytes())

@@ -1,6 +1,7 @@
 """2 processes, DDP over gloo on 127.0.0.1, CPU: the HF Trainer under torchrun with
 ckpt.integrations.hf.CkptCallback, and Lightning's Trainer(strategy="ddp", devices=2) with
-ckpt.integrations.lightning.CkptIO. A run whose ranks are SIGKILLed mid-epoch and resumed in
+ckpt.integrations.lightning.CkptIO, and a hand-written Accelerate loop under torchrun with
+ckpt.integrations.accelerate.save_state/load_state. A run whose ranks are SIGKILLed mid-epoch and resumed in
 fresh processes at the same world size ends with the parameters of a run that never stopped,
 bit for bit, and with the same loss at every micro-batch of every rank (gradient accumulation 2,
 2 DataLoader workers per rank, dropout; each rank seeds its own RNG streams, so every rank's RNG
@@ -108,3 +109,28 @@ def test_lightning_ddp_resume_is_bit_exact(fw_python, tmp_path, record_property)
     print("Lightning DDP, ckpt resume:", ours)
     print("Lightning DDP, Lightning's own resume:", theirs)
     audit_is_complete_but_for_accumulation(last, grad_accum=2)
+
+
+def test_accelerate_ddp_resume_is_bit_exact(fw_python, tmp_path):
+    """Accelerate's MULTI_CPU under torchrun: save_state/load_state on every rank, the prepared
+    (DDP-wrapped) model and its AdamW written once, killed mid-epoch and resumed bit-exact."""
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    args = ("accelerate_train.py", "--mode", "ckpt", "--max-steps", 10)
+    run_ddp(fw_python, *args, "--out", straight, launcher="torchrun")
+    # every rank kills itself after step 8; the blocking save of step 6 committed on both
+    run_ddp(fw_python, *args, "--out", resumed, "--kill-at", 8, launcher="torchrun",
+            killed=True)
+    step6 = resumed / "run" / "step-000000000006"
+    assert (resumed / "run" / "LATEST").read_text().strip() == step6.name
+    index = {t["name"]: t for t in _core.read_index(str(step6))["tensors"]}
+    assert sorted(n for n in index if n.startswith("/model/")) == [
+        "/model/0.bias", "/model/0.weight", "/model/3.bias", "/model/3.weight"]
+    assert len([n for n in index if n.startswith("/optimizer/state/")]) == 8, sorted(index)
+    assert all(t["placement"] == "replicated" and len(t["boxes"]) == 1 for t in index.values())
+    run_ddp(fw_python, *args, "--out", resumed, launcher="torchrun")
+    assert json.loads((resumed / "result.json").read_text())["step"] == 10
+    ours = compare(straight, resumed)
+    assert ours["ranks_compared"] == 2, ours
+    assert ours["params_bit_exact"], ours
+    assert ours["losses_equal"], ours
+    audit_is_complete_but_for_accumulation(resumed / "run", grad_accum=2)
