@@ -360,6 +360,7 @@ class Checkpointer:
         allocs: Dict[str, _tree.Tree] = {}
         in_place: Set[int] = set()
         targets: List[_shard.Target] = []  # boxes of sharded tensors, read by _core.ShardRead
+        renamed: Dict[str, Tuple[str, str]] = {}  # module -> (saved, live) wrapper prefixes
         for name in todo:
             sub, sources = meta["children"][name], None
             cxx = name != "rng" and _cxx.is_cxx(sub)
@@ -368,6 +369,11 @@ class Checkpointer:
                 sub, sources = view
                 converted.add(name)
             stored[name] = sub
+            pre = (_restore_checks.wrapper_renames(sub, live[name])
+                   if isinstance(self._objects.get(name), torch.nn.Module) else None)
+            if pre is not None:  # the live state under the saved names; _apply maps back
+                renamed[name] = pre
+                live[name] = {pre[0] + k[len(pre[1]):]: v for k, v in live[name].items()}
             _restore_checks.check_object(name, sub, self._objects.get(name), live[name])
             fits = not cxx and self._in_place(name, sub)
             mine: Dict[str, _tree.Ref] = {}
@@ -403,8 +409,15 @@ class Checkpointer:
         if "rng" in states:  # before anything else can draw
             _rng.restore(states["rng"])
         for name in todo:
+            if name in renamed:
+                sp, lp = renamed[name]
+                states[name] = {lp + k[len(sp):]: v for k, v in states[name].items()}
             if name != "rng":
                 self._apply(name, states[name])
+        rep.note = "; ".join([rep.note] * bool(rep.note) + [
+            f"component \"{n}\": saved with {_keys_under(sp)}, restored into a module with "
+            f"{_keys_under(lp)} (a DDP or torch.compile wrapper added or removed)"
+            for n, (sp, lp) in renamed.items()])
         rep.components = todo
         rep.restored = True
         restored_objs = [self._objects[n] for n in todo if n != "rng"]
@@ -614,6 +627,10 @@ def _copy_containers(value: Any, memo: Dict[int, Any]) -> Any:
 
 _PLAIN_LOADERS = (torch.nn.Module._load_from_state_dict,
                   torch.nn.modules.batchnorm._NormBase._load_from_state_dict)
+
+
+def _keys_under(prefix: str) -> str:
+    return f"keys under \"{prefix}\"" if prefix else "unprefixed keys"
 
 
 def _restored_in_place(module: torch.nn.Module, state: Dict[str, Any]) -> bool:

@@ -203,6 +203,52 @@ def test_a_module_with_other_keys_is_refused_before_anything_changes(tmp_path, s
         assert torch.equal(v, before[k]), k
 
 
+class _Wrap(nn.Module):
+    """A wrapper's key naming: DDP and DataParallel hold the model as `module`, torch.compile's
+    OptimizedModule as `_orig_mod` (neither needs a process group or a compiler here)."""
+
+    def __init__(self, inner, attr):
+        super().__init__()
+        setattr(self, attr, inner)
+
+
+@pytest.mark.parametrize("saved,live", [("_orig_mod", None), (None, "module"),
+                                        ("module", "_orig_mod"), ("_orig_mod.module", None)])
+def test_a_module_saved_through_a_wrapper_restores_without_it(tmp_path, saved, live):
+    """torch.compile or DDP at save time and not at restore (evaluation, a debugging run), or
+    the other way round: the keys differ only by the wrappers' prefixes, restored by name."""
+    def wrap(m, attrs):
+        for attr in reversed(attrs.split(".")) if attrs else ():
+            m = _Wrap(m, attr)
+        return m
+    torch.manual_seed(1)
+    src = _net(False)
+    with ckpt.Checkpointer(tmp_path) as ck:
+        ck.track(model=wrap(src, saved))
+        ck.save(4)
+    torch.manual_seed(2)
+    dst = _net(False)
+    with ckpt.Checkpointer(tmp_path) as ck:
+        ck.track(model=wrap(dst, live))
+        rep = ck.restore_latest()
+    assert rep.restored and "a DDP or torch.compile wrapper added or removed" in rep.note
+    said = f'saved with keys under "{saved}."' if saved else "saved with unprefixed keys"
+    assert said in rep.note
+    for k, v in src.state_dict().items():
+        assert torch.equal(dst.state_dict()[k], v), k
+
+
+def test_a_wrapper_prefix_does_not_hide_other_missing_keys(tmp_path):
+    torch.manual_seed(1)
+    with ckpt.Checkpointer(tmp_path) as ck:
+        ck.track(model=_Wrap(_net(True), "_orig_mod"))
+        ck.save(4)
+    with ckpt.Checkpointer(tmp_path) as ck:
+        ck.track(model=_net(False))
+        with pytest.raises(ckpt.MismatchError, match=r'the checkpoint lacks "0.weight"'):
+            ck.restore_latest()
+
+
 def test_a_loader_over_another_dataset_is_refused_before_anything_changes(tmp_path):
     torch.manual_seed(1)
     src = _net(False)

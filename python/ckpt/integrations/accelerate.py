@@ -12,8 +12,9 @@ torch objects inside Accelerate's wrappers), the grad scaler, the objects regist
 register_for_checkpointing and each prepared DataLoader's epoch counter — plus the RNGs of every
 process (each process writes its own rank file; rank 0 commits) and the accelerator's
 gradient-accumulation counter and save count. Under DDP a model and its optimizer's state are
-written once, each tensor by one rank (docs/python.md, "DDP"). The directory is a ckpt run directory: each save is
-a new committed step in it (retention keep_last), the newest one is what load_state restores.
+written once, each tensor by one rank (docs/python.md, "DDP"). The directory is a ckpt run
+directory: each save is a new committed step in it (retention keep_last), the newest one is
+what load_state restores.
 
 Only the plain (DDP / single-process) paths: FSDP, DeepSpeed and Megatron-LM state is refused
 with NotImplementedError. Not thread-safe."""
