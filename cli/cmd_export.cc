@@ -65,13 +65,18 @@ int run_export(const ExportCliOptions& o, const Context& ctx) {
                           {"files", files},
                           {"tensors", r.tensors},
                           {"tensor_bytes", r.tensor_bytes},
-                          {"hashes_checked", r.boxes_checked}};
+                          {"hashes_checked", r.boxes_checked},
+                          {"dropped_prefix", r.dropped_prefix}};
     std::cout << json_text(doc) << "\n";
     return kExitOk;
   }
   std::cout << "exported " << printable_line(r.step_dir) << " (format version " << r.format_version
             << "): " << r.tensors << " tensors, " << r.tensor_bytes << " bytes, " << r.boxes_checked
             << " hashes checked\n";
+  if (!r.dropped_prefix.empty()) {
+    std::cout << "  model tensors named without the wrapper prefix \""
+              << printable_line(r.dropped_prefix) << "\" every one had\n";
+  }
   for (const auto& f : r.files) {
     std::cout << "  " << printable_line(f.name) << "  " << f.bytes << " bytes";
     if (f.tensors > 0) std::cout << ", " << f.tensors << " tensors";

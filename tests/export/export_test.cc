@@ -146,6 +146,7 @@ TEST_CASE("export above --max-shard-size: model-0000i-of-0000N files and the HF 
   const json doc = json::parse(cli.out);
   CHECK(doc["format_version"] == 2);
   CHECK(doc["tensors"] == 5);
+  CHECK(doc["dropped_prefix"] == "");
   CHECK(listing(out) == std::vector<std::string>{
                             "model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
                             "model-00003-of-00003.safetensors", "model.safetensors.index.json",
@@ -195,6 +196,52 @@ TEST_CASE("export of a plain version-1 checkpoint: rank 0's tensors", "[cli]") {
   check_model(read_back(out + "/model.safetensors"));
   CHECK(read_back(out + "/optimizer.safetensors").at("state.layers.0.weight.exp_avg") ==
         kM.values());
+}
+
+// RUN with a plain checkpoint of the model as torch.compile(DDP(model)) names it (every key
+// under "_orig_mod.module."), plus `extra` model tensors of other names.
+void write_wrapped(const std::string& run, const std::vector<Global>& extra) {
+  Ranks rk;
+  rk.roots.resize(1);
+  for (const Global* g : {&kW, &kV, &kM}) {
+    Global w = *g;
+    if (w.path.rfind("/model/", 0) == 0) w.path = "/model/_orig_mod.module." + w.path.substr(7);
+    whole(&rk, 0, w);
+  }
+  for (const Global& g : extra) whole(&rk, 0, g);
+  const std::string dir = step_dir(run);
+  REQUIRE(Env::posix()->make_dirs(dir).is_ok());
+  rk.roots[0].attrs["step"] = kStep;
+  REQUIRE(store::write_rank(Env::posix(), dir, 0, kStep, 1, &rk.roots[0]).is_ok());
+  REQUIRE(store::commit(Env::posix(), run, kStep, 1, {"model", "optimizer"}).is_ok());
+}
+
+TEST_CASE("export names a compiled or DDP model's tensors as the bare module's", "[cli]") {
+  TempDir tmp;
+  const std::string run = tmp.path() + "/run", out = tmp.path() + "/out";
+  write_wrapped(run, {});
+  verify::ExportReport r;
+  verify::ExportFailure failure;
+  REQUIRE(run_export(step_dir(run), out, true, 5'000'000'000, &r, &failure).is_ok());
+  CHECK(r.dropped_prefix == "_orig_mod.module.");
+  auto got = read_back(out + "/model.safetensors");
+  REQUIRE(got.size() == 2);
+  CHECK(got.at("layers.0.weight") == kW.values());
+  CHECK(got.at("layers.1.weight") == kV.values());
+  // the optimizer's names are its own (torch's flattened state_dict keys): unchanged
+  CHECK(read_back(out + "/optimizer.safetensors").count("state.layers.0.weight.exp_avg") == 1);
+  const ckpt_test::Run cli =
+      ckpt_test::run_ckpt("export " + ckpt_test::quote(run) + " --to safetensors " +
+                          ckpt_test::quote(out + "-cli") + " --json");
+  INFO(cli.out << cli.err);
+  REQUIRE(cli.exit_code == 0);
+  CHECK(json::parse(cli.out)["dropped_prefix"] == "_orig_mod.module.");
+  // A name without the prefix: the names stay as written.
+  const std::string run2 = tmp.path() + "/run2", out2 = tmp.path() + "/out2";
+  write_wrapped(run2, {kP});
+  REQUIRE(run_export(step_dir(run2), out2, false, 5'000'000'000, &r, &failure).is_ok());
+  CHECK(r.dropped_prefix.empty());
+  CHECK(read_back(out2 + "/model.safetensors").count("_orig_mod.module.layers.0.weight") == 1);
 }
 
 TEST_CASE("export of a damaged sharded checkpoint: refused, nothing written", "[cli]") {

@@ -111,6 +111,27 @@ std::string optimizer_name(const std::string& path) {
   return s;
 }
 
+// The chain of wrapper prefixes (DDP's and DataParallel's "module.", torch.compile's
+// "_orig_mod.") every one of `names` starts with, leaving each a name of its own: the names the
+// bare module has, as save_pretrained and accelerator.unwrap_model write them.
+std::string wrapper_prefix(const std::vector<const std::string*>& names) {
+  std::string prefix;
+  for (bool more = !names.empty(); more;) {
+    more = false;
+    for (const char* w : {"module.", "_orig_mod."}) {
+      const std::string next = prefix + w;
+      if (std::all_of(names.begin(), names.end(), [&](const std::string* n) {
+            return n->size() > next.size() && n->compare(0, next.size(), next) == 0;
+          })) {
+        prefix = next;
+        more = true;
+        break;
+      }
+    }
+  }
+  return prefix;
+}
+
 uint64_t numel(const std::vector<int64_t>& shape) {
   uint64_t n = 1;
   for (int64_t d : shape) n *= static_cast<uint64_t>(d);
@@ -220,6 +241,7 @@ class Exporter {
                           e.xxh3, "tensor"});
       tensors_.push_back(std::move(x));
     }
+    drop_wrapper_prefix();
     std::sort(tensors_.begin(), tensors_.end(),
               [](const ExportTensor& a, const ExportTensor& b) { return a.name < b.name; });
     for (size_t i = 0; i < tensors_.size(); ++i) {
@@ -241,6 +263,19 @@ class Exporter {
       }
     }
     return Status::ok();
+  }
+
+  // A model saved through torch.compile or DDP exports under the bare module's names.
+  void drop_wrapper_prefix() {
+    std::vector<const std::string*> names;
+    for (const ExportTensor& t : tensors_) {
+      if (!model_name(t.source).empty()) names.push_back(&t.name);
+    }
+    r_.dropped_prefix = wrapper_prefix(names);
+    if (r_.dropped_prefix.empty()) return;
+    for (ExportTensor& t : tensors_) {
+      if (!model_name(t.source).empty()) t.name.erase(0, r_.dropped_prefix.size());
+    }
   }
 
   bool wanted(const std::string& source) const {

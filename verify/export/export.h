@@ -52,6 +52,9 @@ struct ExportReport {
   size_t tensors = 0;
   uint64_t tensor_bytes = 0;
   uint64_t boxes_checked = 0;  // boxes (version 2) or tensors (version 1) whose XXH3 was checked
+  // The wrapper prefix every model tensor's name had and the export dropped ("_orig_mod." of
+  // torch.compile, "module." of DDP, or a chain of them; "" when none).
+  std::string dropped_prefix;
 };
 
 // Why an export failed: the caller maps each to its exit code.
