@@ -9,7 +9,8 @@ ReaderSet builtin_readers() {
       .add(make_hf_folder_reader())
       .add(make_dcp_reader())
       .add(make_deepspeed_reader())
-      .add(make_megatron_reader());
+      .add(make_megatron_reader())
+      .add(make_torchtune_reader());
   return set;
 }
 

@@ -15,6 +15,7 @@ std::unique_ptr<FormatReader> make_hf_folder_reader();    // HF Trainer checkpoi
 std::unique_ptr<FormatReader> make_dcp_reader();          // torch.distributed.checkpoint folders
 std::unique_ptr<FormatReader> make_deepspeed_reader();    // DeepSpeed save_checkpoint folders
 std::unique_ptr<FormatReader> make_megatron_reader();     // Megatron-LM iter_N/ and torch_dist
+std::unique_ptr<FormatReader> make_torchtune_reader();    // torchtune recipe output_dir
 
 // A set holding every reader above, in that order.
 ReaderSet builtin_readers();

@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "ckpt/base/hash.h"
+#include "verify/formats/composer_torchvision.h"
 #include "verify/formats/knowledge.h"
 #include "verify/formats/library_layouts.h"
 
@@ -641,6 +642,7 @@ std::string value_digest(const Value& v) {
 void detect_components(const Value& root, const DetectContext& ctx, CheckpointView* view) {
   Detector(ctx, view).run(root);
   note_library_layouts(root, ctx.source, view);
+  note_composer_torchvision(root, ctx, view);
 }
 
 namespace {

@@ -52,7 +52,8 @@ Result<CheckpointView> ReaderSet::read(Env* env, const std::string& path,
     return corrupt(
         path +
         ": not a checkpoint: no reader recognises it (expected a torch.save file, "
-        "safetensors, an HF/Accelerate folder, a DCP, DeepSpeed or Megatron folder or a ckpt run)");
+        "safetensors, an HF/Accelerate folder, a DCP, DeepSpeed, Megatron or torchtune folder or "
+        "a ckpt run)");
   }
   return reader->read(env, path, options);
 }

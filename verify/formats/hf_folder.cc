@@ -16,6 +16,7 @@
 #include "ckpt/io/env.h"
 #include "verify/formats/builtin_readers.h"
 #include "verify/formats/detect.h"
+#include "verify/formats/peft_adapter.h"
 #include "verify/formats/safetensors.h"
 #include "verify/formats/torch_file.h"
 
@@ -115,6 +116,7 @@ class HfFolderReader : public FormatReader {
     if (has("trainer_state.json"))
       CKPT_RETURN_IF_ERROR(read_trainer_state(env, path + "/trainer_state.json", &view));
     if (has(kShardIndex)) CKPT_RETURN_IF_ERROR(check_shard_index(env, path, &view));
+    CKPT_RETURN_IF_ERROR(note_peft_adapter(env, path, names, &view));
     note_rng_ranks(rng_ranks_ok, rng_ranks_bad, &view);
     note_accelerate_processes(rng_ranks_ok, rng_ranks_bad, &view);
     note_format_gaps(rng_files, &view);

@@ -8,38 +8,21 @@
 namespace ckpt::verify {
 namespace {
 
-std::string prefix(const std::string& source) { return source.empty() ? "" : source + ": "; }
-
-// The dict of keyword settings at `v`: a dict, or an object's BUILD state (argparse.Namespace,
-// a dataclass).
-const Value* settings(const Value* v) {
-  if (v == nullptr) return nullptr;
-  if (v->kind == Kind::kDict) return v;
-  if (v->kind == Kind::kObject && v->state != nullptr && v->state->kind == Kind::kDict)
-    return v->state;
-  return nullptr;
-}
-
-std::optional<int64_t> int_at(const Value* d, const char* key) {
-  const Value* v = d != nullptr ? d->get(key) : nullptr;
-  return v != nullptr ? v->as_int() : std::nullopt;
-}
-
 // mmengine's Runner.save_checkpoint: {meta {epoch, iter, seed, ...}, state_dict, message_hub
 // {runtime_info {max_epochs, max_iters, ...}}, optimizer, param_schedulers}.
 void mmengine(const Value& root, const std::string& source, CheckpointView* view) {
   const Value* meta = root.get("meta");
   const Value* hub = root.get("message_hub");
   if (meta == nullptr || meta->kind != Kind::kDict || hub == nullptr) return;
-  const auto iter = int_at(meta, "iter");
-  const auto epoch = int_at(meta, "epoch");
-  const auto seed = int_at(meta, "seed");
-  const Value* hs = settings(hub);
-  const Value* info = settings(hs != nullptr ? hs->get("runtime_info") : nullptr);
-  const auto max_iters = int_at(info, "max_iters");
-  const auto max_epochs = int_at(info, "max_epochs");
+  const auto iter = layout_int(meta, "iter");
+  const auto epoch = layout_int(meta, "epoch");
+  const auto seed = layout_int(meta, "seed");
+  const Value* hs = layout_settings(hub);
+  const Value* info = layout_settings(hs != nullptr ? hs->get("runtime_info") : nullptr);
+  const auto max_iters = layout_int(info, "max_iters");
+  const auto max_epochs = layout_int(info, "max_epochs");
   if (!iter || !epoch) return;
-  const std::string p = prefix(source);
+  const std::string p = source_prefix(source);
   const std::string seeded =
       seed ? "meta.seed " + std::to_string(*seed) + " seeds the sampler again"
            : "no meta.seed: the sampler order is only the same if the config fixes its seed";
@@ -91,7 +74,7 @@ void mmengine(const Value& root, const std::string& source, CheckpointView* view
 void recomputed_lr(const Value& root, const std::string& source, CheckpointView* view) {
   if (view->scheduler.found || !view->scheduler.recomputed.empty()) return;
   for (const char* name : {"config", "args", "cfg", "hyper_parameters", "hparams"}) {
-    const Value* cfg = settings(root.get(name));
+    const Value* cfg = layout_settings(root.get(name));
     if (cfg == nullptr) continue;
     std::string said;
     for (const char* k : lr_recompute_config_keys()) {
@@ -102,7 +85,7 @@ void recomputed_lr(const Value& root, const std::string& source, CheckpointView*
     if (said.empty()) continue;
     const Value* obj = root.get(name);
     const std::string what = obj->kind == Kind::kObject ? " (" + obj->qualname() + ")" : "";
-    view->scheduler.recomputed = prefix(source) + name + what + " " + said +
+    view->scheduler.recomputed = source_prefix(source) + name + what + " " + said +
                                  ": the loop recomputes the LR from the counter on resume "
                                  "(no scheduler object to save)";
     return;
@@ -114,7 +97,7 @@ void recomputed_lr(const Value& root, const std::string& source, CheckpointView*
 // is no position inside an epoch to lose.
 void timm_train(const Value& root, const std::string& source, CheckpointView* view) {
   if (view->loader.found || view->loader.derived) return;
-  const auto epoch = int_at(&root, "epoch");
+  const auto epoch = layout_int(&root, "epoch");
   const Value* args = root.get("args");
   if (!epoch || root.get("arch") == nullptr || root.get("version") == nullptr ||
       root.get("state_dict") == nullptr || args == nullptr || args->kind != Kind::kObject)
@@ -123,7 +106,7 @@ void timm_train(const Value& root, const std::string& source, CheckpointView* vi
   l.derived = true;
   l.source = source;
   l.kind = "timm CheckpointSaver";
-  l.evidence = prefix(source) + "timm train.py checkpoint (epoch, arch, args, version " +
+  l.evidence = source_prefix(source) + "timm train.py checkpoint (epoch, arch, args, version " +
                summarize(*root.get("version")) + "): saved at the end of epoch " +
                std::to_string(*epoch) + " and resumed at epoch " + std::to_string(*epoch + 1) +
                ", so no position inside an epoch is lost";
@@ -131,6 +114,21 @@ void timm_train(const Value& root, const std::string& source, CheckpointView* vi
 }
 
 }  // namespace
+
+std::string source_prefix(const std::string& source) { return source.empty() ? "" : source + ": "; }
+
+const Value* layout_settings(const Value* v) {
+  if (v == nullptr) return nullptr;
+  if (v->kind == Kind::kDict) return v;
+  if (v->kind == Kind::kObject && v->state != nullptr && v->state->kind == Kind::kDict)
+    return v->state;
+  return nullptr;
+}
+
+std::optional<int64_t> layout_int(const Value* d, const char* key) {
+  const Value* v = d != nullptr ? d->get(key) : nullptr;
+  return v != nullptr ? v->as_int() : std::nullopt;
+}
 
 void note_library_layouts(const Value& root, const std::string& source, CheckpointView* view) {
   if (root.kind != Kind::kDict) return;

@@ -6,11 +6,24 @@
 // fills only what detection left unset.
 #pragma once
 
+#include <cstdint>
+#include <optional>
+#include <string>
+
 #include "verify/formats/view.h"
 #include "verify/pickle/value.h"
 
 namespace ckpt::verify {
 
 void note_library_layouts(const Value& root, const std::string& source, CheckpointView* view);
+
+// What the layout readers share (here and composer_torchvision.cc):
+// "SOURCE: " to put before evidence, or "" for an unnamed source.
+std::string source_prefix(const std::string& source);
+// The keyword settings at `v`: a dict, or an object's BUILD state (argparse.Namespace, a
+// dataclass); null otherwise.
+const Value* layout_settings(const Value* v);
+// The integer at d[key] (null d or a missing key: nullopt).
+std::optional<int64_t> layout_int(const Value* d, const char* key);
 
 }  // namespace ckpt::verify

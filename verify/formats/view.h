@@ -40,6 +40,7 @@ enum class CheckpointFormat {
   kMegatron,           // "megatron": iter_N/mp_rank_XX/
   kMegatronTorchDist,  // "megatron-torch_dist"
   kCkptH5,             // "ckpt-h5": our own format
+  kTorchtune,          // "torchtune": a recipe's output_dir (epoch_N/ + recipe_state/)
 };
 
 constexpr const char* format_name(CheckpointFormat f) {
@@ -66,6 +67,8 @@ constexpr const char* format_name(CheckpointFormat f) {
       return "megatron-torch_dist";
     case CheckpointFormat::kCkptH5:
       return "ckpt-h5";
+    case CheckpointFormat::kTorchtune:
+      return "torchtune";
   }
   return "?";
 }
