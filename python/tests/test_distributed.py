@@ -1,6 +1,7 @@
 """2 processes with torch.distributed (gloo) and DDP: each rank writes its own file, rank 0
 commits after the barrier; stop and resume in fresh processes is bit-exact. The DDP module's
 tensors and its optimizer's are written once, each by one rank (docs/python.md, "DDP")."""
+import json
 import os
 import pathlib
 import socket
@@ -100,6 +101,11 @@ def test_a_tracked_ddp_module_is_found_replicated(tmp_path):
     # and at 3 ranks, each reading every replicated tensor from the one file that holds it
     launch(tmp_path / "run", 20, 0, tmp_path / "p.bin", world=3, extra=("ddp",))
     stored_once(tmp_path / "run" / "step-000000000020", "/model/module.", ranks=3)
+    # saved from the DDP module ("module." keys), restored into ddp.module: matched by name
+    launch(tmp_path / "run", 25, 0, tmp_path / "p.bin", world=1)
+    events = [json.loads(line) for line in (tmp_path / "run" / "journal.jsonl").open()]
+    last = [e for e in events if e["event"] == "restore"][-1]
+    assert last["step"] == 20 and 'saved with keys under "module."' in last["note"], last
 
 
 def test_undeclared_modules_stay_per_rank_and_a_lost_owner_file_is_named(tmp_path):
