@@ -335,6 +335,33 @@ TEST_CASE("a Lightning .ckpt converts with its optimizer mapped", "[verify][conv
   }
 }
 
+// The path a report maps to `to`, or "" when none does.
+std::string mapped_from(const Converted& c, const std::string& to) {
+  for (const auto& m : c.report.mapped)
+    if (m.to == to) return m.path;
+  return "";
+}
+
+TEST_CASE("library dicts convert with their own step counter and their model and not its EMA",
+          "[verify][convert]") {
+  struct Case {
+    fs::path in;
+    int64_t step;
+    std::string model;  // the source of /model
+  };
+  const fs::path f = kFixtures / "foreign";
+  for (const Case& k : {Case{f / "composer" / "ep0-ba3-rank0.pt", 3, "state.model"},
+                        Case{f / "torchvision" / "amp_ema.pth", 0, "model"},
+                        Case{f / "knowledge" / "nanogpt_t2.pt", 6, "model"},
+                        Case{f / "knowledge" / "mmengine_iter.pth", 6, "state_dict"}}) {
+    INFO(k.in);
+    TempDir tmp;
+    Converted c = convert_ok(k.in, tmp.path() + "/run");
+    CHECK(c.report.step == k.step);
+    CHECK(mapped_from(c, "/model") == k.model);
+  }
+}
+
 TEST_CASE("a DCP folder converts with its optimizer mapped", "[verify][convert]") {
   for (const fs::path& in : {kFixtures / "foreign" / "dcp" / "step-6",
                              kFixtures / "foreign" / "real" / "torchtitan" / "step-8"}) {

@@ -1,13 +1,16 @@
 #include "verify/convert/route.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <unordered_set>
 
 #include "verify/convert/encode.h"
 #include "verify/formats/detect.h"
+#include "verify/formats/knowledge.h"
 
 namespace ckpt::verify::convert {
 namespace {
@@ -157,7 +160,10 @@ class Router {
     return false;
   }
 
-  // The largest dict whose values are all tensors (not all uint8: an RNG dict) is the model.
+  // The largest dict whose values are all tensors (not all uint8: an RNG dict) is the model;
+  // one kept under an averaging name (model_ema, ema, swa_model, shadow...) only when there is
+  // no other: an EMA copy holds the model's tensors and one more (AveragedModel's n_averaged),
+  // but it is not what the training resumes.
   bool model_candidate(size_t tree, const Value& d, const std::string& path) {
     size_t tensors = 0, others = 0;
     bool all_uint8 = true;
@@ -170,17 +176,50 @@ class Router {
       }
     }
     if (tensors == 0 || others != 0 || all_uint8) return false;
-    if (tensors > best_count_) {
+    const bool averaged = is_averaged_copy(*keys_);
+    if ((!averaged && (best_averaged_ || tensors > best_count_)) ||
+        (averaged && best_averaged_ && tensors > best_count_) || best_model_.v == nullptr) {
       best_model_ = Found{&d, tree, path, *keys_};
       best_count_ = tensors;
+      best_averaged_ = averaged;
     }
     return true;
   }
 
+  // Whether a key on the way to a dict names an averaged copy of the model.
+  static bool is_averaged_copy(const std::vector<std::string>& keys) {
+    for (const std::string& k : keys) {
+      std::string l(k);
+      std::transform(l.begin(), l.end(), l.begin(),
+                     [](unsigned char c) { return std::tolower(c); });
+      for (const char* w : {"ema", "swa", "shadow", "averaged"}) {
+        const size_t at = l.find(w);
+        if (at == std::string::npos) continue;
+        const size_t end = at + std::strlen(w);
+        const bool left = at == 0 || !std::isalpha(static_cast<unsigned char>(l[at - 1]));
+        const bool right = end == l.size() || !std::isalpha(static_cast<unsigned char>(l[end]));
+        if (left && right) return true;
+      }
+    }
+    return false;
+  }
+
+  // The step and epoch counters, under the names the libraries give them (knowledge.h; one
+  // table for the auditor and here).
   void counters(size_t tree, const Value& d, const std::string& path) {
-    static const char* kStepKeys[] = {"global_step", "step",       "iteration",
-                                      "num_updates", "train_step", "global_steps"};
-    for (const char* k : kStepKeys) {
+    // Composer's State keeps them in timestamp {"Timestamp": {epoch, batch, ...}}: its step is
+    // `batch` (its `iteration` counts something else and stays 0).
+    if (const Value* ts = d.get("Timestamp"); ts != nullptr && ts->kind == Kind::kDict) {
+      const Value* b = ts->get("batch");
+      const Value* e = ts->get("epoch");
+      if (b != nullptr && b->kind == Kind::kInt && !r_.global_step) {
+        r_.global_step = b->i;
+        r_.counters_path = (path.empty() ? "" : path + ".") + "Timestamp.batch";
+        r_.counters_tree = tree;
+      }
+      if (e != nullptr && e->kind == Kind::kInt && !r_.epoch) r_.epoch = e->as_number();
+    }
+    for (const char* k : step_counter_keys()) {
       const Value* v = d.get(k);
       if (v == nullptr || r_.global_step) continue;
       if (v->kind == Kind::kInt) {
@@ -193,7 +232,7 @@ class Router {
         r_.counters_tree = tree;
       }
     }
-    for (const char* k : {"epoch", "current_epoch"}) {
+    for (const char* k : epoch_counter_keys()) {
       const Value* v = d.get(k);
       if (v != nullptr && (v->kind == Kind::kInt || v->kind == Kind::kFloat) && !r_.epoch)
         r_.epoch = v->as_number();
@@ -220,6 +259,7 @@ class Router {
   const std::vector<std::string>* keys_ = nullptr;  // of the dict being classified
   Found best_model_;
   size_t best_count_ = 0;
+  bool best_averaged_ = false;
 };
 
 }  // namespace
