@@ -57,6 +57,11 @@ class HfFolderReader : public FormatReader {
         has("pytorch_model.bin") || has("scheduler.pt") || has(kShardIndex)) {
       return 40;
     }
+    // A PEFT adapter folder as save_pretrained writes it (adapter_config.json + its weights).
+    if (has("adapter_config.json") &&
+        (has("adapter_model.safetensors") || has("adapter_model.bin"))) {
+      return 40;
+    }
     return 0;
   }
 
