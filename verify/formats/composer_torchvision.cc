@@ -8,6 +8,9 @@
 namespace ckpt::verify {
 namespace {
 
+// Past this a saved "epoch" is not an epoch count (and arithmetic on it could overflow).
+constexpr int64_t kMaxEpoch = int64_t{1} << 40;
+
 bool true_at(const Value* d, const char* key) {
   const Value* v = d != nullptr ? d->get(key) : nullptr;
   return v != nullptr && v->kind == Kind::kBool && v->b;
@@ -296,6 +299,7 @@ void torchvision(const Value& root, const DetectContext& ctx, CheckpointView* vi
   const Value* args = torchvision_args(root);
   if (args == nullptr) return;
   const int64_t epoch = *layout_int(&root, "epoch");
+  if (epoch < 0 || epoch > kMaxEpoch) return;  // not an epoch index; and epoch + 1 stays defined
   torchvision_model(root, ctx, view);
   torchvision_counters(epoch, view);
   torchvision_scheduler(root, epoch, ctx.source, view);

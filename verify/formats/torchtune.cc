@@ -258,7 +258,9 @@ class TorchtuneReader : public FormatReader {
     for (const auto& ps : view->optimizer.state) {
       if (ps.step) step = ps.step;
     }
-    if (!step || *rs.epochs_run < 1) return;
+    // (a step past 2^53 is no longer an exact integer in a double, and casting one past int64
+    // is undefined)
+    if (!step || *rs.epochs_run < 1 || !(*step >= 1 && *step <= 9007199254740992.0)) return;
     const auto s = static_cast<int64_t>(*step);
     if (static_cast<double>(s) != *step || s % *rs.epochs_run != 0) return;
     const int64_t per_epoch = s / *rs.epochs_run;
@@ -272,7 +274,7 @@ class TorchtuneReader : public FormatReader {
 
   // Every save is at an epoch end: the resume starts epoch epochs_run afresh.
   static void note_loader(const RecipeState& rs, CheckpointView* view) {
-    if (!rs.epochs_run) return;
+    if (!rs.epochs_run || *rs.epochs_run < 1) return;
     LoaderPart& l = view->loader;
     const std::string saved =
         l.found ? " (the dataloader state it also saves, " + l.evidence +
