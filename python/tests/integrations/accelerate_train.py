@@ -96,7 +96,7 @@ def main():
             acc.project_configuration.iteration = int(newest.split("_")[-1]) + 1
             resume_seconds = time.perf_counter() - t0
             step = json.load(open(os.path.join(folder, newest, "step.json")))["step"]
-    per_epoch = len(Points()) // 4 // 2  # optimizer steps per epoch
+    per_epoch = len(Points()) // 4 // 2 // acc.num_processes  # optimizer steps per epoch
     losses = open(os.path.join(a.out, "losses.txt" if rank == 0 else f"losses-rank{rank}.txt"),
                   "a")
     losses.write(f"# process {os.getpid()}\n")

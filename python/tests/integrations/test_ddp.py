@@ -111,7 +111,7 @@ def test_lightning_ddp_resume_is_bit_exact(fw_python, tmp_path, record_property)
     audit_is_complete_but_for_accumulation(last, grad_accum=2)
 
 
-def test_accelerate_ddp_resume_is_bit_exact(fw_python, tmp_path):
+def test_accelerate_ddp_resume_is_bit_exact(fw_python, tmp_path, record_property):
     """Accelerate's MULTI_CPU under torchrun: save_state/load_state on every rank, the prepared
     (DDP-wrapped) model and its AdamW written once, killed mid-epoch and resumed bit-exact."""
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
@@ -134,3 +134,19 @@ def test_accelerate_ddp_resume_is_bit_exact(fw_python, tmp_path):
     assert ours["params_bit_exact"], ours
     assert ours["losses_equal"], ours
     audit_is_complete_but_for_accumulation(resumed / "run", grad_accum=2)
+
+    # Accelerate's own save_state/load_state + skip_first_batches, killed and resumed the same
+    # way: recorded.
+    own = ("accelerate_train.py", "--mode", "own", "--max-steps", 10)
+    own_straight, own_resumed = tmp_path / "own_straight", tmp_path / "own_resumed"
+    run_ddp(fw_python, *own, "--out", own_straight, launcher="torchrun")
+    run_ddp(fw_python, *own, "--out", own_resumed, "--kill-at", 8, launcher="torchrun",
+            killed=True)
+    status, out = run_ddp(fw_python, *own, "--out", own_resumed, launcher="torchrun",
+                          may_fail=True)
+    theirs = (compare(own_straight, own_resumed) if status == 0
+              else {"resume_failed": last_error(out)})
+    record_property("ckpt_resume", json.dumps(ours))
+    record_property("accelerate_own_resume", json.dumps(theirs))
+    print("Accelerate DDP, ckpt resume:", ours)
+    print("Accelerate DDP, Accelerate's own resume:", theirs)
