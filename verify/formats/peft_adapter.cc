@@ -175,9 +175,10 @@ Status note_peft_adapter(Env* env, const std::string& dir, const std::vector<std
     if (t.file == file) adapter.push_back(&t);
   }
   const size_t pairs = c.peft_type == "LORA" ? check_lora_pairs(adapter, c, file, view) : 0;
-  view->model.evidence +=
-      " — " + what + ": " + std::to_string(adapter.size()) + " tensors" +
-      (pairs > 0 ? " (" + std::to_string(pairs) + " lora_A/lora_B pairs)" : "") + "; " + base;
+  // (the evidence already counts the file's tensors)
+  view->model.evidence += " — " + what +
+                          (pairs > 0 ? ", " + std::to_string(pairs) + " lora_A/lora_B pairs" : "") +
+                          "; " + base;
   note_adapter_optimizer(adapter.size(), view);
   return Status::ok();
 }
