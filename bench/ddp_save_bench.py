@@ -13,7 +13,8 @@ processes, interleaved rep by rep (the order reversed every other rep), blocking
   barrier;
 - dcp_save: dcp.save of get_state_dict(model, opt) (DCP writes replicated tensors once too).
 Then restores at 2 ranks, interleaved: ckpt restore_latest of each ckpt checkpoint (every
-tensor's hash checked), torch.load of rank 0's file on every rank + load_state_dict, dcp.load
+tensor's hash checked first; for the replicated one also check_first=False: hashed as the bytes
+land in the live tensors), torch.load of rank 0's file on every rank + load_state_dict, dcp.load
 (which checks nothing). Times are the slowest rank's, between barriers; bytes are the files
 each save left. Prints medians, ranges and ratios (peer / ckpt_once: above 1 is ckpt faster)."""
 import argparse
@@ -30,7 +31,8 @@ sys.path.insert(0, str(HERE.parent))
 from shard_bench import launch, show  # noqa: E402  (the same launcher and printing)
 
 SAVES = ("ckpt_per_rank", "ckpt_once", "torch_save_rank0", "dcp_save")
-LOADS = ("ckpt_per_rank_load", "ckpt_once_load", "torch_load", "dcp_load")
+LOADS = ("ckpt_per_rank_load", "ckpt_once_load", "ckpt_once_in_place_load", "torch_load",
+         "dcp_load")
 
 
 def build(mb):
@@ -116,9 +118,11 @@ def rank_main(cfg):
         order = list(LOADS) if rep % 2 == 0 else list(reversed(LOADS))
         for name in order:
             if name.startswith("ckpt"):
-                with ckpt.Checkpointer(root / name[:-5], read_only=True) as ck:
+                saved = "ckpt_once" if name.startswith("ckpt_once") else "ckpt_per_rank"
+                with ckpt.Checkpointer(root / saved, read_only=True) as ck:
                     ck.track(model=model.module, optimizer=opt)
-                    t = timed(lambda: ck.restore_latest())
+                    first = "in_place" not in name
+                    t = timed(lambda: ck.restore_latest(check_first=first))
             elif name == "torch_load":
                 def load():
                     state = torch.load(root / "torch_save_rank0" / "state.pt")
