@@ -47,17 +47,24 @@ int run_audit(const AuditCliOptions& o, const Context& ctx) {
   return r->complete ? kExitOk : kExitFindings;
 }
 
+constexpr const char* kAuditReads =
+    "PATH is read without executing any pickle: a torch.save file (.pt, .pth, .ckpt, .bin:\n"
+    "plain PyTorch, Lightning, timm, mmengine, Composer, torchvision's reference scripts,\n"
+    "nanoGPT...), safetensors, an HF Trainer / Accelerate / save_pretrained folder (PEFT\n"
+    "adapters too), a DCP, DeepSpeed, Megatron-LM or torchtune folder, or a ckpt run or step\n"
+    "directory (local or s3://bucket/prefix).\n\n";
+
 Runner setup_audit(CLI::App& root, CLI::App*& sub, const Context& ctx) {
   auto opts = std::make_shared<AuditCliOptions>();
   sub = root.add_subcommand("audit",
                             "Say which parts of the training state a checkpoint holds: model, "
                             "optimizer, scheduler, RNG, loader, counters (+ grad scaler)");
-  sub->add_option("PATH", opts->path, "checkpoint file or folder")->required();
+  sub->add_option("PATH", opts->path, "checkpoint file or folder (see below)")->required();
   sub->add_flag("--deep", opts->deep, "also read tensor bytes: CRC-32, NaN/Inf, all-zero moments");
   sub->add_option("--require", opts->require,
                   "comma list of components that decide the exit code (default: all)");
   sub->add_flag("--json", opts->json, "print one JSON object");
-  sub->footer(kExitCodeHelp);
+  sub->footer(std::string(kAuditReads) + kExitCodeHelp);
   return [opts, ctx] { return run_audit(*opts, ctx); };
 }
 
