@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
 
@@ -192,6 +192,7 @@ class SaveLayout:
         # What the ranks hold alike of the component being walked (replicated_components), or
         # None: those of its plain tensors with one or more elements go to add_whole.
         self.replicas: Optional[Replicas] = None
+        self.wholes: List[Tuple[str, torch.Tensor, Tuple[int, ...]]] = []  # add_whole's
 
     def add(self, node: Dict[str, Any], name: str, path: str, dt: Any, dtype: str) -> None:
         global_shape = [int(s) for s in dt.shape]
@@ -216,6 +217,7 @@ class SaveLayout:
         shape = [int(s) for s in t.shape]
         self.pending.append(_Pending(node, name, path, t.detach(), dtype, shape, [0] * len(shape),
                                      shape, "replicated", list(self.replicas.ranks)))
+        self.wholes.append((path, t.detach(), tuple(self.replicas.ranks)))
         node["tensors"][name] = None  # filled by finish()
 
     def owners(self) -> Dict[str, int]:
@@ -253,6 +255,30 @@ class SaveLayout:
                 box = (0, 0, p.dtype, list(p.sizes), "", list(p.global_shape), list(p.offsets),
                        p.kind, int(owner))
             p.node["tensors"][p.name] = box
+
+
+def check_replicas(wholes: List[Tuple[str, torch.Tensor, Tuple[int, ...]]], rank: int,
+                   gather: Callable[[Any], List[Any]]) -> None:
+    """That the ranks really hold alike what is written once (SaveLayout.add_whole's tensors):
+    each rank's XXH3 of every such tensor, gathered (8 bytes a tensor), compared over the ranks
+    that hold it. A tensor they held differently would come back from one rank's copy on every
+    rank, so this raises, on every rank alike, before anything is written. Run on a
+    Checkpointer's first save with such tensors (the one that meets a configuration error)."""
+    mine: List[int] = []
+    for _, t, _ in wholes:
+        data = (t if t.device.type == "cpu" else t.cpu()).contiguous()
+        mine.append(_core.xxh3_memory(data.data_ptr(), data.numel() * data.element_size()))
+    everyone: Dict[int, List[int]] = dict(gather((rank, mine)))
+    for i, (path, _, ranks) in enumerate(wholes):
+        digests = {r: everyone[r][i] if i < len(everyone.get(r, [])) else None for r in ranks}
+        odd = [r for r in ranks if digests[r] != digests[ranks[0]]]
+        if odd:
+            raise MismatchError(
+                f"{path}: component \"{path.split('/')[1]}\" is written once as held alike by "
+                f"ranks {list(ranks)}, but rank {odd[0]} holds other values than rank "
+                f"{ranks[0]} (nothing was saved): make the ranks agree (broadcast it from one "
+                "rank), or leave it out of Checkpointer(replicated=...) so that every rank "
+                "writes its own")
 
 
 class Replicas:

@@ -66,6 +66,13 @@ def _dist() -> Tuple[int, int, Optional[Callable[[], Any]]]:
     return 0, 1, None
 
 
+def _gather(obj: Any) -> List[Any]:
+    """Every rank's `obj`, in rank order (a collective: every rank calls it)."""
+    out: List[Any] = [None] * torch.distributed.get_world_size()
+    torch.distributed.all_gather_object(out, obj)  # type: ignore[no-untyped-call]
+    return out
+
+
 Tracked = Union[Stateful, torch.Tensor]
 
 
@@ -87,6 +94,7 @@ class Checkpointer:
         # Components every rank holds alike (a DDP module tracked as ddp.module): one rank
         # writes each of their tensors (_shard.replicated_components; DDP modules are found).
         self.replicated = set(replicated)
+        self._replicas_checked = False
         self.rank, self.world_size, self._barrier = _dist()
         self._objects: Dict[str, Tracked] = {}
         self._journal: Optional[_core.Journal] = None
@@ -116,6 +124,7 @@ class Checkpointer:
                 raise TypeError(f"track: {name}={type(obj).__name__} has no "
                                 "state_dict()/load_state_dict() and is not a tensor")
             self._objects[name] = obj
+        self._replicas_checked = False  # the next save checks the ranks agree (_capture)
         return self
 
     def _check_names(self) -> None:
@@ -196,6 +205,9 @@ class Checkpointer:
                                               layout)
             children[name] = node
         layout.replicas = None
+        if layout.wholes and not self._replicas_checked:  # the ranks hold them alike, really
+            _shard.check_replicas(layout.wholes, self.rank, _gather)
+            self._replicas_checked = True
         layout.finish(_tree.tensor_ref, keep)  # every DTensor's box, with its owner
         _tree.sync_device_copies()  # CUDA tensors' pinned host copies are complete from here
         loader = self._loader()

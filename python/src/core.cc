@@ -719,6 +719,15 @@ PYBIND11_MODULE(_core, m) {
         return hex64(xxh3_64(s.data(), s.size()));
       },
       py::arg("data"));
+  // XXH3-64 of the `nbytes` at `ptr`, without a copy (the first save's check that the ranks hold
+  // a replicated component alike, _shard.check_replicas).
+  m.def(
+      "xxh3_memory",
+      [](uintptr_t ptr, size_t nbytes) {
+        py::gil_scoped_release nogil;
+        return xxh3_64(reinterpret_cast<const void*>(ptr), nbytes);
+      },
+      py::arg("ptr"), py::arg("nbytes"));
   m.def("read_journal", &read_journal, py::arg("run_dir"));
   py::class_<PyLock>(m, "RunLock")
       .def(py::init<const std::string&>(), py::arg("run_dir"))

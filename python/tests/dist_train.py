@@ -3,7 +3,8 @@ Usage: dist_train.py RUN_DIR STEPS STOP_AFTER PARAMS_OUT [async] [ddp|per-rank] 
 WORLD_SIZE, MASTER_*). "async": non-blocking saves (the barrier and commit run at the next save /
 close). The model is tracked as `ddp.module` with Checkpointer(replicated=("model",)): one rank
 writes each of its tensors and of the optimizer's; "ddp": the DDP module itself is tracked (found
-replicated); "per-rank": `ddp.module`, not declared (every rank writes its own copy)."""
+replicated); "per-rank": `ddp.module`, not declared (every rank writes its own copy);
+"diverge": rank 1 changes a weight after DDP broadcast it, so the ranks no longer agree."""
 import sys
 
 import torch
@@ -33,6 +34,9 @@ def main(run_dir, steps, stop_after, params_out, flags):
     model = nn.parallel.DistributedDataParallel(
         nn.Sequential(nn.Linear(8, 512), nn.ReLU(), nn.Dropout(0.1), nn.Linear(512, 512),
                       nn.ReLU(), nn.Linear(512, 1)))
+    if "diverge" in flags and dist.get_rank() == 1:
+        with torch.no_grad():
+            model.module[3].weight[7, 9] += 1.0
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     loader = ckpt.ResumableLoader(Data(), batch_size=8, seed=1)  # rank, world from dist
     declared = () if {"ddp", "per-rank"} & set(flags) else ("model",)

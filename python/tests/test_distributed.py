@@ -14,7 +14,9 @@ from conftest import BUILD
 SCRIPT = pathlib.Path(__file__).with_name("dist_train.py")
 
 
-def launch(run_dir, steps, stop_after, params_out, world=2, extra=()):
+def launch(run_dir, steps, stop_after, params_out, world=2, extra=(), fails=False):
+    """Runs dist_train.py on `world` ranks; returns their outputs. fails: every rank must exit
+    with an error."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -25,9 +27,12 @@ def launch(run_dir, steps, stop_after, params_out, world=2, extra=()):
         procs.append(subprocess.Popen([sys.executable, str(SCRIPT), str(run_dir), str(steps),
                                        str(stop_after), str(params_out), *extra], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outs = []
     for p in procs:
         out, _ = p.communicate(timeout=300)
-        assert p.returncode == 0, out
+        assert (p.returncode != 0) if fails else (p.returncode == 0), out
+        outs.append(out)
+    return outs
 
 
 def test_two_ranks_stop_and_resume_bit_exact(tmp_path):
@@ -106,6 +111,19 @@ def test_a_tracked_ddp_module_is_found_replicated(tmp_path):
     events = [json.loads(line) for line in (tmp_path / "run" / "journal.jsonl").open()]
     last = [e for e in events if e["event"] == "restore"][-1]
     assert last["step"] == 20 and 'saved with keys under "module."' in last["note"], last
+
+
+def test_a_declared_component_the_ranks_hold_differently_is_refused(tmp_path):
+    """replicated=("model",) while rank 1's weight differs: written once, rank 1 would come back
+    with rank 0's values. The first save checks, and every rank raises before writing."""
+    outs = launch(tmp_path / "run", 10, 0, tmp_path / "p.bin", extra=("diverge",), fails=True)
+    for out in outs:
+        assert ('/model/3.weight: component "model" is written once as held alike by ranks '
+                '[0, 1], but rank 1 holds other values than rank 0 (nothing was saved)'
+                in out), out[-3000:]
+    assert not list((tmp_path / "run").glob("step-*/COMMIT.json"))
+    # undeclared, the same run saves a copy per rank and restores each rank's own
+    launch(tmp_path / "own", 10, 0, tmp_path / "p.bin", extra=("diverge", "per-rank"))
 
 
 def test_undeclared_modules_stay_per_rank_and_a_lost_owner_file_is_named(tmp_path):
