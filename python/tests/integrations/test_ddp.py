@@ -10,7 +10,7 @@ and recorded."""
 import json
 
 from ckpt import _core
-from conftest import audit_is_complete_but_for_accumulation, compare, last_error, run_ddp
+from conftest import audit_is_complete, compare, last_error, run_ddp
 
 # 64 samples, batch 4 per rank, 2 ranks, accumulation 2: 4 optimizer steps per epoch.
 HF = ("hf_train.py", "--max-steps", 10, "--save-steps", 3)
@@ -71,7 +71,7 @@ def test_hf_trainer_under_torchrun_resume_is_bit_exact(fw_python, tmp_path, reco
     record_property("hf_own_resume", json.dumps(theirs))
     print("HF DDP, ckpt resume:", ours)
     print("HF DDP, the Trainer's own resume:", theirs)
-    audit_is_complete_but_for_accumulation(resumed / "run", grad_accum=2)
+    audit_is_complete(resumed / "run")
 
 
 def _lightning(fw_python, mode, out, *extra, killed=False):
@@ -108,7 +108,7 @@ def test_lightning_ddp_resume_is_bit_exact(fw_python, tmp_path, record_property)
     record_property("lightning_own_resume", json.dumps(theirs))
     print("Lightning DDP, ckpt resume:", ours)
     print("Lightning DDP, Lightning's own resume:", theirs)
-    audit_is_complete_but_for_accumulation(last, grad_accum=2)
+    audit_is_complete(last)
 
 
 def test_accelerate_ddp_resume_is_bit_exact(fw_python, tmp_path, record_property):
@@ -133,7 +133,7 @@ def test_accelerate_ddp_resume_is_bit_exact(fw_python, tmp_path, record_property
     assert ours["ranks_compared"] == 2, ours
     assert ours["params_bit_exact"], ours
     assert ours["losses_equal"], ours
-    audit_is_complete_but_for_accumulation(resumed / "run", grad_accum=2)
+    audit_is_complete(resumed / "run")
 
     # Accelerate's own save_state/load_state + skip_first_batches, killed and resumed the same
     # way: recorded.

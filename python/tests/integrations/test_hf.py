@@ -3,7 +3,7 @@ config, CPU, gradient accumulation 2, 2 DataLoader workers, dropout): a run SIGK
 and resumed in a fresh process ends bit-identical to one that never stopped, with the same
 per-step losses; the Trainer's own checkpoint-N resume runs beside it and is recorded."""
 import json
-from conftest import audit_is_complete_but_for_accumulation, compare, run_script
+from conftest import audit_is_complete, compare, run_script
 
 SCRIPT = "hf_train.py"
 
@@ -41,4 +41,4 @@ def test_hf_callback_resume_is_bit_exact_and_hf_own_resume_is_recorded(fw_python
     print("ckpt resume:", ours)
     print("HF's own resume:", theirs)
 
-    audit_is_complete_but_for_accumulation(resumed / "run", grad_accum=2)
+    audit_is_complete(resumed / "run")

@@ -5,7 +5,7 @@ fit(ckpt_path="last") in a fresh process ends bit-identical to one that never st
 same per-step losses; Lightning's own .ckpt resume runs beside it and is recorded."""
 import json
 
-from conftest import audit_is_complete_but_for_accumulation, compare, run_script
+from conftest import audit_is_complete, compare, run_script
 
 SCRIPT = "lightning_train.py"
 
@@ -36,4 +36,4 @@ def test_lightning_ckptio_resume_is_bit_exact_and_own_resume_is_recorded(fw_pyth
     record_property("lightning_own_resume", json.dumps(theirs))
     print("ckpt resume:", ours)
     print("Lightning's own resume:", theirs)
-    audit_is_complete_but_for_accumulation(last, grad_accum=2)
+    audit_is_complete(last)
