@@ -426,10 +426,11 @@ class Checkpointer:
                 states[name] = {lp + k[len(sp):]: v for k, v in states[name].items()}
             if name != "rng":
                 self._apply(name, states[name])
-        rep.note = "; ".join([rep.note] * bool(rep.note) + [
-            f"component \"{n}\": saved with {_keys_under(sp)}, restored into a module with "
-            f"{_keys_under(lp)} (a DDP or torch.compile wrapper added or removed)"
-            for n, (sp, lp) in renamed.items()])
+        notes = [rep.note] if rep.note else []
+        notes += [f"component \"{n}\": saved with {_keys_under(sp)}, restored into a module "
+                  f"with {_keys_under(lp)} (a DDP or torch.compile wrapper added or removed)"
+                  for n, (sp, lp) in renamed.items()]
+        rep.note = "; ".join(notes)
         rep.components = todo
         rep.restored = True
         restored_objs = [self._objects[n] for n in todo if n != "rng"]
