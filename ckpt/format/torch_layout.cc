@@ -1,5 +1,6 @@
 #include "ckpt/format/torch_layout.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -125,6 +126,24 @@ bool is_torch_optimizer_layout(const Node& group) {
 bool is_adapter_optimizer_layout(const Node& group) {
   return !is_torch_layout(group) && group.find_child("groups") != nullptr &&
          group.find_attr("param_names") != nullptr;
+}
+
+std::string module_wrapper_prefix(const std::vector<std::string>& keys) {
+  std::string prefix;
+  for (bool more = !keys.empty(); more;) {
+    more = false;
+    for (const char* w : {"module.", "_orig_mod."}) {
+      const std::string next = prefix + w;
+      if (std::all_of(keys.begin(), keys.end(), [&](const std::string& k) {
+            return k.size() > next.size() && k.compare(0, next.size(), next) == 0;
+          })) {
+        prefix = next;
+        more = true;
+        break;
+      }
+    }
+  }
+  return prefix;
 }
 
 std::optional<double> scalar_value(const Tensor& t) {

@@ -40,6 +40,12 @@ bool is_adapter_optimizer_layout(const Node& group);
 // for any other tensor (another dtype, several elements, metadata only).
 std::optional<double> scalar_value(const Tensor& t);
 
+// The chain of wrapper prefixes — "module." of DistributedDataParallel and DataParallel,
+// "_orig_mod." of torch.compile, in any nesting — that every one of a module's state-dict `keys`
+// starts with, leaving each a name of its own; "" when none. Without it the keys are the bare
+// module's (the Python package's restore, `ckpt export`).
+std::string module_wrapper_prefix(const std::vector<std::string>& keys);
+
 // The adapter layout of a Python-written optimizer `in` whose parameters are, in torch's order,
 // `param_names`; `type` is the optimizer's adapter type ("adamw", ...). Fails naming the index or
 // state entry: kMismatch for a parameter index the live optimizer lacks, kCorrupt for a state key

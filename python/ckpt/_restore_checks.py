@@ -85,23 +85,6 @@ def check_object(name: str, meta: _tree.Tree, obj: object, live_state: Any) -> N
                                   if not k.startswith("ckpt.") and k != "samples_seen"})
 
 
-# What wrappers put before every key of the module they wrap: DistributedDataParallel and
-# DataParallel ("module."), torch.compile's OptimizedModule ("_orig_mod."), in any nesting.
-_WRAPPER_PREFIXES = ("module.", "_orig_mod.")
-
-
-def _wrapper_prefix(keys: Sequence[str]) -> str:
-    """The chain of wrapper prefixes every one of `keys` starts with ("" when none)."""
-    prefix = ""
-    while keys:
-        step = next((w for w in _WRAPPER_PREFIXES
-                     if all(k.startswith(prefix + w) for k in keys)), None)
-        if step is None:
-            return prefix
-        prefix += step
-    return prefix
-
-
 def wrapper_renames(meta: _tree.Tree, live_state: Any) -> Optional[Tuple[str, str]]:
     """(saved prefix, live prefix) when a module's stored keys and its live state_dict()'s
     differ only by the wrappers around the module: saved from torch.compile(m) or DDP(m),
@@ -110,7 +93,7 @@ def wrapper_renames(meta: _tree.Tree, live_state: Any) -> Optional[Tuple[str, st
     saved, live = _tree.stored_keys(meta), list(live_state)
     if set(saved) == set(live):
         return None
-    sp, lp = _wrapper_prefix(saved), _wrapper_prefix(live)
+    sp, lp = _core.module_wrapper_prefix(saved), _core.module_wrapper_prefix(live)
     if sp == lp or {k[len(sp):] for k in saved} != {k[len(lp):] for k in live}:
         return None
     return sp, lp

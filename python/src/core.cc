@@ -728,6 +728,7 @@ PYBIND11_MODULE(_core, m) {
         return xxh3_64(reinterpret_cast<const void*>(ptr), nbytes);
       },
       py::arg("ptr"), py::arg("nbytes"));
+  m.def("module_wrapper_prefix", &module_wrapper_prefix, py::arg("keys"));
   m.def("read_journal", &read_journal, py::arg("run_dir"));
   py::class_<PyLock>(m, "RunLock")
       .def(py::init<const std::string&>(), py::arg("run_dir"))

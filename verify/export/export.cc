@@ -20,6 +20,7 @@
 
 #include "ckpt/base/hash.h"
 #include "ckpt/format/manifest.h"
+#include "ckpt/format/torch_layout.h"
 #include "ckpt/store/box_index.h"
 #include "ckpt/store/box_tiling.h"
 #include "ckpt/store/rank_io.h"
@@ -109,27 +110,6 @@ std::string optimizer_name(const std::string& path) {
   std::string s = "state." + path.substr(p.size());
   std::replace(s.begin(), s.end(), '/', '.');
   return s;
-}
-
-// The chain of wrapper prefixes (DDP's and DataParallel's "module.", torch.compile's
-// "_orig_mod.") every one of `names` starts with, leaving each a name of its own: the names the
-// bare module has, as save_pretrained and accelerator.unwrap_model write them.
-std::string wrapper_prefix(const std::vector<const std::string*>& names) {
-  std::string prefix;
-  for (bool more = !names.empty(); more;) {
-    more = false;
-    for (const char* w : {"module.", "_orig_mod."}) {
-      const std::string next = prefix + w;
-      if (std::all_of(names.begin(), names.end(), [&](const std::string* n) {
-            return n->size() > next.size() && n->compare(0, next.size(), next) == 0;
-          })) {
-        prefix = next;
-        more = true;
-        break;
-      }
-    }
-  }
-  return prefix;
 }
 
 uint64_t numel(const std::vector<int64_t>& shape) {
@@ -265,13 +245,14 @@ class Exporter {
     return Status::ok();
   }
 
-  // A model saved through torch.compile or DDP exports under the bare module's names.
+  // A model saved through torch.compile or DDP exports under the bare module's names
+  // (module_wrapper_prefix, ckpt/format/torch_layout.h).
   void drop_wrapper_prefix() {
-    std::vector<const std::string*> names;
+    std::vector<std::string> names;
     for (const ExportTensor& t : tensors_) {
-      if (!model_name(t.source).empty()) names.push_back(&t.name);
+      if (!model_name(t.source).empty()) names.push_back(t.name);
     }
-    r_.dropped_prefix = wrapper_prefix(names);
+    r_.dropped_prefix = module_wrapper_prefix(names);
     if (r_.dropped_prefix.empty()) return;
     for (ExportTensor& t : tensors_) {
       if (!model_name(t.source).empty()) t.name.erase(0, r_.dropped_prefix.size());
