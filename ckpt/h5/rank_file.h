@@ -27,7 +27,10 @@ struct DatasetExtent {
 
 // Tensors' xxh3 must already be set (it is written as an attribute). Aliased tensors are written as
 // empty datasets with an `alias_of` attribute and are not in the returned extents.
+// ckpt's own encoder (encode.h) writes the trees it can describe, HDF5's writer the others;
+// write_structure_hdf5 always uses HDF5's (tests compare the two).
 Result<std::vector<DatasetExtent>> write_structure(const std::string& path, const Node& root);
+Result<std::vector<DatasetExtent>> write_structure_hdf5(const std::string& path, const Node& root);
 
 struct DatasetInfo {
   std::string path;

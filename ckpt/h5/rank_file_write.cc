@@ -29,6 +29,7 @@
 #include <set>
 
 #include "ckpt/base/hash.h"
+#include "ckpt/h5/encode.h"
 #include "ckpt/h5/rank_file.h"
 #include "ckpt/h5/types.h"
 
@@ -268,9 +269,41 @@ Status write_deferred(Writer* w, const std::string& path, const std::vector<Defe
   return Status::ok();
 }
 
+// The encoded structure written to a new file at `path`: its superblock and its tail; the
+// extents between stay holes until ckpt/store fills them.
+Status write_encoded(const std::string& path, const EncodedStructure& e) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return io_error(path + ": cannot create: " + std::strerror(errno));
+  auto put = [&](const std::string& bytes, uint64_t at) -> Status {
+    for (size_t done = 0; done < bytes.size();) {
+      const ssize_t n =
+          ::pwrite(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(at + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return io_error(path + ": cannot write its structure: " + std::strerror(errno));
+      done += static_cast<size_t>(n);
+    }
+    return Status::ok();
+  };
+  Status s = put(e.superblock, 0);
+  if (s.is_ok()) s = put(e.tail, e.tail_offset);
+  if (::close(fd) != 0 && s.is_ok()) s = io_error(path + ": close: " + std::strerror(errno));
+  return s;
+}
+
 }  // namespace
 
 Result<std::vector<DatasetExtent>> write_structure(const std::string& path, const Node& root) {
+  if (auto encoded = encode_structure(root)) {
+    CKPT_RETURN_IF_ERROR(write_encoded(path, *encoded));
+    std::stable_sort(
+        encoded->extents.begin(), encoded->extents.end(),
+        [](const DatasetExtent& a, const DatasetExtent& b) { return a.offset < b.offset; });
+    return std::move(encoded->extents);
+  }
+  return write_structure_hdf5(path, root);
+}
+
+Result<std::vector<DatasetExtent>> write_structure_hdf5(const std::string& path, const Node& root) {
   std::lock_guard<std::mutex> lock(h5_lock());
   quiet_errors();
   std::vector<Deferred> deferred;
