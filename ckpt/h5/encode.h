@@ -6,7 +6,8 @@
 // bookkeeping a file written once never needs (issue 29 item 8: 9.7 ms of a 3 MB state's 23 ms
 // save), this encoder well under 1 µs.
 //
-// The file: the superblock at 0, each tensor's extent 4 KiB aligned from 4096 on in tree order,
+// The file: the superblock at 0, each tensor's extent 4 KiB aligned from 4096 on in tree order
+// with nothing but zeros between them,
 // then every object header (children before their parent) and the global heap. Not thread-safe
 // per call; calls on different trees may run at once (no HDF5 lock is needed).
 // Internal to ckpt/h5.

@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ckpt/base/status.h"
@@ -27,9 +28,18 @@ struct DatasetExtent {
 
 // Tensors' xxh3 must already be set (it is written as an attribute). Aliased tensors are written as
 // empty datasets with an `alias_of` attribute and are not in the returned extents.
+// What ckpt's encoder wrote: these runs of bytes, every other byte of the file zero (a hole
+// until the tensors are written). Empty `runs` when HDF5's writer wrote the file.
+struct StructureImage {
+  std::vector<std::pair<uint64_t, std::string>> runs;  // (offset, bytes), by offset
+  uint64_t file_bytes = 0;
+};
+
 // ckpt's own encoder (encode.h) writes the trees it can describe, HDF5's writer the others;
-// write_structure_hdf5 always uses HDF5's (tests compare the two).
-Result<std::vector<DatasetExtent>> write_structure(const std::string& path, const Node& root);
+// write_structure_hdf5 always uses HDF5's (tests compare the two). `image` (optional) gets what
+// the encoder wrote, so the caller need not read it back.
+Result<std::vector<DatasetExtent>> write_structure(const std::string& path, const Node& root,
+                                                   StructureImage* image = nullptr);
 Result<std::vector<DatasetExtent>> write_structure_hdf5(const std::string& path, const Node& root);
 
 struct DatasetInfo {

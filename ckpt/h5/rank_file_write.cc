@@ -292,9 +292,16 @@ Status write_encoded(const std::string& path, const EncodedStructure& e) {
 
 }  // namespace
 
-Result<std::vector<DatasetExtent>> write_structure(const std::string& path, const Node& root) {
+Result<std::vector<DatasetExtent>> write_structure(const std::string& path, const Node& root,
+                                                   StructureImage* image) {
+  if (image != nullptr) *image = StructureImage{};
   if (auto encoded = encode_structure(root)) {
     CKPT_RETURN_IF_ERROR(write_encoded(path, *encoded));
+    if (image != nullptr) {
+      image->file_bytes = encoded->file_bytes;
+      image->runs.emplace_back(0, std::move(encoded->superblock));
+      image->runs.emplace_back(encoded->tail_offset, std::move(encoded->tail));
+    }
     std::stable_sort(
         encoded->extents.begin(), encoded->extents.end(),
         [](const DatasetExtent& a, const DatasetExtent& b) { return a.offset < b.offset; });

@@ -34,6 +34,14 @@ std::unique_ptr<RandomAccessFile> memory_file(std::string name, std::string byte
   return std::make_unique<MemoryFile>(std::move(name), std::move(bytes));
 }
 
+Status WritableFile::write_gather_at(uint64_t offset, const WriteSpan* spans, size_t count) {
+  for (size_t k = 0; k < count; ++k) {
+    CKPT_RETURN_IF_ERROR(write_at(offset, spans[k].src, spans[k].nbytes));
+    offset += spans[k].nbytes;
+  }
+  return Status::ok();
+}
+
 Status RandomAccessFile::read_scatter_at(uint64_t offset, const ReadSpan* spans,
                                          size_t count) const {
   uint64_t total = 0;

@@ -19,6 +19,12 @@
 
 namespace ckpt {
 
+// One source of a gathered write (WritableFile::write_gather_at).
+struct WriteSpan {
+  const void* src = nullptr;
+  size_t nbytes = 0;
+};
+
 class WritableFile {
  public:
   virtual ~WritableFile() = default;
@@ -26,6 +32,9 @@ class WritableFile {
   virtual Status append(const void* data, size_t n) = 0;
   // Writes at an absolute offset (used to fill pre-allocated tensor extents).
   virtual Status write_at(uint64_t offset, const void* data, size_t n) = 0;
+  // Writes the spans one after another from `offset` (many small tensors in one syscall where
+  // the file system allows it: pwritev on a local file); by default one write_at each.
+  virtual Status write_gather_at(uint64_t offset, const WriteSpan* spans, size_t count);
   virtual Status sync() = 0;  // fsync: data and metadata durable
   virtual Status close() = 0;
 };

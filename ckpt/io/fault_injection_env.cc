@@ -61,6 +61,7 @@ class FaultyRandom final : public RandomAccessFile {
 }  // namespace
 
 Result<std::unique_ptr<RandomAccessFile>> FaultInjectionEnv::open_random(const std::string& path) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
   CKPT_ASSIGN_OR_RETURN(auto f, base_->open_random(path));
   auto it = read_faults_.find(path);
   if (it == read_faults_.end()) return f;
@@ -69,6 +70,7 @@ Result<std::unique_ptr<RandomAccessFile>> FaultInjectionEnv::open_random(const s
 }
 
 Status FaultInjectionEnv::tick(const std::string& what) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
   ++ops_;
   if (fail_at_ != 0 && ops_ >= fail_at_) {
     return io_error("injected fault at operation " + std::to_string(ops_) + " (" + what + ")");
@@ -77,6 +79,7 @@ Status FaultInjectionEnv::tick(const std::string& what) {
 }
 
 std::string FaultInjectionEnv::durable_bytes(const std::string& path) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
   auto it = dirty_.find(path);
   if (it != dirty_.end()) return it->second;
   auto text = base_->read_all(path, ~uint64_t{0});
@@ -84,16 +87,19 @@ std::string FaultInjectionEnv::durable_bytes(const std::string& path) {
 }
 
 void FaultInjectionEnv::will_write(const std::string& path) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
   if (dirty_.count(path) != 0) return;
   dirty_[path] = synced_.count(path) != 0 ? durable_bytes(path) : std::string();
 }
 
 void FaultInjectionEnv::synced(const std::string& path) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
   dirty_.erase(path);
   synced_.insert(path);
 }
 
 void FaultInjectionEnv::note_create(const std::string& path) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
   changes_.push_back({DirChange::kCreate, path_dirname(path), path, "", std::nullopt});
 }
 
@@ -104,6 +110,7 @@ Result<std::unique_ptr<WritableFile>> FaultInjectionEnv::wrap(
 }
 
 Result<std::unique_ptr<WritableFile>> FaultInjectionEnv::new_writable(const std::string& path) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
   CKPT_RETURN_IF_ERROR(tick("create " + path));
   const bool existed = base_->exists(path);
   if (existed) {
@@ -117,6 +124,7 @@ Result<std::unique_ptr<WritableFile>> FaultInjectionEnv::new_writable(const std:
 }
 
 Result<std::unique_ptr<WritableFile>> FaultInjectionEnv::open_for_update(const std::string& path) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
   CKPT_RETURN_IF_ERROR(tick("open " + path));
   // A file this Env never synced was written by someone else (HDF5's driver) without an fsync:
   // neither its bytes nor its directory entry are durable yet.
@@ -128,6 +136,7 @@ Result<std::unique_ptr<WritableFile>> FaultInjectionEnv::open_for_update(const s
 }
 
 Result<std::unique_ptr<WritableFile>> FaultInjectionEnv::open_append(const std::string& path) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
   CKPT_RETURN_IF_ERROR(tick("open " + path));
   const bool existed = base_->exists(path);
   if (existed) synced_.insert(path);  // an existing journal is assumed durable
@@ -140,6 +149,7 @@ Result<std::unique_ptr<WritableFile>> FaultInjectionEnv::open_append(const std::
 }
 
 Status FaultInjectionEnv::rename(const std::string& from, const std::string& to) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
   CKPT_RETURN_IF_ERROR(tick("rename " + from));
   DirChange c{DirChange::kRename, path_dirname(to), to, from, std::nullopt};
   if (base_->exists(to)) c.old_bytes = durable_bytes(to);
@@ -157,6 +167,7 @@ Status FaultInjectionEnv::rename(const std::string& from, const std::string& to)
 }
 
 Status FaultInjectionEnv::exchange(const std::string& a, const std::string& b) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
   CKPT_RETURN_IF_ERROR(tick("exchange " + a));
   CKPT_RETURN_IF_ERROR(base_->exchange(a, b));
   // The bytes and fsync state of every file under one entry move to the other.
@@ -180,6 +191,7 @@ Status FaultInjectionEnv::exchange(const std::string& a, const std::string& b) {
 }
 
 Status FaultInjectionEnv::sync_dir(const std::string& dir) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
   CKPT_RETURN_IF_ERROR(tick("fsync " + dir));
   CKPT_RETURN_IF_ERROR(base_->sync_dir(dir));
   changes_.erase(std::remove_if(changes_.begin(), changes_.end(),
@@ -189,6 +201,7 @@ Status FaultInjectionEnv::sync_dir(const std::string& dir) {
 }
 
 Status FaultInjectionEnv::make_dirs(const std::string& dir) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
   CKPT_RETURN_IF_ERROR(tick("mkdir " + dir));
   std::vector<std::string> created;  // outermost first
   for (std::string d = dir; !d.empty() && d != "." && d != "/" && !base_->exists(d);
@@ -203,6 +216,7 @@ Status FaultInjectionEnv::make_dirs(const std::string& dir) {
 }
 
 Status FaultInjectionEnv::remove_file(const std::string& path) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
   CKPT_RETURN_IF_ERROR(tick("unlink " + path));
   DirChange c{DirChange::kRemove, path_dirname(path), path, "", durable_bytes(path)};
   CKPT_RETURN_IF_ERROR(base_->remove_file(path));
@@ -213,6 +227,7 @@ Status FaultInjectionEnv::remove_file(const std::string& path) {
 }
 
 Status FaultInjectionEnv::remove_dir(const std::string& dir) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
   CKPT_RETURN_IF_ERROR(tick("rmdir " + dir));
   CKPT_RETURN_IF_ERROR(base_->remove_dir(dir));
   changes_.push_back({DirChange::kRemoveDir, path_dirname(dir), dir, "", std::nullopt});
@@ -221,6 +236,7 @@ Status FaultInjectionEnv::remove_dir(const std::string& dir) {
 
 // One change per entry, deepest first, so that each can be undone alone.
 Status FaultInjectionEnv::remove_tree(const std::string& dir) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
   CKPT_ASSIGN_OR_RETURN(auto names, base_->list_dir(dir));
   for (const auto& n : names) {
     const std::string p = path_join(dir, n);
@@ -263,6 +279,7 @@ Status FaultInjectionEnv::undo(const DirChange& c) {
 }
 
 Status FaultInjectionEnv::drop_unsynced(CrashLoss loss) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
   for (const auto& [path, bytes] : dirty_) {
     if (!base_->exists(path)) continue;
     CKPT_ASSIGN_OR_RETURN(auto f, base_->new_writable(path));

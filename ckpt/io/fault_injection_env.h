@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -44,9 +45,18 @@ class FaultInjectionEnv final : public Env {
   explicit FaultInjectionEnv(Env* base) : base_(base) {}
 
   // Fail the operation with this 1-based index and all later ones; 0 = never fail.
-  void fail_at(uint64_t n) { fail_at_ = n; }
-  uint64_t operations() const { return ops_; }
-  bool crashed() const { return fail_at_ != 0 && ops_ >= fail_at_; }
+  void fail_at(uint64_t n) {
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    fail_at_ = n;
+  }
+  uint64_t operations() const {
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    return ops_;
+  }
+  bool crashed() const {
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    return fail_at_ != 0 && ops_ >= fail_at_;
+  }
 
   // The power failure: rewrites the base Env's files as described above, then forgets every
   // pending change and stops failing (the next process starts clean).
@@ -58,6 +68,7 @@ class FaultInjectionEnv final : public Env {
   // Every read of `path` (opened through this Env after the call) that reaches byte `offset` or
   // beyond fails as `fault`; reads before it succeed. Reads are not counted as operations.
   void fail_reads(const std::string& path, uint64_t offset, ReadFault fault) {
+    std::lock_guard<std::recursive_mutex> g(mu_);
     read_faults_[path] = {offset, fault};
   }
   Result<std::unique_ptr<RandomAccessFile>> open_random(const std::string& path) override;
@@ -102,6 +113,11 @@ class FaultInjectionEnv final : public Env {
   Status undo(const DirChange& c);
 
   Env* base_;
+  // The crash model's bookkeeping is shared by the file objects, which writers use from several
+  // threads (write_rank syncs the rank file while it writes the manifest; DirectWriter's
+  // writers): every method takes this lock (the base Env's own calls run unlocked only in
+  // FaultyWritable's data path).
+  mutable std::recursive_mutex mu_;
   uint64_t ops_ = 0;
   uint64_t fail_at_ = 0;
   std::map<std::string, std::string> dirty_;  // path → bytes as of its last fsync

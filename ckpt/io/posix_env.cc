@@ -54,6 +54,43 @@ class PosixWritable final : public WritableFile {
     end_ = std::max(end_, offset);
     return Status::ok();
   }
+  // pwritev in batches of at most IOV_MAX spans; a partial write resumes inside the span it
+  // stopped in.
+  Status write_gather_at(uint64_t offset, const WriteSpan* spans, size_t count) override {
+    constexpr size_t kBatch = IOV_MAX < 1024 ? IOV_MAX : 1024;
+    std::array<struct iovec, kBatch> iov;
+    uint64_t left = 0;
+    for (size_t j = 0; j < count; ++j) left += spans[j].nbytes;
+    size_t k = 0, done_in = 0;  // the first span not written completely; its bytes written
+    while (left > 0) {
+      size_t n = 0;
+      for (size_t j = k; j < count && n < kBatch; ++j, ++n) {
+        const size_t skip = j == k ? done_in : 0;
+        iov[n].iov_base = const_cast<char*>(static_cast<const char*>(spans[j].src)) + skip;
+        iov[n].iov_len = spans[j].nbytes - skip;
+      }
+      const ssize_t w = ::pwritev(fd_, iov.data(), static_cast<int>(n), static_cast<off_t>(offset));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return errno_status("write", path_);
+      }
+      if (w == 0) return io_error(path_ + ": write wrote nothing");
+      offset += static_cast<uint64_t>(w);
+      left -= static_cast<uint64_t>(w);
+      for (size_t got = static_cast<size_t>(w); k < count;) {
+        const size_t left = spans[k].nbytes - done_in;
+        if (got < left) {
+          done_in += got;
+          break;
+        }
+        got -= left;
+        done_in = 0;
+        ++k;
+      }
+    }
+    end_ = std::max(end_, offset);
+    return Status::ok();
+  }
   Status sync() override {
     if (::fdatasync(fd_) != 0) return errno_status("fsync", path_);
     return Status::ok();

@@ -34,7 +34,8 @@ struct RankWriteStats {
   uint64_t manifest_bytes = 0;
   uint64_t manifest_xxh3 = 0;
   // Where the time went: per-tensor hashes, HDF5 structure, the write pass (pwrite + whole-file
-  // hash), its fdatasync, and the rename + manifest.
+  // hash), its fdatasync (with the manifest built, written and synced meanwhile on a file
+  // system), and the renames + directory sync (on an object store: the manifest's PUT).
   bool direct_io = false;  // the tensor bodies went to the disk with direct I/O
   double hash_seconds = 0, structure_seconds = 0, write_seconds = 0, sync_seconds = 0,
          manifest_seconds = 0;

@@ -3,20 +3,25 @@
 // The passes over the tensor bytes, in order:
 //   1. per-tensor XXH3 (every core for a large state): the hashes are attributes of the HDF5
 //      datasets, so they must be known before HDF5 writes the structure;
-//   2. HDF5 writes the structure only — groups, attributes, datasets allocated at creation,
-//      4 KiB aligned, never filled — and reports each dataset's offset;
-//   3. the write pass walks the file in offset order: the structural bytes between extents are
-//      read back (they are small and in the page cache), each tensor is written in chunks at its
+//   2. the structure only is written — groups, attributes, datasets allocated at creation,
+//      4 KiB aligned, never filled — by ckpt's HDF5 encoder (or HDF5's writer for the trees it
+//      does not take: ckpt/h5/rank_file.h), with each dataset's offset;
+//   3. the write pass walks the file in offset order: the structural bytes between extents come
+//      from the encoder's image (h5::StructureImage), or are read back from the file HDF5's
+//      writer wrote (small, in the page cache); each tensor is written in chunks at its
 //      planned offset — its 4 KiB-aligned body with direct I/O through a ring of bounce buffers
 //      (DirectWriter: no copy into the page cache, the disk busy while the next chunk is copied)
 //      when the Env offers it (Env::posix_direct_io()) and the state has 4 MiB of tensors or
-//      more, by pwrite otherwise (Env::posix(), the default) — and every byte goes through one
-//      streaming XXH3 as it is written, in file order: the whole-file hash of the commit
-//      record, with no read-back;
+//      more, by pwrite otherwise (Env::posix(), the default; consecutive tensors of the
+//      encoder's layout gathered into one pwritev with the zeros between) — and every byte goes
+//      through one streaming XXH3 as it is written, in file order: the whole-file hash of the
+//      commit record, with no read-back;
 //   4. one fdatasync, rename; the manifest (which carries that whole-file hash as `file_xxh3`)
 //      is written atomically.
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <thread>
@@ -117,9 +122,46 @@ Status check_aliases(const std::vector<TensorRef>& refs, const std::string& wher
   return Status::ok();
 }
 
-// Hashes the structural bytes HDF5 wrote in [from, to) of `file` into `whole`, and (a gap
-// region of ckpt/format/regions.h when not empty) on their own into `gaps`.
-Status hash_structure(const RandomAccessFile& file, uint64_t from, uint64_t to,
+// The structural bytes of the file being written: from the encoder's image when it wrote them
+// (h5::StructureImage: no read back), else read back from the file HDF5 wrote.
+class StructureBytes {
+ public:
+  static Result<StructureBytes> open(Env* env, const std::string& path,
+                                     const h5::StructureImage& image) {
+    StructureBytes s;
+    s.image_ = &image;
+    if (!image.runs.empty()) {
+      s.size_ = image.file_bytes;
+      return s;
+    }
+    CKPT_ASSIGN_OR_RETURN(s.file_, env->open_random(path));
+    s.size_ = s.file_->size();
+    return s;
+  }
+  uint64_t size() const { return size_; }
+  // Whether every byte between two tensor extents is zero: true of the encoder's layout (the
+  // superblock before the first extent, the headers after the last), not of HDF5's.
+  bool zeros_between() const { return !file_; }
+  Status read_at(uint64_t at, char* out, size_t n) const {
+    if (file_) return file_->read_at(at, out, n);
+    if (at > size_ || n > size_ - at) return internal_error("structure read past the file's end");
+    std::memset(out, 0, n);
+    for (const auto& [offset, bytes] : image_->runs) {
+      const uint64_t from = std::max(at, offset), to = std::min(at + n, offset + bytes.size());
+      if (from < to) std::memcpy(out + (from - at), bytes.data() + (from - offset), to - from);
+    }
+    return Status::ok();
+  }
+
+ private:
+  const h5::StructureImage* image_ = nullptr;
+  std::unique_ptr<RandomAccessFile> file_;
+  uint64_t size_ = 0;
+};
+
+// Hashes the structural bytes in [from, to) of `file` into `whole`, and (a gap region of
+// ckpt/format/regions.h when not empty) on their own into `gaps`.
+Status hash_structure(const StructureBytes& file, uint64_t from, uint64_t to,
                       std::unique_ptr<char[]>* buf, Hasher* whole, std::vector<uint64_t>* gaps) {
   if (from >= to) return Status::ok();
   Hasher gap;
@@ -146,9 +188,11 @@ struct Filled {
 // buffered.
 class ExtentSink {
  public:
+  // `bridge_gaps`: the bytes between one extent and the next are zeros (ckpt's encoder wrote the
+  // file), so consecutive buffered writes go out as one gathered write with zeros between.
   ExtentSink(Env* env, const std::string& path, std::unique_ptr<WritableFile> buffered,
-             bool try_direct)
-      : buffered_(std::move(buffered)) {
+             bool try_direct, bool bridge_gaps)
+      : buffered_(std::move(buffered)), bridge_gaps_(bridge_gaps) {
     if (!try_direct) return;
     std::vector<std::unique_ptr<WritableFile>> files;
     while (files.size() < DirectWriter::kWriters) {
@@ -175,19 +219,20 @@ class ExtentSink {
       if (direct_) {
         tails_.push_back({offset + done, p + done, k});
       } else {
-        CKPT_RETURN_IF_ERROR(buffered_->write_at(offset + done, p + done, k));
+        CKPT_RETURN_IF_ERROR(queue(offset + done, p + done, k));
       }
       done += k;
     }
     return Status::ok();
   }
 
-  // Every byte on its way to the disk; then fdatasync.
-  Status finish_and_sync() {
+  // Every byte on its way to the disk; then sync(): fdatasync.
+  Status finish() {
     if (direct_) CKPT_RETURN_IF_ERROR(direct_->finish());
     for (const Tail& t : tails_) CKPT_RETURN_IF_ERROR(buffered_->write_at(t.offset, t.p, t.n));
-    return buffered_->sync();
+    return flush();
   }
+  Status sync() { return buffered_->sync(); }
   Status close() { return buffered_->close(); }
 
  private:
@@ -196,19 +241,69 @@ class ExtentSink {
     const unsigned char* p;
     size_t n;
   };
+  // A buffered write, gathered with the ones before it when it continues them (past a gap of
+  // zeros, with bridge_gaps_): a state of many small tensors takes a few syscalls, not one each.
+  Status queue(uint64_t offset, const unsigned char* p, size_t n) {
+    static const unsigned char kZeros[Env::kDirectIoAlignment] = {};
+    const uint64_t end = pending_at_ + pending_bytes_;
+    const bool continues = !pending_.empty() && offset >= end &&
+                           (offset == end || (bridge_gaps_ && offset - end <= sizeof kZeros));
+    if (!pending_.empty() && !continues) CKPT_RETURN_IF_ERROR(flush());
+    if (pending_.empty()) pending_at_ = offset;
+    if (offset > pending_at_ + pending_bytes_) {
+      const size_t gap = static_cast<size_t>(offset - pending_at_ - pending_bytes_);
+      pending_.push_back({kZeros, gap});
+      pending_bytes_ += gap;
+    }
+    pending_.push_back({p, n});
+    pending_bytes_ += n;
+    if (pending_.size() >= kGatherSpans || pending_bytes_ >= kGatherBytes) return flush();
+    return Status::ok();
+  }
+  Status flush() {
+    if (pending_.empty()) return Status::ok();
+    Status s = buffered_->write_gather_at(pending_at_, pending_.data(), pending_.size());
+    pending_.clear();
+    pending_bytes_ = 0;
+    return s;
+  }
+  static constexpr size_t kGatherSpans = 1024;
+  static constexpr uint64_t kGatherBytes = 16u << 20;
+
   std::unique_ptr<WritableFile> buffered_;
   std::unique_ptr<DirectWriter> direct_;
   std::vector<Tail> tails_;
+  bool bridge_gaps_ = false;
+  std::vector<WriteSpan> pending_;
+  uint64_t pending_at_ = 0, pending_bytes_ = 0;
 };
 
+// Writes `bytes` to a new file at `path` and syncs it; removes it on failure (a full disk).
+Status write_durable(Env* env, const std::string& path, const std::string& bytes) {
+  Status written = [&]() -> Status {
+    CKPT_ASSIGN_OR_RETURN(auto f, env->new_writable(path));
+    CKPT_RETURN_IF_ERROR(f->append(bytes.data(), bytes.size()));
+    CKPT_RETURN_IF_ERROR(f->sync());
+    return f->close();
+  }();
+  if (!written.is_ok() && env->exists(path)) (void)env->remove_file(path);
+  return written;
+}
+
+// What runs while the rank file syncs (write_rank: the manifest, written and synced itself),
+// given what the write pass found.
+using DuringSync = std::function<Status(const Filled&)>;
+
 // Pass 3 (see the top): `extents` are sorted by offset, as write_structure returns them.
+// `during_sync` runs on this thread while another one fdatasyncs the file.
 Result<Filled> fill_and_hash_once(Env* env, const std::string& tmp_path,
                                   const std::vector<h5::DatasetExtent>& extents,
-                                  RankWriteStats* stats, bool try_direct) {
-  CKPT_ASSIGN_OR_RETURN(auto structure, env->open_random(tmp_path));
-  const uint64_t size = structure->size();
+                                  const h5::StructureImage& image, RankWriteStats* stats,
+                                  bool try_direct, const DuringSync& during_sync) {
+  CKPT_ASSIGN_OR_RETURN(StructureBytes structure, StructureBytes::open(env, tmp_path, image));
+  const uint64_t size = structure.size();
   CKPT_ASSIGN_OR_RETURN(auto buffered, env->open_for_update(tmp_path));
-  ExtentSink sink(env, tmp_path, std::move(buffered), try_direct);
+  ExtentSink sink(env, tmp_path, std::move(buffered), try_direct, structure.zeros_between());
   if (stats != nullptr) stats->direct_io = sink.direct();
   std::unique_ptr<char[]> buf(new char[kWriteChunk]);
   Hasher whole;
@@ -224,20 +319,27 @@ Result<Filled> fill_and_hash_once(Env* env, const std::string& tmp_path,
                             "), outside the file's " + std::to_string(size) +
                             " bytes or over the previous extent");
     }
-    CKPT_RETURN_IF_ERROR(hash_structure(*structure, pos, e.offset, &buf, &whole, &gaps));
+    CKPT_RETURN_IF_ERROR(hash_structure(structure, pos, e.offset, &buf, &whole, &gaps));
     CKPT_RETURN_IF_ERROR(
         sink.write(e.offset, static_cast<const unsigned char*>(t.data), t.nbytes, &whole));
     pos = e.offset + t.nbytes;
   }
-  CKPT_RETURN_IF_ERROR(hash_structure(*structure, pos, size, &buf, &whole, &gaps));
+  CKPT_RETURN_IF_ERROR(hash_structure(structure, pos, size, &buf, &whole, &gaps));
+  Filled filled{size, whole.digest(), std::move(gaps)};
   const auto t1 = Clock::now();
-  CKPT_RETURN_IF_ERROR(sink.finish_and_sync());
+  CKPT_RETURN_IF_ERROR(sink.finish());
+  Status synced;
+  std::thread syncer([&] { synced = sink.sync(); });
+  Status during = during_sync(filled);
+  syncer.join();
+  CKPT_RETURN_IF_ERROR(synced);
+  CKPT_RETURN_IF_ERROR(during);
   CKPT_RETURN_IF_ERROR(sink.close());
   if (stats != nullptr) {
     stats->write_seconds = std::chrono::duration<double>(t1 - t0).count();
     stats->sync_seconds = seconds_since(t1);
   }
-  return Filled{size, whole.digest(), std::move(gaps)};
+  return filled;
 }
 
 // Pass 3 on an object store: the same bytes in the same order, appended to the object as it
@@ -246,9 +348,10 @@ Result<Filled> fill_and_hash_once(Env* env, const std::string& tmp_path,
 Result<Filled> stream_to_object(Env* env, const std::string& structure_path,
                                 const std::string& final_path,
                                 const std::vector<h5::DatasetExtent>& extents,
-                                RankWriteStats* stats) {
-  CKPT_ASSIGN_OR_RETURN(auto structure, Env::posix()->open_random(structure_path));
-  const uint64_t size = structure->size();
+                                const h5::StructureImage& image, RankWriteStats* stats) {
+  CKPT_ASSIGN_OR_RETURN(StructureBytes structure,
+                        StructureBytes::open(Env::posix(), structure_path, image));
+  const uint64_t size = structure.size();
   // The rank file is made only where none exists (a second writer never replaces one). One left
   // by a writer that did not commit this step (killed mid-save, or a re-save that withdrew the
   // commit: save_dir) is removed first; one under a commit record is never touched.
@@ -279,7 +382,7 @@ Result<Filled> stream_to_object(Env* env, const std::string& structure_path,
     Hasher gap;
     while (pos < to) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(kWriteChunk, to - pos));
-      CKPT_RETURN_IF_ERROR(structure->read_at(pos, buf.get(), n));
+      CKPT_RETURN_IF_ERROR(structure.read_at(pos, buf.get(), n));
       whole.update(buf.get(), n);
       gap.update(buf.get(), n);
       CKPT_RETURN_IF_ERROR(out->append(buf.get(), n));
@@ -324,13 +427,15 @@ constexpr uint64_t kDirectIoMinBytes = 4u << 20;
 // refuses the writes (EINVAL on some) gets the whole pass again through pwrite. A real I/O error
 // fails the second attempt too, and is what the caller sees.
 Result<Filled> fill_and_hash(Env* env, const std::string& tmp_path,
-                             const std::vector<h5::DatasetExtent>& extents, RankWriteStats* stats) {
+                             const std::vector<h5::DatasetExtent>& extents,
+                             const h5::StructureImage& image, RankWriteStats* stats,
+                             const DuringSync& during_sync) {
   uint64_t tensor_bytes = 0;
   for (const auto& e : extents) tensor_bytes += e.tensor->nbytes;
-  auto filled =
-      fill_and_hash_once(env, tmp_path, extents, stats, tensor_bytes >= kDirectIoMinBytes);
+  auto filled = fill_and_hash_once(env, tmp_path, extents, image, stats,
+                                   tensor_bytes >= kDirectIoMinBytes, during_sync);
   if (filled.is_ok() || (stats != nullptr && !stats->direct_io)) return filled;
-  return fill_and_hash_once(env, tmp_path, extents, stats, false);
+  return fill_and_hash_once(env, tmp_path, extents, image, stats, false, during_sync);
 }
 
 }  // namespace
@@ -362,53 +467,73 @@ Result<Manifest> write_rank(Env* env, const std::string& step_dir, int64_t rank,
   local.hash_seconds = seconds_since(t0);
 
   t0 = Clock::now();
-  auto extents = h5::write_structure(tmp_path, *root);
+  h5::StructureImage image;
+  auto extents = h5::write_structure(tmp_path, *root, &image);
   local.structure_seconds = seconds_since(t0);
-  Result<Filled> filled = !extents.is_ok() ? Result<Filled>(extents.status())
-                          : store != nullptr
-                              ? stream_to_object(env, tmp_path, final_path, *extents, &local)
-                              : fill_and_hash(env, tmp_path, *extents, &local);
+  // The manifest (docs/format.md §4), from what the write pass found. On a file system it is
+  // written to its .tmp and synced while the rank file syncs (both durable before either is
+  // renamed, one directory sync for both renames); on an object store, one PUT after the upload.
+  const std::string manifest_path = path_join(step_dir, rank_manifest_name(rank));
+  Manifest m;
+  std::string manifest;
+  auto build_manifest = [&](const Filled& f) -> Status {
+    m = Manifest{};
+    m.file = name;
+    m.file_bytes = f.file_bytes;
+    m.file_xxh3 = f.file_xxh3;
+    m.step = step;
+    m.rank = rank;
+    m.world_size = world_size;
+    m.attrs_xxh3 = attrs_digest(*root);
+    for (const auto& e : *extents) {
+      const Tensor& t = *e.tensor;
+      m.tensors.push_back({e.path, t.dtype, t.shape, e.offset, t.nbytes, t.xxh3, t.box,
+                           t.chunk_xxh3.empty() ? 0 : kBoxChunkBytes, t.chunk_xxh3});
+    }
+    std::vector<FileRegion> regions = file_regions(m, m.file_bytes);
+    size_t gap = 0, gaps = 0;
+    for (FileRegion& r : regions) {
+      if (r.tensor) continue;
+      ++gaps;
+      if (gap < f.gap_xxh3.size()) r.xxh3 = f.gap_xxh3[gap++];
+    }
+    if (gaps != f.gap_xxh3.size()) {
+      return internal_error(final_path + ": the write pass saw " +
+                            std::to_string(f.gap_xxh3.size()) + " gaps, the manifest has " +
+                            std::to_string(gaps));
+    }
+    m.regions_xxh3 = regions_digest(regions);
+    manifest = encode_manifest(m);
+    return Status::ok();
+  };
+  const std::string manifest_tmp = manifest_path + ".tmp";
+  auto manifest_during_sync = [&](const Filled& f) -> Status {
+    CKPT_RETURN_IF_ERROR(build_manifest(f));
+    return write_durable(env, manifest_tmp, manifest);
+  };
+  Result<Filled> filled =
+      !extents.is_ok() ? Result<Filled>(extents.status())
+      : store != nullptr
+          ? stream_to_object(env, tmp_path, final_path, *extents, image, &local)
+          : fill_and_hash(env, tmp_path, *extents, image, &local, manifest_during_sync);
   if (!filled.is_ok()) {
-    // A full disk or an I/O error leaves nothing behind (a crash leaves the .tmp, which
+    // A full disk or an I/O error leaves nothing behind (a crash leaves the .tmp files, which
     // retention and the next save of this step clean up).
     if (tmp_env->exists(tmp_path)) (void)tmp_env->remove_file(tmp_path);
+    if (store == nullptr && env->exists(manifest_tmp)) (void)env->remove_file(manifest_tmp);
     return filled.status();
   }
 
   t0 = Clock::now();
-  Manifest m;
-  m.file = name;
-  m.file_bytes = filled->file_bytes;
-  m.file_xxh3 = filled->file_xxh3;
-  m.step = step;
-  m.rank = rank;
-  m.world_size = world_size;
-  m.attrs_xxh3 = attrs_digest(*root);
-  for (const auto& e : *extents) {
-    const Tensor& t = *e.tensor;
-    m.tensors.push_back({e.path, t.dtype, t.shape, e.offset, t.nbytes, t.xxh3, t.box,
-                         t.chunk_xxh3.empty() ? 0 : kBoxChunkBytes, t.chunk_xxh3});
-  }
-  std::vector<FileRegion> regions = file_regions(m, m.file_bytes);
-  size_t gap = 0, gaps = 0;
-  for (FileRegion& r : regions) {
-    if (r.tensor) continue;
-    ++gaps;
-    if (gap < filled->gap_xxh3.size()) r.xxh3 = filled->gap_xxh3[gap++];
-  }
-  if (gaps != filled->gap_xxh3.size()) {
-    return internal_error(final_path + ": the write pass saw " +
-                          std::to_string(filled->gap_xxh3.size()) + " gaps, the manifest has " +
-                          std::to_string(gaps));
-  }
-  m.regions_xxh3 = regions_digest(regions);
   if (store != nullptr) {
     (void)Env::posix()->remove_file(tmp_path);
+    CKPT_RETURN_IF_ERROR(build_manifest(*filled));
+    CKPT_RETURN_IF_ERROR(env->write_atomic(manifest_path, manifest));
   } else {
     CKPT_RETURN_IF_ERROR(env->rename(tmp_path, final_path));
+    CKPT_RETURN_IF_ERROR(env->rename(manifest_tmp, manifest_path));
+    CKPT_RETURN_IF_ERROR(env->sync_dir(step_dir));
   }
-  const std::string manifest = encode_manifest(m);
-  CKPT_RETURN_IF_ERROR(env->write_atomic(path_join(step_dir, rank_manifest_name(rank)), manifest));
   local.manifest_seconds = seconds_since(t0);
   local.file_bytes = filled->file_bytes;
   local.file_xxh3 = filled->file_xxh3;
