@@ -1,7 +1,8 @@
 // What HDF5 opens for a rank file: HDF5 reads through its own driver, by local path, so a rank
 // file on an object store is seen through a sparse local scratch copy that holds only its
 // structural bytes (the manifest's gap regions: groups, attributes, dataset headers) at their
-// offsets — never its tensors, which resume/ and read_rank read with ranged GETs. Without a
+// offsets — never its tensors, which resume/ and read_rank read with ranged GETs (regions close
+// together are fetched in one read, the few tensor bytes between them dropped). Without a
 // manifest (a verifier that trusts nothing), the whole object is copied.
 #pragma once
 
