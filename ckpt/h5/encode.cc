@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "ckpt/base/hash.h"
+#include "ckpt/h5/stored_type.h"
 
 namespace ckpt::h5 {
 
@@ -92,7 +93,8 @@ void float_type(Bytes* o, unsigned size, unsigned exp_loc, unsigned exp_size, un
   o->u32(bias);
 }
 
-void complex_type(Bytes* o, unsigned part, void (*part_type)(Bytes*)) {
+template <typename PartType>
+void complex_type(Bytes* o, unsigned part, const PartType& part_type) {
   o->u8(0x36);                   // class 6 (compound), version 3
   o->u8(2), o->u8(0), o->u8(0);  // two members
   o->u32(2 * part);
@@ -103,8 +105,6 @@ void complex_type(Bytes* o, unsigned part, void (*part_type)(Bytes*)) {
   }
 }
 
-void f16(Bytes* o) { float_type(o, 2, 10, 5, 10, 15); }
-void f32(Bytes* o) { float_type(o, 4, 23, 8, 23, 127); }
 void f64(Bytes* o) { float_type(o, 8, 52, 11, 52, 1023); }
 
 void bool_type(Bytes* o) {
@@ -133,44 +133,16 @@ void opaque_type(Bytes* o, std::string_view tag) {
 }
 
 void dtype_message(Bytes* o, DType t) {
-  switch (t) {
-    case DType::kBool:
-    case DType::kUInt8:
-    case DType::kQUInt8:
-      return fixed_type(o, 1, false);
-    case DType::kInt8:
-    case DType::kQInt8:
-      return fixed_type(o, 1, true);
-    case DType::kInt16:
-      return fixed_type(o, 2, true);
-    case DType::kInt32:
-    case DType::kQInt32:
-      return fixed_type(o, 4, true);
-    case DType::kInt64:
-      return fixed_type(o, 8, true);
-    case DType::kUInt16:
-      return fixed_type(o, 2, false);
-    case DType::kUInt32:
-      return fixed_type(o, 4, false);
-    case DType::kUInt64:
-      return fixed_type(o, 8, false);
-    case DType::kFloat32:
-      return f32(o);
-    case DType::kFloat64:
-      return f64(o);
-    case DType::kFloat16:
-      return f16(o);
-    case DType::kBFloat16:
-      return float_type(o, 2, 7, 8, 7, 127);
-    case DType::kComplex32:
-      return complex_type(o, 2, f16);
-    case DType::kComplex64:
-      return complex_type(o, 4, f32);
-    case DType::kComplex128:
-      return complex_type(o, 8, f64);
-    case DType::kQUInt4x2:
-    case DType::kFloat8E5M2:
-    case DType::kFloat8E4M3FN:
+  const StoredType s = stored_type(t);
+  auto part = [&s](Bytes* b) { float_type(b, s.size, s.exp_loc, s.exp_size, s.mant_size, s.bias); };
+  switch (s.kind) {
+    case StoredType::kFixed:
+      return fixed_type(o, s.size, s.is_signed);
+    case StoredType::kFloat:
+      return part(o);
+    case StoredType::kComplex:
+      return complex_type(o, s.size, part);
+    case StoredType::kOpaque:
       return opaque_type(o, dtype_name(t));
   }
 }

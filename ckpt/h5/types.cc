@@ -4,17 +4,21 @@
 #include <memory>
 #include <vector>
 
+#include "ckpt/h5/stored_type.h"
+
 namespace ckpt::h5 {
 namespace {
 
-// A 16-bit float with the given field layout.
-Handle float16_type(size_t exp_pos, size_t exp_size, size_t mant_size, size_t bias) {
+// A float of the stored type's field layout (IEEE single and double are HDF5's own).
+Handle float_type(const StoredType& s) {
+  if (s.size == 4) return type_handle(H5Tcopy(H5T_IEEE_F32LE));
+  if (s.size == 8) return type_handle(H5Tcopy(H5T_IEEE_F64LE));
   Handle t = type_handle(H5Tcopy(H5T_IEEE_F32LE));
-  H5Tset_fields(t.get(), 15, exp_pos, exp_size, 0, mant_size);
+  H5Tset_fields(t.get(), 8 * s.size - 1, s.exp_loc, s.exp_size, 0, s.mant_size);
   H5Tset_offset(t.get(), 0);
-  H5Tset_precision(t.get(), 16);
-  H5Tset_size(t.get(), 2);
-  H5Tset_ebias(t.get(), bias);
+  H5Tset_precision(t.get(), 8 * s.size);
+  H5Tset_size(t.get(), s.size);
+  H5Tset_ebias(t.get(), s.bias);
   return t;
 }
 
@@ -60,46 +64,26 @@ Handle vector_space(size_t n) {
 }  // namespace
 
 Handle make_type(DType t) {
-  switch (t) {
-    case DType::kBool:
-    case DType::kUInt8:
-    case DType::kQUInt8:
-      return type_handle(H5Tcopy(H5T_STD_U8LE));
-    case DType::kInt8:
-    case DType::kQInt8:
-      return type_handle(H5Tcopy(H5T_STD_I8LE));
-    case DType::kInt16:
-      return type_handle(H5Tcopy(H5T_STD_I16LE));
-    case DType::kInt32:
-    case DType::kQInt32:
-      return type_handle(H5Tcopy(H5T_STD_I32LE));
-    case DType::kInt64:
-      return type_handle(H5Tcopy(H5T_STD_I64LE));
-    case DType::kUInt16:
-      return type_handle(H5Tcopy(H5T_STD_U16LE));
-    case DType::kUInt32:
-      return type_handle(H5Tcopy(H5T_STD_U32LE));
-    case DType::kUInt64:
-      return type_handle(H5Tcopy(H5T_STD_U64LE));
-    case DType::kFloat32:
-      return type_handle(H5Tcopy(H5T_IEEE_F32LE));
-    case DType::kFloat64:
-      return type_handle(H5Tcopy(H5T_IEEE_F64LE));
-    case DType::kFloat16:
-      return float16_type(10, 5, 10, 15);
-    case DType::kBFloat16:
-      return float16_type(7, 8, 7, 127);
-    case DType::kComplex32: {
-      Handle half = float16_type(10, 5, 10, 15);
-      return complex_type(half.get(), 2);
+  const StoredType s = stored_type(t);
+  switch (s.kind) {
+    case StoredType::kFixed:
+      switch (s.size) {
+        case 1:
+          return type_handle(H5Tcopy(s.is_signed ? H5T_STD_I8LE : H5T_STD_U8LE));
+        case 2:
+          return type_handle(H5Tcopy(s.is_signed ? H5T_STD_I16LE : H5T_STD_U16LE));
+        case 4:
+          return type_handle(H5Tcopy(s.is_signed ? H5T_STD_I32LE : H5T_STD_U32LE));
+        default:
+          return type_handle(H5Tcopy(s.is_signed ? H5T_STD_I64LE : H5T_STD_U64LE));
+      }
+    case StoredType::kFloat:
+      return float_type(s);
+    case StoredType::kComplex: {
+      Handle part = float_type(s);
+      return complex_type(part.get(), s.size);
     }
-    case DType::kComplex64:
-      return complex_type(H5T_IEEE_F32LE, 4);
-    case DType::kComplex128:
-      return complex_type(H5T_IEEE_F64LE, 8);
-    case DType::kQUInt4x2:
-    case DType::kFloat8E5M2:
-    case DType::kFloat8E4M3FN: {
+    case StoredType::kOpaque: {
       Handle o = type_handle(H5Tcreate(H5T_OPAQUE, 1));
       H5Tset_tag(o.get(), dtype_name(t));
       return o;

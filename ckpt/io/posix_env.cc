@@ -28,6 +28,49 @@ Status errno_status(const std::string& what, const std::string& path) {
   return io_error(msg);
 }
 
+void* span_base(const ReadSpan& s) { return s.dst; }
+void* span_base(const WriteSpan& s) { return const_cast<void*>(s.src); }
+
+// Moves the spans' bytes with `io` (preadv or pwritev at an offset) in batches of at most
+// IOV_MAX iovecs, a partial transfer resumed inside the span it stopped in, EINTR retried.
+// 1 when every byte moved; -1 on an error (errno set); 0 when `io` moved nothing with bytes left
+// (the end of the file, for a read).
+template <typename Span, typename Io>
+int move_spans(const Span* spans, size_t count, uint64_t offset, Io io) {
+  constexpr size_t kBatch = IOV_MAX < 1024 ? IOV_MAX : 1024;
+  std::array<struct iovec, kBatch> iov;
+  uint64_t left = 0;
+  for (size_t j = 0; j < count; ++j) left += spans[j].nbytes;
+  size_t k = 0, done_in = 0;  // the first span not moved completely; its bytes moved
+  while (left > 0) {
+    size_t n = 0;
+    for (size_t j = k; j < count && n < kBatch; ++j, ++n) {
+      const size_t skip = j == k ? done_in : 0;
+      iov[n].iov_base = static_cast<char*>(span_base(spans[j])) + skip;
+      iov[n].iov_len = spans[j].nbytes - skip;
+    }
+    const ssize_t r = io(iov.data(), static_cast<int>(n), static_cast<off_t>(offset));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    if (r == 0) return 0;
+    offset += static_cast<uint64_t>(r);
+    left -= static_cast<uint64_t>(r);
+    for (size_t got = static_cast<size_t>(r); k < count;) {
+      const size_t rest = spans[k].nbytes - done_in;
+      if (got < rest) {
+        done_in += got;
+        break;
+      }
+      got -= rest;
+      done_in = 0;
+      ++k;
+    }
+  }
+  return 1;
+}
+
 class PosixWritable final : public WritableFile {
  public:
   PosixWritable(int fd, std::string path, uint64_t end)
@@ -54,41 +97,17 @@ class PosixWritable final : public WritableFile {
     end_ = std::max(end_, offset);
     return Status::ok();
   }
-  // pwritev in batches of at most IOV_MAX spans; a partial write resumes inside the span it
-  // stopped in.
+  // pwritev in batches (move_spans).
   Status write_gather_at(uint64_t offset, const WriteSpan* spans, size_t count) override {
-    constexpr size_t kBatch = IOV_MAX < 1024 ? IOV_MAX : 1024;
-    std::array<struct iovec, kBatch> iov;
-    uint64_t left = 0;
-    for (size_t j = 0; j < count; ++j) left += spans[j].nbytes;
-    size_t k = 0, done_in = 0;  // the first span not written completely; its bytes written
-    while (left > 0) {
-      size_t n = 0;
-      for (size_t j = k; j < count && n < kBatch; ++j, ++n) {
-        const size_t skip = j == k ? done_in : 0;
-        iov[n].iov_base = const_cast<char*>(static_cast<const char*>(spans[j].src)) + skip;
-        iov[n].iov_len = spans[j].nbytes - skip;
-      }
-      const ssize_t w = ::pwritev(fd_, iov.data(), static_cast<int>(n), static_cast<off_t>(offset));
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        return errno_status("write", path_);
-      }
-      if (w == 0) return io_error(path_ + ": write wrote nothing");
-      offset += static_cast<uint64_t>(w);
-      left -= static_cast<uint64_t>(w);
-      for (size_t got = static_cast<size_t>(w); k < count;) {
-        const size_t left = spans[k].nbytes - done_in;
-        if (got < left) {
-          done_in += got;
-          break;
-        }
-        got -= left;
-        done_in = 0;
-        ++k;
-      }
-    }
-    end_ = std::max(end_, offset);
+    const int fd = fd_;
+    const int r = move_spans(spans, count, offset, [fd](const iovec* v, int n, off_t at) {
+      return ::pwritev(fd, v, n, at);
+    });
+    if (r < 0) return errno_status("write", path_);
+    if (r == 0) return io_error(path_ + ": write wrote nothing");
+    uint64_t total = 0;
+    for (size_t k = 0; k < count; ++k) total += spans[k].nbytes;
+    end_ = std::max(end_, offset + total);
     return Status::ok();
   }
   Status sync() override {
@@ -133,8 +152,7 @@ class PosixRandom final : public RandomAccessFile {
     }
     return Status::ok();
   }
-  // preadv in batches of at most IOV_MAX spans; a partial read resumes inside the span it
-  // stopped in.
+  // preadv in batches (move_spans).
   Status read_scatter_at(uint64_t offset, const ReadSpan* spans, size_t count) const override {
     uint64_t total = 0;
     for (size_t k = 0; k < count; ++k) total += spans[k].nbytes;
@@ -143,37 +161,13 @@ class PosixRandom final : public RandomAccessFile {
                      std::to_string(offset + total) + ") but the file has " +
                      std::to_string(size_));
     }
-    constexpr size_t kBatch = IOV_MAX < 1024 ? IOV_MAX : 1024;
-    std::array<struct iovec, kBatch> iov;
-    size_t k = 0;        // first span not read completely
-    size_t done_in = 0;  // bytes of span k already read
-    while (k < count) {
-      size_t n = 0;
-      for (size_t j = k; j < count && n < kBatch; ++j, ++n) {
-        const size_t skip = j == k ? done_in : 0;
-        iov[n].iov_base = static_cast<char*>(spans[j].dst) + skip;
-        iov[n].iov_len = spans[j].nbytes - skip;
-      }
-      const ssize_t r = ::preadv(fd_, iov.data(), static_cast<int>(n), static_cast<off_t>(offset));
-      if (r < 0) {
-        if (errno == EINTR) continue;
-        return errno_status("read", path_);
-      }
-      if (r == 0 && total > 0) return corrupt(path_ + ": truncated: unexpected end of file");
-      count_read(static_cast<size_t>(r));
-      offset += static_cast<uint64_t>(r);
-      total -= static_cast<uint64_t>(r);
-      for (size_t got = static_cast<size_t>(r); k < count;) {
-        const size_t left = spans[k].nbytes - done_in;
-        if (got < left) {
-          done_in += got;
-          break;
-        }
-        got -= left;
-        done_in = 0;
-        ++k;
-      }
-    }
+    const int fd = fd_;
+    const int r = move_spans(spans, count, offset, [fd](const iovec* v, int n, off_t at) {
+      return ::preadv(fd, v, n, at);
+    });
+    if (r < 0) return errno_status("read", path_);
+    if (r == 0 && total > 0) return corrupt(path_ + ": truncated: unexpected end of file");
+    count_read(static_cast<size_t>(total));
     return Status::ok();
   }
   uint64_t size() const override { return size_; }
