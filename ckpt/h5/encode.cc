@@ -76,14 +76,14 @@ struct Bytes {
 };
 
 // Datatype messages (§IV.A.2.d), as HDF5 encodes the types of types.cc.
-void fixed_type(Bytes* o, unsigned size, bool is_signed) {
+void fixed_type(Bytes* o, uint64_t size, bool is_signed) {
   o->u8(0x10);  // class 0 (fixed point), version 1
   o->u8(is_signed ? 0x08 : 0x00), o->u8(0), o->u8(0);
   o->u32(size);
   o->u16(0), o->u16(8 * size);  // bit offset, precision
 }
 
-void float_type(Bytes* o, unsigned size, unsigned exp_loc, unsigned exp_size, unsigned mant_size,
+void float_type(Bytes* o, uint64_t size, unsigned exp_loc, unsigned exp_size, unsigned mant_size,
                 unsigned bias) {
   o->u8(0x11);                                 // class 1 (floating point), version 1
   o->u8(0x20), o->u8(8 * size - 1), o->u8(0);  // implied MSB mantissa; sign bit position
@@ -94,11 +94,11 @@ void float_type(Bytes* o, unsigned size, unsigned exp_loc, unsigned exp_size, un
 }
 
 template <typename PartType>
-void complex_type(Bytes* o, unsigned part, const PartType& part_type) {
+void complex_type(Bytes* o, uint64_t part, const PartType& part_type) {
   o->u8(0x36);                   // class 6 (compound), version 3
   o->u8(2), o->u8(0), o->u8(0);  // two members
   o->u32(2 * part);
-  for (unsigned m = 0; m < 2; ++m) {
+  for (uint64_t m = 0; m < 2; ++m) {
     o->raw(m == 0 ? std::string_view("r\0", 2) : std::string_view("i\0", 2));
     o->u8(m * part);  // offset, in the one byte a size under 256 needs
     part_type(o);

@@ -3,14 +3,14 @@
 namespace ckpt::h5 {
 namespace {
 
-StoredType fixed(unsigned size, bool is_signed) {
+StoredType fixed(size_t size, bool is_signed) {
   StoredType s;
   s.size = size;
   s.is_signed = is_signed;
   return s;
 }
 
-StoredType floating(StoredType::Kind kind, unsigned size, unsigned exp_loc, unsigned exp_size,
+StoredType floating(StoredType::Kind kind, size_t size, unsigned exp_loc, unsigned exp_size,
                     unsigned mant_size, unsigned bias) {
   StoredType s;
   s.kind = kind;

@@ -3,13 +3,15 @@
 // writes its datatype messages (encode.cc). Pure: no HDF5. Internal to ckpt/h5.
 #pragma once
 
+#include <cstddef>
+
 #include "ckpt/format/dtype.h"
 
 namespace ckpt::h5 {
 
 struct StoredType {
   enum Kind { kFixed, kFloat, kComplex, kOpaque } kind = kFixed;
-  unsigned size = 1;       // bytes of one element (of one part, for kComplex)
+  size_t size = 1;         // bytes of one element (of one part, for kComplex)
   bool is_signed = false;  // kFixed
   // kFloat, and each part of kComplex: IEEE-style fields (sign bit at 8 * size - 1, mantissa
   // at bit 0, the leading mantissa bit implied).
