@@ -33,13 +33,20 @@ struct DatasetExtent {
 struct StructureImage {
   std::vector<std::pair<uint64_t, std::string>> runs;  // (offset, bytes), by offset
   uint64_t file_bytes = 0;
+  // The file at `path` existed with exactly file_bytes and was kept, not truncated
+  // (write_structure's `reuse`): every byte the runs do not cover still holds its old value,
+  // and the caller must write all of them (tensors and the zeros between).
+  bool reused = false;
 };
 
 // ckpt's own encoder (encode.h) writes the trees it can describe, HDF5's writer the others;
 // write_structure_hdf5 always uses HDF5's (tests compare the two). `image` (optional) gets what
-// the encoder wrote, so the caller need not read it back.
+// the encoder wrote, so the caller need not read it back. `reuse` (with `image`): an existing
+// file at `path` of exactly the encoded size is overwritten in place instead of truncated
+// (image->reused; ckpt/store's spare rank files, run_dir.h).
 Result<std::vector<DatasetExtent>> write_structure(const std::string& path, const Node& root,
-                                                   StructureImage* image = nullptr);
+                                                   StructureImage* image = nullptr,
+                                                   bool reuse = false);
 Result<std::vector<DatasetExtent>> write_structure_hdf5(const std::string& path, const Node& root);
 
 struct DatasetInfo {

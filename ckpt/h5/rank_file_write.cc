@@ -271,8 +271,23 @@ Status write_deferred(Writer* w, const std::string& path, const std::vector<Defe
 
 // The encoded structure written to a new file at `path`: its superblock and its tail; the
 // extents between stay holes until ckpt/store fills them.
-Status write_encoded(const std::string& path, const EncodedStructure& e) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+// With `reuse`, a file already at `path` with exactly the encoded size is kept (*reused): its
+// blocks are overwritten in place.
+Status write_encoded(const std::string& path, const EncodedStructure& e, bool reuse, bool* reused) {
+  *reused = false;
+  int fd = -1;
+  if (reuse) {
+    fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+    if (fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        static_cast<uint64_t>(st.st_size) == e.file_bytes) {
+      *reused = true;
+    } else if (fd >= 0) {
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  if (fd < 0) fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return io_error(path + ": cannot create: " + std::strerror(errno));
   auto put = [&](const std::string& bytes, uint64_t at) -> Status {
     for (size_t done = 0; done < bytes.size();) {
@@ -293,11 +308,13 @@ Status write_encoded(const std::string& path, const EncodedStructure& e) {
 }  // namespace
 
 Result<std::vector<DatasetExtent>> write_structure(const std::string& path, const Node& root,
-                                                   StructureImage* image) {
+                                                   StructureImage* image, bool reuse) {
   if (image != nullptr) *image = StructureImage{};
   if (auto encoded = encode_structure(root)) {
-    CKPT_RETURN_IF_ERROR(write_encoded(path, *encoded));
+    bool reused = false;
+    CKPT_RETURN_IF_ERROR(write_encoded(path, *encoded, reuse && image != nullptr, &reused));
     if (image != nullptr) {
+      image->reused = reused;
       image->file_bytes = encoded->file_bytes;
       image->runs.emplace_back(0, std::move(encoded->superblock));
       image->runs.emplace_back(encoded->tail_offset, std::move(encoded->tail));

@@ -265,7 +265,14 @@ Status FaultInjectionEnv::undo(const DirChange& c) {
     case DirChange::kMkdir:
       return base_->is_dir(c.path) ? base_->remove_tree(c.path) : Status::ok();
     case DirChange::kRename:
-      if (base_->exists(c.path)) CKPT_RETURN_IF_ERROR(base_->rename(c.path, c.from));
+      if (base_->exists(c.path)) {
+        // Moved out of a directory whose removal is durable: the entry went with it (lost).
+        if (!base_->is_dir(path_dirname(c.from))) {
+          CKPT_RETURN_IF_ERROR(base_->remove_file(c.path));
+        } else {
+          CKPT_RETURN_IF_ERROR(base_->rename(c.path, c.from));
+        }
+      }
       return c.old_bytes ? write(c.path, *c.old_bytes) : Status::ok();
     case DirChange::kRemove:
       return write(c.path, c.old_bytes.value_or(""));

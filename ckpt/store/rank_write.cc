@@ -35,6 +35,7 @@
 #include "ckpt/store/direct_writer.h"
 #include "ckpt/store/hdf5_view.h"
 #include "ckpt/store/rank_io.h"
+#include "ckpt/store/run_dir.h"
 
 namespace ckpt::store {
 namespace {
@@ -122,6 +123,9 @@ Status check_aliases(const std::vector<TensorRef>& refs, const std::string& wher
   return Status::ok();
 }
 
+// What a gathered write takes for zeros between tensors.
+const unsigned char kZeroPage[Env::kDirectIoAlignment] = {};
+
 // The structural bytes of the file being written: from the encoder's image when it wrote them
 // (h5::StructureImage: no read back), else read back from the file HDF5 wrote.
 class StructureBytes {
@@ -142,6 +146,26 @@ class StructureBytes {
   // Whether every byte between two tensor extents is zero: true of the encoder's layout (the
   // superblock before the first extent, the headers after the last), not of HDF5's.
   bool zeros_between() const { return !file_; }
+  // The bytes of [from, to) as spans of the image and of kZeroPage (image only), for a
+  // write pass that rewrites every byte of a reused file.
+  void spans(uint64_t from, uint64_t to, std::vector<WriteSpan>* out) const {
+    while (from < to) {
+      uint64_t next = to;  // the end of what is emitted this round
+      const unsigned char* src = nullptr;
+      for (const auto& [offset, bytes] : image_->runs) {
+        const uint64_t end = offset + bytes.size();
+        if (offset <= from && from < end) {
+          next = std::min(to, end);
+          src = reinterpret_cast<const unsigned char*>(bytes.data()) + (from - offset);
+          break;
+        }
+        if (offset > from) next = std::min(next, offset);
+      }
+      if (src == nullptr) next = std::min(next, from + sizeof kZeroPage);
+      out->push_back({src != nullptr ? src : kZeroPage, static_cast<size_t>(next - from)});
+      from = next;
+    }
+  }
   Status read_at(uint64_t at, char* out, size_t n) const {
     if (file_) return file_->read_at(at, out, n);
     if (at > size_ || n > size_ - at) return internal_error("structure read past the file's end");
@@ -226,6 +250,15 @@ class ExtentSink {
     return Status::ok();
   }
 
+  // Structural bytes (or zeros) at `offset`, for a reused file whose every byte is rewritten.
+  Status put_spans(uint64_t offset, const std::vector<WriteSpan>& spans) {
+    for (const WriteSpan& w : spans) {
+      CKPT_RETURN_IF_ERROR(queue(offset, static_cast<const unsigned char*>(w.src), w.nbytes));
+      offset += w.nbytes;
+    }
+    return Status::ok();
+  }
+
   // Every byte on its way to the disk; then sync(): fdatasync.
   Status finish() {
     if (direct_) CKPT_RETURN_IF_ERROR(direct_->finish());
@@ -244,15 +277,14 @@ class ExtentSink {
   // A buffered write, gathered with the ones before it when it continues them (past a gap of
   // zeros, with bridge_gaps_): a state of many small tensors takes a few syscalls, not one each.
   Status queue(uint64_t offset, const unsigned char* p, size_t n) {
-    static const unsigned char kZeros[Env::kDirectIoAlignment] = {};
     const uint64_t end = pending_at_ + pending_bytes_;
     const bool continues = !pending_.empty() && offset >= end &&
-                           (offset == end || (bridge_gaps_ && offset - end <= sizeof kZeros));
+                           (offset == end || (bridge_gaps_ && offset - end <= sizeof kZeroPage));
     if (!pending_.empty() && !continues) CKPT_RETURN_IF_ERROR(flush());
     if (pending_.empty()) pending_at_ = offset;
     if (offset > pending_at_ + pending_bytes_) {
       const size_t gap = static_cast<size_t>(offset - pending_at_ - pending_bytes_);
-      pending_.push_back({kZeros, gap});
+      pending_.push_back({kZeroPage, gap});
       pending_bytes_ += gap;
     }
     pending_.push_back({p, n});
@@ -303,7 +335,18 @@ Result<Filled> fill_and_hash_once(Env* env, const std::string& tmp_path,
   CKPT_ASSIGN_OR_RETURN(StructureBytes structure, StructureBytes::open(env, tmp_path, image));
   const uint64_t size = structure.size();
   CKPT_ASSIGN_OR_RETURN(auto buffered, env->open_for_update(tmp_path));
-  ExtentSink sink(env, tmp_path, std::move(buffered), try_direct, structure.zeros_between());
+  // A reused file (a spare, run_dir.h) keeps its old bytes wherever this pass does not write:
+  // it writes every byte, the structure and zeros too, and never with direct I/O.
+  const bool every_byte = image.reused;
+  ExtentSink sink(env, tmp_path, std::move(buffered), try_direct && !every_byte,
+                  structure.zeros_between());
+  std::vector<WriteSpan> gap_spans;
+  auto rewrite = [&](uint64_t from, uint64_t to) -> Status {
+    if (!every_byte || from >= to) return Status::ok();
+    gap_spans.clear();
+    structure.spans(from, to, &gap_spans);
+    return sink.put_spans(from, gap_spans);
+  };
   if (stats != nullptr) stats->direct_io = sink.direct();
   std::unique_ptr<char[]> buf(new char[kWriteChunk]);
   Hasher whole;
@@ -320,11 +363,13 @@ Result<Filled> fill_and_hash_once(Env* env, const std::string& tmp_path,
                             " bytes or over the previous extent");
     }
     CKPT_RETURN_IF_ERROR(hash_structure(structure, pos, e.offset, &buf, &whole, &gaps));
+    CKPT_RETURN_IF_ERROR(rewrite(pos, e.offset));
     CKPT_RETURN_IF_ERROR(
         sink.write(e.offset, static_cast<const unsigned char*>(t.data), t.nbytes, &whole));
     pos = e.offset + t.nbytes;
   }
   CKPT_RETURN_IF_ERROR(hash_structure(structure, pos, size, &buf, &whole, &gaps));
+  CKPT_RETURN_IF_ERROR(rewrite(pos, size));
   Filled filled{size, whole.digest(), std::move(gaps)};
   const auto t1 = Clock::now();
   CKPT_RETURN_IF_ERROR(sink.finish());
@@ -467,8 +512,17 @@ Result<Manifest> write_rank(Env* env, const std::string& step_dir, int64_t rank,
   local.hash_seconds = seconds_since(t0);
 
   t0 = Clock::now();
+  // This rank's spare file (run_dir.h), for a small state on a file system: renamed to be the
+  // .tmp and overwritten in place when it has the new file's size (else truncated).
+  uint64_t tensor_bytes = 0;
+  for (const auto& r : refs) tensor_bytes += r.tensor->alias_of.empty() ? r.tensor->nbytes : 0;
+  const bool reuse = store == nullptr && tensor_bytes <= kSpareMaxBytes;
+  if (reuse) {
+    const std::string spare = spare_rank_file(step_dir, rank);
+    if (env->exists(spare)) (void)env->rename(spare, tmp_path);
+  }
   h5::StructureImage image;
-  auto extents = h5::write_structure(tmp_path, *root, &image);
+  auto extents = h5::write_structure(tmp_path, *root, &image, reuse);
   local.structure_seconds = seconds_since(t0);
   // The manifest (docs/format.md §4), from what the write pass found. On a file system it is
   // written to its .tmp and synced while the rank file syncs (both durable before either is

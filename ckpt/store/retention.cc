@@ -12,6 +12,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "ckpt/format/manifest.h"
 #include "ckpt/store/run_dir.h"
 
 namespace ckpt::store {
@@ -46,13 +47,45 @@ std::string refuse_reason(Env* env, const std::string& dir) {
   return "";
 }
 
+// The rank R of "rank-R.h5", or -1.
+int64_t rank_of_file(const std::string& name) {
+  if (name.rfind("rank-", 0) != 0 || !ends_with(name, ".h5") || name.size() <= 8) return -1;
+  int64_t r = 0;
+  for (size_t i = 5; i + 3 < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9' || r > (int64_t{1} << 40)) return -1;
+    r = r * 10 + (name[i] - '0');
+  }
+  return name == rank_file_name(r) ? r : -1;
+}
+
 Status remove_checkpoint(Env* env, const std::string& dir) {
   CKPT_ASSIGN_OR_RETURN(auto names, env->list_dir(dir));
   // COMMIT.json first: a removal cut short leaves an interrupted save, never a checkpoint that
   // claims files it no longer has.
   std::stable_partition(names.begin(), names.end(),
                         [](const std::string& n) { return n == "COMMIT.json"; });
-  for (const auto& n : names) CKPT_RETURN_IF_ERROR(env->remove_file(path_join(dir, n)));
+  const bool local = env->object_store(dir) == nullptr;
+  bool spare_dir = false;
+  for (const auto& n : names) {
+    const std::string path = path_join(dir, n);
+    const int64_t rank = local ? rank_of_file(n) : -1;
+    if (rank >= 0) {
+      // Kept as the rank's spare (run_dir.h). Its checkpoint is uncommitted for good first (the
+      // removal of COMMIT.json durable): a power failure must not bring back a commit record
+      // naming a file the next save overwrites in place.
+      const std::string spare = spare_rank_file(dir, rank);
+      auto size = env->file_size(path);
+      if (size.is_ok() && *size <= kSpareMaxBytes && !env->exists(spare)) {
+        if (!spare_dir) {
+          CKPT_RETURN_IF_ERROR(env->sync_dir(dir));
+          CKPT_RETURN_IF_ERROR(env->make_dirs(path_dirname(spare)));
+          spare_dir = true;
+        }
+        if (env->rename(path, spare).is_ok()) continue;
+      }
+    }
+    CKPT_RETURN_IF_ERROR(env->remove_file(path));
+  }
   return env->remove_dir(dir);
 }
 

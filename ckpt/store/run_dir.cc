@@ -25,6 +25,10 @@ bool is_data_file(const std::string& name) {
   return rest == ".h5" || rest == ".manifest.json";
 }
 
+std::string spare_rank_file(const std::string& step_dir, int64_t rank) {
+  return path_join(path_join(path_dirname(step_dir), ".spare"), rank_file_name(rank));
+}
+
 Result<uint64_t> hash_file(Env* env, const std::string& path) {
   CKPT_ASSIGN_OR_RETURN(auto f, env->open_random(path));
   constexpr size_t kChunk = 8u << 20;

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstring>
 
 #include "ckpt/io/mem_env.h"
 #include "ckpt/store/journal.h"
@@ -266,6 +268,86 @@ TEST_CASE("invalid UTF-8 from outside never throws out of the journal or find_la
   REQUIRE(lines->size() == 1);
   REQUIRE(skipped == 0);
   REQUIRE(lines->at(0)["note"].get<std::string>() == "raw \xef\xbf\xbd\xef\xbf\xbd bytes");
+}
+
+}  // namespace
+}  // namespace ckpt
+
+namespace ckpt {
+namespace {
+
+ino_t inode_of(const std::string& p) {
+  struct stat st;
+  REQUIRE(::stat(p.c_str(), &st) == 0);
+  return st.st_ino;
+}
+
+// Writes and commits `root` as `step` of `run` with keep_last = 1; the checkpoint's directory.
+std::string save_tree(const std::string& run, int64_t step, Node* root) {
+  root->attrs["step"] = step;
+  auto dir = store::save_dir(Env::posix(), run, step);
+  REQUIRE(dir.is_ok());
+  REQUIRE(Env::posix()->make_dirs(*dir).is_ok());
+  auto m = store::write_rank(Env::posix(), *dir, 0, step, 1, root);
+  INFO(m.status().to_string());
+  REQUIRE(m.is_ok());
+  REQUIRE(store::commit(Env::posix(), run, step, 1, {"model", "optimizer"}).is_ok());
+  REQUIRE(store::apply_retention(Env::posix(), run, 1, 0).is_ok());
+  return *dir;
+}
+
+void same_bytes(const Node& saved, const std::string& dir) {
+  auto back = store::read_rank(Env::posix(), dir, 0);
+  REQUIRE(back.is_ok());
+  for (const auto& [name, t] : saved.children.at("model").tensors) {
+    INFO(name);
+    if (!t.alias_of.empty() || t.nbytes == 0) continue;
+    const Tensor& b = back->children.at("model").tensors.at(name);
+    REQUIRE(b.nbytes == t.nbytes);
+    REQUIRE(std::memcmp(b.data, t.data, t.nbytes) == 0);
+  }
+}
+
+TEST_CASE("retention keeps a small rank file as the spare the next save overwrites in place",
+          "[store]") {
+  TempDir tmp;
+  const std::string run = tmp.path();
+  std::vector<std::vector<unsigned char>> storage;
+  Node root = testing::sample_tree(&storage);
+  const std::string first = save_tree(run, 1, &root);
+  const ino_t first_inode = inode_of(path_join(first, rank_file_name(0)));
+  save_tree(run, 2, &root);
+  const std::string spare = path_join(run, ".spare/" + rank_file_name(0));
+  REQUIRE(exists(spare));
+  CHECK(inode_of(spare) == first_inode);  // step 1's file, not unlinked
+  // The spare holds other bytes than the new file will: every one of them is rewritten.
+  {
+    std::string junk(testing::read_file(spare).size(), '\xaa');
+    FILE* f = std::fopen(spare.c_str(), "r+b");
+    REQUIRE(f != nullptr);
+    REQUIRE(std::fwrite(junk.data(), 1, junk.size(), f) == junk.size());
+    std::fclose(f);
+  }
+  for (auto& b : storage.front()) b ^= 0x5a;  // new values, same layout
+  const std::string third = save_tree(run, 3, &root);
+  CHECK(inode_of(path_join(third, rank_file_name(0))) == first_inode);  // reused in place
+  const store::VerifyReport rep = store::verify_checkpoint(Env::posix(), third);
+  INFO((rep.problems.empty() ? std::string() : rep.problems.front()));
+  CHECK(rep.problems.empty());
+  same_bytes(root, third);
+  CHECK(exists(spare));  // step 2's file, now
+  // A state of another size does not take the spare's blocks as they are: truncated, written.
+  storage.emplace_back(4096 * 3, 7);
+  root.children["model"].tensors["grown"] =
+      Tensor::borrow(DType::kUInt8, {4096 * 3}, storage.back().data(), 4096 * 3);
+  const std::string fourth = save_tree(run, 4, &root);
+  CHECK(store::verify_checkpoint(Env::posix(), fourth).problems.empty());
+  same_bytes(root, fourth);
+  // Readers never see .spare.
+  auto all = store::list_checkpoints(Env::posix(), run);
+  REQUIRE(all.is_ok());
+  REQUIRE(all->size() == 1);
+  CHECK(all->front().step == 4);
 }
 
 }  // namespace
