@@ -25,6 +25,12 @@ Ratio: torch.load+load_state_dict / ckpt restore (issue goal: >= 3x, warm).
 
   PYTHONPATH=build/python /usr/bin/python3 bench/python_save_bench.py [--mb 1024] [--reps 3]
 
+--dcp (torch >= 2.3): then, on the same model + AdamW, ckpt against torch.distributed.checkpoint in
+the same process, interleaved (dcp_case): blocking save vs dcp.save, non-blocking stall vs
+dcp.async_save's, warm restore vs dcp.load + set_state_dict.
+
+  PYTHONPATH=build/python build/python/torch2-venv/bin/python bench/python_save_bench.py --dcp
+
 --small: instead, a small state, where the fixed costs (file creation, fsyncs, manifest, commit)
 dominate: a GPT-2-shaped model (token and position embeddings, --layers blocks of 2 LayerNorms,
 attention c_attn/c_proj and MLP c_fc/c_proj with biases, a final LayerNorm; --width 64,
@@ -236,6 +242,73 @@ def ckpt_restore(model, opt, run):
     return time.perf_counter() - t0
 
 
+def dcp_case(a, base, model, opt):
+    """ckpt against torch.distributed.checkpoint in one process (no process group; torch >= 2.2),
+    interleaved rep by rep on the same model + AdamW: blocking save vs dcp.save (FileSystemWriter
+    fsyncs its files), the non-blocking stall vs dcp.async_save's (the call's return), and a warm
+    restore into the live model and optimizer (ckpt restore_latest, every hash checked first, vs
+    dcp.load of get_state_dict's dicts + set_state_dict; DCP checks nothing)."""
+    try:
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+        dcp.async_save  # noqa: B018 (torch >= 2.3)
+    except (ImportError, AttributeError) as e:
+        print(f"  --dcp: skipped: this torch ({torch.__version__}) lacks what it needs ({e})")
+        return
+    import warnings
+    warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
+    run = os.path.join(base, "dcp-run")
+    rows = {k: [] for k in ("ckpt save", "dcp.save", "ckpt stall", "dcp.async_save stall",
+                            "ckpt restore", "dcp.load")}
+    step = 10_000
+    with ckpt.Checkpointer(run, keep_last=1) as ck:
+        ck.track(model=model, optimizer=opt)
+        ck.save(step, blocking=False)  # the arena, allocated outside the clock
+        ck.wait()
+        for r in range(a.reps):
+            train_step(model, opt, a.dim)
+            msd, osd = get_state_dict(model, opt)
+            target = os.path.join(base, f"dcp-{r}")
+            t0 = time.perf_counter()
+            dcp.save({"model": msd, "optim": osd}, checkpoint_id=target)
+            rows["dcp.save"].append(time.perf_counter() - t0)
+            step += 1
+            t0 = time.perf_counter()
+            ck.save(step)
+            rows["ckpt save"].append(time.perf_counter() - t0)
+            train_step(model, opt, a.dim)
+            msd, osd = get_state_dict(model, opt)
+            t0 = time.perf_counter()
+            fut = dcp.async_save({"model": msd, "optim": osd}, checkpoint_id=target + "-async")
+            rows["dcp.async_save stall"].append(time.perf_counter() - t0)
+            fut.result()
+            step += 1
+            t0 = time.perf_counter()
+            ck.save(step, blocking=False)
+            rows["ckpt stall"].append(time.perf_counter() - t0)
+            ck.wait()
+            make_warm(target + "-async")
+            msd, osd = get_state_dict(model, opt)
+            t0 = time.perf_counter()
+            dcp.load({"model": msd, "optim": osd}, checkpoint_id=target + "-async")
+            set_state_dict(model, opt, model_state_dict=msd, optim_state_dict=osd)
+            rows["dcp.load"].append(time.perf_counter() - t0)
+            make_warm(run)
+            rows["ckpt restore"].append(ckpt_restore(model, opt, run))
+            for d in (target, target + "-async"):
+                shutil.rmtree(d, ignore_errors=True)
+    med = statistics.median
+    print(f"  against torch.distributed.checkpoint, one process, {a.reps} interleaved reps:")
+    for k, xs in rows.items():
+        print(f"    {k:22s} {med(xs):7.3f} s  ({', '.join(f'{x:.3f}' for x in xs)})")
+    for ours, theirs, what in (("ckpt save", "dcp.save", "blocking save"),
+                               ("ckpt stall", "dcp.async_save stall", "non-blocking stall"),
+                               ("ckpt restore", "dcp.load", "warm restore")):
+        per = [t / o for o, t in zip(rows[ours], rows[theirs])]
+        print(f"    {what}: DCP / ckpt {med(rows[theirs]) / med(rows[ours]):5.2f}x "
+              f"(per rep {min(per):.2f}-{max(per):.2f})")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=float, default=1024, help="model + AdamW state size, MB")
@@ -246,6 +319,8 @@ def main():
     ap.add_argument("--vocab", type=int, default=1000)
     ap.add_argument("--width", type=int, default=64)
     ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--dcp", action="store_true",
+                    help="also against torch.distributed.checkpoint (torch >= 2.3; see dcp_case)")
     a = ap.parse_args()
     base = a.dir or tempfile.mkdtemp(prefix="ckpt-pysave-")
     os.makedirs(base, exist_ok=True)
@@ -337,6 +412,8 @@ def main():
         print("  cold: skipped (dropping the page cache needs root)")
     print(f"  arena: {stats['arena_capacity'] / 1e6:.0f} MB, allocated "
           f"{stats['arena_allocations']} time(s) over {stats['submitted']} saves")
+    if a.dcp:
+        dcp_case(a, base, model, opt)
     if not a.dir:
         shutil.rmtree(base, ignore_errors=True)
     return 0
