@@ -7,6 +7,9 @@
 #
 #   sudo scripts/disk_full_harness.sh [BUILD_DIR] [FROM_KIB] [TO_KIB] [STEP_KIB]
 #
+# The seed run's spare rank file (RUN/.spare, docs/format.md §2 step 5) is removed, so the save
+# writes a fresh rank file and needs space for it; CKPT_HARNESS_KEEP_SPARE=1 keeps it (the save
+# then overwrites it in place and needs only a few KiB for the manifest and commit record).
 # Needs root (mount) and unshare(1).
 set -u
 build=$(realpath "${1:-build}")
@@ -24,6 +27,7 @@ ckpt="$work/bin/ckpt"
 digest() { sed -n 's/^final_params_xxh3 //p' | tail -1; }
 "$demo" --run-dir "$work/seed" --steps 80 --save-every 20 --stop-at 60 --keep-last 1 >/dev/null
 rm -rf "$work/seed/profile"
+[ "${CKPT_HARNESS_KEEP_SPARE:-0}" = 1 ] || rm -rf "$work/seed/.spare"
 ref=$("$demo" --run-dir "$work/ref" --steps 80 --save-every 20 | digest)
 
 # One level, inside the namespace: prints "rc tmp_left verify_rc resumed_digest first_error".

@@ -55,6 +55,7 @@ constexpr uint64_t kUndef = ~uint64_t{0};
 constexpr uint64_t kAlign = 4096;      // every tensor extent (docs/format.md §3)
 constexpr uint64_t kDataStart = 4096;  // the superblock's block
 constexpr size_t kMaxMessage = 65535;  // a header message's size field is 16 bits
+constexpr size_t kMaxRank = 32;        // H5S_MAX_RANK
 constexpr size_t kHeapCap = 1u << 20;  // bytes of strings per global heap collection
 constexpr uint16_t kHeapMaxIndex = 65535;
 constexpr size_t kObjectHeaderBytes = 16;  // a global heap object's header
@@ -353,6 +354,7 @@ class Encoder {
       simple_space(&space, {0});
       if (alias) attrs["alias_of"] = t.alias_of;
     } else {
+      if (t.shape.size() > kMaxRank) return false;  // HDF5 refuses it: its writer says so
       std::vector<uint64_t> dims(t.shape.begin(), t.shape.end());
       uint64_t numel = 1;
       for (int64_t d : t.shape) {

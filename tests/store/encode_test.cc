@@ -256,6 +256,10 @@ TEST_CASE("trees the encoder does not take go through HDF5's writer", "[h5]") {
   Node big;
   big.attrs["ids"] = std::vector<int64_t>(9000, 7);  // 72 KB: more than a header message holds
   CHECK_FALSE(h5::encode_structure(big).has_value());
+  Node deep;  // 33 dimensions: more than HDF5 has
+  static const unsigned char one = 1;
+  deep.tensors["t"] = Tensor::borrow(DType::kUInt8, std::vector<int64_t>(33, 1), &one, 1);
+  CHECK_FALSE(h5::encode_structure(deep).has_value());
   Node slash;
   slash.child("a/b");
   CHECK_FALSE(h5::encode_structure(slash).has_value());
