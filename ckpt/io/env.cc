@@ -77,18 +77,20 @@ Result<std::string> Env::read_whole(const std::string& path, uint64_t max_bytes)
   return out;
 }
 
-Status Env::write_atomic(const std::string& path, const std::string& contents) {
-  const std::string tmp = path + ".tmp";
+Status write_synced(Env* env, const std::string& path, const std::string& contents) {
   Status written = [&]() -> Status {
-    CKPT_ASSIGN_OR_RETURN(auto f, new_writable(tmp));
+    CKPT_ASSIGN_OR_RETURN(auto f, env->new_writable(path));
     CKPT_RETURN_IF_ERROR(f->append(contents.data(), contents.size()));
     CKPT_RETURN_IF_ERROR(f->sync());
     return f->close();
   }();
-  if (!written.is_ok()) {
-    if (exists(tmp)) (void)remove_file(tmp);  // a full disk leaves no .tmp behind
-    return written;
-  }
+  if (!written.is_ok() && env->exists(path)) (void)env->remove_file(path);
+  return written;
+}
+
+Status Env::write_atomic(const std::string& path, const std::string& contents) {
+  const std::string tmp = path + ".tmp";
+  CKPT_RETURN_IF_ERROR(write_synced(this, tmp, contents));  // a full disk leaves no .tmp behind
   CKPT_RETURN_IF_ERROR(rename(tmp, path));
   return sync_dir(path_dirname(path));
 }

@@ -220,6 +220,10 @@ class Env {
   virtual Result<std::string> read_whole(const std::string& path, uint64_t max_bytes);
 };
 
+// Writes `contents` to a new file at `path` and syncs it (no rename); a failed write leaves no
+// file behind (a full disk). Env::write_atomic's first half, for callers that rename later.
+Status write_synced(Env* env, const std::string& path, const std::string& contents);
+
 // Joins two path pieces with one '/'.
 std::string path_join(const std::string& a, const std::string& b);
 std::string path_dirname(const std::string& p);

@@ -310,18 +310,6 @@ class ExtentSink {
   uint64_t pending_at_ = 0, pending_bytes_ = 0;
 };
 
-// Writes `bytes` to a new file at `path` and syncs it; removes it on failure (a full disk).
-Status write_durable(Env* env, const std::string& path, const std::string& bytes) {
-  Status written = [&]() -> Status {
-    CKPT_ASSIGN_OR_RETURN(auto f, env->new_writable(path));
-    CKPT_RETURN_IF_ERROR(f->append(bytes.data(), bytes.size()));
-    CKPT_RETURN_IF_ERROR(f->sync());
-    return f->close();
-  }();
-  if (!written.is_ok() && env->exists(path)) (void)env->remove_file(path);
-  return written;
-}
-
 // What runs while the rank file syncs (write_rank: the manifest, written and synced itself),
 // given what the write pass found.
 using DuringSync = std::function<Status(const Filled&)>;
@@ -473,10 +461,8 @@ constexpr uint64_t kDirectIoMinBytes = 4u << 20;
 // fails the second attempt too, and is what the caller sees.
 Result<Filled> fill_and_hash(Env* env, const std::string& tmp_path,
                              const std::vector<h5::DatasetExtent>& extents,
-                             const h5::StructureImage& image, RankWriteStats* stats,
-                             const DuringSync& during_sync) {
-  uint64_t tensor_bytes = 0;
-  for (const auto& e : extents) tensor_bytes += e.tensor->nbytes;
+                             const h5::StructureImage& image, uint64_t tensor_bytes,
+                             RankWriteStats* stats, const DuringSync& during_sync) {
   auto filled = fill_and_hash_once(env, tmp_path, extents, image, stats,
                                    tensor_bytes >= kDirectIoMinBytes, during_sync);
   if (filled.is_ok() || (stats != nullptr && !stats->direct_io)) return filled;
@@ -563,13 +549,13 @@ Result<Manifest> write_rank(Env* env, const std::string& step_dir, int64_t rank,
   const std::string manifest_tmp = manifest_path + ".tmp";
   auto manifest_during_sync = [&](const Filled& f) -> Status {
     CKPT_RETURN_IF_ERROR(build_manifest(f));
-    return write_durable(env, manifest_tmp, manifest);
+    return write_synced(env, manifest_tmp, manifest);
   };
-  Result<Filled> filled =
-      !extents.is_ok() ? Result<Filled>(extents.status())
-      : store != nullptr
-          ? stream_to_object(env, tmp_path, final_path, *extents, image, &local)
-          : fill_and_hash(env, tmp_path, *extents, image, &local, manifest_during_sync);
+  Result<Filled> filled = !extents.is_ok() ? Result<Filled>(extents.status())
+                          : store != nullptr
+                              ? stream_to_object(env, tmp_path, final_path, *extents, image, &local)
+                              : fill_and_hash(env, tmp_path, *extents, image, tensor_bytes, &local,
+                                              manifest_during_sync);
   if (!filled.is_ok()) {
     // A full disk or an I/O error leaves nothing behind (a crash leaves the .tmp files, which
     // retention and the next save of this step clean up).
