@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <unordered_map>
 
 namespace ckpt::resume {
 namespace {
@@ -15,6 +16,8 @@ struct Builder {
   ReshardPlan* plan;
   std::vector<int64_t> file_slot;  // index file id -> position in plan->files, or -1
   std::vector<uint32_t> candidates;
+  // Set: add_target only lists the saved boxes a target meets (no record is needed for that).
+  std::vector<TouchedBox>* collect = nullptr;
 
   ReshardFile& file(uint32_t f) {
     if (file_slot[f] < 0) {
@@ -65,7 +68,7 @@ struct Builder {
       while (l < r) {
         const uint32_t m = l + (r - l) / 2;
         ++probes;
-        if (index.box(m).first_cell < key) {
+        if (index.box_cells(t, m).first < key) {
           l = m + 1;
         } else {
           r = m;
@@ -121,6 +124,10 @@ struct Builder {
         I.sizes[d] = h - l;
       }
       if (!meets) continue;
+      if (collect != nullptr) {
+        collect->push_back(TouchedBox{static_cast<uint32_t>(t_id), b});
+        continue;
+      }
       covered += I.numel();
       ReshardFile& rf = file(index.box(b).file);
       if (rf.boxes.empty() || rf.boxes.back().box != b) {
@@ -128,7 +135,7 @@ struct Builder {
       }
       add_runs(ti, b, es, S, T, I, &rf);
     }
-    if (covered != T.numel()) {
+    if (collect == nullptr && covered != T.numel()) {
       return corrupt(who + "the saved boxes cover " + std::to_string(covered) + " of its " +
                      std::to_string(T.numel()) + " elements (the index does not tile the tensor)");
     }
@@ -180,6 +187,23 @@ struct Builder {
 };
 
 }  // namespace
+
+Result<std::vector<TouchedBox>> boxes_for_targets(const GlobalIndex& index,
+                                                  const std::vector<TargetBox>& targets) {
+  ReshardPlan plan;
+  plan.target_bytes.assign(targets.size(), 0);
+  std::vector<TouchedBox> met;
+  Builder builder{index, &plan, {}, {}, &met};
+  for (size_t i = 0; i < targets.size(); ++i) {
+    CKPT_RETURN_IF_ERROR(builder.add_target(static_cast<uint32_t>(i), targets[i]));
+  }
+  std::sort(met.begin(), met.end(),
+            [](const TouchedBox& a, const TouchedBox& b) { return a.box < b.box; });
+  met.erase(std::unique(met.begin(), met.end(),
+                        [](const TouchedBox& a, const TouchedBox& b) { return a.box == b.box; }),
+            met.end());
+  return met;
+}
 
 Result<ReshardPlan> plan_reshard(const GlobalIndex& index, const std::vector<TargetBox>& targets) {
   ReshardPlan plan;
@@ -243,7 +267,7 @@ namespace {
 std::vector<std::vector<bool>> touched_chunks(const GlobalIndex& index, const ReshardFile& file,
                                               const std::vector<uint64_t>& chunk) {
   std::vector<std::vector<bool>> out(file.boxes.size());
-  std::vector<size_t> slot(index.box_count(), SIZE_MAX);
+  std::unordered_map<uint32_t, size_t> slot;  // box id -> k (not a vector the index's size)
   for (size_t k = 0; k < file.boxes.size(); ++k) {
     const TouchedBox& tb = file.boxes[k];
     slot[tb.box] = k;
@@ -253,8 +277,10 @@ std::vector<std::vector<bool>> touched_chunks(const GlobalIndex& index, const Re
     }
   }
   for (const ReshardRun& r : file.runs) {
-    const size_t k = slot[r.box];
-    if (k == SIZE_MAX || chunk[k] == 0 || r.nbytes == 0) continue;
+    const auto it = slot.find(r.box);
+    if (it == slot.end()) continue;
+    const size_t k = it->second;
+    if (chunk[k] == 0 || r.nbytes == 0) continue;
     const uint64_t at = r.file_offset - index.box_offset(r.box);
     for (uint64_t c = at / chunk[k]; c <= (at + r.nbytes - 1) / chunk[k]; ++c) out[k][c] = true;
   }
@@ -264,7 +290,7 @@ std::vector<std::vector<bool>> touched_chunks(const GlobalIndex& index, const Re
 }  // namespace
 
 bool reads_part_of_a_box(const GlobalIndex& index, const ReshardFile& file, uint64_t min_bytes) {
-  std::vector<uint64_t> used(index.box_count(), 0);
+  std::unordered_map<uint32_t, uint64_t> used;
   for (const ReshardRun& r : file.runs) used[r.box] += r.nbytes;
   for (const TouchedBox& tb : file.boxes) {
     const uint64_t n = index.box_nbytes(tb.tensor, tb.box);

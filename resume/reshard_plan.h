@@ -79,6 +79,12 @@ struct ReshardPlan {
 Result<ReshardPlan> plan_reshard(const store::GlobalIndex& index,
                                  const std::vector<TargetBox>& targets);
 
+// The saved boxes the targets meet, (tensor, box) in box order, each once: the records a partial
+// index (store::decode_index_head) must load before plan_reshard. Needs only the index's head.
+// Fails as plan_reshard does on an unknown tensor or a target outside its tensor.
+Result<std::vector<TouchedBox>> boxes_for_targets(const store::GlobalIndex& index,
+                                                  const std::vector<TargetBox>& targets);
+
 // The whole saved boxes `file` touches, as manifest entries (path = dataset, shape = box sizes)
 // for make_read_plan and the hash-checking pipeline.
 std::vector<ManifestEntry> box_entries(const store::GlobalIndex& index, const ReshardFile& file);

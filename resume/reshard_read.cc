@@ -9,6 +9,7 @@
 #include "ckpt/store/box_tiling.h"
 #include "ckpt/store/commit_index.h"
 #include "ckpt/store/run_dir.h"
+#include "resume/index_read.h"
 #include "resume/pipeline.h"
 #include "resume/read_plan.h"
 
@@ -116,27 +117,6 @@ Status check_target(const store::GlobalIndex& index, const ShardTarget& t, uint6
   return Status::ok();
 }
 
-// The bytes of `name` in step_dir, checked against its entry in the commit record (size and
-// XXH3); kNotFound when the record does not list it.
-Result<std::string> read_listed(Env* env, const std::string& step_dir, const CommitRecord& record,
-                                const std::string& name, const std::string& unlisted) {
-  const std::string path = path_join(step_dir, name);
-  const auto listed = std::find_if(record.files.begin(), record.files.end(),
-                                   [&](const CommitFile& f) { return f.name == name; });
-  if (listed == record.files.end()) return not_found(unlisted);
-  CKPT_ASSIGN_OR_RETURN(std::string bytes, env->read_all(path, listed->bytes + 1));
-  if (bytes.size() != listed->bytes) {
-    return corrupt(path + ": " + std::to_string(bytes.size()) + " bytes, the commit record says " +
-                   std::to_string(listed->bytes));
-  }
-  const uint64_t got = xxh3_64(bytes.data(), bytes.size());
-  if (got != listed->xxh3) {
-    return corrupt(path + ": xxh3 of the file is " + hex64(got) + ", the commit record says " +
-                   hex64(listed->xxh3));
-  }
-  return bytes;
-}
-
 // The manifest of rank file `name` (rank-00003.h5 → rank-00003.manifest.json), checked against
 // the commit record.
 Result<Manifest> read_listed_manifest(Env* env, const std::string& step_dir,
@@ -192,30 +172,18 @@ Result<store::GlobalIndex> read_step_index(Env* env, const std::string& step_dir
                                            CommitRecord* record) {
   CKPT_ASSIGN_OR_RETURN(CommitRecord rec, store::read_commit(env, step_dir));
   if (record != nullptr) *record = rec;
-  CKPT_ASSIGN_OR_RETURN(
-      std::string bytes,
-      read_listed(env, step_dir, rec, store::kIndexFileName,
-                  step_dir +
-                      ": no INDEX in COMMIT.json (a format version 1 checkpoint holds no sharded "
-                      "tensors)"));
-  const std::string path = path_join(step_dir, store::kIndexFileName);
-  return store::decode_index(bytes, path);
+  IndexReadOptions whole;
+  whole.whole_below = UINT64_MAX;
+  return read_index_for(env, step_dir, rec, {}, whole);
 }
 
 Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
                                      std::vector<ShardTarget> targets,
                                      const ShardReadOptions& options) {
   ShardRead sr;
-  sr.targets_ = std::move(targets);
-  CommitRecord record;
-  CKPT_ASSIGN_OR_RETURN(sr.index_, read_step_index(env, step_dir, &record));
-  const std::string index_path = path_join(step_dir, store::kIndexFileName);
-  CKPT_RETURN_IF_ERROR(store::tiling_status(store::check_index_tiling(sr.index_), index_path));
   // Empty local shards (3 rows over 4 ranks) read nothing; the plan numbers the others.
-  std::vector<ShardTarget> all = std::move(sr.targets_);
-  sr.targets_.clear();
   std::vector<TargetBox> boxes;
-  for (ShardTarget& t : all) {
+  for (ShardTarget& t : targets) {
     if (t.extent.empty()) {
       if (t.nbytes != 0)
         return invalid_argument("tensor \"" + t.tensor + "\": an empty shard of " +
@@ -225,6 +193,14 @@ Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
     boxes.push_back({t.tensor, t.extent});
     sr.targets_.push_back(std::move(t));
   }
+  CKPT_ASSIGN_OR_RETURN(CommitRecord record, store::read_commit(env, step_dir));
+  IndexReadStats index_stats;
+  CKPT_ASSIGN_OR_RETURN(sr.index_,
+                        read_index_for(env, step_dir, record, boxes, options.index, &index_stats));
+  sr.stats_.index_bytes_read = index_stats.bytes;
+  sr.stats_.index_reads = index_stats.reads;
+  const std::string index_path = path_join(step_dir, store::kIndexFileName);
+  CKPT_RETURN_IF_ERROR(store::tiling_status(store::check_index_tiling(sr.index_), index_path));
   CKPT_ASSIGN_OR_RETURN(sr.plan_, plan_reshard(sr.index_, boxes));
   for (size_t i = 0; i < sr.targets_.size(); ++i) {
     CKPT_RETURN_IF_ERROR(check_target(sr.index_, sr.targets_[i], sr.plan_.target_bytes[i]));

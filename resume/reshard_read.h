@@ -1,8 +1,9 @@
 // ShardRead: fills live local shards from a sharded checkpoint (format version 2) saved at any
 // layout — the restore half of docs/format.md §8.
 //
-// prepare() reads the step's COMMIT.json and INDEX (its size and XXH3 checked against the
-// record), decodes the index (bounds-checked), runs the tiling check, plans every target's runs
+// prepare() reads the step's COMMIT.json and of its INDEX what the targets need (the head and
+// their boxes' records, checked against the record: resume/index_read.h), decodes it
+// (bounds-checked), runs the tiling check, plans every target's runs
 // (resume/reshard_plan.h) and reads every saved box the runs touch — whole, or, when the rank
 // file's manifest has the box's chunk digests, only the chunks the runs touch — through the
 // planned pipeline (resume/pipeline.h: coalesced positioned reads on I/O threads, each box's or
@@ -39,6 +40,7 @@
 #include "ckpt/format/dtype.h"
 #include "ckpt/io/env.h"
 #include "ckpt/store/box_index.h"
+#include "resume/index_read.h"
 #include "resume/read_cache.h"
 #include "resume/reshard_plan.h"
 
@@ -53,18 +55,21 @@ struct ShardTarget {
 };
 
 struct ShardReadStats {
-  size_t files = 0;             // rank files opened
-  size_t boxes = 0;             // saved boxes read whole and checked
-  size_t chunks = 0;            // chunks of other saved boxes read and checked (their digests)
-  uint64_t bytes_read = 0;      // from the files (coalesced padding included)
-  uint64_t bytes_copied = 0;    // into the targets from staging (reads that straddle runs)
-  uint64_t bytes_in_place = 0;  // straight from the files into the targets (either read)
-  uint64_t bytes_reread = 0;    // read again by copy_out, unhashed (coalesced padding included)
+  size_t files = 0;               // rank files opened
+  size_t boxes = 0;               // saved boxes read whole and checked
+  size_t chunks = 0;              // chunks of other saved boxes read and checked (their digests)
+  uint64_t bytes_read = 0;        // from the files (coalesced padding included)
+  uint64_t bytes_copied = 0;      // into the targets from staging (reads that straddle runs)
+  uint64_t bytes_in_place = 0;    // straight from the files into the targets (either read)
+  uint64_t bytes_reread = 0;      // read again by copy_out, unhashed (coalesced padding included)
+  uint64_t index_bytes_read = 0;  // of the INDEX (its head and the records the targets need)
+  size_t index_reads = 0;         // read requests made of the INDEX
 };
 
 struct ShardReadOptions {
   unsigned io_threads = 0;  // 0: io_threads_for(file, 0)
   bool in_place = false;    // prepare reads what fits one run straight into the targets (above)
+  IndexReadOptions index;   // how much of the INDEX is read (resume/index_read.h)
 };
 
 class ShardRead {

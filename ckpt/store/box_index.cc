@@ -124,14 +124,137 @@ uint64_t GlobalIndex::cell_of(const IndexTensor& t, int d, int64_t x) const {
   return static_cast<uint64_t>(std::upper_bound(first, last, static_cast<uint64_t>(x)) - first);
 }
 
+std::pair<uint32_t, uint32_t> GlobalIndex::box_cells(const IndexTensor& t, size_t b) const {
+  if (!partial_) return {boxes_[b].first_cell, boxes_[b].last_cell};
+  const uint32_t i = static_cast<uint32_t>(b - t.first_box);
+  if (t.cell_aligned) return {i, i};
+  return listed_cells_[t.cells_at + i];
+}
+
+uint64_t GlobalIndex::record_offset(const IndexTensor& t, size_t b) const {
+  const uint64_t i = b - t.first_box;
+  return head_bytes_ + (t.record_base + i * t.record_stride) * kIndexRecordBytes;
+}
+
+Status GlobalIndex::load_record(size_t ti, size_t b, const unsigned char* p,
+                                const std::string& where) {
+  const IndexTensor& t = tensors_[ti];
+  if (!partial_ || b < t.first_box || b - t.first_box >= t.box_count) {
+    return invalid_argument(where + ": load_record: box " + std::to_string(b) +
+                            " is not a box of tensor \"" + std::string(tensor_name(ti)) +
+                            "\" in a partial index");
+  }
+  if (slot_.count(static_cast<uint32_t>(b)) > 0) return Status::ok();
+  BoxRecord r;
+  r.file = uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+  r.page = uint32_t{p[4]} | uint32_t{p[5]} << 8 | uint32_t{p[6]} << 16 | uint32_t{p[7]} << 24;
+  r.xxh3 = 0;
+  for (int i = 7; i >= 0; --i) r.xxh3 = r.xxh3 << 8 | p[8 + i];
+  std::tie(r.first_cell, r.last_cell) = box_cells(t, b);
+  r.dataset =
+      t.datasets_at == kNoDatasets ? t.name : box_datasets_[t.datasets_at + (b - t.first_box)];
+  CKPT_RETURN_IF_ERROR(check_box(t, b, r, where));
+  slot_.emplace(static_cast<uint32_t>(b), static_cast<uint32_t>(boxes_.size()));
+  boxes_.push_back(r);
+  return Status::ok();
+}
+
+// The checks of one box record: known ids, inside the grid, first corner before last, in cell
+// order after the box before it (when that one's cells are known).
+Status GlobalIndex::check_box(const IndexTensor& t, size_t b, const BoxRecord& rec,
+                              const std::string& where) const {
+  auto bad = [&](const std::string& what) {
+    return corrupt(where + ": tensor \"" + std::string(string(t.name)) + "\": box " +
+                   std::to_string(b - t.first_box) + ": " + what);
+  };
+  if (rec.file >= files_.size()) {
+    return bad("file " + std::to_string(rec.file) + " of " + std::to_string(files_.size()));
+  }
+  if (rec.dataset >= string_ends_.size()) {
+    return bad("dataset is string " + std::to_string(rec.dataset) + " of " +
+               std::to_string(string_ends_.size()));
+  }
+  if (rec.last_cell >= t.total_cells) {
+    return bad("cell " + std::to_string(rec.last_cell) + " is outside the tensor's " +
+               std::to_string(t.total_cells) + " cells");
+  }
+  for (int d = 0; d < t.ndim; ++d) {
+    if ((rec.first_cell / t.cell_stride[d]) % t.cells[d] >
+        (rec.last_cell / t.cell_stride[d]) % t.cells[d]) {
+      return bad("its first cell " + std::to_string(rec.first_cell) + " is past its last cell " +
+                 std::to_string(rec.last_cell) + " along dimension " + std::to_string(d));
+    }
+  }
+  return Status::ok();
+}
+
+// Byte extents of one file do not overlap: bucket boxes by file, sort each bucket by offset.
+Status GlobalIndex::check_byte_overlaps(const std::string& where) const {
+  const size_t n_boxes = boxes_.size(), n_files = files_.size();
+  std::vector<uint32_t> tensor_of(n_boxes);
+  for (uint32_t ti = 0; ti < tensors_.size(); ++ti) {
+    const IndexTensor& t = tensors_[ti];
+    std::fill(tensor_of.begin() + t.first_box, tensor_of.begin() + t.first_box + t.box_count, ti);
+  }
+  std::vector<uint32_t> bucket_start(n_files + 1, 0);
+  for (const BoxRecord& r : boxes_) ++bucket_start[r.file + 1];
+  for (size_t f = 0; f < n_files; ++f) bucket_start[f + 1] += bucket_start[f];
+  std::vector<uint32_t> order(n_boxes);
+  {
+    std::vector<uint32_t> fill(bucket_start.begin(), bucket_start.end() - 1);
+    for (uint32_t b = 0; b < n_boxes; ++b) order[fill[boxes_[b].file]++] = b;
+  }
+  auto by_page = [&](uint32_t a, uint32_t b) {
+    const uint32_t pa = boxes_[a].page, pb = boxes_[b].page;
+    return pa != pb ? pa < pb : a < b;
+  };
+  for (size_t f = 0; f < n_files; ++f) {
+    auto first = order.begin() + bucket_start[f], last = order.begin() + bucket_start[f + 1];
+    // Writers lay a file's boxes out in tensor order, so a bucket is usually sorted already.
+    if (!std::is_sorted(first, last, by_page)) std::sort(first, last, by_page);
+    uint64_t end = 0;
+    uint32_t prev = 0;
+    for (auto it = first; it != last; ++it) {
+      const uint32_t b = *it;
+      if (it != first && end > box_offset(b)) {
+        const uint32_t a = prev;
+        return corrupt(where + ": file \"" + std::string(file_name(f)) +
+                       "\": the bytes of tensor \"" + std::string(tensor_name(tensor_of[a])) +
+                       "\" box " + extent_string(box_extent(tensor_of[a], a)) + " [" +
+                       std::to_string(box_offset(a)) + ", " + std::to_string(end) +
+                       ") overlap those of tensor \"" + std::string(tensor_name(tensor_of[b])) +
+                       "\" box " + extent_string(box_extent(tensor_of[b], b)) + " at " +
+                       std::to_string(box_offset(b)));
+      }
+      end = box_offset(b) + box_nbytes(tensor_of[b], b);
+      prev = b;
+    }
+  }
+  return Status::ok();
+}
+
+uint64_t GlobalIndex::geometry_words(const IndexTensor& t) const {
+  uint64_t n = static_cast<uint64_t>(t.ndim);
+  for (int d = 0; d < t.ndim; ++d) {
+    if (t.block[d] > 0) {
+      n += 2;
+    } else if (t.step[d] > 0) {
+      n += 1;
+    } else {
+      n += 2 + (t.cells[d] > 0 ? t.cells[d] - 1 : 0);
+    }
+  }
+  return n;
+}
+
 Extent GlobalIndex::box_extent(size_t ti, size_t b) const {
   const IndexTensor& t = tensors_[ti];
-  const BoxRecord& r = boxes_[b];
+  const auto [first_cell, last_cell] = box_cells(t, b);
   Extent e;
   e.ndim = t.ndim;
   for (int d = 0; d < t.ndim; ++d) {
-    const uint64_t lo = (r.first_cell / t.cell_stride[d]) % t.cells[d];
-    const uint64_t hi = (r.last_cell / t.cell_stride[d]) % t.cells[d];
+    const uint64_t lo = (first_cell / t.cell_stride[d]) % t.cells[d];
+    const uint64_t hi = (last_cell / t.cell_stride[d]) % t.cells[d];
     e.offsets[d] = cell_begin(t, d, lo);
     e.sizes[d] = cell_end(t, d, hi) - e.offsets[d];
   }
@@ -146,7 +269,10 @@ uint64_t GlobalIndex::memory_bytes() const {
   return sizeof(*this) + tensors_.capacity() * sizeof(IndexTensor) +
          boxes_.capacity() * sizeof(BoxRecord) + files_.capacity() * sizeof(uint32_t) +
          geom_words_.capacity() * sizeof(uint64_t) + string_ends_.capacity() * sizeof(uint32_t) +
-         strings_.capacity() + name_order_.capacity() * sizeof(uint32_t);
+         strings_.capacity() + name_order_.capacity() * sizeof(uint32_t) +
+         slot_.size() * 2 * sizeof(uint64_t) + slot_.bucket_count() * sizeof(void*) +
+         listed_cells_.capacity() * sizeof(listed_cells_[0]) +
+         box_datasets_.capacity() * sizeof(uint32_t);
 }
 
 // Decodes tensor t's shape and cut descriptors from geom_words_ (already bounds-checked to hold
@@ -247,16 +373,17 @@ Status GlobalIndex::finish_tensor(IndexTensor* t, const std::string& who) const 
   return Status::ok();
 }
 
-// Sets cell_aligned and max_row_span from the tensor's (validated) boxes.
+// Sets cell_aligned and max_row_span from the tensor's (validated) boxes' cells. A partial
+// index knows cell_aligned from its head already.
 void GlobalIndex::scan_boxes(IndexTensor* t) const {
-  const std::vector<BoxRecord>& boxes = boxes_;
-  t->cell_aligned = t->box_count == t->total_cells;
   t->max_row_span = 0;
+  if (partial_ && t->cell_aligned) return;
+  if (!partial_) t->cell_aligned = t->box_count == t->total_cells;
   for (uint32_t i = 0; i < t->box_count; ++i) {
-    const BoxRecord& r = boxes[t->first_box + i];
-    if (r.first_cell != i || r.last_cell != i) t->cell_aligned = false;
+    const auto [first, last] = box_cells(*t, t->first_box + i);
+    if (first != i || last != i) t->cell_aligned = false;
     if (t->ndim > 0) {
-      const uint64_t span = r.last_cell / t->cell_stride[0] - r.first_cell / t->cell_stride[0];
+      const uint64_t span = last / t->cell_stride[0] - first / t->cell_stride[0];
       t->max_row_span = std::max(t->max_row_span, span);
     }
   }
@@ -439,6 +566,7 @@ Status IndexBuilder::add_tensor(const TensorSpec& spec, const std::vector<BoxSou
     index_.boxes_.push_back(r);
   }
   std::sort(index_.boxes_.begin() + added.first_box, index_.boxes_.end(), record_less);
+  index_.box_total_ = index_.boxes_.size();
   index_.scan_boxes(&added);
   return Status::ok();
 }
@@ -450,9 +578,28 @@ void GlobalIndex::sort_names() {
             [&](uint32_t a, uint32_t b) { return tensor_name(a) < tensor_name(b); });
 }
 
+// Tensors in name order (the order version 2 stores them in), their boxes renumbered to match.
 GlobalIndex IndexBuilder::finish() && {
-  index_.sort_names();
-  return std::move(index_);
+  GlobalIndex& x = index_;
+  x.box_total_ = x.boxes_.size();
+  x.sort_names();
+  if (!std::is_sorted(x.name_order_.begin(), x.name_order_.end())) {
+    std::vector<IndexTensor> tensors;
+    std::vector<BoxRecord> boxes;
+    tensors.reserve(x.tensors_.size());
+    boxes.reserve(x.boxes_.size());
+    for (uint32_t t : x.name_order_) {
+      IndexTensor it = x.tensors_[t];
+      const auto first = x.boxes_.begin() + it.first_box;
+      it.first_box = static_cast<uint32_t>(boxes.size());
+      boxes.insert(boxes.end(), first, first + it.box_count);
+      tensors.push_back(it);
+    }
+    x.tensors_ = std::move(tensors);
+    x.boxes_ = std::move(boxes);
+    x.sort_names();
+  }
+  return std::move(x);
 }
 
 }  // namespace ckpt::store

@@ -1,7 +1,10 @@
-// encode_index / decode_index: the INDEX file's bytes (docs/format.md "Version 2: boxes and the
-// index"). Every integer is little-endian; sections follow the 64-byte header in this order:
-// tensors (24 B each), boxes (28 B each), geometry words (8 B), files (4 B), string ends (4 B),
-// string bytes. The header's body hash covers everything after the header.
+// Index version 1 (docs/format.md "Version 2: boxes and the index", "Index version 1"): what
+// checkpoints written before index version 2 hold, read whole. Every integer is little-endian;
+// sections follow the 64-byte header in this order: tensors (24 B each), boxes (28 B each),
+// geometry words (8 B), files (4 B), string ends (4 B), string bytes. The header's body hash
+// covers everything after the header. decode_index dispatches on the version here.
+#include "ckpt/store/box_index_codec.h"
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -42,18 +45,8 @@ uint64_t get64(const unsigned char* p) { return uint64_t{get32(p)} | uint64_t{ge
 
 }  // namespace
 
-uint64_t GlobalIndex::directory_bytes() const {
-  return kHeaderBytes + tensors_.size() * kTensorBytes + geom_words_.size() * 8 +
-         files_.size() * 4 + string_ends_.size() * 4 + strings_.size();
-}
-
-uint64_t GlobalIndex::encoded_bytes() const {
-  return directory_bytes() + boxes_.size() * kBoxBytes;
-}
-
-std::string encode_index(const GlobalIndex& x) {
+std::string IndexV1Codec::encode(const GlobalIndex& x) {
   std::string out;
-  out.reserve(x.encoded_bytes());
   out.append(kMagic, sizeof(kMagic));
   Writer w(&out);
   w.u32(kIndexVersion);
@@ -97,21 +90,10 @@ std::string encode_index(const GlobalIndex& x) {
   return out;
 }
 
-Result<GlobalIndex> decode_index(const std::string& bytes, const std::string& where) {
+Result<GlobalIndex> IndexV1Codec::decode(const std::string& bytes, const std::string& where) {
   const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
   const uint64_t size = bytes.size();
   auto bad = [&](const std::string& what) { return corrupt(where + ": " + what); };
-  if (size < kHeaderBytes) {
-    return bad("truncated: " + std::to_string(size) + " bytes, less than the 64-byte header");
-  }
-  if (std::memcmp(p, kMagic, sizeof(kMagic)) != 0) {
-    return bad("not a ckpt box index (magic is not \"CKPTINDX\")");
-  }
-  const uint32_t version = get32(p + 8);
-  if (version != kIndexVersion) {
-    return unsupported(where + ": box index version " + std::to_string(version) +
-                       " (this ckpt reads version " + std::to_string(kIndexVersion) + ")");
-  }
   if (get32(p + 12) != kHeaderBytes) {
     return bad("header size " + std::to_string(get32(p + 12)) + " (expected 64)");
   }
@@ -138,6 +120,8 @@ Result<GlobalIndex> decode_index(const std::string& bytes, const std::string& wh
   }
 
   GlobalIndex x;
+  x.version_ = 1;
+  x.box_total_ = n_boxes;
   x.step = static_cast<int64_t>(get64(p + 48));
   const unsigned char* q = p + kHeaderBytes;
   const unsigned char* tensors_at = q;
@@ -225,7 +209,6 @@ Result<GlobalIndex> decode_index(const std::string& bytes, const std::string& wh
   x.boxes_.resize(n_boxes);
   for (uint64_t ti = 0; ti < n_tensors; ++ti) {
     const IndexTensor& t = x.tensors_[ti];
-    const std::string who = "tensor \"" + std::string(x.string(t.name)) + "\": box ";
     for (uint64_t b = t.first_box; b < uint64_t{t.first_box} + t.box_count; ++b) {
       const unsigned char* r = boxes_at + b * kBoxBytes;
       BoxRecord& rec = x.boxes_[b];
@@ -235,81 +218,42 @@ Result<GlobalIndex> decode_index(const std::string& bytes, const std::string& wh
       rec.first_cell = get32(r + 12);
       rec.last_cell = get32(r + 16);
       rec.xxh3 = get64(r + 20);
-      // Built only on the way out: this loop runs once per box.
-      auto box_at = [&]() { return who + std::to_string(b - t.first_box) + ": "; };
-      if (rec.file >= n_files) {
-        return bad(box_at() + "file " + std::to_string(rec.file) + " of " +
-                   std::to_string(n_files));
-      }
-      if (rec.dataset >= n_strings) {
-        return bad(box_at() + "dataset is string " + std::to_string(rec.dataset) + " of " +
-                   std::to_string(n_strings));
-      }
-      if (rec.last_cell >= t.total_cells) {
-        return bad(box_at() + "cell " + std::to_string(rec.last_cell) +
-                   " is outside the tensor's " + std::to_string(t.total_cells) + " cells");
-      }
-      for (int d = 0; d < t.ndim; ++d) {
-        if ((rec.first_cell / t.cell_stride[d]) % t.cells[d] >
-            (rec.last_cell / t.cell_stride[d]) % t.cells[d]) {
-          return bad(box_at() + "its first cell " + std::to_string(rec.first_cell) +
-                     " is past its last cell " + std::to_string(rec.last_cell) +
-                     " along dimension " + std::to_string(d));
-        }
-      }
+      CKPT_RETURN_IF_ERROR(x.check_box(t, b, rec, where));
       if (b > t.first_box) {
         const BoxRecord& before = x.boxes_[b - 1];
         if (rec.first_cell < before.first_cell ||
             (rec.first_cell == before.first_cell && rec.last_cell < before.last_cell)) {
-          return bad(box_at() + "out of cell order (first cell " + std::to_string(rec.first_cell) +
-                     " after " + std::to_string(before.first_cell) + ")");
+          return bad("tensor \"" + std::string(x.string(t.name)) + "\": box " +
+                     std::to_string(b - t.first_box) + ": out of cell order (first cell " +
+                     std::to_string(rec.first_cell) + " after " +
+                     std::to_string(before.first_cell) + ")");
         }
       }
     }
   }
-
-  // Byte extents of one file do not overlap: bucket boxes by file, sort each bucket by offset.
-  std::vector<uint32_t> tensor_of(n_boxes);
-  for (uint32_t ti = 0; ti < n_tensors; ++ti) {
-    const IndexTensor& t = x.tensors_[ti];
-    std::fill(tensor_of.begin() + t.first_box, tensor_of.begin() + t.first_box + t.box_count, ti);
-  }
-  std::vector<uint32_t> bucket_start(n_files + 1, 0);
-  for (const BoxRecord& r : x.boxes_) ++bucket_start[r.file + 1];
-  for (uint64_t f = 0; f < n_files; ++f) bucket_start[f + 1] += bucket_start[f];
-  std::vector<uint32_t> order(n_boxes);
-  {
-    std::vector<uint32_t> fill(bucket_start.begin(), bucket_start.end() - 1);
-    for (uint32_t b = 0; b < n_boxes; ++b) order[fill[x.boxes_[b].file]++] = b;
-  }
-  auto by_page = [&](uint32_t a, uint32_t b) {
-    const uint32_t pa = x.boxes_[a].page, pb = x.boxes_[b].page;
-    return pa != pb ? pa < pb : a < b;
-  };
-  for (uint64_t f = 0; f < n_files; ++f) {
-    auto first = order.begin() + bucket_start[f], last = order.begin() + bucket_start[f + 1];
-    // Writers lay a file's boxes out in tensor order, so a bucket is usually sorted already.
-    if (!std::is_sorted(first, last, by_page)) std::sort(first, last, by_page);
-    uint64_t end = 0;
-    uint32_t prev = 0;
-    for (auto it = first; it != last; ++it) {
-      const uint32_t b = *it;
-      if (it != first && end > x.box_offset(b)) {
-        const uint32_t a = prev;
-        return bad("file \"" + std::string(x.file_name(f)) + "\": the bytes of tensor \"" +
-                   std::string(x.tensor_name(tensor_of[a])) + "\" box " +
-                   extent_string(x.box_extent(tensor_of[a], a)) + " [" +
-                   std::to_string(x.box_offset(a)) + ", " + std::to_string(end) +
-                   ") overlap those of tensor \"" + std::string(x.tensor_name(tensor_of[b])) +
-                   "\" box " + extent_string(x.box_extent(tensor_of[b], b)) + " at " +
-                   std::to_string(x.box_offset(b)));
-      }
-      end = x.box_offset(b) + x.box_nbytes(tensor_of[b], b);
-      prev = b;
-    }
-  }
+  CKPT_RETURN_IF_ERROR(x.check_byte_overlaps(where));
   for (IndexTensor& t : x.tensors_) x.scan_boxes(&t);
   return x;
+}
+
+std::string encode_index(const GlobalIndex& index, int version) {
+  return version == 1 ? IndexV1Codec::encode(index) : IndexV2Codec::encode(index);
+}
+
+Result<GlobalIndex> decode_index(const std::string& bytes, const std::string& where) {
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  if (bytes.size() < kHeaderBytes) {
+    return corrupt(where + ": truncated: " + std::to_string(bytes.size()) +
+                   " bytes, less than the 64-byte header");
+  }
+  if (std::memcmp(p, kMagic, sizeof(kMagic)) != 0) {
+    return corrupt(where + ": not a ckpt box index (magic is not \"CKPTINDX\")");
+  }
+  const uint32_t version = get32(p + 8);
+  if (version == 1) return IndexV1Codec::decode(bytes, where);
+  if (version == 2) return IndexV2Codec::decode(bytes, where);
+  return unsupported(where + ": box index version " + std::to_string(version) +
+                     " (this ckpt reads versions 1 and 2)");
 }
 
 }  // namespace ckpt::store

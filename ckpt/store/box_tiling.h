@@ -46,7 +46,8 @@ void check_tensor_tiling(std::string_view tensor, const std::vector<int64_t>& sh
                          const std::vector<Extent>& boxes, TilingReport* report,
                          size_t max_findings = 64, const BoxLabel& label = nullptr);
 
-// Every tensor of the index.
+// Every tensor of the index (a tensor whose boxes are one per cell tiles it by construction; a
+// partial index's tensors need only their cells, which its head holds).
 TilingReport check_index_tiling(const GlobalIndex& index, size_t max_findings = 64);
 
 // ok, or kCorrupt "<where>: boxes do not tile: <first finding> (and N more)".
@@ -68,7 +69,8 @@ struct LossReport {
   std::vector<std::string> lines(size_t max_ranges = 8) const;
 };
 
-// `files` are file ids of the index. On failure (an unknown id) kInvalidArgument.
+// `files` are file ids of the index (of a partial index: what its loaded records say the files
+// held). On failure (an unknown id) kInvalidArgument.
 Result<LossReport> account_loss(const GlobalIndex& index, const std::vector<uint32_t>& files);
 // The same by file name ("rank-00003.h5"); an unknown name is kInvalidArgument.
 Result<LossReport> account_loss(const GlobalIndex& index, const std::vector<std::string>& files);

@@ -9,6 +9,7 @@
 #include "ckpt/base/hash.h"
 #include "ckpt/base/text.h"
 #include "ckpt/format/rank_root.h"
+#include "ckpt/store/box_index.h"
 #include "ckpt/store/commit_index.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/regions_check.h"
@@ -181,7 +182,9 @@ Status commit(Env* env, const std::string& run_dir, int64_t step, int64_t world_
   CKPT_ASSIGN_OR_RETURN(std::optional<std::string> index, build_commit_index(manifests, step, dir));
   if (index) {
     CKPT_RETURN_IF_ERROR(env->write_atomic(path_join(dir, kIndexFileName), *index));
-    rec.files.push_back({kIndexFileName, index->size(), xxh3_64(index->data(), index->size())});
+    // regions_xxh3 of the INDEX: its head's, so a restoring rank checks the head it reads alone.
+    rec.files.push_back({kIndexFileName, index->size(), xxh3_64(index->data(), index->size()),
+                         index_head_xxh3(*index)});
   }
   if (resave) CKPT_RETURN_IF_ERROR(remove_unlisted(env, dir, rec));
   if (ObjectStore* store = env->object_store(dir)) return commit_on_store(store, run_dir, dir, rec);

@@ -47,7 +47,7 @@ class PyShardRead {
     Result<resume::ShardRead> sr = Status::ok();
     {
       py::gil_scoped_release nogil;
-      sr = resume::ShardRead::prepare(package_env(), step_dir, std::move(ts), {0, in_place});
+      sr = resume::ShardRead::prepare(package_env(), step_dir, std::move(ts), {0, in_place, {}});
     }
     check(sr.status());
     sr_.emplace(std::move(*sr));
@@ -72,6 +72,8 @@ class PyShardRead {
     d["bytes_copied"] = st.bytes_copied;
     d["bytes_in_place"] = st.bytes_in_place;
     d["bytes_reread"] = st.bytes_reread;
+    d["index_bytes_read"] = st.index_bytes_read;
+    d["index_reads"] = st.index_reads;
     return d;
   }
 
@@ -126,6 +128,7 @@ py::dict read_index(const std::string& step_dir) {
   out["tensors"] = tensors;
   out["files"] = files;
   out["step"] = index->step;
+  out["index_version"] = index->version();
   return out;
 }
 

@@ -41,6 +41,7 @@ def test_fsdp2_stop_and_resume_is_bit_identical(fsdp_runs):
 def test_each_rank_writes_its_own_shards_once(fsdp_runs):
     d = str(fsdp_runs["dir"] / "at4" / STEP)
     idx = core.read_index(d)
+    assert idx["index_version"] == 2
     names = {t["name"]: t for t in idx["tensors"]}
     w = names["/model/0.weight"]
     assert w["shape"] == [16, 8] and w["placement"] == "sharded"
@@ -111,6 +112,8 @@ def test_shard_read_in_place_reads_straight_into_the_targets(fsdp_runs):
     assert b.stats()["bytes_in_place"] == a.stats()["bytes_in_place"]
     assert b.stats()["bytes_reread"] == 0
     assert a.stats()["bytes_copied"] == b.stats()["bytes_copied"] == 0
+    # a small INDEX is read whole, in one read
+    assert a.stats()["index_reads"] == 1 and a.stats()["index_bytes_read"] > 64
     assert all(v.equal(placed.state_dict()[k]) for k, v in first.state_dict().items())
     assert any(not v.equal(before[k]) for k, v in first.state_dict().items())
 

@@ -67,7 +67,7 @@ Restored restore(const std::string& step_dir, int64_t rank, int64_t world, bool 
   resume::ShardTarget t{"/m/w", store::make_extent({a, 0}, {b - a, kCols}), DType::kFloat32,
                         out.data(), out.size() * sizeof(float)};
   Restored r;
-  auto sr = resume::ShardRead::prepare(env, step_dir, {t}, {2, in_place});
+  auto sr = resume::ShardRead::prepare(env, step_dir, {t}, {2, in_place, {}});
   r.untouched = std::all_of(out.begin(), out.end(), [](float x) { return x == -1.0f; });
   if (!sr.is_ok()) {
     r.status = sr.status();
@@ -287,7 +287,7 @@ TEST_CASE("check first: a rank file changed between the check and the copy fails
   std::vector<float> out(static_cast<size_t>(kRows / 2 * kCols), -1.0f);
   resume::ShardTarget t{"/m/w", store::make_extent({0, 0}, {kRows / 2, kCols}), DType::kFloat32,
                         out.data(), out.size() * sizeof(float)};
-  auto sr = resume::ShardRead::prepare(Env::posix(), d, {t}, {2, false});
+  auto sr = resume::ShardRead::prepare(Env::posix(), d, {t}, {2, false, {}});
   REQUIRE(sr.is_ok());
   std::FILE* f = std::fopen(path_join(d, m->file).c_str(), "ab");  // another writer appends
   REQUIRE(f != nullptr);

@@ -1,6 +1,7 @@
-// decode_index refuses every kind of malformed INDEX with a Status that names the file and what
-// is wrong. Each case damages one field of a valid index (and, where the damage is structural,
-// recomputes the body hash so the structural check is the one that answers).
+// decode_index refuses every kind of malformed index version 1 INDEX (what checkpoints written
+// before index version 2 hold) with a Status that names the file and what is wrong. Each case
+// damages one field of a valid index (and, where the damage is structural, recomputes the body
+// hash so the structural check is the one that answers). Version 2: malformed_index2_test.cc.
 #include <catch2/catch.hpp>
 #include <functional>
 
@@ -33,7 +34,7 @@ std::string valid_index() {
                {"b", DType::kInt64, {6}, Placement::kFlat},
                {box(make_extent({0}, {2}), f0, "/b", 2), box(make_extent({2}, {4}), f1, "/b", 2)})
               .is_ok());
-  return encode_index(std::move(b).finish());
+  return encode_index(std::move(b).finish(), 1);
 }
 
 // Byte positions of the sections of valid_index(): 2 tensors, 4 boxes, 8 geometry words,
@@ -59,7 +60,7 @@ struct Case {
   Code code = Code::kCorrupt;
 };
 
-TEST_CASE("box index: the layout the malformed cases assume", "[shard]") {
+TEST_CASE("box index v1: the layout the malformed cases assume", "[shard]") {
   const std::string s = valid_index();
   REQUIRE(get(s, 16, 4) == 2);     // tensors
   REQUIRE(get(s, 20, 4) == 4);     // boxes
@@ -72,10 +73,11 @@ TEST_CASE("box index: the layout the malformed cases assume", "[shard]") {
   REQUIRE(decode_index(s, kWhere).is_ok());
 }
 
-TEST_CASE("box index: every malformed input is refused naming the file and the fault", "[shard]") {
+TEST_CASE("box index v1: every malformed input is refused naming the file and the fault",
+          "[shard]") {
   const std::vector<Case> cases = {
       {"bad magic", [](std::string* s) { (*s)[0] = 'X'; }, false, "magic"},
-      {"newer version", [](std::string* s) { set(s, 8, 4, 2); }, false, "box index version 2",
+      {"newer version", [](std::string* s) { set(s, 8, 4, 3); }, false, "box index version 3",
        Code::kUnsupported},
       {"header size", [](std::string* s) { set(s, 12, 4, 32); }, false, "header size 32"},
       {"reserved header", [](std::string* s) { set(s, 36, 4, 1); }, false, "reserved header"},
@@ -172,7 +174,7 @@ TEST_CASE("box index: every malformed input is refused naming the file and the f
   }
 }
 
-TEST_CASE("box index: blocked cuts that do not fit the extent are refused", "[shard]") {
+TEST_CASE("box index v1: blocked cuts that do not fit the extent are refused", "[shard]") {
   // One tensor [22] cut in blocks of 11, every 4 (TP 2 outside FSDP 3): geometry words 22,
   // 2^63 | 11, 4 after one 24-byte tensor and six 28-byte boxes.
   IndexBuilder b;
@@ -188,7 +190,7 @@ TEST_CASE("box index: blocked cuts that do not fit the extent are refused", "[sh
     boxes.push_back(s);
   }
   REQUIRE(b.add_tensor({"t", DType::kFloat32, {22}, Placement::kSharded}, boxes).is_ok());
-  const std::string good = encode_index(std::move(b).finish());
+  const std::string good = encode_index(std::move(b).finish(), 1);
   const size_t geom = 64 + 24 + 6 * 28;
   REQUIRE(get(good, geom + 8, 8) == ((1ull << 63) | 11));
   REQUIRE(get(good, geom + 16, 8) == 4);
@@ -210,7 +212,7 @@ TEST_CASE("box index: blocked cuts that do not fit the extent are refused", "[sh
   CHECK(decode_index(bad, kWhere).status().code() == Code::kCorrupt);
 }
 
-TEST_CASE("box index: every truncation is refused", "[shard]") {
+TEST_CASE("box index v1: every truncation is refused", "[shard]") {
   const std::string good = valid_index();
   for (size_t n = 0; n < good.size(); ++n) {
     auto r = decode_index(good.substr(0, n), kWhere);
@@ -220,7 +222,8 @@ TEST_CASE("box index: every truncation is refused", "[shard]") {
   }
 }
 
-TEST_CASE("box index: any byte changed, hash fixed up, decodes or is refused cleanly", "[shard]") {
+TEST_CASE("box index v1: any byte changed, hash fixed up, decodes or is refused cleanly",
+          "[shard]") {
   // A cheap in-test fuzz of the structure checks (every byte, every bit): under the sanitized
   // build an out-of-bounds read or overflow here fails the test.
   const std::string good = valid_index();
@@ -235,7 +238,7 @@ TEST_CASE("box index: any byte changed, hash fixed up, decodes or is refused cle
         ++refused;
         CHECK(r.status().code() == Code::kCorrupt);
       } else {
-        CHECK(encode_index(*r) == bad);  // what decodes is what it encodes back to
+        CHECK(encode_index(*r, 1) == bad);  // what decodes is what it encodes back to
       }
     }
   }

@@ -75,7 +75,7 @@ TEST_CASE("ShardRead fills targets of another layout and reads only what they ov
     std::vector<float> out(4 * kCols, -1.0f);
     resume::ShardTarget t{"/m/w", store::make_extent({a, 0}, {4, kCols}), DType::kFloat32,
                           out.data(), out.size() * sizeof(float)};
-    auto sr = resume::ShardRead::prepare(Env::posix(), d, {t}, {2, false});
+    auto sr = resume::ShardRead::prepare(Env::posix(), d, {t}, {2, false, {}});
     REQUIRE(sr.is_ok());
     CHECK(out == std::vector<float>(4 * kCols, -1.0f));  // check first: nothing written yet
     REQUIRE(sr->copy_out().is_ok());

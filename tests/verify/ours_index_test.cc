@@ -144,6 +144,7 @@ TEST_CASE("verify refuses an INDEX whose boxes overlap and leave a gap", "[verif
     if (f.name != "INDEX") continue;
     f.bytes = bytes.size();
     f.xxh3 = xxh3_64(bytes.data(), bytes.size());
+    f.regions_xxh3 = store::index_head_xxh3(bytes);
   }
   testing::write_file(dir + "/COMMIT.json", encode_commit(*rec));
   int rc = -1;
@@ -157,6 +158,30 @@ TEST_CASE("verify refuses an INDEX whose boxes overlap and leave a gap", "[verif
   const json a = run_json("audit", run, &rc);
   CHECK(rc == 2);
   CHECK(has_finding(a, "error", "overlap: elements [2:3, 0:3]"));
+}
+
+TEST_CASE("verify refuses an INDEX whose head the commit record hashes otherwise", "[verify]") {
+  // The file matches its record, but the head hash a restoring rank checks the head it reads
+  // alone against does not: every such restore would refuse the checkpoint, so verify does.
+  TempDir tmp;
+  const std::string run = tmp.path() + "/run";
+  write_sharded(run);
+  const std::string dir = step_dir(run);
+  auto rec = store::read_commit(Env::posix(), dir);
+  REQUIRE(rec.is_ok());
+  bool listed = false;
+  for (CommitFile& f : rec->files) {
+    if (f.name != "INDEX") continue;
+    REQUIRE(f.regions_xxh3.has_value());
+    *f.regions_xxh3 ^= 1;
+    listed = true;
+  }
+  REQUIRE(listed);
+  testing::write_file(dir + "/COMMIT.json", encode_commit(*rec));
+  int rc = -1;
+  const json v = run_json("verify", run, &rc);
+  CHECK(rc == 2);
+  CHECK(has(v["checkpoints"][0]["problems"], "INDEX: xxh3 of its head is"));
 }
 
 }  // namespace

@@ -54,6 +54,14 @@ IndexCheck check_index(Env* env, const std::string& step_dir, const CommitRecord
     c.problems.push_back(index.status().message());
     return c;
   }
+  // What a restoring rank checks the head it reads alone against: wrong here, every restore of
+  // this checkpoint that reads the head alone refuses it.
+  if (listed->regions_xxh3 && index->version() >= 2 &&
+      store::index_head_xxh3(*bytes) != *listed->regions_xxh3) {
+    c.problems.push_back(path + ": xxh3 of its head is " + hex64(store::index_head_xxh3(*bytes)) +
+                         ", COMMIT.json says " + hex64(*listed->regions_xxh3));
+    return c;
+  }
   c.decoded = true;
   c.tensors = index->tensor_count();
   c.boxes = index->box_count();
