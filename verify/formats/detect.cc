@@ -11,6 +11,7 @@
 #include "verify/formats/composer_torchvision.h"
 #include "verify/formats/knowledge.h"
 #include "verify/formats/library_layouts.h"
+#include "verify/formats/pickled_objects.h"
 
 namespace ckpt::verify {
 namespace {
@@ -86,11 +87,14 @@ bool is_numpy_rng(const Value* v) {
 
 class Detector {
  public:
-  Detector(const DetectContext& ctx, CheckpointView* view) : ctx_(ctx), view_(*view) {}
+  Detector(const DetectContext& ctx, const PickledObjects& objects, CheckpointView* view)
+      : ctx_(ctx), objects_(objects), view_(*view) {}
 
-  void run(const Value& root) {
+  // `lowered` is `root` with its pickled module, optimizer and scheduler objects read as their
+  // state_dicts (pickled_objects.h); devices and GLOBALs come from the original.
+  void run(const Value& root, const Value& lowered) {
     collect_devices(root);
-    std::deque<Item> queue{{&root, "", 0}};
+    std::deque<Item> queue{{&lowered, "", 0}};
     std::unordered_set<const Value*> seen;
     size_t visits = 0;
     const Value* best_model = nullptr;
@@ -381,6 +385,8 @@ class Detector {
     m.source = ctx_.source;
     std::ostringstream o;
     o << where(ctx_, path) << ": " << d.entries.size() << " tensors";
+    if (const std::string* cls = objects_.class_of(&d))
+      o << " (a pickled " << *cls << " object, read as its state_dict())";
     size_t shown = 0;
     for (const auto& [k, x] : d.entries) {
       if (x->kind != Kind::kTensor) continue;
@@ -467,8 +473,12 @@ class Detector {
       }
       o.state.push_back(std::move(ps));
     }
-    o.identity = identify_optimizer(
-        o.groups.empty() ? std::set<std::string>() : o.groups[0].values.present, keys, globals_);
+    // A pickled optimizer object names its own class; a state_dict leaves only the file's
+    // GLOBALs (a pickled scheduler's optimizer, a config object) to go by.
+    const std::string* cls = objects_.class_of(&d);
+    o.identity =
+        identify_optimizer(o.groups.empty() ? std::set<std::string>() : o.groups[0].values.present,
+                           keys, cls != nullptr ? std::set<std::string>{*cls} : globals_);
     o.kind = o.identity.label();
     size_t nparams = 0;
     for (const auto& g : o.groups) nparams += g.params.size();
@@ -480,6 +490,10 @@ class Detector {
       e << " params (param_groups list no params), ";
     }
     e << o.groups.size() << " param group(s); " << o.identity.how;
+    if (cls != nullptr) {
+      e << "; a pickled " << *cls << " object, read as its state_dict()";
+      if (!o.identity.from_global) e << " (a class the knowledge table does not list)";
+    }
     o.evidence = e.str();
   }
 
@@ -544,6 +558,8 @@ class Detector {
     }
     std::ostringstream e;
     e << where(ctx_, path) << ": " << s.kind;
+    if (const std::string* cls = objects_.class_of(&d))
+      e << " (a pickled " << *cls << " object, read as its state_dict())";
     if (s.last_epoch)
       e << (s.klass != nullptr && std::string(s.klass->library) == "mmengine" ? " _global_step "
                                                                               : " last_epoch ")
@@ -570,6 +586,7 @@ class Detector {
   }
 
   const DetectContext& ctx_;
+  const PickledObjects& objects_;
   CheckpointView& view_;
   std::set<std::string> globals_;  // every "module.Name" the tree references
 };
@@ -640,8 +657,10 @@ std::string value_digest(const Value& v) {
 }
 
 void detect_components(const Value& root, const DetectContext& ctx, CheckpointView* view) {
-  Detector(ctx, view).run(root);
-  note_library_layouts(root, ctx.source, view);
+  PickledObjects objects;
+  const Value& lowered = objects.lower(root);
+  Detector(ctx, objects, view).run(root, lowered);
+  note_library_layouts(lowered, ctx.source, view);
   note_composer_torchvision(root, ctx, view);
 }
 
