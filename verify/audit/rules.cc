@@ -125,7 +125,26 @@ class Judge {
   }
   bool scaler_active() const { return v_.grad_scaler.found && !v_.grad_scaler.empty; }
 
+  // DeepSpeed's FusedAdam keeps each group's count on its last parameter only (knowledge.h
+  // StepWhere::kGroupLast): the largest count is the optimizer's.
+  static bool counts_on_last_param(const OptimizerPart& o) {
+    for (const OptimizerClass* c : o.identity.candidates) {
+      if (c->step == StepWhere::kGroupLast) return true;
+    }
+    return false;
+  }
+
   static std::optional<double> common_step(const OptimizerPart& o) {
+    if (counts_on_last_param(o)) {
+      std::optional<double> most;
+      for (const auto& ps : o.state) {
+        if (ps.step && (!most || *ps.step > *most)) most = ps.step;
+      }
+      for (const auto& g : o.groups) {
+        if (g.step && (!most || *g.step > *most)) most = g.step;
+      }
+      return most;
+    }
     for (const auto& ps : o.state) {
       if (ps.step) return ps.step;
     }
@@ -245,6 +264,7 @@ class Judge {
     }
     const bool certain = o.identity.candidates.size() == 1;
     const bool first_only = certain && o.identity.candidates[0]->first_param_only;
+    const bool last_param = counts_on_last_param(o);
     std::set<double> steps;
     size_t moment_tensors = 0;
     for (const auto& ps : o.state) {
@@ -280,6 +300,13 @@ class Judge {
         << "): frozen or unused parameters (requires_grad=False, or no gradient) get none";
       notes.push_back(e.str());
       r_.findings.push_back({Severity::kInfo, C::kOptimizer, o.evidence + ": " + e.str()});
+    }
+    if (last_param && steps.size() > 1) {
+      notes.push_back(o.identity.label() +
+                      " counts each group's steps on its last parameter (the others keep the "
+                      "count of their first step): the optimizer's step is the largest, " +
+                      fmt(*steps.rbegin()));
+      steps = {*steps.rbegin()};
     }
     for (double s : steps) {
       std::string note;

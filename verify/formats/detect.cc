@@ -411,6 +411,22 @@ class Detector {
     return id;
   }
 
+  // A parameter's state entries. bitsandbytes (0.45+) nests the quantized state under
+  // "__bnb_optimizer_quant_state__" in state_dict() (state1/state2, qmap1/qmap2,
+  // absmax1/absmax2) next to "step": read as if they were at the top, as load_state_dict()
+  // puts them back.
+  static std::vector<std::pair<const Value*, const Value*>> param_state_entries(const Value& s) {
+    std::vector<std::pair<const Value*, const Value*>> out;
+    for (const auto& [k, v] : s.entries) {
+      if (k->is_str("__bnb_optimizer_quant_state__") && v->kind == Kind::kDict) {
+        out.insert(out.end(), v->entries.begin(), v->entries.end());
+      } else {
+        out.emplace_back(k, v);
+      }
+    }
+    return out;
+  }
+
   void fill_optimizer(const Value& d, const std::string& path, OptimizerPart* out) {
     OptimizerPart& o = *out;
     o.found = true;
@@ -452,7 +468,7 @@ class Detector {
       OptimizerPart::ParamState ps;
       if (auto id = param_id(k, &fqns)) ps.id = *id;
       if (s->kind == Kind::kDict) {
-        for (const auto& [sk, sv] : s->entries) {
+        for (const auto& [sk, sv] : param_state_entries(*s)) {
           std::string name = key_text(sk);
           keys.insert(name);
           if (sv->kind != Kind::kNone) ps.keys.insert(name);
