@@ -251,6 +251,7 @@ class Detector {
           cur != nullptr && cur->get("completed") ? cur->get("completed")->as_int() : std::nullopt;
       const Value* sd = fit->get("state_dict");
       const Value* combined = sd != nullptr ? sd->get("combined_loader") : nullptr;
+      note_scheduler_progress(*fit, path);
       if (!l.found) {
         l.kind = "Lightning loops";
         l.source = ctx_.source;
@@ -299,6 +300,18 @@ class Detector {
       return true;
     }
     return false;
+  }
+
+  // Lightning counts every scheduler.step() it makes (automatic optimisation), across resumes.
+  void note_scheduler_progress(const Value& fit, const std::string& path) {
+    const Value* sp = fit.get("epoch_loop.scheduler_progress");
+    const Value* total = sp != nullptr ? sp->get("total") : nullptr;
+    const Value* done = total != nullptr ? total->get("completed") : nullptr;
+    CountersPart& c = view_.counters;
+    if (done == nullptr || !done->as_int() || c.scheduler_steps) return;
+    c.scheduler_steps = done->as_int();
+    c.scheduler_steps_source =
+        where(ctx_, join(path, "fit_loop")) + "[\"epoch_loop.scheduler_progress\"].total.completed";
   }
 
   void note_counters(const Value& d, const std::string& path) {
