@@ -301,6 +301,10 @@ class Judge {
       notes.push_back(e.str());
       r_.findings.push_back({Severity::kInfo, C::kOptimizer, o.evidence + ": " + e.str()});
     }
+    // timm's Lamb and apex's FusedAdam count in param_groups, not per parameter.
+    if (steps.empty()) {
+      if (auto group_step = common_step(o)) steps.insert(*group_step);
+    }
     if (last_param && steps.size() > 1) {
       notes.push_back(o.identity.label() +
                       " counts each group's steps on its last parameter (the others keep the "
