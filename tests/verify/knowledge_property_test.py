@@ -97,8 +97,9 @@ ds_adam, ds_why = optional("deepspeed.ops.adam") if os.environ.get("CKPT_TEST_DE
 mm_sched, mm_why = optional("mmengine.optim.scheduler")
 
 # Rows that no CPU here can produce, with what was tried (fixtures/foreign/knowledge/README.md).
-NO_CPU = {"FusedAdam (apex)": "apex.optimizers.FusedAdam needs CUDA (its amp_C extension); "
-                              "no GPU here: checked by shape in tests/verify/knowledge_test.cc"}
+NO_CPU = {"FusedAdam (apex)": "apex.optimizers.FusedAdam needs CUDA ('requires cuda extensions' "
+                              "without amp_C, a cuda buffer with it); checked by hand in "
+                              "tests/verify/knowledge_test.cc"}
 
 
 def mlp(bias=True):
