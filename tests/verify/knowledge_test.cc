@@ -40,6 +40,67 @@ TEST_CASE("optimizer classes are identified from a GLOBAL, else from their shape
   CHECK(required_state(*sgd, nine) == std::vector<std::string>{"momentum_buffer"});
 }
 
+// apex's FusedAdam needs CUDA, so no fixture holds one: its row, told from DeepSpeed's by where
+// the step lives (apex: param_groups only, from apex/optimizers/fused_adam.py; DeepSpeed: also
+// each parameter's state), judged on a view built by hand.
+TEST_CASE("apex's FusedAdam by its shape: the step in param_groups, none per parameter",
+          "[verify]") {
+  const std::set<std::string> groups = {"lr",  "bias_correction", "betas",
+                                        "eps", "weight_decay",    "step"};
+  // Without a step in the state it could also be DeepSpeed's with its step lost: both stay
+  // candidates, and only what both keep is required.
+  OptimizerIdentity apex = identify_optimizer(groups, {"exp_avg", "exp_avg_sq"}, {});
+  CHECK(apex.label() == "FusedAdam (apex) or FusedAdam (DeepSpeed)");
+  OptimizerIdentity ds = identify_optimizer(groups, {"exp_avg", "exp_avg_sq", "step"}, {});
+  REQUIRE(ds.candidates.size() == 1);
+  CHECK(std::string(ds.candidates[0]->name) == "FusedAdam (DeepSpeed)");
+  CHECK(identify_optimizer(groups, {"exp_avg"}, {"apex.optimizers.fused_adam.FusedAdam"})
+            .from_global);
+
+  CheckpointView v;
+  v.counters.found = true;
+  v.counters.global_step = 6;
+  v.optimizer.found = true;
+  v.optimizer.identity = apex;
+  OptimizerPart::Group g;
+  g.params = {0, 1};
+  g.step = 6;
+  g.values.present = groups;
+  v.optimizer.groups.push_back(g);
+  for (int64_t id : {0, 1}) {
+    OptimizerPart::ParamState ps;
+    ps.id = id;
+    ps.keys = {"exp_avg", "exp_avg_sq"};
+    v.optimizer.state.push_back(ps);
+  }
+  CHECK(apply_rules(v, {}).find(AuditComponent::kOptimizer)->status == ComponentStatus::kPresent);
+  v.counters.global_step = 9;
+  CHECK(apply_rules(v, {}).find(AuditComponent::kOptimizer)->status ==
+        ComponentStatus::kInconsistent);
+  v.counters.global_step = 6;
+  v.optimizer.state[1].keys = {"exp_avg"};  // a parameter without its second moment
+  CHECK(apply_rules(v, {}).find(AuditComponent::kOptimizer)->status ==
+        ComponentStatus::kInconsistent);
+}
+
+// bitsandbytes before 0.44 wrote no AdEMAMix keys in its groups: Adam8bit and Lion8bit look the
+// same, so only state1 is required of either.
+TEST_CASE("bitsandbytes without the AdEMAMix group keys: one row, state2 optional", "[verify]") {
+  const std::set<std::string> groups = {"lr", "betas", "eps", "weight_decay"};
+  OptimizerIdentity id = identify_optimizer(groups, {"state1", "qmap1", "absmax1", "step"}, {});
+  REQUIRE(id.candidates.size() == 1);
+  CHECK(std::string(id.candidates[0]->name) == "bitsandbytes 8-bit");
+  id = identify_optimizer(groups, {"state1", "state2", "step"}, {});
+  REQUIRE(id.candidates.size() == 1);
+  CHECK(std::string(id.candidates[0]->name) == "bitsandbytes 8-bit");
+  std::set<std::string> newer = groups;
+  newer.insert({"alpha", "t_alpha", "t_beta3"});
+  id = identify_optimizer(newer, {"state1", "step"}, {});
+  REQUIRE(id.candidates.size() == 1);
+  CHECK(required_state(*id.candidates[0], GroupValues()) ==
+        std::vector<std::string>{"state1", "state2"});
+}
+
 CheckpointView hf_view() {
   CheckpointView v;
   v.format = CheckpointFormat::kHfTrainer;

@@ -125,7 +125,26 @@ class Judge {
   }
   bool scaler_active() const { return v_.grad_scaler.found && !v_.grad_scaler.empty; }
 
+  // DeepSpeed's FusedAdam keeps each group's count on its last parameter only (knowledge.h
+  // StepWhere::kGroupLast): the largest count is the optimizer's.
+  static bool counts_on_last_param(const OptimizerPart& o) {
+    for (const OptimizerClass* c : o.identity.candidates) {
+      if (c->step == StepWhere::kGroupLast) return true;
+    }
+    return false;
+  }
+
   static std::optional<double> common_step(const OptimizerPart& o) {
+    if (counts_on_last_param(o)) {
+      std::optional<double> most;
+      for (const auto& ps : o.state) {
+        if (ps.step && (!most || *ps.step > *most)) most = ps.step;
+      }
+      for (const auto& g : o.groups) {
+        if (g.step && (!most || *g.step > *most)) most = g.step;
+      }
+      return most;
+    }
     for (const auto& ps : o.state) {
       if (ps.step) return ps.step;
     }
@@ -245,6 +264,7 @@ class Judge {
     }
     const bool certain = o.identity.candidates.size() == 1;
     const bool first_only = certain && o.identity.candidates[0]->first_param_only;
+    const bool last_param = counts_on_last_param(o);
     std::set<double> steps;
     size_t moment_tensors = 0;
     for (const auto& ps : o.state) {
@@ -280,6 +300,17 @@ class Judge {
         << "): frozen or unused parameters (requires_grad=False, or no gradient) get none";
       notes.push_back(e.str());
       r_.findings.push_back({Severity::kInfo, C::kOptimizer, o.evidence + ": " + e.str()});
+    }
+    // timm's Lamb and apex's FusedAdam count in param_groups, not per parameter.
+    if (steps.empty()) {
+      if (auto group_step = common_step(o)) steps.insert(*group_step);
+    }
+    if (last_param && steps.size() > 1) {
+      notes.push_back(o.identity.label() +
+                      " counts each group's steps on its last parameter (the others keep the "
+                      "count of their first step): the optimizer's step is the largest, " +
+                      fmt(*steps.rbegin()));
+      steps = {*steps.rbegin()};
     }
     for (double s : steps) {
       std::string note;
@@ -554,20 +585,26 @@ class Judge {
     const auto all = schedulers();
     const bool several = all.size() > 1 || optimizers().size() > 1;
     if (all.size() == 1 && optimizers().size() == 1) {
-      Verdict v = judge_scheduler(s, v_.optimizer, false, {});
-      return set(C::kScheduler, v.status, v.evidence);
+      std::vector<Verdict> v{judge_scheduler(s, v_.optimizer, false, {})};
+      v[0].evidence += loop_count(all, &v);
+      return set(C::kScheduler, v[0].status, v[0].evidence);
     }
     std::vector<const OptimizerPart*> paired;
     for (size_t i = 0; i < all.size(); ++i) paired.push_back(pair_of(*all[i], i));
-    Verdict total;
-    total.evidence = std::to_string(all.size()) + " scheduler(s), each paired with its optimizer";
+    std::vector<Verdict> verdicts;
     for (size_t i = 0; i < all.size(); ++i) {
-      const OptimizerPart* o = paired[i];
       std::vector<const SchedulerPart*> siblings;
       for (size_t j = 0; j < all.size(); ++j) {
-        if (j != i && paired[j] == o) siblings.push_back(all[j]);
+        if (j != i && paired[j] == paired[i]) siblings.push_back(all[j]);
       }
-      Verdict v = judge_scheduler(*all[i], *o, several, siblings);
+      verdicts.push_back(judge_scheduler(*all[i], *paired[i], several, siblings));
+    }
+    Verdict total;
+    total.evidence = std::to_string(all.size()) + " scheduler(s), each paired with its optimizer" +
+                     loop_count(all, &verdicts);
+    for (size_t i = 0; i < all.size(); ++i) {
+      const OptimizerPart* o = paired[i];
+      const Verdict& v = verdicts[i];
       total.status = worst(total.status, v.status);
       size_t oi = 0;
       for (const auto& x : optimizers()) {
@@ -578,6 +615,52 @@ class Judge {
                         status_name(v.status) + "): " + v.evidence;
     }
     set(C::kScheduler, total.status, total.evidence);
+  }
+
+  // The loop's own count of scheduler.step() calls (Lightning's scheduler_progress) against the
+  // schedulers' counts, which each step() advances by one: equal, every scheduler was restored
+  // and stepped, which settles a cadence the rule above could not place; fewer, a scheduler
+  // started over at a resume (its state was not restored) and lost the difference. More (steps
+  // the loop did not make, e.g. by hand) decides nothing. Adjusts `verdicts`; returns the note
+  // for the evidence.
+  std::string loop_count(const std::vector<const SchedulerPart*>& all,
+                         std::vector<Verdict>* verdicts) const {
+    const auto& n = v_.counters.scheduler_steps;
+    if (!n || *n <= 0) return "";
+    int64_t sum = 0;
+    std::string terms;
+    for (const SchedulerPart* s : all) {
+      if (!s->last_epoch) return "";
+      sum += *s->last_epoch;
+      terms += (terms.empty() ? "" : " + ") + std::to_string(*s->last_epoch);
+    }
+    const std::string counts = "the schedulers' own counts (" + terms + " = " +
+                               std::to_string(sum) + ") against the " + std::to_string(*n) +
+                               " scheduler steps the loop made (" +
+                               v_.counters.scheduler_steps_source + ")";
+    if (sum == *n) {
+      for (Verdict& v : *verdicts) {
+        if (v.status != S::kUnknown) continue;
+        v.status = S::kPresent;
+        v.evidence +=
+            "; settled by the loop's count: every scheduler step it made is in a "
+            "scheduler's count";
+      }
+      return "; " + counts + ": equal, each scheduler was restored and stepped";
+    }
+    if (sum > *n) return "; " + counts + ": more than the loop made, which decides nothing";
+    // Which lost the steps: the schedulers whose count matched no counter; all, if none.
+    bool any_unknown = false;
+    for (const Verdict& v : *verdicts) any_unknown = any_unknown || v.status == S::kUnknown;
+    const std::string lost = "; " + counts + ": " + std::to_string(*n - sum) +
+                             " steps short, so a scheduler started over at a resume (its state "
+                             "was not restored) and its LR follows a schedule the run left";
+    for (Verdict& v : *verdicts) {
+      if (any_unknown && v.status != S::kUnknown) continue;
+      v.status = S::kInconsistent;
+      v.evidence += lost;
+    }
+    return "";
   }
 
   void rng_cpu() {

@@ -70,7 +70,8 @@ std::optional<AuditComponent> named_component(const std::string& path) {
   if (has("loader") || has("sampler")) return AuditComponent::kLoader;
   if (has("step") || has("epoch") || has("iter") || has("train_state") || has("token"))
     return AuditComponent::kCounters;
-  if (has("model") || has("module")) return AuditComponent::kModel;
+  // nn.Module.get_extra_state() (TransformerEngine's fp8 metadata in Megatron): the module's.
+  if (has("model") || has("module") || has("_extra_state")) return AuditComponent::kModel;
   return std::nullopt;
 }
 

@@ -9,14 +9,18 @@
 // A save folder (with `latest`) or one tag folder is read; every torch.save file of the tag is
 // read by the torch.save reader (never executed) and folded into one view, so structural
 // detection finds the optimizer (ZeRO's base_optimizer_state / optimizer_state_dict), the
-// scheduler and the counters (global_steps). ds_config gives the config digest.
+// scheduler and the counters (global_steps). ds_config gives the config digest. A rank file
+// that is missing (the model states say which must exist) or does not parse is named with what
+// it held (deepspeed_loss.h), and the rest is still read.
 #include <dirent.h>
 
 #include <algorithm>
+#include <map>
 #include <vector>
 
 #include "ckpt/io/env.h"
 #include "verify/formats/builtin_readers.h"
+#include "verify/formats/deepspeed_loss.h"
 #include "verify/formats/detect.h"
 #include "verify/formats/torch_file.h"
 
@@ -31,9 +35,10 @@ bool is_model_states(const std::string& n) {
   return n.find("mp_rank_") != std::string::npos && ends_with(n, "_model_states.pt");
 }
 
+// A tag folder: model states, or (the model states lost) ZeRO optimizer partitions.
 bool holds_model_states(Env* env, const std::string& dir) {
   for (const auto& n : env->list_dir_or_empty(dir)) {
-    if (is_model_states(n)) return true;
+    if (is_model_states(n) || is_deepspeed_optim_states(n)) return true;
   }
   return false;
 }
@@ -76,11 +81,20 @@ class DeepSpeedReader : public FormatReader {
     }
     uint64_t bytes = 0;
     std::vector<TorchFile> keep;  // the pickles stay alive while the view is built
+    std::map<std::string, const Value*> read;
+    std::map<std::string, std::string> damaged;
     for (const auto& n : env->list_dir_or_empty(dir)) {
       if (!ends_with(n, ".pt")) continue;
       CKPT_ASSIGN_OR_RETURN(auto file, env->open_random(dir + "/" + n));
       const RandomAccessFile* raw = file.get();
-      CKPT_ASSIGN_OR_RETURN(TorchFile tf, open_torch_file(std::move(file)));
+      Result<TorchFile> opened = open_torch_file(std::move(file));
+      if (!opened.is_ok()) {
+        // One rank's damaged file: the others are still read, and the loss is named.
+        if (opened.status().code() != Code::kCorrupt) return opened.status();
+        damaged[n] = "unreadable (" + opened.status().message() + ")";
+        continue;
+      }
+      TorchFile tf = std::move(*opened);
       add_torch_file_to_view(tf, n, &view, options);
       if (is_model_states(n) && tf.doc->root != nullptr && !view.config_digest) {
         if (const Value* cfg = tf.doc->root->get("ds_config"))
@@ -88,8 +102,10 @@ class DeepSpeedReader : public FormatReader {
       }
       if (options.deep) CKPT_RETURN_IF_ERROR(deep_scan_torch(tf, n, &view, options));
       bytes += raw->bytes_read();
+      if (tf.doc->root != nullptr) read[n] = tf.doc->root;
       keep.push_back(std::move(tf));
     }
+    report_deepspeed_loss(read, damaged, &view);
     note_zero3_placeholders(env, dir, &view);
     note_bf16(env, dir, &view);
     view.bytes_read = bytes;

@@ -11,6 +11,7 @@
 #include "verify/formats/composer_torchvision.h"
 #include "verify/formats/knowledge.h"
 #include "verify/formats/library_layouts.h"
+#include "verify/formats/pickled_objects.h"
 
 namespace ckpt::verify {
 namespace {
@@ -86,11 +87,14 @@ bool is_numpy_rng(const Value* v) {
 
 class Detector {
  public:
-  Detector(const DetectContext& ctx, CheckpointView* view) : ctx_(ctx), view_(*view) {}
+  Detector(const DetectContext& ctx, const PickledObjects& objects, CheckpointView* view)
+      : ctx_(ctx), objects_(objects), view_(*view) {}
 
-  void run(const Value& root) {
+  // `lowered` is `root` with its pickled module, optimizer and scheduler objects read as their
+  // state_dicts (pickled_objects.h); devices and GLOBALs come from the original.
+  void run(const Value& root, const Value& lowered) {
     collect_devices(root);
-    std::deque<Item> queue{{&root, "", 0}};
+    std::deque<Item> queue{{&lowered, "", 0}};
     std::unordered_set<const Value*> seen;
     size_t visits = 0;
     const Value* best_model = nullptr;
@@ -247,6 +251,7 @@ class Detector {
           cur != nullptr && cur->get("completed") ? cur->get("completed")->as_int() : std::nullopt;
       const Value* sd = fit->get("state_dict");
       const Value* combined = sd != nullptr ? sd->get("combined_loader") : nullptr;
+      note_scheduler_progress(*fit, path);
       if (!l.found) {
         l.kind = "Lightning loops";
         l.source = ctx_.source;
@@ -295,6 +300,18 @@ class Detector {
       return true;
     }
     return false;
+  }
+
+  // Lightning counts every scheduler.step() it makes (automatic optimisation), across resumes.
+  void note_scheduler_progress(const Value& fit, const std::string& path) {
+    const Value* sp = fit.get("epoch_loop.scheduler_progress");
+    const Value* total = sp != nullptr ? sp->get("total") : nullptr;
+    const Value* done = total != nullptr ? total->get("completed") : nullptr;
+    CountersPart& c = view_.counters;
+    if (done == nullptr || !done->as_int() || c.scheduler_steps) return;
+    c.scheduler_steps = done->as_int();
+    c.scheduler_steps_source =
+        where(ctx_, join(path, "fit_loop")) + "[\"epoch_loop.scheduler_progress\"].total.completed";
   }
 
   void note_counters(const Value& d, const std::string& path) {
@@ -381,6 +398,8 @@ class Detector {
     m.source = ctx_.source;
     std::ostringstream o;
     o << where(ctx_, path) << ": " << d.entries.size() << " tensors";
+    if (const std::string* cls = objects_.class_of(&d))
+      o << " (a pickled " << *cls << " object, read as its state_dict())";
     size_t shown = 0;
     for (const auto& [k, x] : d.entries) {
       if (x->kind != Kind::kTensor) continue;
@@ -403,6 +422,22 @@ class Detector {
     const int64_t id = static_cast<int64_t>(fqns->size());
     (*fqns)[p->s] = id;
     return id;
+  }
+
+  // A parameter's state entries. bitsandbytes (0.45+) nests the quantized state under
+  // "__bnb_optimizer_quant_state__" in state_dict() (state1/state2, qmap1/qmap2,
+  // absmax1/absmax2) next to "step": read as if they were at the top, as load_state_dict()
+  // puts them back.
+  static std::vector<std::pair<const Value*, const Value*>> param_state_entries(const Value& s) {
+    std::vector<std::pair<const Value*, const Value*>> out;
+    for (const auto& [k, v] : s.entries) {
+      if (k->is_str("__bnb_optimizer_quant_state__") && v->kind == Kind::kDict) {
+        out.insert(out.end(), v->entries.begin(), v->entries.end());
+      } else {
+        out.emplace_back(k, v);
+      }
+    }
+    return out;
   }
 
   void fill_optimizer(const Value& d, const std::string& path, OptimizerPart* out) {
@@ -446,7 +481,7 @@ class Detector {
       OptimizerPart::ParamState ps;
       if (auto id = param_id(k, &fqns)) ps.id = *id;
       if (s->kind == Kind::kDict) {
-        for (const auto& [sk, sv] : s->entries) {
+        for (const auto& [sk, sv] : param_state_entries(*s)) {
           std::string name = key_text(sk);
           keys.insert(name);
           if (sv->kind != Kind::kNone) ps.keys.insert(name);
@@ -467,8 +502,12 @@ class Detector {
       }
       o.state.push_back(std::move(ps));
     }
-    o.identity = identify_optimizer(
-        o.groups.empty() ? std::set<std::string>() : o.groups[0].values.present, keys, globals_);
+    // A pickled optimizer object names its own class; a state_dict leaves only the file's
+    // GLOBALs (a pickled scheduler's optimizer, a config object) to go by.
+    const std::string* cls = objects_.class_of(&d);
+    o.identity =
+        identify_optimizer(o.groups.empty() ? std::set<std::string>() : o.groups[0].values.present,
+                           keys, cls != nullptr ? std::set<std::string>{*cls} : globals_);
     o.kind = o.identity.label();
     size_t nparams = 0;
     for (const auto& g : o.groups) nparams += g.params.size();
@@ -480,6 +519,10 @@ class Detector {
       e << " params (param_groups list no params), ";
     }
     e << o.groups.size() << " param group(s); " << o.identity.how;
+    if (cls != nullptr) {
+      e << "; a pickled " << *cls << " object, read as its state_dict()";
+      if (!o.identity.from_global) e << " (a class the knowledge table does not list)";
+    }
     o.evidence = e.str();
   }
 
@@ -544,6 +587,8 @@ class Detector {
     }
     std::ostringstream e;
     e << where(ctx_, path) << ": " << s.kind;
+    if (const std::string* cls = objects_.class_of(&d))
+      e << " (a pickled " << *cls << " object, read as its state_dict())";
     if (s.last_epoch)
       e << (s.klass != nullptr && std::string(s.klass->library) == "mmengine" ? " _global_step "
                                                                               : " last_epoch ")
@@ -570,6 +615,7 @@ class Detector {
   }
 
   const DetectContext& ctx_;
+  const PickledObjects& objects_;
   CheckpointView& view_;
   std::set<std::string> globals_;  // every "module.Name" the tree references
 };
@@ -640,8 +686,10 @@ std::string value_digest(const Value& v) {
 }
 
 void detect_components(const Value& root, const DetectContext& ctx, CheckpointView* view) {
-  Detector(ctx, view).run(root);
-  note_library_layouts(root, ctx.source, view);
+  PickledObjects objects;
+  const Value& lowered = objects.lower(root);
+  Detector(ctx, objects, view).run(root, lowered);
+  note_library_layouts(lowered, ctx.source, view);
   note_composer_torchvision(root, ctx, view);
 }
 

@@ -12,8 +12,10 @@
 //               dict with an integer epoch and batch_idx and/or samples_seen
 //   model       the largest dict whose values are all tensors (not an RNG dict)
 //   counters    integer global step / epoch entries next to the components (these are names)
-// Detection never descends into opaque objects (a pickled OneCycleLR object holds a whole
-// optimizer; it is not the checkpoint's optimizer). Walks are bounded (visited set, depth and
+// Pickled nn.Module, optimizer and scheduler objects reached through dicts and lists are read as
+// their state_dicts (pickled_objects.h); detection never descends into any other opaque object
+// (a torch 1.13 OneCycleLR pickles getattr(<itself with a whole optimizer>, ...); that is not
+// the checkpoint's optimizer). Walks are bounded (visited set, depth and
 // visit caps), so shared and cyclic trees are safe. Pure; thread-safe on distinct views.
 #pragma once
 

@@ -29,6 +29,10 @@ enum class StepWhere {
   kGroup,  // param_groups[i]["step"] (timm's Lamb, DeepSpeed's FusedAdam in some versions)
   kNone,   // none kept (SGD, Lion, LARS)
   kOther,  // elsewhere (MADGRAD: state["k"]; LBFGS: n_iter of the first param)
+  // One count per group, kept in state[p]["step"] of the group's last stepped parameter only
+  // (DeepSpeed's FusedAdam 0.10+ increments the loop variable's state after the loop); the
+  // other parameters keep the group's count as of their first step, and param_groups' "step" 0.
+  kGroupLast,
 };
 
 enum class EmptyWhen {

@@ -240,14 +240,29 @@ class MegatronReader : public FormatReader {
                                 CheckpointView* view) {
     check_metadata_json(env, dir, view);
     std::optional<TorchFile> common;
+    // What dist_checkpointing.save puts in common.pt (every entry that is not sharded), for the
+    // finding when it is lost: the components that lived there are then missing.
+    static const char* kCommon =
+        "args, checkpoint_version, iteration, optimizer (param_groups, common_step), "
+        "opt_param_scheduler, num_floating_point_operations_so_far";
     if (auto f = env->open_random(dir + "/common.pt"); f.is_ok()) {
-      CKPT_ASSIGN_OR_RETURN(TorchFile tf, open_torch_file(std::move(*f)));
-      add_global_findings(*tf.doc, "common.pt", view);
-      common = std::move(tf);
+      Result<TorchFile> tf = open_torch_file(std::move(*f));
+      if (tf.is_ok()) {
+        add_global_findings(*tf->doc, "common.pt", view);
+        common = std::move(*tf);
+      } else if (tf.status().code() == Code::kCorrupt) {
+        view->findings.push_back({Severity::kError, std::nullopt,
+                                  "common.pt is unreadable (" + tf.status().message() +
+                                      "): it held " + kCommon +
+                                      "; Megatron's dist_checkpointing.load reads them from it",
+                                  false});
+      } else {
+        return tf.status();
+      }
     } else {
       view->findings.push_back({Severity::kError, std::nullopt,
-                                "common.pt is missing: Megatron's dist_checkpointing.load reads "
-                                "args, iteration and the scheduler from it",
+                                std::string("common.pt is missing: it held ") + kCommon +
+                                    "; Megatron's dist_checkpointing.load reads them from it",
                                 false});
     }
     if (!env->exists(dir + "/.metadata")) {

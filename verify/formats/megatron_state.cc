@@ -362,6 +362,48 @@ void check_rank_rng(const MegatronRankFile& f, CheckpointView* view) {
 
 }  // namespace
 
+namespace {
+
+// A rank file that is missing or does not parse took what its siblings show a rank file holds:
+// its own share of the model and of the optimizer's moments and its own generators (those
+// components are inconsistent), and copies of the scheduler, iteration and args (named; the
+// values survive in the readable files, but that rank's load_checkpoint stops).
+void lost_rank(const MegatronRankFile& f, const MegatronRankFile* sibling, CheckpointView* view) {
+  if (sibling == nullptr) {
+    view->findings.push_back({Severity::kError, C::kModel, f.label + ": " + f.error, true});
+    return;
+  }
+  static const struct {
+    const char* key;
+    AuditComponent component;
+    const char* what;
+  } kOwn[] = {{"model", C::kModel, "its tensor-parallel share of every split weight"},
+              {"optimizer", C::kOptimizer, "its share of the optimizer's moments"},
+              {"rng_state", C::kRngCpu, "its own CPU generator states"},
+              {"rng_state", C::kRngCuda, "its own CUDA generator and RNG-tracker states"}};
+  for (const auto& own : kOwn) {
+    if (sibling->root->get(own.key) == nullptr) continue;
+    view->findings.push_back({Severity::kError, own.component,
+                              f.label + ": " + f.error + ": it held " + own.key + ", " + own.what +
+                                  " (" + sibling->label + " holds its own)",
+                              true});
+  }
+  std::string copies;
+  for (const char* key : {"opt_param_scheduler", "iteration", "args", "checkpoint_version"}) {
+    if (sibling->root->get(key) != nullptr)
+      copies += (copies.empty() ? "" : ", ") + std::string(key);
+  }
+  if (!copies.empty()) {
+    view->findings.push_back({Severity::kError, std::nullopt,
+                              f.label + ": " + f.error + ": it also held that rank's copy of " +
+                                  copies + " (the values survive in " + sibling->label +
+                                  "); that rank's load_checkpoint stops without the file",
+                              false});
+  }
+}
+
+}  // namespace
+
 void check_megatron_ranks(const std::vector<MegatronRankFile>& ranks, CheckpointView* view) {
   static const std::pair<const char*, AuditComponent> kKeys[] = {
       {"model", C::kModel},
@@ -371,11 +413,10 @@ void check_megatron_ranks(const std::vector<MegatronRankFile>& ranks, Checkpoint
       {"iteration", C::kCounters}};
   const MegatronRankFile* first = nullptr;
   for (const auto& f : ranks) {
-    if (f.root == nullptr) {
-      view->findings.push_back({Severity::kError, C::kModel, f.label + ": " + f.error, true});
-    } else if (first == nullptr) {
-      first = &f;
-    }
+    if (f.root != nullptr && first == nullptr) first = &f;
+  }
+  for (const auto& f : ranks) {
+    if (f.root == nullptr) lost_rank(f, first, view);
   }
   if (first == nullptr) return;
   // A key some rank holds and another lacks: that rank resumes without it.

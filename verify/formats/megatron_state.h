@@ -35,7 +35,10 @@ struct MegatronRankFile {
 };
 
 // Every rank must hold what the first one holds (model, optimizer, scheduler, rng_state): a rank
-// without one is a finding against that component, with the rank named.
+// without one is a finding against that component, with the rank named. A rank file that is
+// missing or unreadable took its own share of the model and the optimizer's moments and its own
+// generators (those components are inconsistent) and its copies of the scheduler, iteration
+// and args (named in an error finding).
 void check_megatron_ranks(const std::vector<MegatronRankFile>& ranks, CheckpointView* view);
 
 }  // namespace ckpt::verify

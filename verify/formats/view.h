@@ -198,6 +198,11 @@ struct CountersPart : Part {
   // Evaluations the run made (HF trainer_state.json log_history entries with eval_ metrics):
   // a ReduceLROnPlateau stepped on evaluation counts these.
   std::optional<int64_t> evaluations;
+  // scheduler.step() calls the training loop made, all schedulers together, when the loop counts
+  // them (Lightning: loops.fit_loop["epoch_loop.scheduler_progress"].total.completed, kept
+  // across resumes); where it was read.
+  std::optional<int64_t> scheduler_steps;
+  std::string scheduler_steps_source;
 };
 
 struct GradScalerPart : Part {
