@@ -88,6 +88,13 @@ def local_box(path: str, global_shape: Sequence[int], mesh_shape: Sequence[int],
             raise InvalidArgumentError(f"{path}: a DTensor with a Partial placement "
                                        f"({list(placements)}) holds a pending reduction, not "
                                        "state: redistribute it before saving")
+    try:
+        key: Any = (tuple(global_shape), tuple(mesh_shape), tuple(coordinate), tuple(placements))
+        hit = _LOCAL_BOXES.get(key)
+    except TypeError:  # a placement that cannot be hashed: computed every time
+        key, hit = None, None
+    if hit is not None:
+        return list(hit[0]), list(hit[1])
     utils = importlib.import_module("torch.distributed.tensor._utils")
     compute = getattr(utils, "_compute_local_shape_and_global_offset", None)
     if compute is not None:
@@ -101,7 +108,12 @@ def local_box(path: str, global_shape: Sequence[int], mesh_shape: Sequence[int],
     strided = t.get("StridedShard")
     if strided is not None and any(isinstance(p, strided) for p in placements):
         _check_one_box(path, global_shape, mesh_shape, coordinate, placements, shape, offsets)
-    return [int(o) for o in offsets], [int(s) for s in shape]
+    box = ([int(o) for o in offsets], [int(s) for s in shape])
+    if key is not None:
+        if len(_LOCAL_BOXES) >= _MEMO_LIMIT:
+            _LOCAL_BOXES.clear()
+        _LOCAL_BOXES[key] = box
+    return list(box[0]), list(box[1])
 
 
 def _check_one_box(path: str, global_shape: Sequence[int], mesh_shape: Sequence[int],
@@ -135,14 +147,31 @@ def _check_one_box(path: str, global_shape: Sequence[int], mesh_shape: Sequence[
                                        f"one box (dimension {d} holds rows {idx[:4]}...)")
 
 
+# Per DeviceMesh object (kept alive here, so its id is not reused): what _mesh_facts found.
+# torch computes a mesh's coordinate and rank grid through its layout algebra, about 0.5 ms a
+# call; a save or restore asks once per DTensor, and most of a model's DTensors share a mesh.
+_MESH_FACTS: Dict[int, Tuple[Any, Tuple[List[int], List[int], List[int]]]] = {}
+# (global shape, mesh shape, coordinate, placements) -> (offsets, sizes): local_box's answer.
+_LOCAL_BOXES: Dict[Any, Tuple[List[int], List[int]]] = {}
+_MEMO_LIMIT = 4096
+
+
 def _mesh_facts(dt: Any) -> Tuple[List[int], List[int], List[int]]:
     """(mesh shape, this rank's coordinate, global rank at every coordinate, flattened)."""
     mesh = dt.device_mesh
-    coord = mesh.get_coordinate()
-    if coord is None:
+    hit = _MESH_FACTS.get(id(mesh))
+    if hit is not None and hit[0] is mesh:
+        shape, coord, ranks = hit[1]
+        return list(shape), list(coord), list(ranks)
+    coordinate = mesh.get_coordinate()
+    if coordinate is None:
         raise InvalidArgumentError("a DTensor of a mesh this rank is not part of")
     grid = mesh.mesh
-    return list(grid.shape), [int(c) for c in coord], grid.reshape(-1).tolist()
+    facts = (list(grid.shape), [int(c) for c in coordinate], grid.reshape(-1).tolist())
+    if len(_MESH_FACTS) >= 64:
+        _MESH_FACTS.clear()
+    _MESH_FACTS[id(mesh)] = (mesh, facts)
+    return list(facts[0]), list(facts[1]), list(facts[2])
 
 
 def candidates(mesh_shape: Sequence[int], coordinate: Sequence[int], ranks: Sequence[int],
