@@ -1,11 +1,11 @@
 // The checks `ckpt verify` and `ckpt audit` make of a sharded checkpoint's INDEX (format version
 // 2, docs/format.md §8), beyond the file hashes: the INDEX is the one COMMIT.json lists (size
-// and XXH3, and its head's XXH3 that a restoring rank checks), it decodes (bounds-checked: store::decode_index), the boxes of every tensor tile it
-// exactly (store::check_index_tiling: gaps and overlaps named with the tensor and element
-// range), and every rank file the index names is listed in COMMIT.json and present with its
-// listed size. When rank files are missing or damaged (absent, short, or named by the caller
-// from a failed hash), store::account_loss says which tensors and element ranges they take with
-// them. Pure over the Env; no HDF5.
+// and XXH3, and its head's XXH3 that a restoring rank checks), it decodes (bounds-checked:
+// store::decode_index), the boxes of every tensor tile it exactly (store::check_index_tiling: gaps
+// and overlaps named with the tensor and element range), and every rank file the index names is
+// listed in COMMIT.json and present with its listed size. When rank files are missing or damaged
+// (absent, short, or named by the caller from a failed hash), store::account_loss says which
+// tensors and element ranges they take with them. Pure over the Env; no HDF5.
 #pragma once
 
 #include <cstdint>
