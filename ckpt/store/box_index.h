@@ -152,7 +152,7 @@ class GlobalIndex {
   uint64_t record_offset(const IndexTensor& t, size_t b) const;
   // Loads box b's record from its 16 bytes at record_offset (a partial index). kCorrupt
   // "<where>: ..." when the record names an unknown file; once per box.
-  Status load_record(size_t t, size_t b, const unsigned char* bytes, const std::string& where);
+  Status load_record(size_t ti, size_t b, const unsigned char* p, const std::string& where);
   std::string_view string(uint32_t id) const;
   std::string_view tensor_name(size_t i) const { return string(tensors_[i].name); }
   std::string_view file_name(uint32_t file) const { return string(files_[file]); }
@@ -181,7 +181,7 @@ class GlobalIndex {
   friend class IndexV1Codec;
   friend class IndexV2Codec;
   Status finish_tensor(IndexTensor* t, const std::string& who) const;
-  Status check_box(const IndexTensor& t, size_t b, const BoxRecord& r,
+  Status check_box(const IndexTensor& t, size_t b, const BoxRecord& rec,
                    const std::string& where) const;
   Status check_byte_overlaps(const std::string& where) const;
   void scan_boxes(IndexTensor* t) const;

@@ -15,9 +15,8 @@
 namespace ckpt::store {
 namespace {
 
-constexpr char kMagic[8] = {'C', 'K', 'P', 'T', 'I', 'N', 'D', 'X'};
 constexpr uint32_t kIndexVersion = 1;
-constexpr uint64_t kHeaderBytes = 64;
+constexpr uint64_t kHeaderBytes = kIndexHeaderBytes;
 constexpr uint64_t kTensorBytes = 24;
 constexpr uint64_t kBoxBytes = 28;
 constexpr uint8_t kLastDType = static_cast<uint8_t>(DType::kUInt64);
@@ -38,16 +37,14 @@ class Writer {
   std::string* out_;
 };
 
-uint32_t get32(const unsigned char* p) {
-  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
-}
-uint64_t get64(const unsigned char* p) { return uint64_t{get32(p)} | uint64_t{get32(p + 4)} << 32; }
+uint32_t get32(const unsigned char* p) { return index_get32(p); }
+uint64_t get64(const unsigned char* p) { return index_get64(p); }
 
 }  // namespace
 
 std::string IndexV1Codec::encode(const GlobalIndex& x) {
   std::string out;
-  out.append(kMagic, sizeof(kMagic));
+  out.append(kIndexMagic, sizeof(kIndexMagic));
   Writer w(&out);
   w.u32(kIndexVersion);
   w.u32(static_cast<uint32_t>(kHeaderBytes));
@@ -240,16 +237,20 @@ std::string encode_index(const GlobalIndex& index, int version) {
   return version == 1 ? IndexV1Codec::encode(index) : IndexV2Codec::encode(index);
 }
 
-Result<GlobalIndex> decode_index(const std::string& bytes, const std::string& where) {
-  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+Result<uint32_t> index_version(const std::string& bytes, const std::string& where) {
   if (bytes.size() < kHeaderBytes) {
     return corrupt(where + ": truncated: " + std::to_string(bytes.size()) +
                    " bytes, less than the 64-byte header");
   }
-  if (std::memcmp(p, kMagic, sizeof(kMagic)) != 0) {
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  if (std::memcmp(p, kIndexMagic, sizeof(kIndexMagic)) != 0) {
     return corrupt(where + ": not a ckpt box index (magic is not \"CKPTINDX\")");
   }
-  const uint32_t version = get32(p + 8);
+  return get32(p + 8);
+}
+
+Result<GlobalIndex> decode_index(const std::string& bytes, const std::string& where) {
+  CKPT_ASSIGN_OR_RETURN(const uint32_t version, index_version(bytes, where));
   if (version == 1) return IndexV1Codec::decode(bytes, where);
   if (version == 2) return IndexV2Codec::decode(bytes, where);
   return unsupported(where + ": box index version " + std::to_string(version) +

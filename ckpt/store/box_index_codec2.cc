@@ -21,9 +21,8 @@
 namespace ckpt::store {
 namespace {
 
-constexpr char kMagic[8] = {'C', 'K', 'P', 'T', 'I', 'N', 'D', 'X'};
 constexpr uint32_t kVersion = 2;
-constexpr uint64_t kHeaderBytes = 64;
+constexpr uint64_t kHeaderBytes = kIndexHeaderBytes;
 constexpr uint8_t kLastDType = static_cast<uint8_t>(DType::kUInt64);
 constexpr uint8_t kLastPlacement = static_cast<uint8_t>(Placement::kFlat);
 constexpr uint64_t kBlockedBit = uint64_t{1} << 63;
@@ -36,10 +35,8 @@ enum FileTable : uint8_t { kFilesNamed = 0, kFilesRanks = 1, kFilesFirstRanks = 
 enum CutKind : uint8_t { kCutStep = 0, kCutBlocked = 1, kCutList = 2 };
 enum Layout : uint8_t { kListed = 1, kOwnDatasets = 2 };
 
-uint32_t get32(const unsigned char* p) {
-  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
-}
-uint64_t get64(const unsigned char* p) { return uint64_t{get32(p)} | uint64_t{get32(p + 4)} << 32; }
+uint32_t get32(const unsigned char* p) { return index_get32(p); }
+uint64_t get64(const unsigned char* p) { return index_get64(p); }
 
 void put32(std::string* out, uint32_t v) {
   for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
@@ -322,7 +319,7 @@ std::string IndexV2Codec::encode(const GlobalIndex& x) {
     }
   }
 
-  std::string out(kMagic, sizeof(kMagic));
+  std::string out(kIndexMagic, sizeof(kIndexMagic));
   put32(&out, kVersion);
   put32(&out, static_cast<uint32_t>(kHeaderBytes));
   put32(&out, static_cast<uint32_t>(x.tensors_.size()));
@@ -342,16 +339,10 @@ namespace {
 
 // The head's size from a version-2 header: magic, version and header size checked.
 Result<uint64_t> parse_header(const std::string& header, const std::string& where) {
+  CKPT_ASSIGN_OR_RETURN(const uint32_t version, index_version(header, where));
   const auto* p = reinterpret_cast<const unsigned char*>(header.data());
-  if (header.size() < kHeaderBytes) {
-    return corrupt(where + ": truncated: " + std::to_string(header.size()) +
-                   " bytes, less than the 64-byte header");
-  }
-  if (std::memcmp(p, kMagic, sizeof(kMagic)) != 0) {
-    return corrupt(where + ": not a ckpt box index (magic is not \"CKPTINDX\")");
-  }
-  if (get32(p + 8) != kVersion) {
-    return unsupported(where + ": box index version " + std::to_string(get32(p + 8)) +
+  if (version != kVersion) {
+    return unsupported(where + ": box index version " + std::to_string(version) +
                        " has no head to read alone");
   }
   if (get32(p + 12) != kHeaderBytes) {
@@ -380,13 +371,12 @@ Result<uint64_t> IndexV2Codec::head_bytes(const std::string& header, uint64_t fi
   return head;
 }
 
-Result<GlobalIndex> IndexV2Codec::decode_head(const std::string& head_bytes,
-                                              const std::string& where) {
-  CKPT_ASSIGN_OR_RETURN(const uint64_t head, parse_header(head_bytes, where));
-  const auto* p = reinterpret_cast<const unsigned char*>(head_bytes.data());
-  if (head != head_bytes.size()) {
+Result<GlobalIndex> IndexV2Codec::decode_head(const std::string& bytes, const std::string& where) {
+  CKPT_ASSIGN_OR_RETURN(const uint64_t head, parse_header(bytes, where));
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  if (head != bytes.size()) {
     return corrupt(where + ": the header gives a " + std::to_string(head) + "-byte head, " +
-                   std::to_string(head_bytes.size()) + " bytes were read");
+                   std::to_string(bytes.size()) + " bytes were read");
   }
   auto bad = [&](const std::string& what) { return corrupt(where + ": " + what); };
   const uint64_t want = get64(p + 56), got = xxh3_64(p + kHeaderBytes, head - kHeaderBytes);

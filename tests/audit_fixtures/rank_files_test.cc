@@ -20,12 +20,7 @@ const fs::path kSave =
     fs::path(CKPT_SOURCE_DIR) / "fixtures" / "foreign" / "accelerate_ddp" / "step-3";
 
 json audit(const fs::path& p, int* rc) {
-  const ckpt_test::Run r = ckpt_test::run_ckpt("audit --json " + quote(p.string()));
-  *rc = r.exit_code;
-  INFO("stdout: " << r.out << "\nstderr: " << r.err);
-  json j = json::parse(r.out, nullptr, false);
-  REQUIRE_FALSE(j.is_discarded());
-  return j;
+  return ckpt_test::run_ckpt_json("audit --json " + quote(p.string()), rc);
 }
 
 std::string evidence(const json& j, const char* component) {

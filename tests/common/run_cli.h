@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
@@ -52,6 +53,17 @@ inline Run run_ckpt(const std::string& args) {
   std::error_code ec;
   fs::remove(err_file, ec);
   return r;
+}
+
+// `ckpt ARGS` whose stdout is one JSON document (`--json`): the document, the exit code in *rc; a
+// document that does not parse fails the test, with stdout and stderr in its log.
+inline nlohmann::json run_ckpt_json(const std::string& args, int* rc) {
+  const Run r = run_ckpt(args);
+  *rc = r.exit_code;
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  REQUIRE_FALSE(j.is_discarded());
+  return j;
 }
 
 // A copy of a fixture folder in a temp folder, removed with the object.

@@ -26,12 +26,7 @@ using nlohmann::json;
 using testing::TempDir;
 
 json run_json(const std::string& cmd, const std::string& path, int* rc) {
-  const ckpt_test::Run r = ckpt_test::run_ckpt(cmd + " --json " + ckpt_test::quote(path));
-  INFO(r.out << r.err);
-  *rc = r.exit_code;
-  json j = json::parse(r.out, nullptr, false);
-  REQUIRE_FALSE(j.is_discarded());
-  return j;
+  return ckpt_test::run_ckpt_json(cmd + " --json " + ckpt_test::quote(path), rc);
 }
 
 bool has(const json& lines, const std::string& text) {
