@@ -178,6 +178,12 @@ Status GlobalIndex::check_box(const IndexTensor& t, size_t b, const BoxRecord& r
     return bad("cell " + std::to_string(rec.last_cell) + " is outside the tensor's " +
                std::to_string(t.total_cells) + " cells");
   }
+  // The per-dimension check below compares coordinates modulo the grid, which a first cell
+  // past the grid would pass: the linear order comes first.
+  if (rec.first_cell > rec.last_cell) {
+    return bad("its first cell " + std::to_string(rec.first_cell) + " is past its last cell " +
+               std::to_string(rec.last_cell));
+  }
   for (int d = 0; d < t.ndim; ++d) {
     if ((rec.first_cell / t.cell_stride[d]) % t.cells[d] >
         (rec.last_cell / t.cell_stride[d]) % t.cells[d]) {

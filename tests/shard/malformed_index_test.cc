@@ -141,7 +141,12 @@ TEST_CASE("box index v1: every malformed input is refused naming the file and th
       {"box outside the grid", [](std::string* s) { set(s, kBoxes + 28 + 16, 4, 2); }, true,
        "box 1: cell 2 is outside the tensor's 2 cells"},
       {"box corners reversed", [](std::string* s) { set(s, kBoxes + 12, 4, 1); }, true,
-       "box 0: its first cell 1 is past its last cell 0 along dimension 0"},
+       "box 0: its first cell 1 is past its last cell 0"},
+      // Found by fuzz_box_index: a first cell past the grid whose coordinates, taken modulo the
+      // grid, do not pass the last cell's (it re-encoded as version 2 to bytes that did not
+      // decode).
+      {"first cell past the grid", [](std::string* s) { set(s, kBoxes + 28 + 12, 4, 16385); }, true,
+       "box 1: its first cell 16385 is past its last cell 1"},
       {"boxes out of order",
        [](std::string* s) {
          const std::string first = s->substr(kBoxes, 28);
