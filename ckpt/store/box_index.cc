@@ -136,15 +136,9 @@ uint64_t GlobalIndex::record_offset(const IndexTensor& t, size_t b) const {
   return head_bytes_ + (t.record_base + i * t.record_stride) * kIndexRecordBytes;
 }
 
-Status GlobalIndex::load_record(size_t ti, size_t b, const unsigned char* p,
-                                const std::string& where) {
+Result<BoxRecord> GlobalIndex::parse_record(size_t ti, size_t b, const unsigned char* p,
+                                            const std::string& where) const {
   const IndexTensor& t = tensors_[ti];
-  if (!partial_ || b < t.first_box || b - t.first_box >= t.box_count) {
-    return invalid_argument(where + ": load_record: box " + std::to_string(b) +
-                            " is not a box of tensor \"" + std::string(tensor_name(ti)) +
-                            "\" in a partial index");
-  }
-  if (slot_.count(static_cast<uint32_t>(b)) > 0) return Status::ok();
   BoxRecord r;
   r.file = uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
   r.page = uint32_t{p[4]} | uint32_t{p[5]} << 8 | uint32_t{p[6]} << 16 | uint32_t{p[7]} << 24;
@@ -154,6 +148,19 @@ Status GlobalIndex::load_record(size_t ti, size_t b, const unsigned char* p,
   r.dataset =
       t.datasets_at == kNoDatasets ? t.name : box_datasets_[t.datasets_at + (b - t.first_box)];
   CKPT_RETURN_IF_ERROR(check_box(t, b, r, where));
+  return r;
+}
+
+Status GlobalIndex::load_record(size_t ti, size_t b, const unsigned char* p,
+                                const std::string& where) {
+  const IndexTensor& t = tensors_[ti];
+  if (!partial_ || b < t.first_box || b - t.first_box >= t.box_count) {
+    return invalid_argument(where + ": load_record: box " + std::to_string(b) +
+                            " is not a box of tensor \"" + std::string(tensor_name(ti)) +
+                            "\" in a partial index");
+  }
+  if (slot_.count(static_cast<uint32_t>(b)) > 0) return Status::ok();
+  CKPT_ASSIGN_OR_RETURN(const BoxRecord r, parse_record(ti, b, p, where));
   slot_.emplace(static_cast<uint32_t>(b), static_cast<uint32_t>(boxes_.size()));
   boxes_.push_back(r);
   return Status::ok();

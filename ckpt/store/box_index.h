@@ -183,6 +183,9 @@ class GlobalIndex {
   Status finish_tensor(IndexTensor* t, const std::string& who) const;
   Status check_box(const IndexTensor& t, size_t b, const BoxRecord& rec,
                    const std::string& where) const;
+  // Box b's record from its 16 bytes, its cells and dataset from the head, checked.
+  Result<BoxRecord> parse_record(size_t ti, size_t b, const unsigned char* p,
+                                 const std::string& where) const;
   Status check_byte_overlaps(const std::string& where) const;
   void scan_boxes(IndexTensor* t) const;
   void sort_names();

@@ -586,16 +586,16 @@ Result<GlobalIndex> IndexV2Codec::decode(const std::string& bytes, const std::st
                    ", bytes hash to " + hex64(got) + ")");
   }
   CKPT_ASSIGN_OR_RETURN(GlobalIndex x, decode_head(bytes.substr(0, head), where));
-  // Every record, in box order: the partial index becomes a whole one.
+  // Every record, in box order (box b at boxes_[b]): the partial index becomes a whole one.
   x.boxes_.reserve(x.box_total_);
   for (size_t ti = 0; ti < x.tensors_.size(); ++ti) {
     const IndexTensor& t = x.tensors_[ti];
     for (uint32_t b = t.first_box; b < t.first_box + t.box_count; ++b) {
-      CKPT_RETURN_IF_ERROR(x.load_record(ti, b, p + x.record_offset(t, b), where));
+      CKPT_ASSIGN_OR_RETURN(BoxRecord r, x.parse_record(ti, b, p + x.record_offset(t, b), where));
+      x.boxes_.push_back(r);
     }
   }
   x.partial_ = false;
-  x.slot_.clear();
   x.listed_cells_.clear();
   x.listed_cells_.shrink_to_fit();
   CKPT_RETURN_IF_ERROR(x.check_byte_overlaps(where));
