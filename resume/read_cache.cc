@@ -95,8 +95,34 @@ Status ReadCache::serve(uint64_t offset, unsigned char* dst, uint64_t n) const {
   return Status::ok();
 }
 
+void ReadCache::keep_only(std::vector<std::pair<uint64_t, uint64_t>> ranges) {
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<std::pair<uint64_t, uint64_t>> merged;
+  for (const auto& [a, b] : ranges) {
+    if (a >= b) continue;
+    if (!merged.empty() && a <= merged.back().second) {
+      merged.back().second = std::max(merged.back().second, b);
+    } else {
+      merged.emplace_back(a, b);
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  only_ = std::move(merged);
+}
+
 void ReadCache::keep(uint64_t offset, const unsigned char* bytes, uint64_t n) const {
   std::lock_guard<std::mutex> lock(mu_);
+  if (!only_) return keep_piece(offset, bytes, n);
+  const uint64_t end = offset + n;
+  auto it = std::partition_point(only_->begin(), only_->end(),
+                                 [&](const auto& r) { return r.second <= offset; });
+  for (; it != only_->end() && it->first < end; ++it) {
+    const uint64_t from = std::max(offset, it->first), to = std::min(end, it->second);
+    keep_piece(from, bytes + (from - offset), to - from);
+  }
+}
+
+void ReadCache::keep_piece(uint64_t offset, const unsigned char* bytes, uint64_t n) const {
   if (n == 0 || held_ + n > budget_) return;
   // Another reader of the same bytes may have kept them first: blocks never overlap.
   auto it = blocks_.lower_bound(offset);

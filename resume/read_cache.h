@@ -2,16 +2,20 @@
 // twice — once to check every hash, once to fill the destinations. On a local disk the page cache
 // serves the second read; an object store has none, so the second read would download the file
 // again. Over a remote file (ReadProfile::remote) the restore reads through a ReadCache instead:
-// the first read keeps the bytes (up to a budget), the second is a copy from memory of the very
-// bytes that were checked. What is not held (over the budget, or never read) is read from the
-// file. Thread-safe like any RandomAccessFile.
+// the first read keeps the bytes (up to a budget; only those the second read wants, when told:
+// keep_only), the second is a copy from memory of the very bytes that were checked. What is not
+// held (over the budget, never read, or not wanted) is read from the file. Thread-safe like any
+// RandomAccessFile, but keep_only is called before the reads.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "ckpt/io/env.h"
 
@@ -27,6 +31,9 @@ class ReadCache final : public RandomAccessFile {
   const std::string& path() const override { return base_.path(); }
   std::string version() const override { return base_.version(); }
   ReadProfile read_profile() const override { return base_.read_profile(); }
+  // Holds only what lies in these byte ranges ([begin, end) of the file, any order) from now on:
+  // the second read's (a check-first restore's fresh destinations are filled by the first).
+  void keep_only(std::vector<std::pair<uint64_t, uint64_t>> ranges);
   uint64_t held_bytes() const;
   // Bytes served from memory, and bytes read from the file, so far.
   uint64_t hits() const;
@@ -41,11 +48,13 @@ class ReadCache final : public RandomAccessFile {
   // base_, keeping what it read while under the budget.
   Status serve(uint64_t offset, unsigned char* dst, uint64_t n) const;
   void keep(uint64_t offset, const unsigned char* bytes, uint64_t n) const;
+  void keep_piece(uint64_t offset, const unsigned char* bytes, uint64_t n) const;  // mu_ held
 
   const RandomAccessFile& base_;
   const uint64_t budget_;
   mutable std::mutex mu_;
   mutable std::map<uint64_t, Block> blocks_;  // by start offset; never overlapping
+  std::optional<std::vector<std::pair<uint64_t, uint64_t>>> only_;  // sorted, disjoint
   mutable uint64_t held_ = 0, hits_ = 0, misses_ = 0;
 };
 

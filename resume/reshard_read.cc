@@ -80,15 +80,20 @@ class BoxSink final : public ChunkSink {
   std::atomic<uint64_t> copied_{0};
 };
 
+// The coalesced plan of `reads` (one tensor per read, in their order).
+Result<ReadPlan> plan_reads(const std::vector<CheckedRead>& reads) {
+  std::vector<ManifestEntry> entries;
+  entries.reserve(reads.size());
+  for (const CheckedRead& r : reads) entries.push_back(r.entry);
+  return make_read_plan(entries, PlanOptions{8u << 20, 64u << 10, 0});
+}
+
 // Runs `reads` of `file` through the pipeline into `dst` (per read; empty: every read hashed and
 // dropped), hashed or not; `copied` counts the bytes copied into spans.
 Status read_entries(const RandomAccessFile& file, const std::vector<CheckedRead>& reads,
                     const std::vector<Dest>& dst, bool verify, unsigned io_threads,
                     PipelineStats* ps, uint64_t* copied) {
-  std::vector<ManifestEntry> entries;
-  entries.reserve(reads.size());
-  for (const CheckedRead& r : reads) entries.push_back(r.entry);
-  CKPT_ASSIGN_OR_RETURN(ReadPlan rp, make_read_plan(entries, PlanOptions{8u << 20, 64u << 10, 0}));
+  CKPT_ASSIGN_OR_RETURN(ReadPlan rp, plan_reads(reads));
   std::vector<Dest> by_plan(rp.tensors.size());
   if (!dst.empty()) {
     for (size_t t = 0; t < rp.tensors.size(); ++t) by_plan[t] = dst[rp.tensors[t].manifest_index];
@@ -132,10 +137,18 @@ Result<Manifest> read_listed_manifest(Env* env, const std::string& step_dir,
   return decode_manifest(text, path_join(step_dir, mname));
 }
 
-// Where each read of `f` goes in the targets (Dest above): into the one run it lies within, else
-// the parts the runs it overlaps hold (runs are in file-offset order and never overlap).
+// Which targets destinations() fills.
+enum class Targets { kAll, kFresh, kLive };
+
+bool fills(Targets which, const ShardTarget& t) {
+  return which == Targets::kAll || (which == Targets::kFresh) == t.fresh;
+}
+
+// Where each read of `f` goes in the `which` targets (Dest above): into the one run it lies
+// within, else the parts the runs it overlaps hold (runs are in file-offset order and never
+// overlap).
 std::vector<Dest> destinations(const ReshardFile& f, const std::vector<CheckedRead>& reads,
-                               const std::vector<ShardTarget>& targets) {
+                               const std::vector<ShardTarget>& targets, Targets which) {
   std::vector<Dest> out(reads.size());
   for (size_t i = 0; i < reads.size(); ++i) {
     const uint64_t a = reads[i].entry.offset, b = a + reads[i].entry.nbytes;
@@ -143,6 +156,7 @@ std::vector<Dest> destinations(const ReshardFile& f, const std::vector<CheckedRe
       return r.file_offset + r.nbytes <= a;
     });
     for (; it != f.runs.end() && it->file_offset < b; ++it) {
+      if (!fills(which, targets[it->target])) continue;
       const uint64_t from = std::max(a, it->file_offset);
       const uint64_t to = std::min(b, it->file_offset + it->nbytes);
       auto* dst = static_cast<unsigned char*>(targets[it->target].data) + it->dst_offset +
@@ -164,6 +178,36 @@ uint64_t direct_bytes(const std::vector<CheckedRead>& reads, const std::vector<D
     if (dst[i].direct != nullptr) n += reads[i].entry.nbytes;
   }
   return n;
+}
+
+// Bytes `dst` puts into targets, straight or from staging.
+uint64_t filled_bytes(const std::vector<CheckedRead>& reads, const std::vector<Dest>& dst) {
+  uint64_t n = direct_bytes(reads, dst);
+  for (const Dest& d : dst) {
+    for (const Span& sp : d.spans) n += sp.nbytes;
+  }
+  return n;
+}
+
+// Check first: the reads of `checked` that live targets overlap (copy_out reads them again).
+std::vector<CheckedRead> live_reads(const ReshardFile& f, const std::vector<ShardTarget>& targets,
+                                    const std::vector<CheckedRead>& checked) {
+  const std::vector<Dest> live = destinations(f, checked, targets, Targets::kLive);
+  std::vector<CheckedRead> out;
+  for (size_t i = 0; i < checked.size(); ++i) {
+    if (live[i].direct != nullptr || !live[i].spans.empty()) out.push_back(checked[i]);
+  }
+  return out;
+}
+
+// The byte ranges a read of `reads` covers, coalesced as read_entries plans them.
+Result<std::vector<std::pair<uint64_t, uint64_t>>> planned_ranges(
+    const std::vector<CheckedRead>& reads) {
+  CKPT_ASSIGN_OR_RETURN(ReadPlan rp, plan_reads(reads));
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  out.reserve(rp.chunks.size());
+  for (const PlanChunk& c : rp.chunks) out.emplace_back(c.offset, c.offset + c.nbytes);
+  return out;
 }
 
 }  // namespace
@@ -205,6 +249,8 @@ Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
   for (size_t i = 0; i < sr.targets_.size(); ++i) {
     CKPT_RETURN_IF_ERROR(check_target(sr.index_, sr.targets_[i], sr.plan_.target_bytes[i]));
   }
+  bool any_fresh = false;
+  for (const ShardTarget& t : sr.targets_) any_fresh = any_fresh || t.fresh;
   bool wrote_live = false;           // some read went into a target (in_place)
   std::vector<std::string> lost;     // rank files that could not be read whole and checked
   std::vector<std::string> reasons;  // why, one each
@@ -219,27 +265,37 @@ Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
     }
     Status s = Status::ok();
     PipelineStats ps;
-    std::vector<Dest> dst;
+    std::vector<CheckedRead> checked;
+    std::vector<Dest> dst;  // per checked read; empty: hashed and dropped
     Reread again;
     auto planned = checked_reads(sr.index_, f, manifest ? &*manifest : nullptr);
     if (planned.is_ok()) {
-      again.reads = std::move(*planned);
+      checked = std::move(*planned);
       auto opened = env->open_random(path_join(step_dir, f.name));
       s = opened.status();
       if (s.is_ok()) {
         again.opened = std::move(*opened);
         again.version = again.opened->version();
-        // a remote file has no page cache: copy_out's second read comes from the checked bytes
-        if (!options.in_place && !again.reads.empty() && again.opened->read_profile().remote) {
-          again.cache = std::make_unique<ReadCache>(
-              *again.opened, default_cache_budget(again.opened->size()));  // a cap: what is read
-        }
-        const RandomAccessFile& file = again.cache ? *again.cache : *again.opened;
         if (options.in_place) {
-          dst = destinations(f, again.reads, sr.targets_);
-          wrote_live = wrote_live || !again.reads.empty();
+          dst = destinations(f, checked, sr.targets_, Targets::kAll);
+          wrote_live = wrote_live || !checked.empty();
+        } else {
+          if (any_fresh) dst = destinations(f, checked, sr.targets_, Targets::kFresh);
+          again.reads = live_reads(f, sr.targets_, checked);
+          // a remote file has no page cache: copy_out's second read comes from the checked
+          // bytes, of which the cache keeps what that read wants (none of the fresh targets')
+          if (!again.reads.empty() && again.opened->read_profile().remote) {
+            again.cache = std::make_unique<ReadCache>(
+                *again.opened, default_cache_budget(again.opened->size()));  // a cap
+            auto ranges = planned_ranges(again.reads);
+            s = ranges.status();
+            if (s.is_ok()) again.cache->keep_only(std::move(*ranges));
+          }
         }
-        s = read_entries(file, again.reads, dst, true, options.io_threads, &ps,
+      }
+      if (s.is_ok()) {
+        const RandomAccessFile& file = again.cache ? *again.cache : *again.opened;
+        s = read_entries(file, checked, dst, true, options.io_threads, &ps,
                          &sr.stats_.bytes_copied);
       }
     } else {
@@ -251,11 +307,14 @@ Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
       continue;
     }
     ++sr.stats_.files;
-    for (const CheckedRead& r : again.reads) ++(r.whole ? sr.stats_.boxes : sr.stats_.chunks);
+    for (const CheckedRead& r : checked) ++(r.whole ? sr.stats_.boxes : sr.stats_.chunks);
     sr.stats_.bytes_read += ps.read_bytes;
-    if (options.in_place) {
-      sr.stats_.bytes_in_place += direct_bytes(again.reads, dst);
-    } else if (!again.reads.empty()) {
+    if (!dst.empty()) {
+      sr.stats_.bytes_in_place += direct_bytes(checked, dst);
+      if (!options.in_place) sr.stats_.bytes_fresh += filled_bytes(checked, dst);
+    }
+    if (again.cache) sr.stats_.bytes_cached += again.cache->held_bytes();
+    if (!options.in_place && !again.reads.empty()) {
       again.file = fi;
       again.io_threads = options.io_threads;
       sr.reread_.push_back(std::move(again));
@@ -283,7 +342,8 @@ Status ShardRead::copy_out() {
   copied_ = true;
   for (Reread& r : reread_) {  // check first: what prepare checked and dropped, read again
     const RandomAccessFile& file = r.cache ? *r.cache : *r.opened;
-    const std::vector<Dest> dst = destinations(plan_.files[r.file], r.reads, targets_);
+    const std::vector<Dest> dst =
+        destinations(plan_.files[r.file], r.reads, targets_, Targets::kLive);
     PipelineStats ps;
     Status s = read_entries(file, r.reads, dst, false, r.io_threads, &ps, &stats_.bytes_copied);
     if (s.is_ok() && !r.version.empty() && r.opened->version() != r.version) {

@@ -24,10 +24,11 @@
 //
 // With ShardReadOptions::in_place, prepare reads into the targets the same way instead (hashed as
 // the bytes land: the same checks, one read); a failed prepare may then leave targets partly
-// overwritten, and copy_out has nothing left to do.
+// overwritten, and copy_out has nothing left to do. Fresh targets (ShardTarget::fresh) are read
+// that way in either mode: copy_out reads again only what live targets hold.
 //
 // Memory: no copy of the state: staging buffers of a few MiB per I/O thread; over a remote
-// store, the ReadCache holds the checked bytes until copy_out. Not thread-safe; one thread
+// store, the ReadCache holds the checked bytes copy_out will read until then. Not thread-safe; one thread
 // prepares and copies.
 #pragma once
 
@@ -52,6 +53,9 @@ struct ShardTarget {
   DType dtype = DType::kFloat32;
   void* data = nullptr;  // row-major, nbytes long (the extent's elements × the dtype's size)
   uint64_t nbytes = 0;
+  // Memory that holds nothing live (allocated for this restore: a fresh optimizer's moments):
+  // prepare reads it in place, hashed as the bytes land, even when checking first.
+  bool fresh = false;
 };
 
 struct ShardReadStats {
@@ -61,6 +65,8 @@ struct ShardReadStats {
   uint64_t bytes_read = 0;        // from the files (coalesced padding included)
   uint64_t bytes_copied = 0;      // into the targets from staging (reads that straddle runs)
   uint64_t bytes_in_place = 0;    // straight from the files into the targets (either read)
+  uint64_t bytes_fresh = 0;       // into fresh targets by prepare's checking read
+  uint64_t bytes_cached = 0;      // over a remote store: kept in memory for copy_out
   uint64_t bytes_reread = 0;      // read again by copy_out, unhashed (coalesced padding included)
   uint64_t index_bytes_read = 0;  // of the INDEX (its head and the records the targets need)
   size_t index_reads = 0;         // read requests made of the INDEX
@@ -93,7 +99,7 @@ class ShardRead {
     std::unique_ptr<ReadCache> cache;  // over a remote file: the bytes prepare checked
     std::string version;               // opened's before prepare read it
     size_t file = 0;                   // in plan_.files
-    std::vector<CheckedRead> reads;
+    std::vector<CheckedRead> reads;  // those that live targets overlap
     unsigned io_threads = 0;
   };
   std::vector<Reread> reread_;

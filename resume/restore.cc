@@ -276,13 +276,14 @@ void add_stats(const PipelineStats& ps, RestoreStats* local) {
   local->threads = std::max(local->threads, ps.threads);
 }
 
-// check_first: the first read checks every hash and fills only memory the tree owns; then
-// before_in_place; then the destinations, in a second read with large chunks and no hashing.
-Status read_checked_first(const RandomAccessFile& file, const Manifest& m, const ReadPlan& plan,
-                          const std::vector<unsigned char*>& dst, const std::vector<char>& caller,
-                          const PipelineOptions& pipe, const RestoreOptions& options,
-                          const std::function<Status()>& link, Node* root, Staging* staging,
-                          RestoreStats* local) {
+// check_first: the first read checks every hash and fills only memory the tree owns and fresh
+// destinations; then before_in_place; then the other destinations, in a second read with large
+// chunks and no hashing.
+Status read_checked_first(const RandomAccessFile& file, ReadCache* cache, const Manifest& m,
+                          const ReadPlan& plan, const std::vector<unsigned char*>& dst,
+                          const std::vector<char>& caller, const PipelineOptions& pipe,
+                          const RestoreOptions& options, const std::function<Status()>& link,
+                          Node* root, Staging* staging, RestoreStats* local) {
   const std::string before = file.version();
   const auto t0 = Clock::now();
   std::vector<unsigned char*> owned_only = dst;
@@ -293,6 +294,21 @@ Status read_checked_first(const RandomAccessFile& file, const Manifest& m, const
     owned_only[i] = nullptr;
     in_place.push_back(plan.tensors[i].manifest_index);
     by_path[plan.tensors[i].path] = dst[i];
+  }
+  // The second read's plan comes first: a ReadCache keeps only what it will read.
+  PlanOptions popts;
+  popts.chunk_bytes = options.unhashed_chunk_bytes;
+  popts.coalesce_bytes = options.chunk_bytes;  // larger tensors read straight into place
+  popts.max_gap = options.max_gap;
+  ReadPlan copy;
+  if (!in_place.empty()) {
+    CKPT_ASSIGN_OR_RETURN(copy, make_read_plan(m, in_place, popts));
+  }
+  if (cache != nullptr) {
+    std::vector<std::pair<uint64_t, uint64_t>> wanted;
+    wanted.reserve(copy.chunks.size());
+    for (const PlanChunk& c : copy.chunks) wanted.emplace_back(c.offset, c.offset + c.nbytes);
+    cache->keep_only(std::move(wanted));
   }
   PipelineStats ps;
   {
@@ -305,11 +321,6 @@ Status read_checked_first(const RandomAccessFile& file, const Manifest& m, const
   if (options.before_in_place) CKPT_RETURN_IF_ERROR(options.before_in_place(root));
   if (in_place.empty()) return Status::ok();
 
-  PlanOptions popts;
-  popts.chunk_bytes = options.unhashed_chunk_bytes;
-  popts.coalesce_bytes = options.chunk_bytes;  // larger tensors read straight into place
-  popts.max_gap = options.max_gap;
-  CKPT_ASSIGN_OR_RETURN(ReadPlan copy, make_read_plan(m, in_place, popts));
   std::vector<unsigned char*> dst2(copy.tensors.size());
   for (size_t i = 0; i < copy.tensors.size(); ++i) dst2[i] = by_path.at(copy.tensors[i].path);
   PipelineOptions unhashed = pipe;
@@ -383,7 +394,7 @@ Result<Node> restore_impl(Env* env, store::RankStructure rs, const RestoreOption
     auto d = options.destinations.find(pt.path);
     if (d != options.destinations.end()) {
       dst[i] = static_cast<unsigned char*>(d->second.data);
-      caller[i] = 1;
+      caller[i] = d->second.fresh ? 0 : 1;  // fresh memory needs neither the check nor an undo
       t->data = dst[i];
       ++local.placed;
     } else {
@@ -416,8 +427,8 @@ Result<Node> restore_impl(Env* env, store::RankStructure rs, const RestoreOption
   };
   Staging staging(pipe.io_threads);
   if (options.check_first && options.verify_hashes) {
-    CKPT_RETURN_IF_ERROR(read_checked_first(*file, m, plan, dst, caller, pipe, options, link, &root,
-                                            &staging, &local));
+    CKPT_RETURN_IF_ERROR(read_checked_first(*file, cache.get(), m, plan, dst, caller, pipe,
+                                            options, link, &root, &staging, &local));
   } else {
     PipelineStats ps;
     CKPT_RETURN_IF_ERROR(
@@ -425,6 +436,7 @@ Result<Node> restore_impl(Env* env, store::RankStructure rs, const RestoreOption
     add_stats(ps, &local);
   }
   local.data_seconds = since(t1);
+  if (cache) local.cached_bytes = cache->held_bytes();
   if (!linked) CKPT_RETURN_IF_ERROR(link());
   for (const PlanTensor& pt : plan.tensors) {
     if (!wanted[pt.manifest_index]) continue;

@@ -36,10 +36,13 @@
 
 namespace ckpt::resume {
 
-// Caller memory for one tensor: exactly the tensor's byte size.
+// Caller memory for one tensor: exactly the tensor's byte size. `fresh` memory holds nothing live
+// (allocated for this restore: a fresh optimizer's moments), so a check-first restore reads it
+// once, hashed as its bytes land, in the first read; only the others wait for the check.
 struct HostSpan {
   void* data = nullptr;
   size_t nbytes = 0;
+  bool fresh = false;
 };
 
 // The bytes a restore overwrote in caller memory, as they were before. Not thread-safe.
@@ -97,16 +100,18 @@ struct RestoreOptions {
   // Where to save the old bytes of the destinations (see the note at the top); null = none saved.
   Undo* undo = nullptr;
   // Check first, then write (docs/resume.md): with verify_hashes, a first read checks every hash
-  // (each tensor's and, with check_file_hash, the whole file's) and writes no caller memory —
-  // tensors without a destination do land in memory the tree owns — then `before_in_place` runs,
-  // and only then a second, unhashed read fills the destinations (from the page cache when the
-  // file fits in memory). A hash that fails leaves every destination untouched with no snapshot.
+  // (each tensor's and, with check_file_hash, the whole file's) and writes no caller memory but
+  // fresh destinations (HostSpan::fresh) — tensors without a destination do land in memory the
+  // tree owns — then `before_in_place` runs, and only then a second, unhashed read fills the
+  // other destinations (from the page cache when the file fits in memory; over a remote file from
+  // a ReadCache that kept only what that read needs). A hash that fails leaves every destination
+  // but the fresh ones untouched with no snapshot.
   // If the file changes between the reads (RandomAccessFile::version()), the restore fails naming
   // it; the destinations are then partly written unless `undo` is set as well.
   bool check_first = false;
   // With check_first: runs after the first read on the tree (aliases linked; the bytes of every
-  // tensor without a destination present), before any destination is written. An error stops
-  // the restore with caller memory untouched.
+  // tensor without a destination, or with a fresh one, present), before any other destination is
+  // written. An error stops the restore with caller memory untouched (but the fresh).
   std::function<Status(Node*)> before_in_place;
   // Largest read of a read that hashes nothing: check_first's second read, or every read with
   // verify_hashes off (no hash to keep in cache, so fewer, larger reads). Small tensors still
@@ -125,6 +130,7 @@ struct RestoreStats {
   double metadata_seconds = 0;  // manifest, HDF5 structure, checks, plan
   double data_seconds = 0;      // the read/hash pipeline (both reads with check_first)
   double check_seconds = 0;     // check_first's first read, part of data_seconds
+  uint64_t cached_bytes = 0;    // over a remote file: what check_first kept for its second read
 };
 
 // Sets check_file_hash and the commit record's size, whole-file hash and region digest of the

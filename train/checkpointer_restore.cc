@@ -10,7 +10,8 @@
 //      does not hold yet, a fresh one.
 //   3. read_checked, check first (resume::RestoreOptions::check_first): a first read checks each
 //      tensor's hash and the file's whole-file hash (the commit record's) and writes nothing
-//      live; only the tensors that are not read in place land, in memory the read tree owns.
+//      live; the tensors that are not read in place land in memory the read tree owns, and the
+//      fresh targets (a fresh optimizer's state) are read into place in this read already.
 //   4. LiveChanges::apply, on that checked tree, the steps that need bytes and can still fail:
 //      device (or non-contiguous) targets copied from the tree (their old values cloned first),
 //      a Python-written optimizer's targets, the RNG (captured first), the extra values. A
@@ -282,7 +283,7 @@ Result<Node> read_checked(Env* env, OpenedCheckpoint checkpoint, const RestorePl
   ro.components = rep.components;
   for (const auto& t : plan.targets) {
     if (!reads_in_place(t.tensor)) continue;
-    ro.destinations[t.path] = {t.tensor.data_ptr(), t.tensor.nbytes()};
+    ro.destinations[t.path] = {t.tensor.data_ptr(), t.tensor.nbytes(), t.fresh};
   }
   resume::check_whole_file(checkpoint.listed, &ro);
   ro.check_first = true;

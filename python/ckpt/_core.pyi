@@ -7,11 +7,15 @@ name, box sizes, "", global shape, box offsets, placement, owner: -1 when this r
 else the owner's rank with no bytes); in OpenRank.tree it is (dtype name, shape, alias_of), and
 a node's "boxes" maps a box entry's name to (global shape, box offsets, placement, owner).
 Failures raise ckpt.errors exceptions chosen by the C++ Status code."""
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 Tree = Dict[str, Any]
-# (data pointer, byte length, dtype name, shape): a destination of OpenRank.read_into
-Destination = Tuple[int, int, str, List[int]]
+# (data pointer, byte length, dtype name, shape[, fresh]): a destination of OpenRank.read_into;
+# fresh memory (allocated for this restore) is written by a check-first read's checking pass
+Destination = Union[Tuple[int, int, str, List[int]], Tuple[int, int, str, List[int], bool]]
+# (tensor path, offsets, sizes, data pointer, byte length, dtype name[, fresh])
+ShardTarget = Union[Tuple[str, List[int], List[int], int, int, str],
+                    Tuple[str, List[int], List[int], int, int, str, bool]]
 
 MAX_STEP: int
 FORMAT: str
@@ -51,9 +55,7 @@ def read_index(step_dir: str) -> Dict[str, Any]: ...
 
 
 class ShardRead:
-    # targets: (tensor path, offsets, sizes, data pointer, byte length, dtype name)
-    def __init__(self, step_dir: str,
-                 targets: List[Tuple[str, List[int], List[int], int, int, str]],
+    def __init__(self, step_dir: str, targets: Sequence[ShardTarget],
                  in_place: bool = False) -> None: ...
     def copy_out(self) -> None: ...
     def stats(self) -> Dict[str, int]: ...
@@ -65,7 +67,7 @@ class OpenRank:
     def tree(self) -> Tree: ...
     def torch_layout(self, component: str,
                      kind: str) -> Optional[Tuple[Tree, Dict[str, str]]]: ...
-    def read_into(self, dests: Dict[str, Destination], check_first: bool = ...) -> None: ...
+    def read_into(self, dests: Mapping[str, Destination], check_first: bool = ...) -> None: ...
 
 
 class RunLock:

@@ -29,8 +29,9 @@ from .errors import InvalidArgumentError, MismatchError
 
 # (ptr, nbytes, dtype, box sizes, alias_of "", global shape, box offsets, placement, owner)
 BoxRef = Tuple[int, int, str, List[int], str, List[int], List[int], str, int]
-# (tensor path, offsets, sizes, ptr, nbytes, dtype): one target of _core.ShardRead
-Target = Tuple[str, List[int], List[int], int, int, str]
+# (tensor path, offsets, sizes, ptr, nbytes, dtype, fresh): one target of _core.ShardRead;
+# fresh memory (allocated for this restore) is filled while ShardRead checks
+Target = Tuple[str, List[int], List[int], int, int, str, bool]
 
 _TYPES: Optional[Dict[str, Any]] = None
 

@@ -25,6 +25,8 @@ from . import _core, _shard
 Tree = Dict[str, Any]
 # (data pointer, byte length, dtype name, shape)
 Ref = Tuple[int, int, str, List[int]]
+# A Ref a restore reads into, and whether it is fresh (allocated here, holding nothing live)
+Dest = Tuple[int, int, str, List[int], bool]
 
 
 def _storable_dtypes() -> Dict[torch.dtype, str]:
@@ -240,7 +242,7 @@ def _writable_in_place(t: torch.Tensor, used: Set[int]) -> bool:
 Like = Callable[[str], Optional[torch.Tensor]]
 
 
-def allocate(meta: Tree, path: str, dests: Dict[str, Ref], live: Any,
+def allocate(meta: Tree, path: str, dests: Dict[str, Dest], live: Any,
              in_place: Optional[Set[int]] = None,
              targets: Optional[List[_shard.Target]] = None, like: Optional[Like] = None) -> Tree:
     """A tensor for every dataset of `meta` (ckpt._core.OpenRank(...).tree), recorded in dests, and
@@ -279,21 +281,21 @@ def allocate(meta: Tree, path: str, dests: Dict[str, Ref], live: Any,
                                     f"object has {_DTYPES.get(lv.dtype, lv.dtype)}{list(lv.shape)}")
             whole = torch.empty(shape, dtype=_TORCH[dtype])
             dests[sub] = (whole.data_ptr(), whole.numel() * whole.element_size(), dtype,
-                          list(shape))
+                          list(shape), True)
             out[name] = _WholeForShard(whole, sharded)
             continue
-        t = None
+        t, fresh = None, True
         if isinstance(lv, torch.Tensor):
             if _DTYPES.get(lv.dtype) != dtype or list(lv.shape) != list(shape):
                 from .errors import MismatchError
                 raise MismatchError(f"{sub}: the checkpoint has {dtype}{list(shape)}, the live "
                                     f"object has {_DTYPES.get(lv.dtype, lv.dtype)}{list(lv.shape)}")
             if in_place is not None and _writable_in_place(lv, in_place):
-                t = lv.detach()
+                t, fresh = lv.detach(), False
         if t is None:  # pinned when it goes on to a CUDA tensor: load_state_dict copies it there
             pin = isinstance(lv, torch.Tensor) and lv.device.type == "cuda"
             t = torch.empty(shape, dtype=_TORCH[dtype], pin_memory=pin)
-        dests[sub] = (t.data_ptr(), t.numel() * t.element_size(), dtype, list(shape))
+        dests[sub] = (t.data_ptr(), t.numel() * t.element_size(), dtype, list(shape), fresh)
         out[name] = t
     children = {name: allocate(c, f"{path}/{name}", dests, _get(live, _live_key(meta, name)),
                                in_place, targets, like)
@@ -328,6 +330,7 @@ def _allocate_box(sub: str, dtype: str, global_shape: List[int], lv: Any,
     from .errors import MismatchError
     torch_dtype = _TORCH[dtype]
     result: Any = None
+    fresh = True  # allocated here: ShardRead fills it while it checks
     if isinstance(lv, torch.Tensor):
         if _DTYPES.get(lv.dtype) != dtype or [int(s) for s in lv.shape] != list(global_shape):
             raise MismatchError(f"{sub}: the checkpoint has {dtype}{list(global_shape)}, the live "
@@ -335,6 +338,7 @@ def _allocate_box(sub: str, dtype: str, global_shape: List[int], lv: Any,
         local = _shard.local_of(lv).detach()
         if in_place is not None and (local.numel() == 0 or _writable_in_place(local, in_place)):
             result = lv.detach() if not _shard.is_dtensor(lv) else lv
+            fresh = False
         elif _shard.is_dtensor(lv):
             result = _shard.from_local(torch.empty(tuple(local.shape), dtype=torch_dtype), lv)
         else:
@@ -351,7 +355,7 @@ def _allocate_box(sub: str, dtype: str, global_shape: List[int], lv: Any,
     local = _shard.local_of(result)
     if local.numel() > 0:  # an empty local shard reads nothing
         targets.append((sub, offsets, sizes, local.data_ptr(),
-                        local.numel() * local.element_size(), dtype))
+                        local.numel() * local.element_size(), dtype, fresh))
     return result
 
 

@@ -368,7 +368,7 @@ class Checkpointer:
         live = {n: self._live_state(n) for n in todo}
         stored: Dict[str, _tree.Tree] = {}  # each component in torch's layout
         converted: Set[str] = set()  # written by the C++ Checkpointer in its layouts
-        dests: Dict[str, _tree.Ref] = {}
+        dests: Dict[str, _tree.Dest] = {}
         allocs: Dict[str, _tree.Tree] = {}
         in_place: Set[int] = set()
         targets: List[_shard.Target] = []  # boxes of sharded tensors, read by _core.ShardRead
@@ -388,7 +388,7 @@ class Checkpointer:
                 live[name] = {pre[0] + k[len(pre[1]):]: v for k, v in live[name].items()}
             _restore_checks.check_object(name, sub, self._objects.get(name), live[name])
             fits = not cxx and self._in_place(name, sub)
-            mine: Dict[str, _tree.Ref] = {}
+            mine: Dict[str, _tree.Dest] = {}
             allocs[name] = _tree.allocate(sub, f"/{name}", mine, live[name],
                                           in_place if fits else None, targets,
                                           self._like(name))

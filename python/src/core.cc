@@ -279,8 +279,10 @@ class OpenRank {
     return py::make_tuple(from_node(*out), sources);
   }
 
-  // dests: "/component/a/b" -> (ptr, nbytes, dtype, shape). Every destination is checked against
-  // the file before any byte is read; then every tensor is read (and its hash checked) into them.
+  // dests: "/component/a/b" -> (ptr, nbytes, dtype, shape[, fresh]). Every destination is checked
+  // against the file before any byte is read; then every tensor is read (and its hash checked)
+  // into them. A fresh one (memory allocated for this restore, holding nothing live) is written
+  // by check_first's checking read already (resume::HostSpan::fresh).
   // Once per OpenRank: the structure goes to the restore.
   void read_into(const py::dict& dests, bool check_first) {
     if (!rs_) raise_status(invalid_argument(dir_ + ": read_into was called on this rank before"));
@@ -289,14 +291,21 @@ class OpenRank {
       size_t nbytes;
       std::string dtype;
       std::vector<int64_t> shape;
+      bool fresh;
     };
     std::map<std::string, Dest> want;
     std::set<std::string> components;
     for (auto [k, v] : dests) {
-      auto [ptr, nbytes, dtype, shape] =
-          v.cast<std::tuple<uintptr_t, size_t, std::string, std::vector<int64_t>>>();
       const std::string path = k.cast<std::string>();
-      want[path] = Dest{reinterpret_cast<void*>(ptr), nbytes, dtype, shape};
+      auto item = v.cast<py::tuple>();
+      if (item.size() != 4 && item.size() != 5) {
+        raise_status(invalid_argument("read_into: the destination of " + path +
+                                      " is not (ptr, nbytes, dtype, shape[, fresh])"));
+      }
+      const bool fresh = item.size() == 5 && item[4].cast<bool>();
+      want[path] = Dest{reinterpret_cast<void*>(item[0].cast<uintptr_t>()),
+                        item[1].cast<size_t>(), item[2].cast<std::string>(),
+                        item[3].cast<std::vector<int64_t>>(), fresh};
       components.insert(store::top_component(path));
     }
     Env* env = package_env();
@@ -319,7 +328,8 @@ class OpenRank {
     resume::RestoreOptions opts;
     opts.groups = components;        // the Python Checkpointer's groups are named freely
     opts.check_first = check_first;  // destinations include live memory: every hash first
-    for (auto& [path, d] : want) opts.destinations[path] = {d.ptr, d.nbytes};
+    // fresh memory (allocated for this restore) is filled by the check read already
+    for (auto& [path, d] : want) opts.destinations[path] = {d.ptr, d.nbytes, d.fresh};
     // Pieces of global tensors are read by ShardRead (shard.cc) from whichever rank files hold
     // them, each checked against its hash there; this file gives the rest, each tensor checked
     // against its own hash. The whole-file check would read this rank's pieces a second time.

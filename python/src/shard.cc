@@ -17,9 +17,10 @@ namespace py = pybind11;
 namespace ckpt::python {
 namespace {
 
-// ShardRead(step_dir, targets): targets are (tensor_path, offsets, sizes, ptr, nbytes, dtype).
-// The constructor reads and checks every saved box the targets overlap (GIL released) and writes
-// none of them; copy_out() fills them, reading the checked bytes again (from the page cache). With
+// ShardRead(step_dir, targets): targets are (tensor_path, offsets, sizes, ptr, nbytes, dtype[,
+// fresh]). The constructor reads and checks every saved box the targets overlap (GIL released)
+// and writes none of them but the fresh ones (memory allocated for this restore); copy_out()
+// fills the others, reading the checked bytes again (from the page cache). With
 // in_place, the constructor reads straight into them and copy_out() has nothing left to do
 // (resume/reshard_read.h).
 class PyShardRead {
@@ -28,9 +29,15 @@ class PyShardRead {
     std::vector<resume::ShardTarget> ts;
     ts.reserve(targets.size());
     for (const py::handle& h : targets) {
+      auto item = h.cast<py::tuple>();
+      if (item.size() != 6 && item.size() != 7) {
+        raise_status(invalid_argument(
+            "ShardRead: a target is not (tensor, offsets, sizes, ptr, nbytes, dtype[, fresh])"));
+      }
       auto [name, offsets, sizes, ptr, nbytes, dtype] =
-          h.cast<std::tuple<std::string, std::vector<int64_t>, std::vector<int64_t>, uintptr_t,
-                            uint64_t, std::string>>();
+          py::tuple(item[py::slice(0, 6, 1)])
+              .cast<std::tuple<std::string, std::vector<int64_t>, std::vector<int64_t>,
+                               uintptr_t, uint64_t, std::string>>();
       auto dt = dtype_from_name(dtype);
       if (!dt) raise_status(invalid_argument(name + ": unknown dtype " + dtype));
       if (offsets.size() != sizes.size() || sizes.size() > store::kMaxBoxDims) {
@@ -42,6 +49,7 @@ class PyShardRead {
       t.dtype = *dt;
       t.data = reinterpret_cast<void*>(ptr);
       t.nbytes = nbytes;
+      t.fresh = item.size() == 7 && item[6].cast<bool>();
       ts.push_back(std::move(t));
     }
     Result<resume::ShardRead> sr = Status::ok();
@@ -72,6 +80,8 @@ class PyShardRead {
     d["bytes_copied"] = st.bytes_copied;
     d["bytes_in_place"] = st.bytes_in_place;
     d["bytes_reread"] = st.bytes_reread;
+    d["bytes_fresh"] = st.bytes_fresh;
+    d["bytes_cached"] = st.bytes_cached;
     d["index_bytes_read"] = st.index_bytes_read;
     d["index_reads"] = st.index_reads;
     return d;

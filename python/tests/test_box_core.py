@@ -72,6 +72,23 @@ def test_boxes_of_two_ranks_restore_at_three(tmp_path):
     assert "INDEX" in os.listdir(d)
 
 
+def test_a_fresh_target_is_filled_while_shardread_checks(tmp_path):
+    # memory allocated for the restore (a fresh optimizer's moment) holds nothing live: it is
+    # written by the checking read, and copy_out reads nothing again for it
+    d = _save(tmp_path, 5, [[(0, 5)], [(5, 10)]], 2)
+    out = torch.full((4, COLS), -1.0)
+    sr = core.ShardRead(d, [("/m/w", [3, 0], [4, COLS], out.data_ptr(), out.numel() * 4,
+                             "float32", True)])
+    assert torch.equal(out, _global()[3:7])
+    assert sr.stats()["bytes_fresh"] == out.numel() * 4
+    sr.copy_out()
+    assert sr.stats()["bytes_reread"] == 0 and torch.equal(out, _global()[3:7])
+    os.remove(os.path.join(d, "rank-00001.h5"))
+    with pytest.raises(ckpt.CorruptCheckpointError, match="nothing was restored"):
+        core.ShardRead(d, [("/m/w", [3, 0], [4, COLS], out.data_ptr(), out.numel() * 4,
+                            "float32", True)])
+
+
 def test_a_target_reads_only_the_files_it_overlaps(tmp_path):
     d = _save(tmp_path, 1, [[(0, 5)], [(5, 10)]], 2)
     os.remove(os.path.join(d, "rank-00001.h5"))  # rows 5..10 are lost; rows 0..5 are not

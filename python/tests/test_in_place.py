@@ -90,11 +90,15 @@ def flip_model_byte(tmp_path, padding):
 
 
 @pytest.mark.parametrize("padding", [False, True])
-def test_a_damaged_file_changes_no_live_tensor(tmp_path, padding):
+@pytest.mark.parametrize("fresh_optimizer", [False, True])
+def test_a_damaged_file_changes_no_live_tensor(tmp_path, padding, fresh_optimizer):
+    # A fresh optimizer's moments are read while the hashes are checked (nothing live is in
+    # their memory), the model's only after: a damaged model tensor still changes nothing.
     saved_run(tmp_path)
     flip_model_byte(tmp_path, padding)
     model, opt = make(1)
-    train(model, opt, 1)
+    if not fresh_optimizer:
+        train(model, opt, 1)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     opt_before = [{k: torch.as_tensor(v).clone() for k, v in s.items()}
                   for s in opt.state_dict()["state"].values()]
@@ -105,6 +109,20 @@ def test_a_damaged_file_changes_no_live_tensor(tmp_path, padding):
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     for a, b in zip(opt_before, opt.state_dict()["state"].values()):
         assert all(torch.equal(a[k], torch.as_tensor(b[k])) for k in a)
+    assert bool(opt.state) != fresh_optimizer
+
+
+def test_a_fresh_optimizer_is_restored_bit_exact_by_the_check_read(tmp_path):
+    src, src_opt = saved_run(tmp_path)
+    model, opt = make(1)
+    assert not opt.state
+    with ckpt.Checkpointer(tmp_path) as ck:
+        ck.track(model=model, optimizer=opt)
+        assert ck.restore_latest().restored
+    for a, b in zip(src_opt.state_dict()["state"].values(), opt.state_dict()["state"].values()):
+        assert all(torch.equal(torch.as_tensor(a[k]), torch.as_tensor(b[k])) for k in a)
+    train(src, src_opt, 2), train(model, opt, 2)
+    assert all(torch.equal(a, b) for a, b in zip(src.parameters(), model.parameters()))
 
 
 def test_check_first_false_restores_the_same_in_one_read(tmp_path):

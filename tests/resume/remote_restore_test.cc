@@ -60,6 +60,58 @@ TEST_CASE("a check-first restore from a remote store reads the file once", "[res
   REQUIRE(rs.read_bytes == ls.read_bytes);  // the restore still made both passes
 }
 
+TEST_CASE("a check-first restore from a remote store keeps only what its second read needs",
+          "[resume]") {
+  Saved s;
+  save(&s);
+  auto run = [&](bool optimizer_fresh, RestoreStats* stats) {
+    RemoteEnv env(ReadProfile{6, 0, true});
+    RestoreOptions o;
+    o.check_first = true;
+    o.chunk_bytes = 65536;
+    auto d = destinations(s.manifest, &o);
+    for (auto& [path, span] : o.destinations) {
+      span.fresh = optimizer_fresh && path.rfind("/optimizer/", 0) == 0;
+    }
+    auto got = restore_rank(&env, s.dir.path(), 0, o, stats);
+    INFO(got.status().to_string());
+    REQUIRE(got.is_ok());
+    return d;
+  };
+  RestoreStats live, fresh;
+  auto want = run(false, &live);
+  auto got = run(true, &fresh);
+  REQUIRE(got == want);
+  uint64_t model = 0, optimizer = 0;
+  for (const auto& [path, b] : want) (path.rfind("/model/", 0) == 0 ? model : optimizer) += b.size();
+  REQUIRE(optimizer > 0);
+  REQUIRE(live.cached_bytes >= model + optimizer);  // every destination's bytes, kept
+  REQUIRE(fresh.cached_bytes >= model);
+  REQUIRE(fresh.cached_bytes + optimizer / 2 <= live.cached_bytes);  // less what pads
+}
+
+TEST_CASE("ReadCache::keep_only holds the wanted ranges and still serves every byte",
+          "[resume]") {
+  std::string bytes(1 << 18, '\0');
+  std::mt19937 g(11);
+  for (char& c : bytes) c = static_cast<char>(g());
+  auto base = memory_file("mem", bytes);
+  ReadCache cache(*base, uint64_t{1} << 30);
+  cache.keep_only({{5000, 9000}, {100, 200}, {8000, 12000}, {70000, 70000}});  // 100 + 7000
+  std::string all(bytes.size(), '\0');
+  REQUIRE(cache.read_at(0, all.data(), all.size()).is_ok());
+  REQUIRE(all == bytes);
+  REQUIRE(cache.held_bytes() == 7100);
+  std::string part(7000, '\0');
+  const uint64_t misses = cache.misses();
+  REQUIRE(cache.read_at(5000, part.data(), part.size()).is_ok());
+  REQUIRE(part == bytes.substr(5000, 7000));
+  REQUIRE(cache.misses() == misses);  // served from memory
+  REQUIRE(cache.read_at(4000, part.data(), part.size()).is_ok());
+  REQUIRE(part == bytes.substr(4000, 7000));
+  REQUIRE(cache.misses() == misses + 1000);  // [4000, 5000) was not kept
+}
+
 TEST_CASE("a damaged tensor on a remote store is refused before any destination is written",
           "[resume]") {
   Saved s;

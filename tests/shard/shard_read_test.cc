@@ -25,10 +25,19 @@ std::vector<float> global_values() {
   return v;
 }
 
-// Rank r of `ranks` writes rows [row_begin[r], row_begin[r + 1]) of "/m/w" as a box.
-std::string save(const std::string& run, int64_t step, const std::vector<int64_t>& rows) {
+// The values of "/o/w" (an optimizer moment beside the model's "/m/w").
+std::vector<float> moment_values() {
+  std::vector<float> v = global_values();
+  for (float& x : v) x += 1000.0f;
+  return v;
+}
+
+// Rank r of `ranks` writes rows [row_begin[r], row_begin[r + 1]) of "/m/w" (and, with `moment`,
+// of "/o/w") as a box.
+std::string save(const std::string& run, int64_t step, const std::vector<int64_t>& rows,
+                 bool moment = false) {
   Env* env = Env::posix();
-  static const std::vector<float> g = global_values();
+  static const std::vector<float> g = global_values(), o = moment_values();
   const int64_t world = static_cast<int64_t>(rows.size()) - 1;
   auto dir = store::save_dir(env, run, step);
   REQUIRE(dir.is_ok());
@@ -36,13 +45,17 @@ std::string save(const std::string& run, int64_t step, const std::vector<int64_t
   for (int64_t r = 0; r < world; ++r) {
     Node root;
     const int64_t a = rows[r], b = rows[r + 1];
-    Tensor t = Tensor::borrow(DType::kFloat32, {b - a, kCols}, g.data() + a * kCols,
-                              static_cast<size_t>((b - a) * kCols) * sizeof(float));
-    t.box = BoxOf{{kRows, kCols}, {a, 0}, "sharded", -1};
-    root.child("m").tensors["w"] = std::move(t);
+    for (const auto& [group, values] : {std::pair{"m", &g}, std::pair{"o", &o}}) {
+      if (!moment && std::string(group) == "o") continue;
+      Tensor t = Tensor::borrow(DType::kFloat32, {b - a, kCols}, values->data() + a * kCols,
+                                static_cast<size_t>((b - a) * kCols) * sizeof(float));
+      t.box = BoxOf{{kRows, kCols}, {a, 0}, "sharded", -1};
+      root.child(group).tensors["w"] = std::move(t);
+    }
     REQUIRE(store::write_rank(env, *dir, r, step, world, &root).is_ok());
   }
-  Status s = store::commit(env, run, step, world, {"m"});
+  Status s = store::commit(env, run, step, world,
+                           moment ? std::vector<std::string>{"m", "o"} : std::vector<std::string>{"m"});
   if (!s.is_ok()) return "ERROR " + s.message();
   return path_join(run, step_dir_name(step));
 }
@@ -82,6 +95,44 @@ TEST_CASE("ShardRead fills targets of another layout and reads only what they ov
     CHECK(out == std::vector<float>(g.begin() + a * kCols, g.begin() + (a + 4) * kCols));
     CHECK(sr->stats().files == (a == 4 ? 2u : 1u));
   }
+}
+
+TEST_CASE("ShardRead fills fresh targets while it checks and reads again only the live ones",
+          "[shard][io]") {
+  testing::TempDir tmp;
+  const std::string d = save(tmp.path(), 2, {0, 6, 12}, /*moment=*/true);
+  REQUIRE(d.rfind("ERROR", 0) != 0);
+  const std::vector<float> g = global_values(), o = moment_values();
+  const uint64_t rows4 = 4 * kCols * sizeof(float);
+  std::vector<float> live(4 * kCols, -1.0f), fresh(4 * kCols, -1.0f);
+  resume::ShardTarget lt{"/m/w", store::make_extent({4, 0}, {4, kCols}), DType::kFloat32,
+                         live.data(), rows4};
+  resume::ShardTarget ft{"/o/w", store::make_extent({4, 0}, {4, kCols}), DType::kFloat32,
+                         fresh.data(), rows4, /*fresh=*/true};
+  auto sr = resume::ShardRead::prepare(Env::posix(), d, {lt, ft}, {2, false, {}});
+  REQUIRE(sr.is_ok());
+  CHECK(live == std::vector<float>(4 * kCols, -1.0f));  // live: nothing written yet
+  CHECK(fresh == std::vector<float>(o.begin() + 4 * kCols, o.begin() + 8 * kCols));
+  CHECK(sr->stats().bytes_fresh == rows4);
+  REQUIRE(sr->copy_out().is_ok());
+  CHECK(live == std::vector<float>(g.begin() + 4 * kCols, g.begin() + 8 * kCols));
+  // copy_out read the model's two boxes (rows 0-6 and 6-12) again, not the moment's
+  CHECK(sr->stats().bytes_reread == kRows * kCols * sizeof(float));
+
+  // A damaged model box: refused, the live target untouched.
+  auto m = store::open_rank_structure(Env::posix(), d, 1);
+  REQUIRE(m.is_ok());
+  const ManifestEntry* box = nullptr;
+  for (const auto& e : m->manifest.tensors) {
+    if (e.path == "/m/w") box = &e;
+  }
+  REQUIRE(box != nullptr);
+  testing::flip_bits(path_join(d, rank_file_name(1)), box->offset + 3, 0x10);
+  std::fill(live.begin(), live.end(), -1.0f);
+  auto bad = resume::ShardRead::prepare(Env::posix(), d, {lt, ft}, {2, false, {}});
+  REQUIRE(bad.status().code() == Code::kCorrupt);
+  CHECK(bad.status().message().find("nothing was restored") != std::string::npos);
+  CHECK(live == std::vector<float>(4 * kCols, -1.0f));
 }
 
 TEST_CASE("commit refuses boxes that do not tile their tensor", "[shard][io]") {
