@@ -30,6 +30,14 @@ function(ckpt_test name)
   target_compile_definitions(${name} PRIVATE
     CKPT_SOURCE_DIR="${CMAKE_SOURCE_DIR}" CKPT_BINARY_DIR="${CMAKE_BINARY_DIR}")
   ckpt_warnings(${name})
+  # Test sources share Catch2's header (and libtorch's, where they include it): compiled in
+  # batches of 4 (CMake's unity build), in the sanitized tree too, as scripts/tidy.py leaves tests
+  # out. Each test file keeps its helpers in a namespace of its own (ckpt::store::retention_test),
+  # so that batching files together never joins two helpers of one name. -DCKPT_UNITY=OFF: one
+  # file at a time.
+  if(CKPT_UNITY)
+    set_target_properties(${name} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 4)
+  endif()
   # A name that CMake's list splitting mangles (';' or '[' in a test name) would run a filter that
   # matches nothing and "pass": make that a failure.
   set(env "")

@@ -28,8 +28,8 @@
 // that way in either mode: copy_out reads again only what live targets hold.
 //
 // Memory: no copy of the state: staging buffers of a few MiB per I/O thread; over a remote
-// store, the ReadCache holds the checked bytes copy_out will read until then. Not thread-safe; one thread
-// prepares and copies.
+// store, the ReadCache holds the checked bytes copy_out will read until then. Not thread-safe; one
+// thread prepares and copies.
 #pragma once
 
 #include <cstdint>
@@ -99,7 +99,7 @@ class ShardRead {
     std::unique_ptr<ReadCache> cache;  // over a remote file: the bytes prepare checked
     std::string version;               // opened's before prepare read it
     size_t file = 0;                   // in plan_.files
-    std::vector<CheckedRead> reads;  // those that live targets overlap
+    std::vector<CheckedRead> reads;    // those that live targets overlap
     unsigned io_threads = 0;
   };
   std::vector<Reread> reread_;

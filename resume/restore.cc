@@ -427,8 +427,8 @@ Result<Node> restore_impl(Env* env, store::RankStructure rs, const RestoreOption
   };
   Staging staging(pipe.io_threads);
   if (options.check_first && options.verify_hashes) {
-    CKPT_RETURN_IF_ERROR(read_checked_first(*file, cache.get(), m, plan, dst, caller, pipe,
-                                            options, link, &root, &staging, &local));
+    CKPT_RETURN_IF_ERROR(read_checked_first(*file, cache.get(), m, plan, dst, caller, pipe, options,
+                                            link, &root, &staging, &local));
   } else {
     PipelineStats ps;
     CKPT_RETURN_IF_ERROR(

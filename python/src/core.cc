@@ -303,9 +303,8 @@ class OpenRank {
                                       " is not (ptr, nbytes, dtype, shape[, fresh])"));
       }
       const bool fresh = item.size() == 5 && item[4].cast<bool>();
-      want[path] = Dest{reinterpret_cast<void*>(item[0].cast<uintptr_t>()),
-                        item[1].cast<size_t>(), item[2].cast<std::string>(),
-                        item[3].cast<std::vector<int64_t>>(), fresh};
+      want[path] = Dest{reinterpret_cast<void*>(item[0].cast<uintptr_t>()), item[1].cast<size_t>(),
+                        item[2].cast<std::string>(), item[3].cast<std::vector<int64_t>>(), fresh};
       components.insert(store::top_component(path));
     }
     Env* env = package_env();

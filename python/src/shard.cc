@@ -36,8 +36,8 @@ class PyShardRead {
       }
       auto [name, offsets, sizes, ptr, nbytes, dtype] =
           py::tuple(item[py::slice(0, 6, 1)])
-              .cast<std::tuple<std::string, std::vector<int64_t>, std::vector<int64_t>,
-                               uintptr_t, uint64_t, std::string>>();
+              .cast<std::tuple<std::string, std::vector<int64_t>, std::vector<int64_t>, uintptr_t,
+                               uint64_t, std::string>>();
       auto dt = dtype_from_name(dtype);
       if (!dt) raise_status(invalid_argument(name + ": unknown dtype " + dtype));
       if (offsets.size() != sizes.size() || sizes.size() > store::kMaxBoxDims) {

@@ -8,7 +8,7 @@
 #include "analytics/render/lr_chart.h"
 #include "ckpt/sched/schedule.h"
 
-namespace ckpt::analytics {
+namespace ckpt::analytics::charts_test {
 namespace {
 
 size_t count_of(const std::string& s, const std::string& what) {
@@ -113,4 +113,4 @@ TEST_CASE("coverage chart of a long run: the first and last epochs, every epoch 
 }
 
 }  // namespace
-}  // namespace ckpt::analytics
+}  // namespace ckpt::analytics::charts_test

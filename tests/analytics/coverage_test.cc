@@ -21,7 +21,7 @@
 #include "cli/commands.h"
 #include "tests/analytics/test_support.h"
 
-namespace ckpt::analytics {
+namespace ckpt::analytics::coverage_test {
 namespace {
 
 using cli::CoverageCommandOptions;
@@ -404,4 +404,4 @@ TEST_CASE("the demo run: --omit loader repeats samples, a full checkpoint does n
 }
 
 }  // namespace
-}  // namespace ckpt::analytics
+}  // namespace ckpt::analytics::coverage_test

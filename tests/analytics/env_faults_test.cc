@@ -13,7 +13,7 @@
 #include "cli/commands.h"
 #include "test_support.h"
 
-namespace ckpt::analytics {
+namespace ckpt::analytics::env_faults_test {
 namespace {
 
 using testing::fixture;
@@ -131,4 +131,4 @@ TEST_CASE("ckpt lr and ckpt coverage: EIO is exit 66, a short read exit 65, nami
 }
 
 }  // namespace
-}  // namespace ckpt::analytics
+}  // namespace ckpt::analytics::env_faults_test

@@ -18,7 +18,7 @@
 #include "cli/hf_training_args.h"
 #include "tests/analytics/test_support.h"
 
-namespace ckpt::analytics {
+namespace ckpt::analytics::hf_coverage_test {
 namespace {
 
 using testing::fixture;
@@ -153,4 +153,4 @@ TEST_CASE("ckpt lr on the same Hugging Face folder: its TensorBoard launches and
 }
 
 }  // namespace
-}  // namespace ckpt::analytics
+}  // namespace ckpt::analytics::hf_coverage_test

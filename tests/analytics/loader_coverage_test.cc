@@ -19,7 +19,7 @@
 #include "cli/loader_checkpoint.h"
 #include "tests/analytics/test_support.h"
 
-namespace ckpt::analytics {
+namespace ckpt::analytics::loader_coverage_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -273,4 +273,4 @@ TEST_CASE("torch generator states: from_state continues the twister where get_st
 }
 
 }  // namespace
-}  // namespace ckpt::analytics
+}  // namespace ckpt::analytics::loader_coverage_test

@@ -20,7 +20,7 @@
 #include "cli/commands.h"
 #include "tests/analytics/test_support.h"
 
-namespace ckpt::analytics {
+namespace ckpt::analytics::lr_logs_test {
 namespace {
 
 using cli::LrCommandOptions;
@@ -344,4 +344,4 @@ TEST_CASE("coverage: invalid run-spec values and non-regular run specs are 65", 
 }
 
 }  // namespace
-}  // namespace ckpt::analytics
+}  // namespace ckpt::analytics::lr_logs_test

@@ -10,7 +10,7 @@
 #include "cli/commands.h"
 #include "tests/analytics/test_support.h"
 
-namespace ckpt::analytics {
+namespace ckpt::analytics::lr_test {
 namespace {
 
 using cli::LrCommandOptions;
@@ -314,4 +314,4 @@ TEST_CASE("our run journal: restarts, crash redo, schedule checks, JSON and exit
 }
 
 }  // namespace
-}  // namespace ckpt::analytics
+}  // namespace ckpt::analytics::lr_test

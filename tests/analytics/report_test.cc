@@ -12,7 +12,7 @@
 #include "tests/analytics/test_support.h"
 #include "tests/common/test_readers.h"
 
-namespace ckpt::analytics {
+namespace ckpt::analytics::report_test {
 namespace {
 
 using cli::ReportCommandOptions;
@@ -142,4 +142,4 @@ TEST_CASE("ckpt report: usage and missing run directory", "[analytics]") {
 }
 
 }  // namespace
-}  // namespace ckpt::analytics
+}  // namespace ckpt::analytics::report_test

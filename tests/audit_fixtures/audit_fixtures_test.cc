@@ -20,6 +20,7 @@
 
 #include "tests/common/run_cli.h"
 
+namespace audit_fixtures_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -403,3 +404,5 @@ TEST_CASE("every fixture file is covered by a case of EXPECTED.json", "[verify]"
 }
 
 }  // namespace
+
+}  // namespace audit_fixtures_test

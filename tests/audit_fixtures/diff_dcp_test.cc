@@ -10,6 +10,7 @@
 
 #include "tests/common/run_cli.h"
 
+namespace diff_dcp_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -147,3 +148,5 @@ TEST_CASE("ckpt diff --deep on a damaged .distcp: one clear error line, exit 65"
 }
 
 }  // namespace
+
+}  // namespace diff_dcp_test

@@ -14,6 +14,7 @@
 
 #include "tests/common/run_cli.h"
 
+namespace false_alarm_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -66,3 +67,5 @@ TEST_CASE("no exit-2 verdict on a real fixture that resumes correctly", "[verify
 }
 
 }  // namespace
+
+}  // namespace false_alarm_test

@@ -9,6 +9,7 @@
 
 #include "tests/common/run_cli.h"
 
+namespace rank_files_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -69,3 +70,5 @@ TEST_CASE("Accelerate: every process's random_states_N.pkl is checked", "[verify
 }
 
 }  // namespace
+
+}  // namespace rank_files_test

@@ -13,6 +13,7 @@
 
 #include "tests/common/run_cli.h"
 
+namespace rank_loss_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -207,3 +208,5 @@ TEST_CASE("Megatron torch_dist: a lost .distcp or common.pt names what it held",
 }
 
 }  // namespace
+
+}  // namespace rank_loss_test

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-namespace ckpt {
+namespace ckpt::hash_test {
 namespace {
 
 // Known answers: XXH3_64bits with seed 0, as printed by the independent Python `xxhash` module
@@ -55,4 +55,4 @@ TEST_CASE("hex64 round trip and rejection", "[base]") {
 }
 
 }  // namespace
-}  // namespace ckpt
+}  // namespace ckpt::hash_test

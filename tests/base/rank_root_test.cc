@@ -2,7 +2,7 @@
 
 #include <catch2/catch.hpp>
 
-namespace ckpt {
+namespace ckpt::rank_root_test {
 namespace {
 
 Node stamped() {
@@ -53,4 +53,4 @@ TEST_CASE("the release number is the one CMake's project() declares", "[format]"
 }
 
 }  // namespace
-}  // namespace ckpt
+}  // namespace ckpt::rank_root_test

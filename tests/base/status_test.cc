@@ -2,7 +2,7 @@
 
 #include <catch2/catch.hpp>
 
-namespace ckpt {
+namespace ckpt::status_test {
 namespace {
 
 Result<int> parse_positive(int v) {
@@ -32,4 +32,4 @@ TEST_CASE("Result carries a value or the status that explains its absence", "[ba
 }
 
 }  // namespace
-}  // namespace ckpt
+}  // namespace ckpt::status_test

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace ckpt {
+namespace ckpt::text_test {
 namespace {
 
 TEST_CASE("html_escape: & < > \" always, ' unless only double quotes are asked for", "[base]") {
@@ -61,4 +61,4 @@ TEST_CASE("in_quotes: the name between double quotes, as messages name a tensor"
 }
 
 }  // namespace
-}  // namespace ckpt
+}  // namespace ckpt::text_test

@@ -18,6 +18,7 @@
 namespace fs = std::filesystem;
 using ckpt::testing::TempDir;
 
+namespace convert_cli_test {
 namespace {
 
 const std::string kCkpt = (fs::path(CKPT_BINARY_DIR) / "cli" / "ckpt").string();
@@ -179,3 +180,5 @@ TEST_CASE("h5py reads what torch.load reads from the source", "[cli][convert]") 
   CHECK(WEXITSTATUS(status) == 0);
   CHECK(out.rfind("ok ", 0) == 0);
 }
+
+}  // namespace convert_cli_test

@@ -28,6 +28,7 @@ using namespace ckpt;
 using namespace ckpt::verify;
 using ckpt::testing::TempDir;
 
+namespace convert_test {
 namespace {
 
 const fs::path kFixtures = fs::path(CKPT_SOURCE_DIR) / "fixtures";
@@ -514,3 +515,5 @@ TEST_CASE("convert reads NaN / Infinity in trainer_state.json as null, never ins
   CHECK(strings.count("Infinity and -Infinity \"NaN\"") == 1);
   CHECK(strings.count("runs/null-sweep") == 0);
 }
+
+}  // namespace convert_test

@@ -6,7 +6,7 @@
 
 #include "ckpt/io/mem_env.h"
 
-namespace ckpt {
+namespace ckpt::location_test {
 namespace {
 
 TEST_CASE("looks_like_url tells URLs from local paths", "[location]") {
@@ -73,4 +73,4 @@ TEST_CASE("routing_env sends local paths to the local Env and fails refused URLs
 }
 
 }  // namespace
-}  // namespace ckpt
+}  // namespace ckpt::location_test

@@ -7,7 +7,7 @@
 #include <unordered_set>
 #include <vector>
 
-namespace ckpt::loader {
+namespace ckpt::loader::epoch_permutation_test {
 namespace {
 
 // Exhaustive: every position maps into [0, n), no id twice, and index_of inverts at().
@@ -100,9 +100,9 @@ TEST_CASE("EpochPermutation identity and argument errors", "[loader]") {
 }
 
 }  // namespace
-}  // namespace ckpt::loader
+}  // namespace ckpt::loader::epoch_permutation_test
 
-namespace ckpt::loader {
+namespace ckpt::loader::epoch_permutation_test {
 namespace {
 
 // A keyed permutation should put every id first about equally often across seeds. With 6000 seeds
@@ -131,9 +131,9 @@ TEST_CASE("EpochPermutation: adjacent positions are decorrelated", "[loader]") {
 }
 
 }  // namespace
-}  // namespace ckpt::loader
+}  // namespace ckpt::loader::epoch_permutation_test
 
-namespace ckpt::loader {
+namespace ckpt::loader::epoch_permutation_test {
 namespace {
 
 TEST_CASE("EpochPermutation: at_many and at_range agree with at()", "[loader]") {
@@ -161,4 +161,4 @@ TEST_CASE("EpochPermutation: at_many and at_range agree with at()", "[loader]") 
 }
 
 }  // namespace
-}  // namespace ckpt::loader
+}  // namespace ckpt::loader::epoch_permutation_test

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <vector>
 
-namespace ckpt::loader {
+namespace ckpt::loader::resumable_sampler_test {
 namespace {
 
 SamplerSpec make_spec(uint64_t n, uint32_t world, uint32_t batch, bool drop_last = false,
@@ -166,9 +166,9 @@ TEST_CASE("Sampler: invalid specs, ranks and cursors are refused", "[loader]") {
 }
 
 }  // namespace
-}  // namespace ckpt::loader
+}  // namespace ckpt::loader::resumable_sampler_test
 
-namespace ckpt::loader {
+namespace ckpt::loader::resumable_sampler_test {
 namespace {
 
 // Runs all ranks of `ranks` until the epoch of rank 0's cursor changes; counts visits.
@@ -231,4 +231,4 @@ TEST_CASE("Sampler: 10^9 samples, resume near the end of an epoch", "[loader]") 
 }
 
 }  // namespace
-}  // namespace ckpt::loader
+}  // namespace ckpt::loader::resumable_sampler_test

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-namespace ckpt::loader {
+namespace ckpt::loader::sampler_node_test {
 namespace {
 
 SamplerSpec sample_spec() {
@@ -70,9 +70,9 @@ TEST_CASE("Loader node: missing, ill-typed and out-of-range attributes are named
 }
 
 }  // namespace
-}  // namespace ckpt::loader
+}  // namespace ckpt::loader::sampler_node_test
 
-namespace ckpt::loader {
+namespace ckpt::loader::sampler_node_test {
 namespace {
 
 TEST_CASE("Loader node: a sampler restored from a node continues the uninterrupted run",
@@ -118,4 +118,4 @@ TEST_CASE("Loader node: a spec that cannot drive a sampler is refused", "[loader
 }
 
 }  // namespace
-}  // namespace ckpt::loader
+}  // namespace ckpt::loader::sampler_node_test

@@ -9,7 +9,7 @@
 #include "profile/analyze/report_render.h"
 #include "profile/analyze/series_stats.h"
 
-namespace ckpt::profile {
+namespace ckpt::profile::analyzer_test {
 namespace {
 
 RankTrace make_rank(int rank, size_t n, double base, double noise, uint32_t seed) {
@@ -190,4 +190,4 @@ TEST_CASE("no steps at all is an error naming the input", "[profile]") {
 }
 
 }  // namespace
-}  // namespace ckpt::profile
+}  // namespace ckpt::profile::analyzer_test

@@ -10,7 +10,7 @@
 #include "profile/analyze/report_render.h"
 #include "profile/import/trace_import.h"
 
-namespace ckpt::profile {
+namespace ckpt::profile::ddp_traces_test {
 namespace {
 
 std::string fixture(const std::string& name) {
@@ -175,4 +175,4 @@ TEST_CASE("the text report and --json carry the per-rank own time and the scale 
 }
 
 }  // namespace
-}  // namespace ckpt::profile
+}  // namespace ckpt::profile::ddp_traces_test

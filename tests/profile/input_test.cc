@@ -19,7 +19,7 @@
 #include "profile/import/input_file.h"
 #include "profile/import/trace_import.h"
 
-namespace ckpt::profile {
+namespace ckpt::profile::input_test {
 namespace {
 
 struct Scratch {
@@ -264,4 +264,4 @@ TEST_CASE("invalid UTF-8 in env variables and file names never breaks --json", "
 }
 
 }  // namespace
-}  // namespace ckpt::profile
+}  // namespace ckpt::profile::input_test

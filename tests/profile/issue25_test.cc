@@ -17,7 +17,7 @@
 #include "profile/import/input_file.h"
 #include "profile/import/trace_import.h"
 
-namespace ckpt::profile {
+namespace ckpt::profile::issue25_test {
 namespace {
 
 std::string fixture(const std::string& name) {
@@ -546,4 +546,4 @@ TEST_CASE("pageable copies worth 0.05% of the step: a note, not a verdict", "[pr
 }
 
 }  // namespace
-}  // namespace ckpt::profile
+}  // namespace ckpt::profile::issue25_test

@@ -25,7 +25,7 @@
 #include "profile/import/input_file.h"
 #include "profile/import/trace_import.h"
 
-namespace ckpt::profile {
+namespace ckpt::profile::pathological_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -242,4 +242,4 @@ TEST_CASE("files of a layout deeper than the cap are not counted, shallower ones
 }
 
 }  // namespace
-}  // namespace ckpt::profile
+}  // namespace ckpt::profile::pathological_test

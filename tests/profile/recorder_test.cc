@@ -11,7 +11,7 @@
 #include "profile/import/trace_import.h"
 #include "profile/recorder/recorder_file.h"
 
-namespace ckpt::profile {
+namespace ckpt::profile::recorder_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -113,4 +113,4 @@ TEST_CASE("recorder file: torn last line kept, bad lines rejected with file and 
 }
 
 }  // namespace
-}  // namespace ckpt::profile
+}  // namespace ckpt::profile::recorder_test

@@ -9,7 +9,7 @@
 #include "profile/history/layout.h"
 #include "profile/recorder/cpu_sampler.h"
 
-namespace ckpt::profile {
+namespace ckpt::profile::tools_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -115,4 +115,4 @@ TEST_CASE("verdict ids: one closed set, one name table, text for each", "[profil
 }
 
 }  // namespace
-}  // namespace ckpt::profile
+}  // namespace ckpt::profile::tools_test

@@ -7,7 +7,7 @@
 #include "profile/analyze/report_render.h"
 #include "profile/import/trace_import.h"
 
-namespace ckpt::profile {
+namespace ckpt::profile::traces_test {
 namespace {
 
 std::string fixture(const std::string& name) {
@@ -149,4 +149,4 @@ TEST_CASE("bad trace input: one-line errors naming the file", "[profile]") {
 }
 
 }  // namespace
-}  // namespace ckpt::profile
+}  // namespace ckpt::profile::traces_test

@@ -16,7 +16,7 @@
 #include "resume/restore.h"
 #include "resume_test_util.h"
 
-namespace ckpt::resume {
+namespace ckpt::resume::all_or_nothing_test {
 namespace {
 
 struct Saved {
@@ -453,9 +453,9 @@ TEST_CASE("the region digest refuses a flipped byte anywhere, before any destina
 }
 
 }  // namespace
-}  // namespace ckpt::resume
+}  // namespace ckpt::resume::all_or_nothing_test
 
-namespace ckpt::resume {
+namespace ckpt::resume::all_or_nothing_test {
 namespace {
 
 // Rewrites one hex digit of tensor `path`'s xxh3 attribute where HDF5 stored it: the dataset's
@@ -551,4 +551,4 @@ TEST_CASE("datasets from the manifest: the same tree, and a missing link is stil
 }
 
 }  // namespace
-}  // namespace ckpt::resume
+}  // namespace ckpt::resume::all_or_nothing_test

@@ -13,7 +13,7 @@
 #include "resume/cuda/pinned_ring.h"
 #include "resume_test_util.h"
 
-namespace ckpt::resume::cuda {
+namespace ckpt::resume::cuda::cuda_restore_test {
 namespace {
 
 #define SKIP_WITHOUT_GPU()          \
@@ -173,4 +173,4 @@ TEST_CASE("the pinned ring recycles buffers only after their copies complete", "
 }
 
 }  // namespace
-}  // namespace ckpt::resume::cuda
+}  // namespace ckpt::resume::cuda::cuda_restore_test

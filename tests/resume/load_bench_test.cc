@@ -8,7 +8,7 @@
 #include "resume/load_all.h"
 #include "resume_test_util.h"
 
-namespace ckpt::resume {
+namespace ckpt::resume::load_bench_test {
 namespace {
 
 using resume_test::TempDir;
@@ -98,4 +98,4 @@ TEST_CASE("load-bench checks every byte of the file against the commit record", 
 }
 
 }  // namespace
-}  // namespace ckpt::resume
+}  // namespace ckpt::resume::load_bench_test

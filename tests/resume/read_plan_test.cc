@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-namespace ckpt::resume {
+namespace ckpt::resume::read_plan_test {
 namespace {
 
 ManifestEntry entry(const std::string& path, uint64_t offset, uint64_t nbytes) {
@@ -171,4 +171,4 @@ TEST_CASE("overlapping extents and a zero chunk size are refused", "[resume]") {
 }
 
 }  // namespace
-}  // namespace ckpt::resume
+}  // namespace ckpt::resume::read_plan_test

@@ -12,7 +12,7 @@
 #include "resume_test_util.h"
 #include "tests/common/remote_env.h"
 
-namespace ckpt::resume {
+namespace ckpt::resume::remote_restore_test {
 namespace {
 
 using testing::CountedRemote;
@@ -83,15 +83,15 @@ TEST_CASE("a check-first restore from a remote store keeps only what its second 
   auto got = run(true, &fresh);
   REQUIRE(got == want);
   uint64_t model = 0, optimizer = 0;
-  for (const auto& [path, b] : want) (path.rfind("/model/", 0) == 0 ? model : optimizer) += b.size();
+  for (const auto& [path, b] : want)
+    (path.rfind("/model/", 0) == 0 ? model : optimizer) += b.size();
   REQUIRE(optimizer > 0);
   REQUIRE(live.cached_bytes >= model + optimizer);  // every destination's bytes, kept
   REQUIRE(fresh.cached_bytes >= model);
   REQUIRE(fresh.cached_bytes + optimizer / 2 <= live.cached_bytes);  // less what pads
 }
 
-TEST_CASE("ReadCache::keep_only holds the wanted ranges and still serves every byte",
-          "[resume]") {
+TEST_CASE("ReadCache::keep_only holds the wanted ranges and still serves every byte", "[resume]") {
   std::string bytes(1 << 18, '\0');
   std::mt19937 g(11);
   for (char& c : bytes) c = static_cast<char>(g());
@@ -161,4 +161,4 @@ TEST_CASE("a remote file gets the reads in flight it asks for unless the caller 
 }
 
 }  // namespace
-}  // namespace ckpt::resume
+}  // namespace ckpt::resume::remote_restore_test

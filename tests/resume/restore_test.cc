@@ -10,7 +10,7 @@
 #include "resume/pipeline.h"
 #include "resume_test_util.h"
 
-namespace ckpt::resume {
+namespace ckpt::resume::restore_test {
 namespace {
 
 using resume_test::TempDir;
@@ -262,4 +262,4 @@ TEST_CASE("a zero-byte tensor whose recorded hash is not the empty hash is corru
 }
 
 }  // namespace
-}  // namespace ckpt::resume
+}  // namespace ckpt::resume::restore_test

@@ -14,7 +14,7 @@
 #include "resume/restore.h"
 #include "resume_test_util.h"
 
-namespace ckpt::resume {
+namespace ckpt::resume::small_tensors_test {
 namespace {
 
 struct LayerList {
@@ -304,4 +304,4 @@ TEST_CASE("read_scatter_at fills many spans as read_at does, and refuses past th
 }
 
 }  // namespace
-}  // namespace ckpt::resume
+}  // namespace ckpt::resume::small_tensors_test

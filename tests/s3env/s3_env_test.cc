@@ -21,7 +21,7 @@
 #include "ckpt/store/run_dir.h"
 #include "tests/common/test_util.h"
 
-namespace ckpt {
+namespace ckpt::s3_env_test {
 namespace {
 
 // The fixture's `export K=V` lines (scripts/s3-server.sh start) into this process's environment.
@@ -433,4 +433,4 @@ TEST_CASE("a wrong secret is one line that names no secret", "[s3]") {
 }
 
 }  // namespace
-}  // namespace ckpt
+}  // namespace ckpt::s3_env_test

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-namespace ckpt::sched {
+namespace ckpt::sched::schedule_test {
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
@@ -86,9 +86,9 @@ TEST_CASE("Schedules: validate rejects nonsense with a clear message", "[sched]"
 }
 
 }  // namespace
-}  // namespace ckpt::sched
+}  // namespace ckpt::sched::schedule_test
 
-namespace ckpt::sched {
+namespace ckpt::sched::schedule_test {
 namespace {
 
 // Steps where lr changes at all (piecewise-constant kinds) or where the slope changes (piecewise
@@ -183,4 +183,4 @@ TEST_CASE("Schedules: edge steps", "[sched]") {
 }
 
 }  // namespace
-}  // namespace ckpt::sched
+}  // namespace ckpt::sched::schedule_test

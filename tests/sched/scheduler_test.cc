@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-namespace ckpt::sched {
+namespace ckpt::sched::scheduler_test {
 namespace {
 
 ScheduleSpec cosine() {
@@ -145,4 +145,4 @@ TEST_CASE("Scheduler: create and the constructor refuse invalid specs", "[sched]
 }
 
 }  // namespace
-}  // namespace ckpt::sched
+}  // namespace ckpt::sched::scheduler_test

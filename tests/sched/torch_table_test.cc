@@ -9,7 +9,7 @@
 
 #include "ckpt/sched/scheduler.h"
 
-namespace ckpt::sched {
+namespace ckpt::sched::torch_table_test {
 namespace {
 
 ScheduleSpec spec_from_json(const nlohmann::json& j) {
@@ -58,4 +58,4 @@ TEST_CASE("Schedules match torch / transformers values within 1e-12 relative", "
 }
 
 }  // namespace
-}  // namespace ckpt::sched
+}  // namespace ckpt::sched::torch_table_test

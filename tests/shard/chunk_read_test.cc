@@ -16,7 +16,7 @@
 #include "tests/common/remote_env.h"
 #include "tests/common/test_util.h"
 
-namespace ckpt {
+namespace ckpt::chunk_read_test {
 namespace {
 
 constexpr uint64_t kMiB = 1u << 20;
@@ -342,4 +342,4 @@ TEST_CASE("a whole read checks the chunk digests too", "[shard][io][chunks]") {
 }
 
 }  // namespace
-}  // namespace ckpt
+}  // namespace ckpt::chunk_read_test

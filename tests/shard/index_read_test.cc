@@ -14,7 +14,7 @@
 #include "resume/reshard_read.h"
 #include "tests/common/test_util.h"
 
-namespace ckpt {
+namespace ckpt::index_read_test {
 namespace {
 
 constexpr int64_t kRows = 16, kCols = 4, kTensors = 8, kRanks = 4;
@@ -214,4 +214,4 @@ TEST_CASE("an index version 1 INDEX is read whole, and restores", "[shard][io]")
 }
 
 }  // namespace
-}  // namespace ckpt
+}  // namespace ckpt::index_read_test

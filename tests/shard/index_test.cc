@@ -5,7 +5,7 @@
 #include "ckpt/store/box_index.h"
 #include "tests/shard/shard_layout.h"
 
-namespace ckpt::store {
+namespace ckpt::store::index_test {
 namespace {
 
 using testing::mesh_box;
@@ -349,4 +349,4 @@ TEST_CASE("box index: the builder refuses what it cannot store, naming tensor an
 }
 
 }  // namespace
-}  // namespace ckpt::store
+}  // namespace ckpt::store::index_test

@@ -8,7 +8,7 @@
 #include "ckpt/base/hash.h"
 #include "ckpt/store/box_index.h"
 
-namespace ckpt::store {
+namespace ckpt::store::malformed_index2_test {
 namespace {
 
 const char* const kWhere = "run/step-000000000007/INDEX";
@@ -304,4 +304,4 @@ TEST_CASE("box index: the fuzz seeds are valid indexes of each version", "[shard
 }
 
 }  // namespace
-}  // namespace ckpt::store
+}  // namespace ckpt::store::malformed_index2_test

@@ -8,7 +8,7 @@
 #include "ckpt/base/hash.h"
 #include "ckpt/store/box_index.h"
 
-namespace ckpt::store {
+namespace ckpt::store::malformed_index_test {
 namespace {
 
 const char* const kWhere = "run/step-000000000007/INDEX";
@@ -251,4 +251,4 @@ TEST_CASE("box index v1: any byte changed, hash fixed up, decodes or is refused 
 }
 
 }  // namespace
-}  // namespace ckpt::store
+}  // namespace ckpt::store::malformed_index_test

@@ -6,7 +6,7 @@
 
 #include "ckpt/store/box_owner.h"
 
-namespace ckpt::store {
+namespace ckpt::store::owner_test {
 namespace {
 
 std::vector<ReplicatedItem> items() {
@@ -89,4 +89,4 @@ TEST_CASE("owners: a replica group, and what is refused", "[shard]") {
 }
 
 }  // namespace
-}  // namespace ckpt::store
+}  // namespace ckpt::store::owner_test

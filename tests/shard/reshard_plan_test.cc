@@ -9,7 +9,7 @@
 #include "ckpt/store/box_tiling.h"
 #include "tests/shard/shard_layout.h"
 
-namespace ckpt::resume {
+namespace ckpt::resume::reshard_plan_test {
 namespace {
 
 using store::Extent;
@@ -264,4 +264,4 @@ TEST_CASE("reshard: the touched boxes as manifest entries for the planned reader
 }
 
 }  // namespace
-}  // namespace ckpt::resume
+}  // namespace ckpt::resume::reshard_plan_test

@@ -14,7 +14,7 @@
 #include "resume/reshard_read.h"
 #include "tests/common/test_util.h"
 
-namespace ckpt {
+namespace ckpt::shard_read_test {
 namespace {
 
 constexpr int64_t kRows = 12, kCols = 4;
@@ -54,8 +54,9 @@ std::string save(const std::string& run, int64_t step, const std::vector<int64_t
     }
     REQUIRE(store::write_rank(env, *dir, r, step, world, &root).is_ok());
   }
-  Status s = store::commit(env, run, step, world,
-                           moment ? std::vector<std::string>{"m", "o"} : std::vector<std::string>{"m"});
+  Status s =
+      store::commit(env, run, step, world,
+                    moment ? std::vector<std::string>{"m", "o"} : std::vector<std::string>{"m"});
   if (!s.is_ok()) return "ERROR " + s.message();
   return path_join(run, step_dir_name(step));
 }
@@ -107,8 +108,9 @@ TEST_CASE("ShardRead fills fresh targets while it checks and reads again only th
   std::vector<float> live(4 * kCols, -1.0f), fresh(4 * kCols, -1.0f);
   resume::ShardTarget lt{"/m/w", store::make_extent({4, 0}, {4, kCols}), DType::kFloat32,
                          live.data(), rows4};
-  resume::ShardTarget ft{"/o/w", store::make_extent({4, 0}, {4, kCols}), DType::kFloat32,
-                         fresh.data(), rows4, /*fresh=*/true};
+  resume::ShardTarget ft{"/o/w",          store::make_extent({4, 0}, {4, kCols}),
+                         DType::kFloat32, fresh.data(),
+                         rows4,           /*fresh=*/true};
   auto sr = resume::ShardRead::prepare(Env::posix(), d, {lt, ft}, {2, false, {}});
   REQUIRE(sr.is_ok());
   CHECK(live == std::vector<float>(4 * kCols, -1.0f));  // live: nothing written yet
@@ -203,4 +205,4 @@ TEST_CASE("a damaged INDEX is refused against the commit record", "[shard][io]")
 }
 
 }  // namespace
-}  // namespace ckpt
+}  // namespace ckpt::shard_read_test

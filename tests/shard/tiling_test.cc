@@ -5,7 +5,7 @@
 #include "ckpt/store/box_tiling.h"
 #include "tests/shard/shard_layout.h"
 
-namespace ckpt::store {
+namespace ckpt::store::tiling_test {
 namespace {
 
 using testing::mesh_box;
@@ -170,4 +170,4 @@ TEST_CASE("loss: a missing rank file names the tensors and ranges it held", "[sh
 }
 
 }  // namespace
-}  // namespace ckpt::store
+}  // namespace ckpt::store::tiling_test

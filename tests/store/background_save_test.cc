@@ -14,7 +14,7 @@
 #include "tests/common/store_fixture.h"
 #include "tests/common/test_util.h"
 
-namespace ckpt {
+namespace ckpt::background_save_test {
 namespace {
 
 using testing::TempDir;
@@ -235,4 +235,4 @@ TEST_CASE("the destructor waits for the save in flight", "[store]") {
 }
 
 }  // namespace
-}  // namespace ckpt
+}  // namespace ckpt::background_save_test

@@ -6,7 +6,7 @@
 #include <set>
 #include <string>
 
-namespace ckpt {
+namespace ckpt::component_test {
 namespace {
 
 TEST_CASE("every component name round-trips through the one table", "[format]") {
@@ -47,4 +47,4 @@ TEST_CASE("an unknown component name is refused, naming it and the accepted ones
 }
 
 }  // namespace
-}  // namespace ckpt
+}  // namespace ckpt::component_test

@@ -7,7 +7,7 @@
 #include "ckpt/store/run_dir.h"
 #include "tests/common/test_util.h"
 
-namespace ckpt {
+namespace ckpt::corruption_test {
 namespace {
 
 using testing::TempDir;
@@ -138,4 +138,4 @@ TEST_CASE("a rank file of a newer format version is refused by verify, naming th
 }
 
 }  // namespace
-}  // namespace ckpt
+}  // namespace ckpt::corruption_test

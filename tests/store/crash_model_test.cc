@@ -13,7 +13,7 @@
 #include "tests/common/store_fixture.h"
 #include "tests/common/test_util.h"
 
-namespace ckpt {
+namespace ckpt::crash_model_test {
 namespace {
 
 using testing::TempDir;
@@ -197,4 +197,4 @@ TEST_CASE("MemEnv runs the commit protocol and the journal without a disk", "[st
 }
 
 }  // namespace
-}  // namespace ckpt
+}  // namespace ckpt::crash_model_test

@@ -13,7 +13,7 @@
 #include "ckpt/h5/rank_file.h"
 #include "tests/common/test_util.h"
 
-namespace ckpt {
+namespace ckpt::encode_test {
 namespace {
 
 using testing::TempDir;
@@ -273,4 +273,4 @@ TEST_CASE("trees the encoder does not take go through HDF5's writer", "[h5]") {
 }
 
 }  // namespace
-}  // namespace ckpt
+}  // namespace ckpt::encode_test

@@ -3,7 +3,7 @@
 #include "ckpt/base/hash.h"
 #include "ckpt/format/manifest.h"
 
-namespace ckpt {
+namespace ckpt::format_test {
 namespace {
 
 Manifest sample() {
@@ -186,4 +186,4 @@ TEST_CASE("step directory names", "[format]") {
 }
 
 }  // namespace
-}  // namespace ckpt
+}  // namespace ckpt::format_test

@@ -8,7 +8,7 @@
 #include "ckpt/format/torch_layout.h"
 #include "ckpt/io/mem_env.h"
 
-namespace ckpt {
+namespace ckpt::layout_facts_test {
 namespace {
 
 // An AdamW over two parameters in the adapter layout; "b" has no state yet; 11 parameters'
@@ -155,4 +155,4 @@ TEST_CASE("a lock another holder has is kLocked", "[format]") {
 }
 
 }  // namespace
-}  // namespace ckpt
+}  // namespace ckpt::layout_facts_test

@@ -13,7 +13,7 @@
 #include "ckpt/store/run_dir.h"
 #include "tests/common/test_util.h"
 
-namespace ckpt {
+namespace ckpt::metadata_layout_test {
 namespace {
 
 using testing::TempDir;
@@ -119,4 +119,4 @@ TEST_CASE("the space reserved while a rank file is written is given back", "[h5]
 }
 
 }  // namespace
-}  // namespace ckpt
+}  // namespace ckpt::metadata_layout_test

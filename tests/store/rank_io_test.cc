@@ -6,7 +6,7 @@
 #include "ckpt/base/hash.h"
 #include "tests/common/test_util.h"
 
-namespace ckpt {
+namespace ckpt::rank_io_test {
 namespace {
 
 using testing::TempDir;
@@ -126,4 +126,4 @@ TEST_CASE("write_rank refuses an alias of nothing", "[h5]") {
 }
 
 }  // namespace
-}  // namespace ckpt
+}  // namespace ckpt::rank_io_test

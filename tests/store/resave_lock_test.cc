@@ -17,7 +17,7 @@
 #include "tests/common/store_fixture.h"
 #include "tests/common/test_util.h"
 
-namespace ckpt {
+namespace ckpt::resave_lock_test {
 namespace {
 
 using testing::TempDir;
@@ -195,4 +195,4 @@ TEST_CASE("a lock whose run directory was deleted and made again says so", "[sto
 }
 
 }  // namespace
-}  // namespace ckpt
+}  // namespace ckpt::resave_lock_test

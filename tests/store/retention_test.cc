@@ -17,7 +17,7 @@
 #include "tests/common/store_fixture.h"
 #include "tests/common/test_util.h"
 
-namespace ckpt {
+namespace ckpt::retention_test {
 namespace {
 
 using testing::TempDir;
@@ -271,9 +271,9 @@ TEST_CASE("invalid UTF-8 from outside never throws out of the journal or find_la
 }
 
 }  // namespace
-}  // namespace ckpt
+}  // namespace ckpt::retention_test
 
-namespace ckpt {
+namespace ckpt::retention_test {
 namespace {
 
 ino_t inode_of(const std::string& p) {
@@ -351,4 +351,4 @@ TEST_CASE("retention keeps a small rank file as the spare the next save overwrit
 }
 
 }  // namespace
-}  // namespace ckpt
+}  // namespace ckpt::retention_test

@@ -6,7 +6,7 @@
 #include "tests/common/store_fixture.h"
 #include "tests/common/test_util.h"
 
-namespace ckpt {
+namespace ckpt::run_dir_test {
 namespace {
 
 using testing::save_tiny;  // one complete save: rank file, commit, LATEST (docs/format.md §2)
@@ -115,4 +115,4 @@ TEST_CASE("find_latest prefers a newer committed checkpoint and survives a damag
 }
 
 }  // namespace
-}  // namespace ckpt
+}  // namespace ckpt::run_dir_test

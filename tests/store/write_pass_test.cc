@@ -15,7 +15,7 @@
 #include "ckpt/store/run_dir.h"
 #include "tests/common/test_util.h"
 
-namespace ckpt {
+namespace ckpt::write_pass_test {
 namespace {
 
 using testing::TempDir;
@@ -445,4 +445,4 @@ TEST_CASE("verify reports a commit record whose region digest does not fit the f
 }
 
 }  // namespace
-}  // namespace ckpt
+}  // namespace ckpt::write_pass_test

@@ -17,16 +17,16 @@ using namespace ckpt::torch_adapter;
 
 namespace {
 
-struct NetImpl : torch::nn::Module {
-  NetImpl()
+struct MlpImpl : torch::nn::Module {
+  MlpImpl()
       : fc1(register_module("fc1", torch::nn::Linear(4, 8))),
         fc2(register_module("fc2", torch::nn::Linear(8, 2))) {}
   torch::Tensor forward(torch::Tensor x) { return fc2(torch::tanh(fc1(x))); }
   torch::nn::Linear fc1, fc2;
 };
-TORCH_MODULE(Net);
+TORCH_MODULE(Mlp);
 
-using MakeOptimizer = std::function<std::unique_ptr<torch::optim::Optimizer>(Net&)>;
+using MakeOptimizer = std::function<std::unique_ptr<torch::optim::Optimizer>(Mlp&)>;
 
 constexpr int kN = 6;
 constexpr int kM = 5;
@@ -47,12 +47,12 @@ const Batches& batches() {
   return b;
 }
 
-Net make_net(uint64_t seed) {
+Mlp make_net(uint64_t seed) {
   torch::manual_seed(seed);
-  return Net();
+  return Mlp();
 }
 
-void train(Net& net, torch::optim::Optimizer& opt, int from, int to,
+void train(Mlp& net, torch::optim::Optimizer& opt, int from, int to,
            ResumableStepLR* sched = nullptr) {
   for (int i = from; i < to; ++i) {
     opt.zero_grad();
@@ -63,7 +63,7 @@ void train(Net& net, torch::optim::Optimizer& opt, int from, int to,
   }
 }
 
-bool params_bitwise_equal(Net& a, Net& b) {
+bool params_bitwise_equal(Mlp& a, Mlp& b) {
   auto pa = a->parameters(), pb = b->parameters();
   for (size_t i = 0; i < pa.size(); ++i) {
     if (std::memcmp(pa[i].data_ptr(), pb[i].data_ptr(), pa[i].numel() * 4) != 0) return false;
@@ -72,18 +72,18 @@ bool params_bitwise_equal(Net& a, Net& b) {
 }
 
 void check_exact_resume(const MakeOptimizer& make) {
-  Net full = make_net(1);
+  Mlp full = make_net(1);
   auto full_opt = make(full);
   train(full, *full_opt, 0, kN + kM);
 
-  Net first = make_net(1);
+  Mlp first = make_net(1);
   auto first_opt = make(first);
   train(first, *first_opt, 0, kN);
   Node model_node, opt_node;
   REQUIRE(capture_model(*first, &model_node).is_ok());
   REQUIRE(capture_optimizer(*first_opt, *first, &opt_node).is_ok());
 
-  Net resumed = make_net(7);
+  Mlp resumed = make_net(7);
   auto resumed_opt = make(resumed);
   REQUIRE(restore_model(model_node, *resumed).is_ok());
   Status s = restore_optimizer(opt_node, *resumed_opt, *resumed);
@@ -93,7 +93,7 @@ void check_exact_resume(const MakeOptimizer& make) {
   CHECK(params_bitwise_equal(full, resumed));
 
   // Model only: the optimizer starts from scratch and the run diverges.
-  Net model_only = make_net(7);
+  Mlp model_only = make_net(7);
   auto fresh_opt = make(model_only);
   REQUIRE(restore_model(model_node, *model_only).is_ok());
   train(model_only, *fresh_opt, kN, kN + kM);
@@ -104,7 +104,7 @@ void check_exact_resume(const MakeOptimizer& make) {
 // would), so restore must bring back per-group hyperparameters, not the constructor's.
 template <typename Opt, typename Options>
 MakeOptimizer two_groups(Options base) {
-  return [base](Net& net) -> std::unique_ptr<torch::optim::Optimizer> {
+  return [base](Mlp& net) -> std::unique_ptr<torch::optim::Optimizer> {
     std::vector<torch::optim::OptimizerParamGroup> groups;
     groups.emplace_back(net->fc1->parameters());
     Options second = base;
@@ -118,7 +118,7 @@ MakeOptimizer two_groups(Options base) {
 }  // namespace
 
 TEST_CASE("Adam resumes exactly", "[torch]") {
-  check_exact_resume([](Net& n) {
+  check_exact_resume([](Mlp& n) {
     return std::make_unique<torch::optim::Adam>(n->parameters(), torch::optim::AdamOptions(1e-2));
   });
 }
@@ -171,37 +171,37 @@ const std::map<std::string, KindCase>& kind_cases() {
        {{"lr", "betas", "eps", "weight_decay", "amsgrad"},
         {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"},
         true,
-        [](Net& n) -> P {
+        [](Mlp& n) -> P {
           return std::make_unique<o::Adam>(
               n->parameters(),
               o::AdamOptions(0.02).betas({0.8, 0.95}).eps(1e-6).weight_decay(0.01).amsgrad(true));
         },
-        [](Net& n) -> P { return std::make_unique<o::Adam>(n->parameters()); }}},
+        [](Mlp& n) -> P { return std::make_unique<o::Adam>(n->parameters()); }}},
       {"adamw",
        {{"lr", "betas", "eps", "weight_decay", "amsgrad"},
         {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"},
         true,
-        [](Net& n) -> P {
+        [](Mlp& n) -> P {
           return std::make_unique<o::AdamW>(
               n->parameters(),
               o::AdamWOptions(0.02).betas({0.8, 0.95}).eps(1e-6).weight_decay(0.05).amsgrad(true));
         },
-        [](Net& n) -> P { return std::make_unique<o::AdamW>(n->parameters()); }}},
+        [](Mlp& n) -> P { return std::make_unique<o::AdamW>(n->parameters()); }}},
       {"sgd",
        {{"lr", "momentum", "dampening", "weight_decay", "nesterov"},
         {"momentum_buffer"},
         false,
-        [](Net& n) -> P {
+        [](Mlp& n) -> P {
           return std::make_unique<o::SGD>(
               n->parameters(),
               o::SGDOptions(0.05).momentum(0.9).dampening(0).weight_decay(1e-3).nesterov(true));
         },
-        [](Net& n) -> P { return std::make_unique<o::SGD>(n->parameters(), o::SGDOptions(0.5)); }}},
+        [](Mlp& n) -> P { return std::make_unique<o::SGD>(n->parameters(), o::SGDOptions(0.5)); }}},
       {"rmsprop",
        {{"lr", "alpha", "eps", "weight_decay", "momentum", "centered"},
         {"square_avg", "momentum_buffer", "grad_avg"},
         true,
-        [](Net& n) -> P {
+        [](Mlp& n) -> P {
           return std::make_unique<o::RMSprop>(n->parameters(), o::RMSpropOptions(0.02)
                                                                    .alpha(0.9)
                                                                    .eps(1e-6)
@@ -209,19 +209,19 @@ const std::map<std::string, KindCase>& kind_cases() {
                                                                    .momentum(0.5)
                                                                    .centered(true));
         },
-        [](Net& n) -> P { return std::make_unique<o::RMSprop>(n->parameters()); }}},
+        [](Mlp& n) -> P { return std::make_unique<o::RMSprop>(n->parameters()); }}},
       {"adagrad",
        {{"lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"},
         {"sum"},
         true,
-        [](Net& n) -> P {
+        [](Mlp& n) -> P {
           return std::make_unique<o::Adagrad>(n->parameters(), o::AdagradOptions(0.2)
                                                                    .lr_decay(0.01)
                                                                    .weight_decay(1e-3)
                                                                    .initial_accumulator_value(0.1)
                                                                    .eps(1e-6));
         },
-        [](Net& n) -> P { return std::make_unique<o::Adagrad>(n->parameters()); }}},
+        [](Mlp& n) -> P { return std::make_unique<o::Adagrad>(n->parameters()); }}},
   };
   return cases;
 }
@@ -251,7 +251,7 @@ TEST_CASE("every optimizer kind of the table round-trips what the table lists", 
     CHECK(kind.hyperparameters == c->second.hyperparameters);
     CHECK(kind.state_tensors == c->second.state_tensors);
     CHECK(kind.has_step == c->second.has_step);
-    Net net = make_net(1);
+    Mlp net = make_net(1);
     auto tuned = c->second.tuned(net);
     train(net, *tuned, 0, 3);
     Node saved;
@@ -271,7 +271,7 @@ TEST_CASE("every optimizer kind of the table round-trips what the table lists", 
     if (kind.has_step) CHECK(state.get_int("step") == 3);
 
     // Into an optimizer with the defaults, then captured again: the same node, bit for bit.
-    Net fresh = make_net(7);
+    Mlp fresh = make_net(7);
     auto plain = c->second.plain(fresh);
     Status s = restore_optimizer(saved, *plain, *fresh);
     INFO(s.to_string());
@@ -297,7 +297,7 @@ TEST_CASE("every optimizer kind of the table round-trips what the table lists", 
 }
 
 TEST_CASE("optimizer node layout", "[torch]") {
-  Net net = make_net(1);
+  Mlp net = make_net(1);
   torch::optim::Adam opt(net->parameters(), torch::optim::AdamOptions(1e-3).amsgrad(true));
   train(net, opt, 0, 2);
   Node node;
@@ -318,7 +318,7 @@ TEST_CASE("optimizer node layout", "[torch]") {
 }
 
 TEST_CASE("optimizer capture and restore refuse what they cannot do", "[torch]") {
-  Net net = make_net(1);
+  Mlp net = make_net(1);
   SECTION("LBFGS") {
     torch::optim::LBFGS lbfgs(net->parameters());
     Node node;
@@ -362,16 +362,16 @@ TEST_CASE("optimizer capture and restore refuse what they cannot do", "[torch]")
 }
 
 TEST_CASE("StepLR resumes exactly through ResumableStepLR", "[torch]") {
-  auto make = [](Net& n) {
+  auto make = [](Mlp& n) {
     return std::make_unique<torch::optim::SGD>(n->parameters(),
                                                torch::optim::SGDOptions(0.1).momentum(0.9));
   };
-  Net full = make_net(1);
+  Mlp full = make_net(1);
   auto full_opt = make(full);
   ResumableStepLR full_sched(*full_opt, 4, 0.5);
   train(full, *full_opt, 0, kN + kM, &full_sched);
 
-  Net first = make_net(1);
+  Mlp first = make_net(1);
   auto first_opt = make(first);
   ResumableStepLR first_sched(*first_opt, 4, 0.5);
   train(first, *first_opt, 0, kN, &first_sched);
@@ -382,7 +382,7 @@ TEST_CASE("StepLR resumes exactly through ResumableStepLR", "[torch]") {
   CHECK(s.get_int("step_count") == kN);
   CHECK(s.get_doubles("last_lr") == std::vector<double>{0.05});
 
-  Net resumed = make_net(3);
+  Mlp resumed = make_net(3);
   auto resumed_opt = make(resumed);
   ResumableStepLR resumed_sched(*resumed_opt, 4, 0.5);
   REQUIRE(restore_model(m, *resumed).is_ok());
@@ -394,7 +394,7 @@ TEST_CASE("StepLR resumes exactly through ResumableStepLR", "[torch]") {
         full_opt->param_groups()[0].options().get_lr());
 
   // Without the scheduler's position the decay lands on different steps.
-  Net no_sched = make_net(3);
+  Mlp no_sched = make_net(3);
   auto no_sched_opt = make(no_sched);
   ResumableStepLR fresh_sched(*no_sched_opt, 4, 0.5);
   REQUIRE(restore_model(m, *no_sched).is_ok());

@@ -1,7 +1,9 @@
 // The library API directly: fresh starts, required components, refusals that name the tensor,
 // and what a restore without optimizer state leaves behind (zero moments).
 #include <torch/torch.h>
-#undef CHECK  // glog's CHECK (via libtorch) clashes with Catch's
+#ifndef CATCH_VERSION_MAJOR  // else Catch's, from an earlier file of a unity batch
+#undef CHECK                 // glog's CHECK (via libtorch) clashes with Catch's
+#endif
 #include <catch2/catch.hpp>
 
 #include "ckpt/format/manifest.h"
@@ -11,7 +13,7 @@
 #include "tests/common/train_fixture.h"
 #include "train/checkpointer.h"
 
-namespace ckpt {
+namespace ckpt::checkpointer_test {
 namespace {
 
 using Dir = testing::TempDir;
@@ -151,4 +153,4 @@ TEST_CASE("a flipped byte in a parameter is refused, naming file and tensor", "[
 }
 
 }  // namespace
-}  // namespace ckpt
+}  // namespace ckpt::checkpointer_test

@@ -6,7 +6,7 @@
 #include "demo_runs.h"
 #include "tests/common/test_util.h"
 
-namespace ckpt::testing {
+namespace ckpt::testing::omit_test {
 namespace {
 
 constexpr int64_t kStop = 60;
@@ -82,4 +82,4 @@ TEST_CASE("omit rng: dropout masks differ from the first step after the restart"
 }
 
 }  // namespace
-}  // namespace ckpt::testing
+}  // namespace ckpt::testing::omit_test

@@ -3,7 +3,9 @@
 // optimizer, scheduler, RNG, sampler and counters bitwise unchanged), and the commit record's
 // whole-file hash checked.
 #include <torch/torch.h>
-#undef CHECK  // glog's CHECK (via libtorch) clashes with Catch's
+#ifndef CATCH_VERSION_MAJOR  // else Catch's, from an earlier file of a unity batch
+#undef CHECK                 // glog's CHECK (via libtorch) clashes with Catch's
+#endif
 #include <ATen/CPUGeneratorImpl.h>
 #include <unistd.h>
 
@@ -18,7 +20,7 @@
 #include "tests/common/train_fixture.h"
 #include "train/checkpointer.h"
 
-namespace ckpt {
+namespace ckpt::restore_path_test {
 namespace {
 
 using Dir = testing::TempDir;
@@ -261,4 +263,4 @@ TEST_CASE("a truncated rank file is refused by restore_latest, naming the file",
 }
 
 }  // namespace
-}  // namespace ckpt
+}  // namespace ckpt::restore_path_test

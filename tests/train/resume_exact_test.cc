@@ -6,7 +6,7 @@
 #include "demo_runs.h"
 #include "tests/common/test_util.h"
 
-namespace ckpt::testing {
+namespace ckpt::testing::resume_exact_test {
 namespace {
 
 using Dir = TempDir;
@@ -65,4 +65,4 @@ TEST_CASE("bit-exact with 2 sampler ranks", "[torch]") {
 }
 
 }  // namespace
-}  // namespace ckpt::testing
+}  // namespace ckpt::testing::resume_exact_test

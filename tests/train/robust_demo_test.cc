@@ -16,7 +16,7 @@
 #include "demo_runs.h"
 #include "tests/common/test_util.h"
 
-namespace ckpt::testing {
+namespace ckpt::testing::robust_demo_test {
 namespace {
 
 using Dir = TempDir;
@@ -353,4 +353,4 @@ TEST_CASE("the crash harness covers the re-save of a committed step", "[train][c
 }
 
 }  // namespace
-}  // namespace ckpt::testing
+}  // namespace ckpt::testing::robust_demo_test

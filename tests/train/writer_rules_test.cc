@@ -6,7 +6,9 @@
 #include <sys/wait.h>
 #include <torch/torch.h>
 #include <unistd.h>
-#undef CHECK  // glog's CHECK (via libtorch) clashes with Catch's
+#ifndef CATCH_VERSION_MAJOR  // else Catch's, from an earlier file of a unity batch
+#undef CHECK                 // glog's CHECK (via libtorch) clashes with Catch's
+#endif
 #include <catch2/catch.hpp>
 
 #include "ckpt/format/manifest.h"
@@ -16,7 +18,7 @@
 #include "tests/common/train_fixture.h"
 #include "train/checkpointer.h"
 
-namespace ckpt {
+namespace ckpt::writer_rules_test {
 namespace {
 
 using Dir = testing::TempDir;
@@ -192,4 +194,4 @@ TEST_CASE("a read-only Checkpointer restores a run another process holds, writin
 }
 
 }  // namespace
-}  // namespace ckpt
+}  // namespace ckpt::writer_rules_test

@@ -7,7 +7,7 @@
 
 #include "verify/audit/rules.h"
 
-namespace ckpt::verify {
+namespace ckpt::verify::knowledge_test {
 namespace {
 
 TEST_CASE("optimizer classes are identified from a GLOBAL, else from their shape", "[verify]") {
@@ -145,4 +145,4 @@ TEST_CASE("ReduceLROnPlateau against the evaluation count: unknown without one",
 }
 
 }  // namespace
-}  // namespace ckpt::verify
+}  // namespace ckpt::verify::knowledge_test

@@ -15,7 +15,7 @@
 #include "verify/audit/diff.h"
 #include "verify/ours/ours_reader.h"
 
-namespace ckpt {
+namespace ckpt::ours_audit_test {
 namespace {
 
 using testing::TempDir;
@@ -137,9 +137,9 @@ TEST_CASE("a run's history reaches back through the journal past retention", "[v
   CHECK_FALSE(has_finding(*bare, "/optimizer has been missing since"));
 }
 
-}  // namespace ckpt
+}  // namespace ckpt::ours_audit_test
 
-namespace ckpt {
+namespace ckpt::ours_audit_test {
 
 TEST_CASE("diff --deep compares the model values of our own format", "[verify]") {
   TempDir tmp;
@@ -164,9 +164,9 @@ TEST_CASE("diff --deep compares the model values of our own format", "[verify]")
   CHECK(same->changed.empty());
 }
 
-}  // namespace ckpt
+}  // namespace ckpt::ours_audit_test
 
-namespace ckpt {
+namespace ckpt::ours_audit_test {
 namespace {
 
 // A one-rank checkpoint whose loader cursor stands at `batches` global batches into the run and
@@ -260,4 +260,4 @@ TEST_CASE("a scheduler stepped once per process is judged by the recorded count"
 }
 
 }  // namespace
-}  // namespace ckpt
+}  // namespace ckpt::ours_audit_test
