@@ -185,13 +185,24 @@ def main():
     ap.add_argument("--mb", type=float, default=256, help="MiB of parameters + moments")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--worlds", default="2,1,3", help="restore world sizes")
-    ap.add_argument("--dir", default="/tmp/ckpt-shard-bench")
+    ap.add_argument("--dir", default="/tmp/ckpt-shard-bench",
+                    help="where the checkpoints go (about 12x --mb of them); removed at the end")
+    ap.add_argument("--keep", action="store_true", help="leave --dir's checkpoints behind")
     ap.add_argument("--rank-config", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.rank_config:
         return rank_main(json.loads(a.rank_config))
     root = pathlib.Path(a.dir)
     root.mkdir(parents=True, exist_ok=True)
+    try:
+        compare(a, root)
+    finally:
+        if not a.keep:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def compare(a, root):
+    """The save phase at 2 ranks, then a restore phase at each of --worlds; prints the rows."""
     base = {"mb": a.mb, "reps": a.reps, "dir": str(root)}
     print(f"shard_bench: FSDP2 MLP + AdamW, {a.mb:g} MiB of state over 2 gloo ranks, "
           f"{a.reps} reps, interleaved")
