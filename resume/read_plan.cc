@@ -172,4 +172,11 @@ Result<ReadPlan> make_read_plan(const std::vector<ManifestEntry>& entries,
   return make_read_plan(m, indices, options);
 }
 
+std::vector<std::pair<uint64_t, uint64_t>> chunk_ranges(const ReadPlan& plan) {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  out.reserve(plan.chunks.size());
+  for (const PlanChunk& c : plan.chunks) out.emplace_back(c.offset, c.offset + c.nbytes);
+  return out;
+}
+
 }  // namespace ckpt::resume

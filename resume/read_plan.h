@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ckpt/format/manifest.h"
@@ -95,5 +96,9 @@ Status cover_file(ReadPlan* plan, uint64_t file_bytes, const std::string& file);
 // Overload that keeps manifest indices: entries[i] is manifest.tensors[indices[i]].
 Result<ReadPlan> make_read_plan(const Manifest& manifest, const std::vector<size_t>& indices,
                                 const PlanOptions& options = {});
+
+// The [begin, end) byte ranges of the file that `plan`'s chunks read, in chunk order (what a
+// ReadCache::keep_only keeps for a read of that plan).
+std::vector<std::pair<uint64_t, uint64_t>> chunk_ranges(const ReadPlan& plan);
 
 }  // namespace ckpt::resume

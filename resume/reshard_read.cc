@@ -200,16 +200,6 @@ std::vector<CheckedRead> live_reads(const ReshardFile& f, const std::vector<Shar
   return out;
 }
 
-// The byte ranges a read of `reads` covers, coalesced as read_entries plans them.
-Result<std::vector<std::pair<uint64_t, uint64_t>>> planned_ranges(
-    const std::vector<CheckedRead>& reads) {
-  CKPT_ASSIGN_OR_RETURN(ReadPlan rp, plan_reads(reads));
-  std::vector<std::pair<uint64_t, uint64_t>> out;
-  out.reserve(rp.chunks.size());
-  for (const PlanChunk& c : rp.chunks) out.emplace_back(c.offset, c.offset + c.nbytes);
-  return out;
-}
-
 }  // namespace
 
 Result<store::GlobalIndex> read_step_index(Env* env, const std::string& step_dir,
@@ -287,9 +277,9 @@ Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
           if (!again.reads.empty() && again.opened->read_profile().remote) {
             again.cache = std::make_unique<ReadCache>(
                 *again.opened, default_cache_budget(again.opened->size()));  // a cap
-            auto ranges = planned_ranges(again.reads);
-            s = ranges.status();
-            if (s.is_ok()) again.cache->keep_only(std::move(*ranges));
+            auto copy = plan_reads(again.reads);  // as copy_out will read them
+            s = copy.status();
+            if (s.is_ok()) again.cache->keep_only(chunk_ranges(*copy));
           }
         }
       }

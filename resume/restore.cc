@@ -304,12 +304,7 @@ Status read_checked_first(const RandomAccessFile& file, ReadCache* cache, const 
   if (!in_place.empty()) {
     CKPT_ASSIGN_OR_RETURN(copy, make_read_plan(m, in_place, popts));
   }
-  if (cache != nullptr) {
-    std::vector<std::pair<uint64_t, uint64_t>> wanted;
-    wanted.reserve(copy.chunks.size());
-    for (const PlanChunk& c : copy.chunks) wanted.emplace_back(c.offset, c.offset + c.nbytes);
-    cache->keep_only(std::move(wanted));
-  }
+  if (cache != nullptr) cache->keep_only(chunk_ranges(copy));
   PipelineStats ps;
   {
     HostSink check(plan, owned_only, {}, staging);
