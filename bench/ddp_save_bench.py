@@ -153,7 +153,9 @@ def main():
     ap.add_argument("--rank-config", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.rank_config:
-        return rank_main(json.loads(a.rank_config))
+        rank_main(json.loads(a.rank_config))
+        sys.stdout.flush()
+        os._exit(0)  # a gloo thread freeing tensors during finalization aborts
     root = pathlib.Path(a.dir)
     root.mkdir(parents=True, exist_ok=True)
     cfg = {"mb": a.mb, "reps": a.reps, "dir": str(root), "out": str(root / "result.json")}

@@ -5,6 +5,7 @@ N: the dataset's size (default 100). Saves every 5 steps and at STEPS; stops rig
 STOP_AFTER (0: never). Each batch's record has its ids and "pad", how many of the last ones are
 the loader's epoch-tail padding."""
 import json
+import os
 import sys
 
 import torch
@@ -62,3 +63,5 @@ def main(run_dir, steps, stop_after, ids_out, n=100):
 
 if __name__ == "__main__":
     main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], *map(int, sys.argv[5:]))
+    sys.stdout.flush()
+    os._exit(0)  # a gloo thread freeing tensors during finalization aborts

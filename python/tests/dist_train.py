@@ -5,6 +5,7 @@ close). The model is tracked as `ddp.module` with Checkpointer(replicated=("mode
 writes each of its tensors and of the optimizer's; "ddp": the DDP module itself is tracked (found
 replicated); "per-rank": `ddp.module`, not declared (every rank writes its own copy);
 "diverge": rank 1 changes a weight after DDP broadcast it, so the ranks no longer agree."""
+import os
 import sys
 
 import torch
@@ -66,3 +67,5 @@ def main(run_dir, steps, stop_after, params_out, flags):
 
 if __name__ == "__main__":
     main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5:])
+    sys.stdout.flush()
+    os._exit(0)  # a gloo thread freeing tensors during finalization aborts
