@@ -10,9 +10,11 @@ committed) vs dcp.save; ckpt non-blocking save's stall (ck.save(step, blocking=F
 returns) vs dcp.async_save's (until its future is handed back). Then restores of the ckpt and
 the DCP checkpoints at each of --worlds ranks (fresh processes), interleaved: ckpt restore_latest
 (every box hash-checked, into a fresh optimizer; into the optimizer with state, check first and
-in place: check_first=False) vs dcp.load (into a model and optimizer whose
-state exists; DCP checks nothing). Times are the slowest rank's, between barriers. Prints
-medians, ranges and ratios (DCP / ckpt: above 1 is ckpt faster)."""
+in place: check_first=False) vs dcp.load (into a model and optimizer whose state exists; DCP
+checks nothing), and vs a DCP restore after a restart as torchtitan does it (a fresh optimizer:
+get_state_dict, which allocates its state, + dcp.load + set_state_dict, timed whole). Times are
+the slowest rank's, between barriers. Prints medians, ranges and ratios (DCP / ckpt: above 1 is
+ckpt faster)."""
 import argparse
 import json
 import os
@@ -127,7 +129,8 @@ def rank_main(cfg):
     else:
         step(model, opt)  # the live optimizer has state (DCP needs it; ckpt_load_live uses it)
         for rep in range(cfg["reps"]):
-            order = ["ckpt_load", "ckpt_load_live", "ckpt_load_in_place", "dcp_load"]
+            order = ["ckpt_load", "ckpt_load_live", "ckpt_load_in_place", "dcp_load",
+                     "dcp_load_fresh"]
             if rep % 2:
                 order.reverse()
             for op in order:
@@ -140,13 +143,23 @@ def rank_main(cfg):
                         s, rep_ = timed(lambda: ck.restore_latest(check_first=check_first),
                                         barrier)
                         assert rep_.restored
-                else:
+                elif op == "dcp_load":
                     msd, osd = get_state_dict(model, opt)
                     state = {"model": msd, "optim": osd}
                     s, _ = timed(lambda: dcp.load(state, checkpoint_id=str(root / "dcp")),
                                  barrier)
                     set_state_dict(model, opt, model_state_dict=state["model"],
                                    optim_state_dict=state["optim"])
+                else:  # after a restart, as torchtitan restores: the whole call sequence
+                    fresh = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+                    def restart(fresh=fresh):
+                        msd, osd = get_state_dict(model, fresh)  # allocates fresh's state
+                        state = {"model": msd, "optim": osd}
+                        dcp.load(state, checkpoint_id=str(root / "dcp"))
+                        set_state_dict(model, fresh, model_state_dict=state["model"],
+                                       optim_state_dict=state["optim"])
+                    s, _ = timed(restart, barrier)
                 put(op, s)
     if rank == 0:
         with open(cfg["out"], "w") as f:
@@ -191,7 +204,9 @@ def main():
     ap.add_argument("--rank-config", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.rank_config:
-        return rank_main(json.loads(a.rank_config))
+        rank_main(json.loads(a.rank_config))
+        sys.stdout.flush()
+        os._exit(0)  # a gloo thread freeing tensors during finalization aborts
     root = pathlib.Path(a.dir)
     root.mkdir(parents=True, exist_ok=True)
     try:
@@ -217,11 +232,15 @@ def compare(a, root):
         print(show(f"ckpt restore at {w}", got["ckpt_load"]) + "  fresh optimizer")
         print(show(f"ckpt restore at {w}", got["ckpt_load_live"]) + "  optimizer with state")
         print(show(f"dcp.load at {w}", got["dcp_load"]) + "  optimizer with state")
+        print(show(f"dcp restore at {w}", got["dcp_load_fresh"]) +
+              "  fresh optimizer (get_state_dict + dcp.load + set_state_dict)")
         print(show(f"ckpt restore at {w}", got["ckpt_load_in_place"]) +
               "  optimizer with state, in place (check_first=False)")
         for k in ("ckpt_load", "ckpt_load_live", "ckpt_load_in_place"):
             print(f"{'':<22} ratio dcp/{k} at {w}: "
                   f"{statistics.median(got['dcp_load']) / statistics.median(got[k]):.2f}x")
+        after = statistics.median(got["dcp_load_fresh"]) / statistics.median(got["ckpt_load"])
+        print(f"{'':<22} ratio after a restart, dcp restore/ckpt_load at {w}: {after:.2f}x")
 
 
 if __name__ == "__main__":
