@@ -1,13 +1,11 @@
 #include "resume/load_all.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <memory>
+#include <utility>
 
+#include "ckpt/io/host_memory.h"
 #include "ckpt/store/run_dir.h"
 #include "resume/pipeline.h"
 #include "resume/restore.h"
@@ -38,50 +36,6 @@ double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// One anonymous mapping for every tensor of a rank file, each at a 64-byte boundary, faulted in
-// before the reads in one call (MADV_POPULATE_WRITE, Linux 5.14; else a write per page): on the
-// development VM first-touch memory costs 2-7 s per GB, more than the reads, and would otherwise
-// land inside them. Transparent huge pages are not asked for: populating them was as slow or
-// slower there (2.7-6.9 s against 2.4-2.8 s per GB, loaded machine).
-class Arena {
- public:
-  static Result<Arena> populated(uint64_t bytes, const std::string& fpath) {
-    Arena a;
-    a.len_ = static_cast<size_t>(std::max<uint64_t>(bytes, 1));
-    a.base_ = ::mmap(nullptr, a.len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (a.base_ == MAP_FAILED) {
-      a.base_ = nullptr;
-      return io_error(fpath + ": cannot map " + std::to_string(a.len_) +
-                      " bytes of host memory to load it into");
-    }
-#ifdef MADV_POPULATE_WRITE
-    if (::madvise(a.base_, a.len_, MADV_POPULATE_WRITE) == 0) return a;
-    if (errno != EINVAL) {  // out of memory: say so now, not with a SIGBUS later
-      return io_error(fpath + ": cannot populate " + std::to_string(a.len_) +
-                      " bytes of host memory to load it into: " + std::strerror(errno));
-    }
-#endif
-    volatile unsigned char* p = static_cast<unsigned char*>(a.base_);
-    for (size_t at = 0; at < a.len_; at += 4096) p[at] = 0;
-    return a;
-  }
-  Arena() = default;
-  Arena(Arena&& o) noexcept : base_(o.base_), len_(o.len_) { o.base_ = nullptr; }
-  Arena& operator=(Arena&& o) noexcept {
-    std::swap(base_, o.base_);
-    std::swap(len_, o.len_);
-    return *this;
-  }
-  ~Arena() {
-    if (base_ != nullptr) ::munmap(base_, len_);
-  }
-  unsigned char* at(uint64_t offset) const { return static_cast<unsigned char*>(base_) + offset; }
-
- private:
-  void* base_ = nullptr;
-  size_t len_ = 0;
-};
-
 uint64_t aligned(uint64_t n) { return (n + 63) / 64 * 64; }
 
 }  // namespace
@@ -109,10 +63,14 @@ Result<LoadAllStats> load_all_host(Env* env, const std::string& step_dir,
     out.seconds += since(t0);
 
     const auto ta = Clock::now();
-    CKPT_ASSIGN_OR_RETURN(Arena arena, Arena::populated(total, rs.file));
+    // One block for every tensor of the rank file, each at a 64-byte boundary, faulted in before
+    // the reads in one call (host_memory.h: first-touch memory costs more than the reads).
+    auto memory = HostMemory::allocate(total, /*populate=*/true, "the tensors it holds");
+    if (!memory.is_ok()) return memory.status().with_context(rs.file);
+    HostMemory arena = std::move(memory).value();
     uint64_t at = 0;
     for (const ManifestEntry& e : rs.manifest.tensors) {
-      ro.destinations[e.path] = {arena.at(at), static_cast<size_t>(e.nbytes)};
+      ro.destinations[e.path] = {arena.data() + at, static_cast<size_t>(e.nbytes)};
       at += aligned(e.nbytes);
     }
     out.alloc_seconds += since(ta);
@@ -127,7 +85,7 @@ Result<LoadAllStats> load_all_host(Env* env, const std::string& step_dir,
     }  // the tree points into the arena: gone before it
     CKPT_RETURN_IF_ERROR(loaded);
     const auto tf = Clock::now();
-    arena = Arena();
+    arena = HostMemory();
     out.alloc_seconds += since(tf);
     out.threads = std::max(out.threads, stats.threads);
     out.bytes += stats.tensor_bytes;

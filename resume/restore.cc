@@ -1,7 +1,5 @@
 #include "resume/restore.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -16,6 +14,7 @@
 
 #include "ckpt/base/hash.h"
 #include "ckpt/h5/rank_file.h"
+#include "ckpt/io/host_memory.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/regions_check.h"
 #include "resume/pipeline.h"
@@ -175,18 +174,12 @@ class HostSink final : public ChunkSink {
   Staging* staging_;
 };
 
-// Memory for the undo snapshot: anonymous pages populated by the kernel in one call (the snapshot
-// is first-touch memory as large as the destinations; a fault per 4 KiB page from the workers
-// costs more than the copy). Transparent huge pages are not asked for: their compaction stalls.
-Result<std::shared_ptr<void>> snapshot_buffer(uint64_t bytes, const std::string& fpath) {
-  const size_t len = static_cast<size_t>(std::max<uint64_t>(bytes, 1));
-  void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
-                   -1, 0);
-  if (p == MAP_FAILED) {
-    return io_error(fpath + ": cannot map " + std::to_string(len) +
-                    " bytes for the restore's undo snapshot");
-  }
-  return std::shared_ptr<void>(p, [len](void* q) { ::munmap(q, len); });
+// Memory for the undo snapshot: as large as the destinations and first-touch, so faulted in by
+// one call before the workers write it (host_memory.h).
+Result<HostMemory> snapshot_buffer(uint64_t bytes, const std::string& fpath) {
+  auto m = HostMemory::allocate(bytes, /*populate=*/true, "the restore's undo snapshot");
+  if (!m.is_ok()) return m.status().with_context(fpath);
+  return m;
 }
 
 // Whether the tensors of top-level group `group` are read (RestoreOptions::components, groups).
@@ -231,7 +224,7 @@ Status read_into_place(const RandomAccessFile& file, const ReadPlan& plan,
                        const PipelineOptions& pipe, Undo* undo, Staging* staging,
                        PipelineStats* ps) {
   std::vector<unsigned char*> saved;  // old bytes, tensor after tensor in one buffer
-  std::shared_ptr<void> saved_bytes;
+  HostMemory saved_bytes;
   if (undo != nullptr) {
     undo->clear();
     uint64_t total = 0;
@@ -243,14 +236,14 @@ Status read_into_place(const RandomAccessFile& file, const ReadPlan& plan,
     uint64_t at = 0;
     for (size_t i = 0; i < plan.tensors.size(); ++i) {
       if (!caller[i]) continue;
-      saved[i] = static_cast<unsigned char*>(saved_bytes.get()) + at;
+      saved[i] = saved_bytes.data() + at;
       at += plan.tensors[i].nbytes;
     }
   }
   HostSink sink(plan, dst, saved, staging);
   Status ran = run_pipeline(file, plan, &sink, pipe, ps);
   if (undo != nullptr) {
-    undo->hold(std::move(saved_bytes), sink.taken_ranges());
+    undo->hold(std::make_shared<HostMemory>(std::move(saved_bytes)), sink.taken_ranges());
     if (!ran.is_ok()) undo->apply();
   }
   return ran;

@@ -8,6 +8,7 @@
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <optional>
@@ -19,11 +20,33 @@
 #include <vector>
 
 #include "ckpt/base/text.h"
+#include "ckpt/io/host_memory.h"
 #include "ckpt/torch/compat.h"
 #include "ckpt/torch/in_place.h"
 #include "ckpt/torch/tensor_convert.h"
 namespace ckpt::torch_adapter {
 namespace {
+
+// An uninitialised tensor shaped, typed and placed as `param`, for a fresh optimizer's moment the
+// restore is about to fill. On the CPU, at least 2 MiB, and more than malloc holds free (memory
+// freed earlier costs nothing to touch again): in memory whose 2 MiB-aligned part is advised to use
+// huge pages, owned by the tensor (ckpt/io/host_memory.h: first-touch memory costs more than the
+// restore's reads). Else, or where that memory cannot be had, at::empty. Throws as at::empty.
+at::Tensor fresh_like(const at::Tensor& param) {
+  const uint64_t nbytes = static_cast<uint64_t>(param.nbytes());
+  if (!param.device().is_cpu() || nbytes < (2u << 20) || !huge_pages_enabled() ||
+      malloc_free_bytes() >= nbytes) {
+    return at::empty(param.sizes(), param.options());
+  }
+  auto memory = HostMemory::allocate(nbytes, /*populate=*/false, "a restored tensor");
+  if (!memory.is_ok()) return at::empty(param.sizes(), param.options());
+  auto owned = std::make_unique<HostMemory>(std::move(memory).value());
+  HostMemory* raw = owned.get();
+  at::Tensor t = at::from_blob(
+      raw->data(), param.sizes(), [raw](void*) { delete raw; }, param.options());
+  owned.release();  // the tensor's storage owns it now
+  return t;
+}
 
 namespace optim = torch::optim;
 
@@ -527,7 +550,7 @@ Result<PreparedOptimizer> prepare_optimizer(const Node& in, optim::Optimizer& op
         at::Tensor target = reusable(*k, opt, p->second, tname);
         const bool fresh = !target.defined();
         try {
-          if (fresh) target = at::empty(p->second.sizes(), p->second.options());
+          if (fresh) target = fresh_like(p->second);
         } catch (const c10::Error& e) {
           return internal_error("tensor " + in_quotes(path) + ": cannot allocate on " +
                                 p->second.device().str() + ": " + e.what_without_backtrace());

@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
 
-from . import _core
+from . import _core, _memory
 from .errors import InvalidArgumentError, MismatchError
 
 # (ptr, nbytes, dtype, box sizes, alias_of "", global shape, box offsets, placement, owner)
@@ -389,7 +389,7 @@ def live_box(path: str, t: torch.Tensor) -> Tuple[List[int], List[int], List[int
 def like_dtensor(template: Any, dtype: torch.dtype) -> Any:
     """An uninitialised DTensor laid out as `template` (a parameter): what a fresh optimizer's
     moment of that parameter is restored into."""
-    local = torch.empty(tuple(template.to_local().shape), dtype=dtype)
+    local = _memory.empty(template.to_local().shape, dtype)
     return from_local(local, template)
 
 

@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import torch
 
-from . import _core, _shard
+from . import _core, _memory, _shard
 
 # A node dict as ckpt._core takes and gives it (python/ckpt/_core.pyi).
 Tree = Dict[str, Any]
@@ -279,7 +279,7 @@ def allocate(meta: Tree, path: str, dests: Dict[str, Dest], live: Any,
                 from .errors import MismatchError
                 raise MismatchError(f"{sub}: the checkpoint has {dtype}{list(shape)}, the live "
                                     f"object has {_DTYPES.get(lv.dtype, lv.dtype)}{list(lv.shape)}")
-            whole = torch.empty(shape, dtype=_TORCH[dtype])
+            whole = _memory.empty(shape, _TORCH[dtype])
             dests[sub] = (whole.data_ptr(), whole.numel() * whole.element_size(), dtype,
                           list(shape), True)
             out[name] = _WholeForShard(whole, sharded)
@@ -293,8 +293,10 @@ def allocate(meta: Tree, path: str, dests: Dict[str, Dest], live: Any,
             if in_place is not None and _writable_in_place(lv, in_place):
                 t, fresh = lv.detach(), False
         if t is None:  # pinned when it goes on to a CUDA tensor: load_state_dict copies it there
-            pin = isinstance(lv, torch.Tensor) and lv.device.type == "cuda"
-            t = torch.empty(shape, dtype=_TORCH[dtype], pin_memory=pin)
+            if isinstance(lv, torch.Tensor) and lv.device.type == "cuda":
+                t = torch.empty(shape, dtype=_TORCH[dtype], pin_memory=True)
+            else:
+                t = _memory.empty(shape, _TORCH[dtype])
         dests[sub] = (t.data_ptr(), t.numel() * t.element_size(), dtype, list(shape), fresh)
         out[name] = t
     children = {name: allocate(c, f"{path}/{name}", dests, _get(live, _live_key(meta, name)),
@@ -340,16 +342,16 @@ def _allocate_box(sub: str, dtype: str, global_shape: List[int], lv: Any,
             result = lv.detach() if not _shard.is_dtensor(lv) else lv
             fresh = False
         elif _shard.is_dtensor(lv):
-            result = _shard.from_local(torch.empty(tuple(local.shape), dtype=torch_dtype), lv)
+            result = _shard.from_local(_memory.empty(local.shape, torch_dtype), lv)
         else:
-            result = torch.empty(global_shape, dtype=torch_dtype)
+            result = _memory.empty(global_shape, torch_dtype)
         box_of = lv
     elif (template is not None and _shard.is_dtensor(template)
           and [int(s) for s in template.shape] == list(global_shape)):
         result = _shard.like_dtensor(template, torch_dtype)
         box_of = template
     else:
-        result = torch.empty(global_shape, dtype=torch_dtype)
+        result = _memory.empty(global_shape, torch_dtype)
         box_of = result
     _, offsets, sizes = _shard.live_box(sub, box_of)
     local = _shard.local_of(result)

@@ -39,6 +39,7 @@
 #include "ckpt/store/journal.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
+#include "host_tensor.h"
 #include "resume/restore.h"
 #include "sampler.h"
 #include "shard.h"
@@ -761,4 +762,5 @@ PYBIND11_MODULE(_core, m) {
       .def("stats", &PyBackgroundSaver::stats);
   bind_sampler(m);
   bind_shard(m);
+  bind_host_tensor(m);
 }

@@ -125,6 +125,53 @@ def test_a_fresh_optimizer_is_restored_bit_exact_by_the_check_read(tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(src.parameters(), model.parameters()))
 
 
+@pytest.mark.parametrize("malloc_free", [0, 1 << 40])
+def test_a_fresh_optimizers_large_moments_get_huge_page_memory_unless_malloc_has_it(
+        tmp_path, monkeypatch, malloc_free):
+    """A moment of at least 2 MiB is allocated in the core's memory (huge pages advised: 2 MiB
+    aligned, owned by the tensor) when malloc holds less free memory than it needs, else by
+    torch.empty; either way restored bit-exact, and training goes on identically."""
+    from ckpt import _core, _memory
+
+    def big(seed):
+        torch.manual_seed(seed)
+        model = nn.Sequential(nn.Linear(1024, 768), nn.ReLU(), nn.Linear(768, 4))  # 3 MiB
+        return model, torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def step(model, opt):
+        torch.manual_seed(7)
+        opt.zero_grad()
+        model(torch.randn(4, 1024)).pow(2).mean().backward()
+        opt.step()
+
+    src, src_opt = big(0)
+    step(src, src_opt)
+    with ckpt.Checkpointer(tmp_path) as ck:
+        ck.track(model=src, optimizer=src_opt)
+        ck.save(1)
+    monkeypatch.setattr(_core, "malloc_free_bytes", lambda: malloc_free)
+    calls = []
+    monkeypatch.setattr(_core, "host_tensor_capsule",
+                        lambda n, real=_core.host_tensor_capsule: calls.append(n) or real(n))
+    model, opt = big(1)
+    with ckpt.Checkpointer(tmp_path) as ck:
+        ck.track(model=model, optimizer=opt)
+        assert ck.restore_latest().restored
+    moments = [v for st in opt.state.values() for k, v in st.items() if k != "step"]
+    large = [m for m in moments if m.numel() * m.element_size() >= 2 << 20]
+    assert len(large) == 2  # exp_avg and exp_avg_sq of the first weight
+    if malloc_free == 0 and _core.huge_pages_enabled():
+        assert sorted(calls) == [3 << 20, 3 << 20]
+        assert all(m.data_ptr() % (2 << 20) == 0 for m in large)
+    else:
+        assert calls == []
+    assert _memory.empty([3, 5], torch.bfloat16).shape == (3, 5)
+    for a, b in zip(src_opt.state_dict()["state"].values(), opt.state_dict()["state"].values()):
+        assert all(torch.equal(torch.as_tensor(a[k]), torch.as_tensor(b[k])) for k in a)
+    step(src, src_opt), step(model, opt)
+    assert all(torch.equal(a, b) for a, b in zip(src.parameters(), model.parameters()))
+
+
 def test_check_first_false_restores_the_same_in_one_read(tmp_path):
     src, src_opt = saved_run(tmp_path)
     model, opt = make(1)

@@ -1,0 +1,111 @@
+#include "ckpt/io/host_memory.h"
+
+#include <sys/mman.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <utility>
+
+namespace ckpt {
+namespace {
+
+constexpr uint64_t kHuge = 2u << 20;
+
+bool kernel_offers_huge_pages() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes;
+  if (!std::getline(f, modes)) return false;
+  return modes.find("[never]") == std::string::npos;
+}
+
+}  // namespace
+
+uint64_t malloc_free_bytes() {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+  return mallinfo2().fordblks;
+#else
+  return 0;
+#endif
+}
+
+bool huge_pages_enabled() {
+  static const bool enabled = [] {
+#ifdef MADV_HUGEPAGE
+    const char* env = std::getenv("CKPT_HUGE_PAGES");
+    if (env != nullptr && std::string(env) == "0") return false;
+    return kernel_offers_huge_pages();
+#else
+    return false;
+#endif
+  }();
+  return enabled;
+}
+
+Result<HostMemory> HostMemory::allocate(uint64_t bytes, bool populate, const char* what) {
+  HostMemory m;
+  m.size_ = bytes;
+  const bool huge = bytes >= kHuge && huge_pages_enabled();
+  // Room to put the data on a 2 MiB boundary when huge pages are advised.
+  const uint64_t want = std::max<uint64_t>(bytes, 1) + (huge ? kHuge : 0);
+  if (want > SIZE_MAX / 2) return io_error(std::string("cannot map host memory for ") + what);
+  m.map_len_ = static_cast<size_t>(want);
+  void* p = ::mmap(nullptr, m.map_len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    return io_error("cannot map " + std::to_string(bytes) + " bytes of host memory for " + what +
+                    ": " + std::strerror(errno));
+  }
+  m.map_ = p;
+  const auto base = reinterpret_cast<uintptr_t>(p);
+  m.data_ = reinterpret_cast<unsigned char*>(huge ? (base + kHuge - 1) / kHuge * kHuge : base);
+#ifdef MADV_HUGEPAGE
+  // Advice only: where it is refused the memory works with small pages.
+  if (huge && ::madvise(m.data_, bytes / kHuge * kHuge, MADV_HUGEPAGE) == 0) {
+    m.huge_ = bytes / kHuge * kHuge;
+  }
+#endif
+  if (populate && bytes > 0) {
+#ifdef MADV_POPULATE_WRITE
+    if (::madvise(m.data_, static_cast<size_t>(bytes), MADV_POPULATE_WRITE) == 0) return m;
+    if (errno != EINVAL) {  // out of memory: say so now, not with a SIGBUS later
+      return io_error("cannot populate " + std::to_string(bytes) + " bytes of host memory for " +
+                      what + ": " + std::strerror(errno));
+    }
+#endif
+    volatile unsigned char* q = m.data_;
+    for (uint64_t at = 0; at < bytes; at += 4096) q[at] = 0;
+  }
+  return m;
+}
+
+HostMemory::HostMemory(HostMemory&& o) noexcept
+    : map_(std::exchange(o.map_, nullptr)),
+      map_len_(std::exchange(o.map_len_, 0)),
+      data_(std::exchange(o.data_, nullptr)),
+      size_(std::exchange(o.size_, 0)),
+      huge_(std::exchange(o.huge_, 0)) {}
+
+HostMemory& HostMemory::operator=(HostMemory&& o) noexcept {
+  if (this != &o) {
+    HostMemory gone(std::move(*this));
+    map_ = std::exchange(o.map_, nullptr);
+    map_len_ = std::exchange(o.map_len_, 0);
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+    huge_ = std::exchange(o.huge_, 0);
+  }
+  return *this;
+}
+
+HostMemory::~HostMemory() {
+  if (map_ != nullptr) ::munmap(map_, map_len_);
+}
+
+}  // namespace ckpt
