@@ -54,7 +54,10 @@ class BoxSink final : public ChunkSink {
       const PlanPiece& p = plan_.pieces[c.first_piece + k];
       const Dest& d = dst_[p.tensor];
       const unsigned char* src = bytes + p.chunk_offset;
-      if (d.direct != nullptr) std::memcpy(d.direct + p.tensor_offset, src, p.nbytes);
+      if (d.direct != nullptr) {
+        std::memcpy(d.direct + p.tensor_offset, src, p.nbytes);
+        copied += p.nbytes;
+      }
       const uint64_t a = p.tensor_offset, b = a + p.nbytes;  // the piece, in the read
       auto it = std::partition_point(d.spans.begin(), d.spans.end(),
                                      [&](const Span& sp) { return sp.at + sp.nbytes <= a; });
@@ -67,41 +70,58 @@ class BoxSink final : public ChunkSink {
     copied_ += copied;
     return Status::ok();
   }
-  Status release(unsigned, const PlanChunk&, unsigned char*) override { return Status::ok(); }
+  Status release(unsigned, const PlanChunk& c, unsigned char*) override {
+    if (bytes_stay(c)) in_place_ += c.nbytes;
+    return Status::ok();
+  }
   bool bytes_stay(const PlanChunk& c) const override {
     return plan_.is_direct(c) && dst_[plan_.pieces[c.first_piece].tensor].direct != nullptr;
   }
-  uint64_t copied() const { return copied_; }  // bytes copied from staging into spans
+  uint64_t copied() const { return copied_; }      // bytes copied from staging into targets
+  uint64_t in_place() const { return in_place_; }  // bytes read straight into targets
 
  private:
   const ReadPlan& plan_;
   std::vector<Dest> dst_;
   std::vector<std::vector<unsigned char>> staging_;
   std::atomic<uint64_t> copied_{0};
+  std::atomic<uint64_t> in_place_{0};
 };
 
-// The coalesced plan of `reads` (one tensor per read, in their order).
-Result<ReadPlan> plan_reads(const std::vector<CheckedRead>& reads) {
+// The coalesced plan of `reads` (one tensor per read, in their order) of a file whose storage
+// reads as `profile`. Hashed (prepare's reads), as the one-file restore plans them: reads of at
+// most options.chunk_bytes, or of what a remote store asks for, each hashed while it is still in
+// cache. Unhashed (copy_out's): up to options.unhashed_chunk_bytes, boxes over chunk_bytes read
+// alone, straight into their targets.
+Result<ReadPlan> plan_reads(const std::vector<CheckedRead>& reads, const ShardReadOptions& options,
+                            const ReadProfile& profile, bool hashed) {
   std::vector<ManifestEntry> entries;
   entries.reserve(reads.size());
   for (const CheckedRead& r : reads) entries.push_back(r.entry);
-  return make_read_plan(entries, PlanOptions{8u << 20, 64u << 10, 0});
+  const uint64_t chunk_bytes = std::max(options.chunk_bytes, profile.read_bytes);
+  PlanOptions popts;
+  popts.chunk_bytes = hashed ? chunk_bytes : std::max(options.unhashed_chunk_bytes, chunk_bytes);
+  popts.coalesce_bytes = chunk_bytes;
+  popts.max_gap = 64u << 10;
+  return make_read_plan(entries, popts);
 }
 
 // Runs `reads` of `file` through the pipeline into `dst` (per read; empty: every read hashed and
-// dropped), hashed or not; `copied` counts the bytes copied into spans.
+// dropped), hashed or not; adds to stats' bytes_copied (from staging into targets) and
+// bytes_in_place (read straight into them).
 Status read_entries(const RandomAccessFile& file, const std::vector<CheckedRead>& reads,
-                    const std::vector<Dest>& dst, bool verify, unsigned io_threads,
-                    PipelineStats* ps, uint64_t* copied) {
-  CKPT_ASSIGN_OR_RETURN(ReadPlan rp, plan_reads(reads));
+                    const std::vector<Dest>& dst, bool verify, const ShardReadOptions& options,
+                    PipelineStats* ps, ShardReadStats* stats) {
+  CKPT_ASSIGN_OR_RETURN(ReadPlan rp, plan_reads(reads, options, file.read_profile(), verify));
   std::vector<Dest> by_plan(rp.tensors.size());
   if (!dst.empty()) {
     for (size_t t = 0; t < rp.tensors.size(); ++t) by_plan[t] = dst[rp.tensors[t].manifest_index];
   }
-  const unsigned threads = io_threads_for(file, io_threads);
+  const unsigned threads = io_threads_for(file, options.io_threads);
   BoxSink sink(rp, std::move(by_plan), threads);
   Status s = run_pipeline(file, rp, &sink, PipelineOptions{threads, verify, false, 0}, ps);
-  *copied += sink.copied();
+  stats->bytes_copied += sink.copied();
+  stats->bytes_in_place += sink.in_place();
   return s;
 }
 
@@ -215,6 +235,7 @@ Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
                                      std::vector<ShardTarget> targets,
                                      const ShardReadOptions& options) {
   ShardRead sr;
+  sr.options_ = options;
   // Empty local shards (3 rows over 4 ranks) read nothing; the plan numbers the others.
   std::vector<TargetBox> boxes;
   for (ShardTarget& t : targets) {
@@ -277,7 +298,8 @@ Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
           if (!again.reads.empty() && again.opened->read_profile().remote) {
             again.cache = std::make_unique<ReadCache>(
                 *again.opened, default_cache_budget(again.opened->size()));  // a cap
-            auto copy = plan_reads(again.reads);  // as copy_out will read them
+            auto copy = plan_reads(again.reads, options, again.cache->read_profile(),
+                                   false);  // as copy_out will read them
             s = copy.status();
             if (s.is_ok()) again.cache->keep_only(chunk_ranges(*copy));
           }
@@ -285,8 +307,7 @@ Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
       }
       if (s.is_ok()) {
         const RandomAccessFile& file = again.cache ? *again.cache : *again.opened;
-        s = read_entries(file, checked, dst, true, options.io_threads, &ps,
-                         &sr.stats_.bytes_copied);
+        s = read_entries(file, checked, dst, true, options, &ps, &sr.stats_);
       }
     } else {
       s = planned.status();
@@ -299,14 +320,10 @@ Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
     ++sr.stats_.files;
     for (const CheckedRead& r : checked) ++(r.whole ? sr.stats_.boxes : sr.stats_.chunks);
     sr.stats_.bytes_read += ps.read_bytes;
-    if (!dst.empty()) {
-      sr.stats_.bytes_in_place += direct_bytes(checked, dst);
-      if (!options.in_place) sr.stats_.bytes_fresh += filled_bytes(checked, dst);
-    }
+    if (!dst.empty() && !options.in_place) sr.stats_.bytes_fresh += filled_bytes(checked, dst);
     if (again.cache) sr.stats_.bytes_cached += again.cache->held_bytes();
     if (!options.in_place && !again.reads.empty()) {
       again.file = fi;
-      again.io_threads = options.io_threads;
       sr.reread_.push_back(std::move(again));
     }
   }
@@ -335,7 +352,7 @@ Status ShardRead::copy_out() {
     const std::vector<Dest> dst =
         destinations(plan_.files[r.file], r.reads, targets_, Targets::kLive);
     PipelineStats ps;
-    Status s = read_entries(file, r.reads, dst, false, r.io_threads, &ps, &stats_.bytes_copied);
+    Status s = read_entries(file, r.reads, dst, false, options_, &ps, &stats_);
     if (s.is_ok() && !r.version.empty() && r.opened->version() != r.version) {
       s = io_error(file.path() +
                    ": changed while it was being restored (written to between the check and the "
@@ -346,7 +363,6 @@ Status ShardRead::copy_out() {
                     s.message() + "; the live shards are partly overwritten; restore again");
     }
     stats_.bytes_reread += ps.read_bytes;
-    stats_.bytes_in_place += direct_bytes(r.reads, dst);
     r = Reread{};  // the file closed, the cache freed
   }
   reread_.clear();

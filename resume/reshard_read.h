@@ -63,8 +63,8 @@ struct ShardReadStats {
   size_t boxes = 0;               // saved boxes read whole and checked
   size_t chunks = 0;              // chunks of other saved boxes read and checked (their digests)
   uint64_t bytes_read = 0;        // from the files (coalesced padding included)
-  uint64_t bytes_copied = 0;      // into the targets from staging (reads that straddle runs)
-  uint64_t bytes_in_place = 0;    // straight from the files into the targets (either read)
+  uint64_t bytes_copied = 0;      // into the targets from staging (coalesced or straddling reads)
+  uint64_t bytes_in_place = 0;    // read straight from the files into the targets (either read)
   uint64_t bytes_fresh = 0;       // into fresh targets by prepare's checking read
   uint64_t bytes_cached = 0;      // over a remote store: kept in memory for copy_out
   uint64_t bytes_reread = 0;      // read again by copy_out, unhashed (coalesced padding included)
@@ -76,6 +76,11 @@ struct ShardReadOptions {
   unsigned io_threads = 0;  // 0: io_threads_for(file, 0)
   bool in_place = false;    // prepare reads what fits one run straight into the targets (above)
   IndexReadOptions index;   // how much of the INDEX is read (resume/index_read.h)
+  // Largest hashed read (a box's bytes are hashed while they are in cache; a remote store's
+  // ReadProfile::read_bytes when larger), and largest unhashed one (copy_out's): as
+  // RestoreOptions::chunk_bytes and unhashed_chunk_bytes.
+  uint64_t chunk_bytes = 1u << 20;
+  uint64_t unhashed_chunk_bytes = 8u << 20;
 };
 
 class ShardRead {
@@ -100,8 +105,8 @@ class ShardRead {
     std::string version;               // opened's before prepare read it
     size_t file = 0;                   // in plan_.files
     std::vector<CheckedRead> reads;    // those that live targets overlap
-    unsigned io_threads = 0;
   };
+  ShardReadOptions options_;
   std::vector<Reread> reread_;
   ShardReadStats stats_;
   bool copied_ = false;

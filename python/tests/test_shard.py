@@ -107,11 +107,15 @@ def test_shard_read_in_place_reads_straight_into_the_targets(fsdp_runs):
     a.copy_out()
     b = core.ShardRead(d, _box_targets(placed, d), in_place=True)
     b.copy_out()
-    # check first: every box checked by the constructor, then read again by copy_out
-    assert a.stats()["bytes_reread"] >= a.stats()["bytes_in_place"] > 0  # padding read too
-    assert b.stats()["bytes_in_place"] == a.stats()["bytes_in_place"]
+    # check first: every box checked by the constructor, then read again by copy_out. These
+    # boxes are small: coalesced into one read, copied out of staging (a box over chunk_bytes
+    # would go straight in: tests/shard/shard_read_test.cc)
+    def filled(r):
+        return r.stats()["bytes_in_place"] + r.stats()["bytes_copied"]
+    params = sum(v.numel() * 4 for v in first.state_dict().values())
+    assert filled(a) == filled(b) == params
+    assert a.stats()["bytes_reread"] >= params  # padding read too
     assert b.stats()["bytes_reread"] == 0
-    assert a.stats()["bytes_copied"] == b.stats()["bytes_copied"] == 0
     # a small INDEX is read whole, in one read
     assert a.stats()["index_reads"] == 1 and a.stats()["index_bytes_read"] > 64
     assert all(v.equal(placed.state_dict()[k]) for k, v in first.state_dict().items())

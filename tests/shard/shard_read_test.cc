@@ -137,6 +137,40 @@ TEST_CASE("ShardRead fills fresh targets while it checks and reads again only th
   CHECK(live == std::vector<float>(4 * kCols, -1.0f));
 }
 
+TEST_CASE(
+    "ShardRead reads a box over chunk_bytes straight into its target, a smaller one "
+    "coalesced with its neighbours through staging",
+    "[shard][io]") {
+  testing::TempDir tmp;
+  const std::string d = save(tmp.path(), 2, {0, 6, 12}, /*moment=*/true);
+  REQUIRE(d.rfind("ERROR", 0) != 0);
+  const std::vector<float> g = global_values(), o = moment_values();
+  const uint64_t rows6 = 6 * kCols * sizeof(float);  // 96 bytes: rank 0's boxes
+  for (uint64_t chunk_bytes : {uint64_t{1} << 20, uint64_t{64}}) {
+    std::vector<float> live(6 * kCols, -1.0f), fresh(6 * kCols, -1.0f);
+    resume::ShardTarget lt{"/m/w", store::make_extent({0, 0}, {6, kCols}), DType::kFloat32,
+                           live.data(), rows6};
+    resume::ShardTarget ft{"/o/w",          store::make_extent({0, 0}, {6, kCols}),
+                           DType::kFloat32, fresh.data(),
+                           rows6,           /*fresh=*/true};
+    resume::ShardReadOptions opts;
+    opts.io_threads = 2;
+    opts.chunk_bytes = chunk_bytes;
+    auto sr = resume::ShardRead::prepare(Env::posix(), d, {lt, ft}, opts);
+    REQUIRE(sr.is_ok());
+    CHECK(fresh == std::vector<float>(o.begin(), o.begin() + 6 * kCols));
+    if (chunk_bytes > rows6) {  // both boxes in one read: the moment copied out of staging
+      CHECK(sr->stats().bytes_copied == rows6);
+      CHECK(sr->stats().bytes_in_place == 0);
+    } else {  // each box read alone (in 64-byte reads), the moment straight into place
+      CHECK(sr->stats().bytes_copied == 0);
+      CHECK(sr->stats().bytes_in_place == rows6);
+    }
+    REQUIRE(sr->copy_out().is_ok());
+    CHECK(live == std::vector<float>(g.begin(), g.begin() + 6 * kCols));
+  }
+}
+
 TEST_CASE("commit refuses boxes that do not tile their tensor", "[shard][io]") {
   testing::TempDir tmp;
   Env* env = Env::posix();
