@@ -67,7 +67,7 @@ Status ReadCache::serve(uint64_t offset, unsigned char* dst, uint64_t n) const {
     while (pos < end) {
       if (it != blocks_.end() && it->first <= pos) {  // a block covers pos
         const uint64_t len = std::min(end, it->first + it->second.n) - pos;
-        pieces.push_back({pos, len, it->second.bytes.get() + (pos - it->first)});
+        pieces.push_back({pos, len, it->second.data() + (pos - it->first)});
         pos += len;
         ++it;
       } else {
@@ -111,29 +111,49 @@ void ReadCache::keep_only(std::vector<std::pair<uint64_t, uint64_t>> ranges) {
 }
 
 void ReadCache::keep(uint64_t offset, const unsigned char* bytes, uint64_t n) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!only_) return keep_piece(offset, bytes, n);
-  const uint64_t end = offset + n;
-  auto it = std::partition_point(only_->begin(), only_->end(),
-                                 [&](const auto& r) { return r.second <= offset; });
-  for (; it != only_->end() && it->first < end; ++it) {
-    const uint64_t from = std::max(offset, it->first), to = std::min(end, it->second);
-    keep_piece(from, bytes + (from - offset), to - from);
+  // The parts to keep, their bytes reserved against the budget under the lock ...
+  std::vector<std::pair<uint64_t, uint64_t>> parts;  // [from, to) of the file
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto take = [&](uint64_t from, uint64_t to) {
+      if (to <= from || held_ + (to - from) > budget_ || overlaps(from, to)) return;
+      held_ += to - from;
+      parts.emplace_back(from, to);
+    };
+    const uint64_t end = offset + n;
+    if (!only_) {
+      take(offset, end);
+    } else {
+      auto it = std::partition_point(only_->begin(), only_->end(),
+                                     [&](const auto& r) { return r.second <= offset; });
+      for (; it != only_->end() && it->first < end; ++it) {
+        take(std::max(offset, it->first), std::min(end, it->second));
+      }
+    }
+  }
+  // ... and copied outside it: a fresh block's page faults would hold up every other reader.
+  for (const auto& [from, to] : parts) {
+    Block b;
+    b.n = to - from;
+    if (b.n >= (2u << 20)) {  // huge pages where they fault in faster (ckpt/io/host_memory.h)
+      auto m = HostMemory::allocate(b.n, /*populate=*/false, "a restore's read cache");
+      if (m.is_ok()) b.large = std::move(m).value();
+    }
+    if (b.large.data() == nullptr) b.small.reset(new unsigned char[b.n]);
+    std::memcpy(b.data(), bytes + (from - offset), b.n);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (overlaps(from, to)) {  // another reader of the same bytes kept them first
+      held_ -= b.n;
+      continue;
+    }
+    blocks_.emplace(from, std::move(b));
   }
 }
 
-void ReadCache::keep_piece(uint64_t offset, const unsigned char* bytes, uint64_t n) const {
-  if (n == 0 || held_ + n > budget_) return;
-  // Another reader of the same bytes may have kept them first: blocks never overlap.
-  auto it = blocks_.lower_bound(offset);
-  if (it != blocks_.end() && it->first < offset + n) return;
-  if (it != blocks_.begin() && std::prev(it)->first + std::prev(it)->second.n > offset) return;
-  Block b;
-  b.bytes.reset(new unsigned char[n]);
-  std::memcpy(b.bytes.get(), bytes, n);
-  b.n = n;
-  blocks_.emplace_hint(it, offset, std::move(b));
-  held_ += n;
+bool ReadCache::overlaps(uint64_t from, uint64_t to) const {
+  auto it = blocks_.lower_bound(from);
+  if (it != blocks_.end() && it->first < to) return true;
+  return it != blocks_.begin() && std::prev(it)->first + std::prev(it)->second.n > from;
 }
 
 uint64_t ReadCache::held_bytes() const {

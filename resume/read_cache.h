@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ckpt/io/env.h"
+#include "ckpt/io/host_memory.h"
 
 namespace ckpt::resume {
 
@@ -41,14 +42,17 @@ class ReadCache final : public RandomAccessFile {
 
  private:
   struct Block {
-    std::unique_ptr<unsigned char[]> bytes;
+    HostMemory large;  // 2 MiB and more
+    std::unique_ptr<unsigned char[]> small;
     uint64_t n = 0;
+    unsigned char* data() const { return small ? small.get() : large.data(); }
   };
   // Copies what the held blocks have of [offset, offset+n) into dst and reads the rest from
   // base_, keeping what it read while under the budget.
   Status serve(uint64_t offset, unsigned char* dst, uint64_t n) const;
   void keep(uint64_t offset, const unsigned char* bytes, uint64_t n) const;
-  void keep_piece(uint64_t offset, const unsigned char* bytes, uint64_t n) const;  // mu_ held
+  bool overlaps(uint64_t from,
+                uint64_t to) const;  // a held block has bytes in [from, to); mu_ held
 
   const RandomAccessFile& base_;
   const uint64_t budget_;

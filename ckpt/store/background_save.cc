@@ -6,8 +6,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <utility>
 #include <vector>
+
+#include "ckpt/io/host_memory.h"
 
 namespace ckpt::store {
 namespace {
@@ -60,11 +63,17 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 SnapshotArena::SnapshotArena(ArenaAllocator alloc) : alloc_(std::move(alloc)) {
   if (!alloc_.allocate || !alloc_.release) {
-    alloc_.allocate = [](size_t bytes) -> void* {
-      void* p = nullptr;
-      return posix_memalign(&p, 4096, bytes) == 0 ? p : nullptr;
+    // Host memory with huge pages where they fault in faster (ckpt/io/host_memory.h): the first
+    // save's snapshot touches every page of it.
+    auto held = std::make_shared<std::map<void*, HostMemory>>();
+    alloc_.allocate = [held](size_t bytes) -> void* {
+      auto m = HostMemory::allocate(bytes, /*populate=*/false, "the save's snapshot");
+      if (!m.is_ok()) return nullptr;
+      void* p = m->data();
+      held->emplace(p, std::move(m).value());
+      return p;
     };
-    alloc_.release = [](void* p, size_t) { std::free(p); };
+    alloc_.release = [held](void* p, size_t) { held->erase(p); };
   }
 }
 

@@ -16,7 +16,7 @@
 // Memory: the arena holds one copy of the state's tensor bytes (each tensor rounded up to 64
 // bytes), allocated on the first save, reused by every later one and grown (reallocated to the
 // new size) only when the state no longer fits. It is freed with the saver. Its memory comes from
-// an ArenaAllocator: page-aligned pageable host memory by default; a CUDA-aware caller passes
+// an ArenaAllocator: ckpt::HostMemory (ckpt/io/host_memory.h) by default; a CUDA-aware caller passes
 // pinned memory (resume/cuda's business — not wired yet, the CPU path is what runs here).
 //
 // Thread-safety: submit(), wait() and the accessors are called from one thread (the training
@@ -36,7 +36,7 @@
 
 namespace ckpt::store {
 
-// Where snapshot memory comes from. Empty functions = page-aligned host memory (posix_memalign).
+// Where snapshot memory comes from. Empty functions = ckpt::HostMemory (page-aligned, zeroed).
 struct ArenaAllocator {
   std::function<void*(size_t bytes)> allocate;  // nullptr on failure
   std::function<void(void* p, size_t bytes)> release;
