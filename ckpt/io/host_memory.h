@@ -7,9 +7,11 @@
 // they precede 0.16 s. So the 2 MiB-aligned part of every allocation of at least 2 MiB is
 // advised to use transparent huge pages (MADV_HUGEPAGE), the tail that does not fill a huge page
 // keeps small pages, and `populate` faults it all in with one call where the kernel has
-// MADV_POPULATE_WRITE (Linux 5.14). With transparent huge
-// pages off in the kernel, or CKPT_HUGE_PAGES=0 in the environment (read once), the advice is
-// not given. Zero-filled, page-aligned, unmapped by the destructor. Movable, not copyable.
+// MADV_POPULATE_WRITE (Linux 5.14). Huge pages are not faster everywhere (on another VM, on
+// 2026-12-03, they were two to three times slower: the kernel compacted memory to find them), so
+// the advice is given only where a probe (once per process, about 5 ms) finds them faster, the
+// kernel offers them (not "never"), and CKPT_HUGE_PAGES is not "0"; CKPT_HUGE_PAGES=1 skips the
+// probe. Zero-filled, page-aligned, unmapped by the destructor. Movable, not copyable.
 #pragma once
 
 #include <cstddef>
@@ -53,8 +55,7 @@ class HostMemory {
 // for new pages here.
 uint64_t malloc_free_bytes();
 
-// Whether allocations are advised to use huge pages: the kernel offers transparent huge pages
-// (not "never") and CKPT_HUGE_PAGES is not "0". Read once.
+// Whether allocations are advised to use huge pages (above). Decided once per process.
 bool huge_pages_enabled();
 
 }  // namespace ckpt
