@@ -4,12 +4,12 @@
 // N threads, warm (page cache) and cold (page cache dropped before every run). Two other ways to
 // be all or nothing are measured beside it: the snapshot-and-roll-back restore_latest used
 // before, and one hashed read with no rollback at all (the lower bound of any verified restore).
-// So is restore_latest after a restart: the optimizer's tensors freshly mapped in the call (their
-// page faults in the clock), filled by the checking read (HostSpan::fresh) or, as before that
-// flag, read twice like live memory.
-// The peers that bound a restore from the page cache are measured in the same run: a plain
-// sequential read(2) of the whole file into one reused 8 MiB buffer (what `cat` or `dd` does, and
-// what issue 26's goals are against) and `ckpt load-bench`'s load into fresh memory
+// So is restore_latest after a restart: the optimizer's tensors freshly allocated in the call as
+// the C++ Checkpointer allocates them (ckpt::HostMemory for the large ones; their page faults in
+// the clock), filled by the checking read (HostSpan::fresh) or, as before that flag, read twice
+// like live memory. The peers that bound a restore from the page cache are measured in the same
+// run: a plain sequential read(2) of the whole file into one reused 8 MiB buffer (what `cat` or
+// `dd` does, and what issue 26's goals are against) and `ckpt load-bench`'s load into fresh memory
 // (resume::load_all_host). bench/restore_bench.py runs it and adds torch.load + copy_ and
 // safetensors peers. --shape picks the state (bench/bench_shapes.h); --list-tensors prints its
 // tensors ("TENSOR <path> <bytes>" lines) and exits, so the peers build the same ones.
@@ -22,7 +22,6 @@
 // Every result is one line "RESULT <warm|cold> <name> <seconds> <MB/s>" (medians), so a driver
 // can parse it, followed by "RATIO <warm|cold> <name> <x>x the raw sequential read" lines; the
 // prose around them is for people.
-#include <sys/mman.h>
 
 #include <cstdio>
 #include <cstring>
@@ -34,6 +33,7 @@
 
 #include "bench/bench_shapes.h"
 #include "bench/bench_state.h"
+#include "ckpt/io/host_memory.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
 #include "resume/load_all.h"
@@ -163,26 +163,37 @@ int run(const Args& a) {
     return r.is_ok();
   };
   // After a restart the optimizer's moments do not exist yet: the restore allocates them (fresh
-  // pages, faulted in by the read) and, marked fresh, fills them in its checking read. Pages of
-  // one anonymous mapping per call, so that no call reuses memory an earlier one faulted in.
+  // pages, faulted in by the read) and, marked fresh, fills them in its checking read. Allocated
+  // as the C++ Checkpointer allocates them in a fresh process: a moment of 2 MiB or more in its
+  // own ckpt::HostMemory (huge pages where they fault in faster), the small ones in one
+  // anonymous mapping; new memory every call, so that no call reuses pages an earlier one
+  // faulted in.
   auto restore_fresh_optimizer = [&](bool mark_fresh) {
     resume::RestoreOptions o = lib;
-    uint64_t total = 0;
+    uint64_t small = 0;
     for (const auto& e : m->tensors) {
-      if (e.path.rfind("/optimizer/", 0) == 0) total += (e.nbytes + 63) / 64 * 64;
+      if (e.path.rfind("/optimizer/", 0) == 0 && e.nbytes < (2u << 20)) {
+        small += (e.nbytes + 63) / 64 * 64;
+      }
     }
-    const size_t len = static_cast<size_t>(std::max<uint64_t>(total, 1));
-    void* arena = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (arena == MAP_FAILED) return false;
+    auto arena = HostMemory::allocate(small, false, "the small moments");
+    if (!arena.is_ok()) return false;
+    std::vector<HostMemory> large;
     uint64_t at = 0;
     for (const auto& e : m->tensors) {
       if (e.path.rfind("/optimizer/", 0) != 0) continue;
-      o.destinations[e.path] = {static_cast<unsigned char*>(arena) + at, e.nbytes, mark_fresh};
-      at += (e.nbytes + 63) / 64 * 64;
+      unsigned char* dst = arena->data() + at;
+      if (e.nbytes >= (2u << 20)) {
+        auto mem = HostMemory::allocate(e.nbytes, false, "a moment");
+        if (!mem.is_ok()) return false;
+        dst = mem->data();
+        large.push_back(std::move(mem).value());
+      } else {
+        at += (e.nbytes + 63) / 64 * 64;
+      }
+      o.destinations[e.path] = {dst, e.nbytes, mark_fresh};
     }
-    const bool ok = restore(o);
-    ::munmap(arena, len);
-    return ok;
+    return restore(o);
   };
   resume::LoadAllOptions load_bench;
   load_bench.io_threads = threads;
