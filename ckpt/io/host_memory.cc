@@ -32,11 +32,11 @@ bool kernel_offers_huge_pages() {
 // Infinity when the memory cannot be had.
 double fault_in_seconds(bool huge) {
   constexpr size_t kProbe = 4u << 20;
-  void* p = ::mmap(nullptr, kProbe + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                   -1, 0);
+  void* p =
+      ::mmap(nullptr, kProbe + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return 1e30;
-  auto* a = reinterpret_cast<volatile unsigned char*>(
-      (reinterpret_cast<uintptr_t>(p) + kHuge - 1) / kHuge * kHuge);
+  auto* a = reinterpret_cast<volatile unsigned char*>((reinterpret_cast<uintptr_t>(p) + kHuge - 1) /
+                                                      kHuge * kHuge);
   const auto t0 = std::chrono::steady_clock::now();
 #ifdef MADV_HUGEPAGE
   if (huge) ::madvise(const_cast<unsigned char*>(a), kProbe, MADV_HUGEPAGE);

@@ -16,8 +16,8 @@
 // Memory: the arena holds one copy of the state's tensor bytes (each tensor rounded up to 64
 // bytes), allocated on the first save, reused by every later one and grown (reallocated to the
 // new size) only when the state no longer fits. It is freed with the saver. Its memory comes from
-// an ArenaAllocator: ckpt::HostMemory (ckpt/io/host_memory.h) by default; a CUDA-aware caller passes
-// pinned memory (resume/cuda's business — not wired yet, the CPU path is what runs here).
+// an ArenaAllocator: ckpt::HostMemory (ckpt/io/host_memory.h) by default; a CUDA-aware caller
+// passes pinned memory (resume/cuda's business — not wired yet, the CPU path is what runs here).
 //
 // Thread-safety: submit(), wait() and the accessors are called from one thread (the training
 // thread); the job's `write` runs on the background thread and must only touch what it owns or
