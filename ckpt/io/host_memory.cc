@@ -20,6 +20,12 @@ namespace {
 
 constexpr uint64_t kHuge = 2u << 20;
 
+// The first byte of `p` on a 2 MiB boundary (pointer arithmetic: no integer-to-pointer cast).
+unsigned char* huge_aligned(void* p) {
+  const uint64_t off = reinterpret_cast<uintptr_t>(p) % kHuge;
+  return static_cast<unsigned char*>(p) + (off == 0 ? 0 : kHuge - off);
+}
+
 bool kernel_offers_huge_pages() {
   std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
   std::string modes;
@@ -35,11 +41,11 @@ double fault_in_seconds(bool huge) {
   void* p =
       ::mmap(nullptr, kProbe + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return 1e30;
-  auto* a = reinterpret_cast<volatile unsigned char*>((reinterpret_cast<uintptr_t>(p) + kHuge - 1) /
-                                                      kHuge * kHuge);
+  unsigned char* aligned = huge_aligned(p);
+  volatile unsigned char* a = aligned;
   const auto t0 = std::chrono::steady_clock::now();
 #ifdef MADV_HUGEPAGE
-  if (huge) ::madvise(const_cast<unsigned char*>(a), kProbe, MADV_HUGEPAGE);
+  if (huge) ::madvise(aligned, kProbe, MADV_HUGEPAGE);
 #endif
   for (size_t at = 0; at < kProbe; at += 4096) a[at] = 1;
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -98,8 +104,7 @@ Result<HostMemory> HostMemory::allocate(uint64_t bytes, bool populate, const cha
                     ": " + std::strerror(errno));
   }
   m.map_ = p;
-  const auto base = reinterpret_cast<uintptr_t>(p);
-  m.data_ = reinterpret_cast<unsigned char*>(huge ? (base + kHuge - 1) / kHuge * kHuge : base);
+  m.data_ = huge ? huge_aligned(p) : static_cast<unsigned char*>(p);
 #ifdef MADV_HUGEPAGE
   // Advice only: where it is refused the memory works with small pages.
   if (huge && ::madvise(m.data_, bytes / kHuge * kHuge, MADV_HUGEPAGE) == 0) {
