@@ -198,12 +198,16 @@ def test_save_after_close_is_refused(tmp_path):
 
 def test_the_lock_dies_with_the_process_that_took_it(tmp_path):
     """A trainer forks a worker that outlives it (as DataLoader workers do) and is SIGKILLed:
-    the relaunch takes the lock at once, while the worker still runs."""
+    the relaunch takes the lock at once, while the worker still runs. The trainer dies once the
+    worker has started (its fork returned, so the fork handler that drops its copy of the lock
+    has run: a worker never scheduled yet would hold it until it is)."""
     script = ("import os, signal, sys, time, ckpt\n"
               "ck = ckpt.Checkpointer(sys.argv[1])\n"
+              "r, w = os.pipe()\n"
               "pid = os.fork()\n"
               "if pid == 0:\n"
-              "    time.sleep(20); os._exit(0)\n"
+              "    os.write(w, b'x'); time.sleep(20); os._exit(0)\n"
+              "os.read(r, 1)\n"
               "print(pid, flush=True)\n"
               "os.kill(os.getpid(), signal.SIGKILL)\n")
     p = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], env=ENV,
