@@ -61,11 +61,14 @@ def launch(world, script, *args, timeout=600):
              for r in range(world)]
     outs = []
     try:
-        for r, p in enumerate(procs):
-            out, _ = p.communicate(timeout=timeout)
-            outs.append(out)
-            what = f"{script} {' '.join(map(str, args))}"
-            assert p.returncode == 0, f"rank {r} of {world} ({what}):\n{out}"
+        for p in procs:
+            outs.append(p.communicate(timeout=timeout)[0])
+        # every failed rank's output: the first to fail is not always rank 0 (the others then
+        # only report the lost connection)
+        what = f"{script} {' '.join(map(str, args))}"
+        failed = [f"rank {r} of {world} ({what}) exited {p.returncode}:\n{out[-6000:]}"
+                  for r, (p, out) in enumerate(zip(procs, outs)) if p.returncode != 0]
+        assert not failed, "\n".join(failed)
     finally:
         for p in procs:
             if p.poll() is None:
