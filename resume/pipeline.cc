@@ -109,6 +109,7 @@ class Run {
   std::atomic<uint64_t> read_bytes{0};
   std::atomic<uint64_t> chunks{0};
   std::atomic<uint64_t> scattered{0};
+  std::atomic<uint64_t> hashed_in_cache{0};
 
  private:
   struct Hashers {  // a worker's: of the tensor it is in, and of the tensor's chunk
@@ -140,6 +141,18 @@ class Run {
         return Status::ok();
       }
     }
+    if (file_hash_ == nullptr && options_.verify_hashes && sink_->hash_only(c)) {
+      HashVisit visit{this, &c, hasher, Status::ok()};
+      CKPT_ASSIGN_OR_RETURN(const bool visited,
+                            file_.visit_at(c.offset, c.nbytes, &HashVisit::run, &visit));
+      if (visited) {
+        CKPT_RETURN_IF_ERROR(visit.status);
+        read_bytes.fetch_add(c.nbytes, std::memory_order_relaxed);
+        hashed_in_cache.fetch_add(c.nbytes, std::memory_order_relaxed);
+        chunks.fetch_add(1, std::memory_order_relaxed);
+        return Status::ok();
+      }
+    }
     CKPT_ASSIGN_OR_RETURN(unsigned char* buf, sink_->acquire(id, c));
     Status s = file_.read_at(c.offset, buf, c.nbytes);
     if (s.is_ok()) s = sink_->deliver(id, c, buf);
@@ -154,6 +167,20 @@ class Run {
     chunks.fetch_add(1, std::memory_order_relaxed);
     return Status::ok();
   }
+
+  // A chunk hashed where the file holds its bytes (visit_at). If the file shrinks underneath,
+  // run() stops anywhere inside hash_pieces: it holds no lock and nothing to destroy until it
+  // returns, and `status` is written only then.
+  struct HashVisit {
+    Run* owner;
+    const PlanChunk* chunk;
+    Hashers* hasher;
+    Status status;
+    static void run(const unsigned char* bytes, size_t, void* arg) {
+      auto* v = static_cast<HashVisit*>(arg);
+      v->status = v->owner->hash_pieces(*v->chunk, bytes, nullptr, v->hasher);
+    }
+  };
 
   // Pieces of one tensor arrive in order within a unit, so one Hasher per worker suffices: reset
   // at a tensor's first byte, digest at its last (the same for its chunks). Piece k's bytes are
@@ -278,6 +305,7 @@ Status run_pipeline(const RandomAccessFile& file, const ReadPlan& plan, ChunkSin
     stats->read_bytes = run.read_bytes.load();
     stats->chunks = run.chunks.load();
     stats->scattered = run.scattered.load();
+    stats->hashed_in_cache = run.hashed_in_cache.load();
     stats->threads = static_cast<unsigned>(pool.size() + 1);
   }
   CKPT_RETURN_IF_ERROR(s);

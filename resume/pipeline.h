@@ -11,7 +11,8 @@
 //      chunk is still in cache); sink.release() hands the memory back. Without a file hash to
 //      stream, a chunk of several pieces that sink.scatter() accepts is instead read with one
 //      read_scatter_at() straight into the pieces' destinations (no staging copy) and each
-//      piece hashed there, still in cache;
+//      piece hashed there, still in cache. A chunk the sink only hashes (ChunkSink::hash_only)
+//      is hashed where the file holds it when the file can show it (visit_at), with no read;
 //   3. when a tensor's last piece has been hashed, its digest is compared with the manifest's.
 //   4. with a file hash to check (the plan covers the whole file, read_plan.h cover_file()), the
 //      worker then hands the chunk to the file hash, which consumes chunks strictly in file
@@ -50,6 +51,11 @@ class ChunkSink {
   // True when `bytes` (from acquire) keep the chunk's bytes unchanged until run_pipeline returns
   // (read straight into their destination), so the file hash may read them later.
   virtual bool bytes_stay(const PlanChunk&) const { return false; }
+  // True when no byte of `chunk` goes anywhere (every piece is only hashed: the checking read of
+  // a check-first restore). Without a file hash to stream, the pipeline then hashes the bytes
+  // where the file already holds them (RandomAccessFile::visit_at: cached pages of a local
+  // file), and reads them through acquire() only where it cannot.
+  virtual bool hash_only(const PlanChunk&) const { return false; }
   // Optional, instead of acquire/deliver/release for a chunk of several pieces: true with
   // `spans` tiling the chunk in file order (each piece's bytes into its destination, the padding
   // between them into scratch memory of the worker's) and `piece_bytes[k]` where the chunk's k-th
@@ -73,7 +79,8 @@ struct PipelineOptions {
 struct PipelineStats {
   uint64_t read_bytes = 0;  // bytes read from the file (padding included)
   uint64_t chunks = 0;
-  uint64_t scattered = 0;  // chunks read straight into several destinations (sink.scatter)
+  uint64_t scattered = 0;        // chunks read straight into several destinations (sink.scatter)
+  uint64_t hashed_in_cache = 0;  // bytes hashed where the file holds them (sink.hash_only)
   unsigned threads = 0;
 };
 

@@ -77,6 +77,13 @@ class BoxSink final : public ChunkSink {
   bool bytes_stay(const PlanChunk& c) const override {
     return plan_.is_direct(c) && dst_[plan_.pieces[c.first_piece].tensor].direct != nullptr;
   }
+  bool hash_only(const PlanChunk& c) const override {
+    for (uint32_t k = 0; k < c.piece_count; ++k) {
+      const Dest& d = dst_[plan_.pieces[c.first_piece + k].tensor];
+      if (d.direct != nullptr || !d.spans.empty()) return false;
+    }
+    return true;
+  }
   uint64_t copied() const { return copied_; }      // bytes copied from staging into targets
   uint64_t in_place() const { return in_place_; }  // bytes read straight into targets
 

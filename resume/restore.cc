@@ -111,6 +111,12 @@ class HostSink final : public ChunkSink {
 
   Status release(unsigned, const PlanChunk&, unsigned char*) override { return Status::ok(); }
   bool bytes_stay(const PlanChunk& c) const override { return direct(c); }
+  bool hash_only(const PlanChunk& c) const override {
+    for (uint32_t k = 0; k < c.piece_count; ++k) {
+      if (dst_[plan_.pieces[c.first_piece + k].tensor] != nullptr) return false;
+    }
+    return true;
+  }
 
   // Coalesced small tensors that all have a destination: one preadv straight into them, the
   // padding between them into the worker's staging buffer (its bytes are never looked at).
@@ -266,6 +272,7 @@ void add_stats(const PipelineStats& ps, RestoreStats* local) {
   local->read_bytes += ps.read_bytes;
   local->chunks += ps.chunks;
   local->scattered += ps.scattered;
+  local->hashed_in_cache += ps.hashed_in_cache;
   local->threads = std::max(local->threads, ps.threads);
 }
 

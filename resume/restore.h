@@ -125,7 +125,8 @@ struct RestoreStats {
   size_t tensors = 0;
   size_t placed = 0;  // restored into a destination
   uint64_t chunks = 0;
-  uint64_t scattered = 0;  // reads of several small tensors straight into their destinations
+  uint64_t scattered = 0;        // reads of several small tensors straight into their destinations
+  uint64_t hashed_in_cache = 0;  // check_first: bytes hashed in the page cache, not read (mapped)
   unsigned threads = 0;
   double metadata_seconds = 0;  // manifest, HDF5 structure, checks, plan
   double data_seconds = 0;      // the read/hash pipeline (both reads with check_first)

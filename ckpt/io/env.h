@@ -72,6 +72,17 @@ class RandomAccessFile {
   // reads. Empty when unknown (in-memory files, which nothing else writes).
   virtual std::string version() const { return {}; }
   virtual ReadProfile read_profile() const { return {}; }
+  // Calls visit(bytes, n, arg) with the file's bytes [offset, offset + n) where they already lie,
+  // without a copy, when this file can: a local file whose bytes are in the page cache
+  // (mapped_file.h). True when it did; false when it cannot (the caller reads instead, with
+  // read_at, which also reports a range outside the file); kCorrupt "truncated" when the file
+  // shrank underneath and cut visit short. visit must only read the bytes and write plain
+  // memory: it may stop anywhere (mapped_file.h guard_sigbus). Thread-safe.
+  using ByteVisitor = void (*)(const unsigned char* bytes, size_t n, void* arg);
+  virtual Result<bool> visit_at(uint64_t /*offset*/, size_t /*n*/, ByteVisitor /*visit*/,
+                                void* /*arg*/) const {
+    return false;
+  }
 
   // Reads exactly `len` bytes at `offset` as a string; the range is checked against size() before
   // anything is allocated, so a hostile length costs nothing.

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "ckpt/base/hash.h"
+#include "ckpt/io/mapped_file.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
 #include "resume/read_plan.h"
@@ -328,6 +329,50 @@ TEST_CASE("check first: fresh destinations are filled by the check read, the liv
   // The second read left the fresh tensors out (their bytes, less what coalescing pads with).
   REQUIRE(stats.read_bytes < all_live.read_bytes);
   REQUIRE(all_live.read_bytes - stats.read_bytes >= fresh_bytes / 2);
+}
+
+// The checking read through the page cache (mapped_file.h: hashed where the file's cached pages
+// lie, no read) against pread: the same tree, the same refusal of a damaged tensor, nothing live
+// written before every hash passed; the stats say which way the bytes were hashed.
+TEST_CASE("check first: hashing cached bytes in place checks as strictly as reading them",
+          "[resume]") {
+  for (bool mapped : {false, true}) {
+    override_mapped_reads(mapped ? 1 : 0);
+    Saved s;
+    save(&s);
+    RestoreOptions one = with_regions(s);
+    Destinations one_d(s.manifest, &one);
+    REQUIRE(restore_rank(Env::posix(), s.dir.path(), 0, one).is_ok());
+    RestoreOptions o = with_regions(s);
+    o.check_first = true;
+    o.chunk_bytes = 65536;
+    o.io_threads = 3;
+    Destinations d(s.manifest, &o);
+    RestoreStats stats;
+    auto got = restore_rank(Env::posix(), s.dir.path(), 0, o, &stats);
+    INFO("mapped " << mapped << ": " << got.status().to_string());
+    REQUIRE(got.is_ok());
+    for (const auto& [path, bytes] : d.bytes) REQUIRE(bytes == one_d.bytes.at(path));
+    CHECK((stats.hashed_in_cache > 0) == mapped);
+
+    Saved bad;
+    save_damaged(&bad, /*padding=*/false);
+    RestoreOptions b = with_regions(bad);
+    b.check_first = true;
+    b.chunk_bytes = 65536;
+    b.io_threads = 3;
+    Destinations bd(bad.manifest, &b);
+    std::vector<char> warm(bad.manifest.file_bytes);  // cached, so mapped reads take it
+    auto file = Env::posix()->open_random(bad.file);
+    REQUIRE(file.is_ok());
+    REQUIRE((*file)->read_at(0, warm.data(), warm.size()).is_ok());
+    auto refused = restore_rank(Env::posix(), bad.dir.path(), 0, b);
+    INFO(refused.status().to_string());
+    REQUIRE(refused.status().code() == Code::kCorrupt);
+    REQUIRE(refused.status().message().find("xxh3 mismatch at offset") != std::string::npos);
+    REQUIRE(bd.untouched());
+  }
+  override_mapped_reads(-1);
 }
 
 TEST_CASE("check first: a damaged file leaves the live destinations untouched, fresh ones or not",
