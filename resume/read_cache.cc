@@ -52,6 +52,41 @@ Status ReadCache::read_scatter_at(uint64_t offset, const ReadSpan* spans, size_t
   return Status::ok();
 }
 
+Result<bool> ReadCache::visit_at(uint64_t offset, size_t n, ByteVisitor visit, void* arg) const {
+  if (n == 0 || !range_inside(offset, n, size())) return false;
+  const uint64_t end = offset + n;
+  const unsigned char* held = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = blocks_.upper_bound(offset);  // the block before it starts at or before offset
+    if (it != blocks_.begin() && std::prev(it)->first + std::prev(it)->second.n >= end) {
+      held = std::prev(it)->second.data() + (offset - std::prev(it)->first);
+      hits_ += n;
+    } else {
+      if (overlaps(offset, end) || held_ + n > budget_ || !wanted(offset, end)) return false;
+      held_ += n;  // reserved for the block below
+    }
+  }
+  if (held != nullptr) {  // blocks stay until the cache goes
+    visit(held, n, arg);
+    count_read(n);
+    return true;
+  }
+  Block b = new_block(n);
+  Status s = base_.read_at(offset, b.data(), n);
+  if (s.is_ok()) visit(b.data(), n, arg);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!s.is_ok() || overlaps(offset, end)) {
+    held_ -= n;
+    CKPT_RETURN_IF_ERROR(s);
+  } else {
+    blocks_.emplace(offset, std::move(b));
+  }
+  misses_ += n;
+  count_read(n);
+  return true;
+}
+
 Status ReadCache::serve(uint64_t offset, unsigned char* dst, uint64_t n) const {
   struct Piece {
     uint64_t at, n;
@@ -133,13 +168,7 @@ void ReadCache::keep(uint64_t offset, const unsigned char* bytes, uint64_t n) co
   }
   // ... and copied outside it: a fresh block's page faults would hold up every other reader.
   for (const auto& [from, to] : parts) {
-    Block b;
-    b.n = to - from;
-    if (b.n >= (2u << 20)) {  // huge pages where they fault in faster (ckpt/io/host_memory.h)
-      auto m = HostMemory::allocate(b.n, /*populate=*/false, "a restore's read cache");
-      if (m.is_ok()) b.large = std::move(m).value();
-    }
-    if (b.large.data() == nullptr) b.small.reset(new unsigned char[b.n]);
+    Block b = new_block(to - from);
     std::memcpy(b.data(), bytes + (from - offset), b.n);
     std::lock_guard<std::mutex> lock(mu_);
     if (overlaps(from, to)) {  // another reader of the same bytes kept them first
@@ -148,6 +177,24 @@ void ReadCache::keep(uint64_t offset, const unsigned char* bytes, uint64_t n) co
     }
     blocks_.emplace(from, std::move(b));
   }
+}
+
+ReadCache::Block ReadCache::new_block(uint64_t n) {
+  Block b;
+  b.n = n;
+  if (n >= (2u << 20)) {  // huge pages where they fault in faster (ckpt/io/host_memory.h)
+    auto m = HostMemory::allocate(n, /*populate=*/false, "a restore's read cache");
+    if (m.is_ok()) b.large = std::move(m).value();
+  }
+  if (b.large.data() == nullptr) b.small.reset(new unsigned char[n]);
+  return b;
+}
+
+bool ReadCache::wanted(uint64_t from, uint64_t to) const {
+  if (!only_) return true;
+  auto it = std::partition_point(only_->begin(), only_->end(),
+                                 [&](const auto& r) { return r.second <= from; });
+  return it != only_->end() && it->first <= from && to <= it->second;
 }
 
 bool ReadCache::overlaps(uint64_t from, uint64_t to) const {

@@ -28,6 +28,10 @@ class ReadCache final : public RandomAccessFile {
   ReadCache(const RandomAccessFile& base, uint64_t budget) : base_(base), budget_(budget) {}
   Status read_at(uint64_t offset, void* dst, size_t n) const override;
   Status read_scatter_at(uint64_t offset, const ReadSpan* spans, size_t count) const override;
+  // The checking read's bytes, hashed where the cache holds them: a range a block holds is
+  // visited there; a range nothing holds that is to be kept (keep_only, the budget) is
+  // downloaded straight into a new block, visited, and kept — no staging copy. Else false.
+  Result<bool> visit_at(uint64_t offset, size_t n, ByteVisitor visit, void* arg) const override;
   uint64_t size() const override { return base_.size(); }
   const std::string& path() const override { return base_.path(); }
   std::string version() const override { return base_.version(); }
@@ -47,12 +51,14 @@ class ReadCache final : public RandomAccessFile {
     uint64_t n = 0;
     unsigned char* data() const { return small ? small.get() : large.data(); }
   };
+  static Block new_block(uint64_t n);
   // Copies what the held blocks have of [offset, offset+n) into dst and reads the rest from
   // base_, keeping what it read while under the budget.
   Status serve(uint64_t offset, unsigned char* dst, uint64_t n) const;
   void keep(uint64_t offset, const unsigned char* bytes, uint64_t n) const;
   bool overlaps(uint64_t from,
-                uint64_t to) const;  // a held block has bytes in [from, to); mu_ held
+                uint64_t to) const;               // a held block has bytes in [from, to); mu_ held
+  bool wanted(uint64_t from, uint64_t to) const;  // keep_only allows all of [from, to); mu_ held
 
   const RandomAccessFile& base_;
   const uint64_t budget_;

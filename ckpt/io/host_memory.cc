@@ -90,6 +90,10 @@ bool huge_pages_enabled() {
   return enabled;
 }
 
+bool prefer_host_memory(uint64_t nbytes, uint64_t malloc_free) {
+  return nbytes >= kHuge && huge_pages_enabled() && malloc_free < nbytes;
+}
+
 Result<HostMemory> HostMemory::allocate(uint64_t bytes, bool populate, const char* what) {
   HostMemory m;
   m.size_ = bytes;

@@ -58,4 +58,14 @@ uint64_t malloc_free_bytes();
 // Whether allocations are advised to use huge pages (above). Decided once per process.
 bool huge_pages_enabled();
 
+// Whether a tensor of `nbytes` that a restore allocates and then fills (a fresh optimizer's
+// moment) should live in HostMemory rather than in its allocator's memory: it is at least 2 MiB,
+// huge pages are enabled, and malloc holds less than `nbytes` free (`malloc_free`; memory malloc
+// holds costs nothing to touch again). The one rule of the C++ Checkpointer (fresh_like) and the
+// Python package (ckpt/_memory.py).
+bool prefer_host_memory(uint64_t nbytes, uint64_t malloc_free);
+inline bool prefer_host_memory(uint64_t nbytes) {
+  return prefer_host_memory(nbytes, malloc_free_bytes());
+}
+
 }  // namespace ckpt

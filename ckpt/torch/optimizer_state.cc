@@ -28,14 +28,13 @@ namespace ckpt::torch_adapter {
 namespace {
 
 // An uninitialised tensor shaped, typed and placed as `param`, for a fresh optimizer's moment the
-// restore is about to fill. On the CPU, at least 2 MiB, and more than malloc holds free (memory
-// freed earlier costs nothing to touch again): in memory whose 2 MiB-aligned part is advised to use
-// huge pages, owned by the tensor (ckpt/io/host_memory.h: first-touch memory costs more than the
-// restore's reads). Else, or where that memory cannot be had, at::empty. Throws as at::empty.
+// restore is about to fill. On the CPU where prefer_host_memory says so: in memory whose 2 MiB-
+// aligned part is advised to use huge pages, owned by the tensor (ckpt/io/host_memory.h:
+// first-touch memory costs more than the restore's reads). Else, or where that memory cannot be
+// had, at::empty. Throws as at::empty.
 at::Tensor fresh_like(const at::Tensor& param) {
   const uint64_t nbytes = static_cast<uint64_t>(param.nbytes());
-  if (!param.device().is_cpu() || nbytes < (2u << 20) || !huge_pages_enabled() ||
-      malloc_free_bytes() >= nbytes) {
+  if (!param.device().is_cpu() || !prefer_host_memory(nbytes)) {
     return at::empty(param.sizes(), param.options());
   }
   auto memory = HostMemory::allocate(nbytes, /*populate=*/false, "a restored tensor");

@@ -8,7 +8,8 @@ again, and torch.empty takes it. Otherwise a tensor of at least 2 MiB is put in 
 core's (ckpt/io/host_memory.h) whose 2 MiB-aligned part is advised to use transparent huge pages
 (0.15 s per GB); it reaches torch through DLPack, so the tensor owns it and frees it from any
 thread without the GIL. Smaller tensors, and every tensor when the kernel offers no huge pages
-(or CKPT_HUGE_PAGES=0), come from torch.empty."""
+(or CKPT_HUGE_PAGES=0), come from torch.empty. The rule is the core's prefer_host_memory, which
+the C++ Checkpointer's fresh moments follow too."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -18,8 +19,6 @@ from torch.utils.dlpack import from_dlpack
 
 from . import _core
 
-_HUGE_PAGE = 2 << 20
-
 
 def empty(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
     """An uninitialised contiguous CPU tensor, as torch.empty(shape, dtype=dtype)."""
@@ -27,8 +26,7 @@ def empty(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
     for s in shape:
         numel *= int(s)
     nbytes = numel * torch.empty(0, dtype=dtype).element_size()
-    if (nbytes < _HUGE_PAGE or not _core.huge_pages_enabled()
-            or _core.malloc_free_bytes() >= nbytes):
+    if not _core.prefer_host_memory(nbytes):
         return torch.empty(tuple(shape), dtype=dtype)
     raw = from_dlpack(_core.host_tensor_capsule(nbytes))
     return raw.view(dtype).view(tuple(shape))

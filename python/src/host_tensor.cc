@@ -1,8 +1,11 @@
 #include "host_tensor.h"
 
+#include <pybind11/stl.h>
+
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <optional>
 #include <utility>
 
 #include "ckpt/io/host_memory.h"
@@ -85,6 +88,15 @@ void bind_host_tensor(py::module_& m) {
         "torch.utils.dlpack.from_dlpack(capsule) is a tensor that owns it.");
   m.def("huge_pages_enabled", &huge_pages_enabled);
   m.def("malloc_free_bytes", &malloc_free_bytes);
+  m.def(
+      "prefer_host_memory",
+      [](uint64_t nbytes, std::optional<uint64_t> malloc_free) {
+        return prefer_host_memory(nbytes, malloc_free ? *malloc_free : malloc_free_bytes());
+      },
+      py::arg("nbytes"), py::arg("malloc_free") = py::none(),
+      "Whether a fresh tensor of nbytes belongs in host_tensor_capsule's memory rather than "
+      "torch.empty's (ckpt/io/host_memory.h prefer_host_memory); malloc_free defaults to "
+      "malloc_free_bytes().");
 }
 
 }  // namespace ckpt::python

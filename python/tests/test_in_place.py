@@ -149,7 +149,8 @@ def test_a_fresh_optimizers_large_moments_get_huge_page_memory_unless_malloc_has
     with ckpt.Checkpointer(tmp_path) as ck:
         ck.track(model=src, optimizer=src_opt)
         ck.save(1)
-    monkeypatch.setattr(_core, "malloc_free_bytes", lambda: malloc_free)
+    monkeypatch.setattr(_core, "prefer_host_memory",
+                        lambda n, real=_core.prefer_host_memory: real(n, malloc_free))
     calls = []
     monkeypatch.setattr(_core, "host_tensor_capsule",
                         lambda n, real=_core.host_tensor_capsule: calls.append(n) or real(n))

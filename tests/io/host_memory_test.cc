@@ -122,6 +122,16 @@ constexpr bool kAsan = false;
 constexpr bool kAsan = false;
 #endif
 
+TEST_CASE("fresh tensors of 2 MiB and more get host memory unless malloc has it free",
+          "[host_memory]") {
+  const bool huge = huge_pages_enabled();
+  CHECK_FALSE(prefer_host_memory(2 * kMiB - 1, 0));  // small: the allocator's
+  CHECK(prefer_host_memory(2 * kMiB, 0) == huge);
+  CHECK(prefer_host_memory(64 * kMiB, 64 * kMiB - 1) == huge);
+  CHECK_FALSE(prefer_host_memory(64 * kMiB, 64 * kMiB));  // malloc holds it: touched already
+  CHECK_FALSE(prefer_host_memory(uint64_t{1} << 40, uint64_t{1} << 41));
+}
+
 TEST_CASE("malloc's free bytes grow when memory is freed", "[host_memory]") {
   // A block under the mmap threshold stays in malloc's heap when freed.
   g_block = static_cast<unsigned char*>(std::malloc(64 * 1024));

@@ -129,6 +129,54 @@ TEST_CASE("a damaged tensor on a remote store is refused before any destination 
   for (const auto& [path, b] : d) REQUIRE(b == std::vector<unsigned char>(b.size(), 0xAB));
 }
 
+struct Sum {
+  uint64_t sum = 0;
+  static void run(const unsigned char* bytes, size_t n, void* arg) {
+    for (size_t i = 0; i < n; ++i) static_cast<Sum*>(arg)->sum += bytes[i];
+  }
+};
+
+uint64_t sum_of(const std::string& s, size_t from, size_t n) {
+  uint64_t sum = 0;
+  for (size_t i = from; i < from + n; ++i) sum += static_cast<unsigned char>(s[i]);
+  return sum;
+}
+
+// The checking read of a check-first restore from a store: what the second read wants is
+// downloaded straight into a block it keeps, and visited there.
+TEST_CASE("ReadCache::visit_at downloads a wanted range into a block it keeps, else declines",
+          "[resume]") {
+  std::string bytes(1 << 18, '\0');
+  std::mt19937 g(5);
+  for (char& c : bytes) c = static_cast<char>(g());
+  auto base = memory_file("mem", bytes);
+  ReadCache cache(*base, uint64_t{1} << 30);
+  cache.keep_only({{0, 100000}});
+  Sum sum;
+  auto got = cache.visit_at(1000, 50000, &Sum::run, &sum);
+  REQUIRE(got.is_ok());
+  REQUIRE(*got);
+  CHECK(sum.sum == sum_of(bytes, 1000, 50000));
+  CHECK(cache.held_bytes() == 50000);
+  CHECK(cache.misses() == 50000);
+  Sum again;  // inside the block: visited there, nothing read
+  REQUIRE(cache.visit_at(2000, 1000, &Sum::run, &again).value());
+  CHECK(again.sum == sum_of(bytes, 2000, 1000));
+  CHECK(cache.misses() == 50000);
+  std::string out(50000, '\0');
+  REQUIRE(cache.read_at(1000, out.data(), out.size()).is_ok());
+  CHECK(out == bytes.substr(1000, 50000));
+  CHECK(cache.misses() == 50000);  // the second read: from the block
+  Sum no;
+  CHECK_FALSE(cache.visit_at(90000, 20000, &Sum::run, &no).value());           // partly unwanted
+  CHECK_FALSE(cache.visit_at(40000, 20000, &Sum::run, &no).value());           // partly held
+  CHECK_FALSE(cache.visit_at(bytes.size() - 10, 20, &Sum::run, &no).value());  // outside
+  CHECK(no.sum == 0);
+  ReadCache small(*base, 1000);
+  CHECK_FALSE(small.visit_at(0, 5000, &Sum::run, &no).value());  // over the budget
+  CHECK(small.held_bytes() == 0);
+}
+
 TEST_CASE("ReadCache serves any range bit-exact whatever it holds", "[resume]") {
   std::string bytes(1 << 20, '\0');
   std::mt19937 g(7);
