@@ -130,8 +130,11 @@ class Run {
         if (scratch->piece_bytes.size() != c.piece_count) {
           return internal_error(file_.path() + ": restore sink scattered a chunk wrongly");
         }
-        CKPT_RETURN_IF_ERROR(
-            file_.read_scatter_at(c.offset, scratch->spans.data(), scratch->spans.size()));
+        const ReadSpan* spans = scratch->spans.data();
+        const size_t count = scratch->spans.size();
+        CKPT_RETURN_IF_ERROR(options_.verify_hashes
+                                 ? file_.read_scatter_at(c.offset, spans, count)
+                                 : file_.read_scatter_streaming(c.offset, spans, count));
         if (options_.verify_hashes) {
           CKPT_RETURN_IF_ERROR(hash_pieces(c, nullptr, scratch->piece_bytes.data(), hasher));
         }
@@ -154,7 +157,13 @@ class Run {
       }
     }
     CKPT_ASSIGN_OR_RETURN(unsigned char* buf, sink_->acquire(id, c));
-    Status s = file_.read_at(c.offset, buf, c.nbytes);
+    Status s = Status::ok();
+    if (!options_.verify_hashes && file_hash_ == nullptr && sink_->bytes_stay(c)) {
+      const ReadSpan whole{buf, static_cast<size_t>(c.nbytes)};  // into place, read no more
+      s = file_.read_scatter_streaming(c.offset, &whole, 1);
+    } else {
+      s = file_.read_at(c.offset, buf, c.nbytes);
+    }
     if (s.is_ok()) s = sink_->deliver(id, c, buf);
     if (s.is_ok() && options_.verify_hashes) s = hash_pieces(c, buf, nullptr, hasher);
     if (s.is_ok() && file_hash_ != nullptr && !file_hash_->feed(index, buf, sink_->bytes_stay(c))) {

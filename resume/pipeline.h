@@ -12,7 +12,9 @@
 //      stream, a chunk of several pieces that sink.scatter() accepts is instead read with one
 //      read_scatter_at() straight into the pieces' destinations (no staging copy) and each
 //      piece hashed there, still in cache. A chunk the sink only hashes (ChunkSink::hash_only)
-//      is hashed where the file holds it when the file can show it (visit_at), with no read;
+//      is hashed where the file holds it when the file can show it (visit_at), with no read.
+//      Without hashes, what goes straight into place is read with read_scatter_streaming (the
+//      caller reads those bytes no more: non-temporal stores where the file copies them);
 //   3. when a tensor's last piece has been hashed, its digest is compared with the manifest's.
 //   4. with a file hash to check (the plan covers the whole file, read_plan.h cover_file()), the
 //      worker then hands the chunk to the file hash, which consumes chunks strictly in file

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/base/stream_copy.h"
+
 namespace ckpt::resume {
 namespace {
 
@@ -38,14 +40,26 @@ Status ReadCache::read_at(uint64_t offset, void* dst, size_t n) const {
 }
 
 Status ReadCache::read_scatter_at(uint64_t offset, const ReadSpan* spans, size_t count) const {
+  return scatter(offset, spans, count, false);
+}
+
+Status ReadCache::read_scatter_streaming(uint64_t offset, const ReadSpan* spans,
+                                         size_t count) const {
+  return scatter(offset, spans, count, true);
+}
+
+// Each span served where it lands (no staging buffer).
+Status ReadCache::scatter(uint64_t offset, const ReadSpan* spans, size_t count,
+                          bool streaming) const {
   uint64_t total = 0;
   for (size_t i = 0; i < count; ++i) total += spans[i].nbytes;
   if (!range_inside(offset, total, size())) return base_.read_scatter_at(offset, spans, count);
-  std::vector<unsigned char> buf(total);
-  CKPT_RETURN_IF_ERROR(serve(offset, buf.data(), total));
-  uint64_t at = 0;
+  uint64_t at = offset;
   for (size_t i = 0; i < count; ++i) {
-    if (spans[i].nbytes != 0) std::memcpy(spans[i].dst, buf.data() + at, spans[i].nbytes);
+    if (spans[i].nbytes != 0) {
+      CKPT_RETURN_IF_ERROR(
+          serve(at, static_cast<unsigned char*>(spans[i].dst), spans[i].nbytes, streaming));
+    }
     at += spans[i].nbytes;
   }
   count_read(total);
@@ -87,7 +101,7 @@ Result<bool> ReadCache::visit_at(uint64_t offset, size_t n, ByteVisitor visit, v
   return true;
 }
 
-Status ReadCache::serve(uint64_t offset, unsigned char* dst, uint64_t n) const {
+Status ReadCache::serve(uint64_t offset, unsigned char* dst, uint64_t n, bool streaming) const {
   struct Piece {
     uint64_t at, n;
     const unsigned char* held;  // null: a hole, read from the file
@@ -116,7 +130,11 @@ Status ReadCache::serve(uint64_t offset, unsigned char* dst, uint64_t n) const {
   for (const Piece& p : pieces) {
     unsigned char* out = dst + (p.at - offset);
     if (p.held != nullptr) {
-      std::memcpy(out, p.held, p.n);
+      if (streaming) {
+        stream_copy(out, p.held, p.n);
+      } else {
+        std::memcpy(out, p.held, p.n);
+      }
       hit += p.n;
       continue;
     }

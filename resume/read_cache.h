@@ -28,6 +28,9 @@ class ReadCache final : public RandomAccessFile {
   ReadCache(const RandomAccessFile& base, uint64_t budget) : base_(base), budget_(budget) {}
   Status read_at(uint64_t offset, void* dst, size_t n) const override;
   Status read_scatter_at(uint64_t offset, const ReadSpan* spans, size_t count) const override;
+  // Held bytes copied out with stream_copy (ckpt/base/stream_copy.h).
+  Status read_scatter_streaming(uint64_t offset, const ReadSpan* spans,
+                                size_t count) const override;
   // The checking read's bytes, hashed where the cache holds them: a range a block holds is
   // visited there; a range nothing holds that is to be kept (keep_only, the budget) is
   // downloaded straight into a new block, visited, and kept — no staging copy. Else false.
@@ -54,7 +57,8 @@ class ReadCache final : public RandomAccessFile {
   static Block new_block(uint64_t n);
   // Copies what the held blocks have of [offset, offset+n) into dst and reads the rest from
   // base_, keeping what it read while under the budget.
-  Status serve(uint64_t offset, unsigned char* dst, uint64_t n) const;
+  Status serve(uint64_t offset, unsigned char* dst, uint64_t n, bool streaming = false) const;
+  Status scatter(uint64_t offset, const ReadSpan* spans, size_t count, bool streaming) const;
   void keep(uint64_t offset, const unsigned char* bytes, uint64_t n) const;
   bool overlaps(uint64_t from,
                 uint64_t to) const;               // a held block has bytes in [from, to); mu_ held

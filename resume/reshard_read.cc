@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "ckpt/base/hash.h"
+#include "ckpt/base/stream_copy.h"
 #include "ckpt/store/box_tiling.h"
 #include "ckpt/store/commit_index.h"
 #include "ckpt/store/run_dir.h"
@@ -54,8 +55,8 @@ class BoxSink final : public ChunkSink {
       const PlanPiece& p = plan_.pieces[c.first_piece + k];
       const Dest& d = dst_[p.tensor];
       const unsigned char* src = bytes + p.chunk_offset;
-      if (d.direct != nullptr) {
-        std::memcpy(d.direct + p.tensor_offset, src, p.nbytes);
+      if (d.direct != nullptr) {  // streamed: the pipeline hashes the staging copy, not this
+        stream_copy(d.direct + p.tensor_offset, src, p.nbytes);
         copied += p.nbytes;
       }
       const uint64_t a = p.tensor_offset, b = a + p.nbytes;  // the piece, in the read
@@ -63,7 +64,7 @@ class BoxSink final : public ChunkSink {
                                      [&](const Span& sp) { return sp.at + sp.nbytes <= a; });
       for (; it != d.spans.end() && it->at < b; ++it) {
         const uint64_t from = std::max(a, it->at), to = std::min(b, it->at + it->nbytes);
-        std::memcpy(it->dst + (from - it->at), src + (from - a), to - from);
+        stream_copy(it->dst + (from - it->at), src + (from - a), to - from);
         copied += to - from;
       }
     }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ckpt/base/hash.h"
+#include "ckpt/base/stream_copy.h"
 #include "ckpt/h5/rank_file.h"
 #include "ckpt/io/host_memory.h"
 #include "ckpt/store/rank_io.h"
@@ -103,8 +104,8 @@ class HostSink final : public ChunkSink {
     for (uint32_t k = 0; k < c.piece_count; ++k) {
       const PlanPiece& p = plan_.pieces[c.first_piece + k];
       if (dst_[p.tensor] == nullptr) continue;  // hashed only
-      save_old(c.first_piece + k);
-      std::memcpy(dst_[p.tensor] + p.tensor_offset, bytes + p.chunk_offset, p.nbytes);
+      save_old(c.first_piece + k);  // streamed: the pipeline hashes `bytes`, not the copy
+      stream_copy(dst_[p.tensor] + p.tensor_offset, bytes + p.chunk_offset, p.nbytes);
     }
     return Status::ok();
   }
@@ -169,7 +170,7 @@ class HostSink final : public ChunkSink {
     if (taken_.empty()) return;
     const PlanPiece& p = plan_.pieces[piece];
     if (saved_[p.tensor] == nullptr) return;
-    std::memcpy(saved_[p.tensor] + p.tensor_offset, dst_[p.tensor] + p.tensor_offset, p.nbytes);
+    stream_copy(saved_[p.tensor] + p.tensor_offset, dst_[p.tensor] + p.tensor_offset, p.nbytes);
     taken_[piece] = 1;
   }
 

@@ -65,6 +65,14 @@ class RandomAccessFile {
   // checked before anything is read. POSIX files do it with preadv (one system call for many
   // small tensors, no staging copy); the default calls read_at once per span. Thread-safe.
   virtual Status read_scatter_at(uint64_t offset, const ReadSpan* spans, size_t count) const;
+  // As read_scatter_at, for bytes the caller does not read again soon (a restore's unhashed copy
+  // straight into its destinations): where the file copies the bytes itself (cached pages through
+  // a mapping, a ReadCache's blocks), large spans go with non-temporal stores
+  // (ckpt/base/stream_copy.h), a third less memory traffic. By default read_scatter_at.
+  virtual Status read_scatter_streaming(uint64_t offset, const ReadSpan* spans,
+                                        size_t count) const {
+    return read_scatter_at(offset, spans, count);
+  }
   virtual uint64_t size() const = 0;
   virtual const std::string& path() const = 0;
   // What identifies this version of the file's contents — for POSIX files device, inode, size,

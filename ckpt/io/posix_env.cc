@@ -16,6 +16,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "ckpt/base/stream_copy.h"
 #include "ckpt/io/env.h"
 #include "ckpt/io/mapped_file.h"
 
@@ -128,16 +129,22 @@ class PosixWritable final : public WritableFile {
   uint64_t end_;
 };
 
-// The spans' bytes copied out of a mapping, one after another (under guard_sigbus).
+// The spans' bytes copied out of a mapping, one after another (under guard_sigbus); streamed
+// (stream_copy) for bytes the caller does not read next.
 struct MappedCopy {
   const unsigned char* src;
   const ReadSpan* spans;
   size_t count;
+  bool streaming;
   static void run(void* arg) {
     const auto* c = static_cast<const MappedCopy*>(arg);
     const unsigned char* from = c->src;
     for (size_t k = 0; k < c->count; ++k) {
-      std::memcpy(c->spans[k].dst, from, c->spans[k].nbytes);
+      if (c->streaming) {
+        stream_copy(c->spans[k].dst, from, c->spans[k].nbytes);
+      } else {
+        std::memcpy(c->spans[k].dst, from, c->spans[k].nbytes);
+      }
       from += c->spans[k].nbytes;
     }
   }
@@ -171,7 +178,7 @@ class PosixRandom final : public RandomAccessFile {
     }
     if (const FileMapping* m = cached(offset, n)) {
       const ReadSpan span{dst, n};
-      MappedCopy copy{m->data() + offset, &span, 1};
+      MappedCopy copy{m->data() + offset, &span, 1, false};
       if (!guard_sigbus(&MappedCopy::run, &copy)) return shrank();
       count_read(n);
       return Status::ok();
@@ -191,29 +198,12 @@ class PosixRandom final : public RandomAccessFile {
     }
     return Status::ok();
   }
-  // preadv in batches (move_spans).
   Status read_scatter_at(uint64_t offset, const ReadSpan* spans, size_t count) const override {
-    uint64_t total = 0;
-    for (size_t k = 0; k < count; ++k) total += spans[k].nbytes;
-    if (offset > size_ || total > size_ - offset) {
-      return corrupt(path_ + ": truncated: need bytes [" + std::to_string(offset) + ", " +
-                     std::to_string(offset + total) + ") but the file has " +
-                     std::to_string(size_));
-    }
-    if (const FileMapping* m = cached(offset, total)) {
-      MappedCopy copy{m->data() + offset, spans, count};
-      if (!guard_sigbus(&MappedCopy::run, &copy)) return shrank();
-      count_read(static_cast<size_t>(total));
-      return Status::ok();
-    }
-    const int fd = fd_;
-    const int r = move_spans(spans, count, offset, [fd](const iovec* v, int n, off_t at) {
-      return ::preadv(fd, v, n, at);
-    });
-    if (r < 0) return errno_status("read", path_);
-    if (r == 0 && total > 0) return corrupt(path_ + ": truncated: unexpected end of file");
-    count_read(static_cast<size_t>(total));
-    return Status::ok();
+    return scatter(offset, spans, count, false);
+  }
+  Status read_scatter_streaming(uint64_t offset, const ReadSpan* spans,
+                                size_t count) const override {
+    return scatter(offset, spans, count, true);
   }
   Result<bool> visit_at(uint64_t offset, size_t n, ByteVisitor visit, void* arg) const override {
     if (offset > size_ || n > size_ - offset) return false;  // read_at says what is wrong
@@ -237,6 +227,31 @@ class PosixRandom final : public RandomAccessFile {
 
  private:
   static constexpr uint64_t kMappedRead = 64u << 10;  // below it, one pread costs less
+
+  // preadv in batches (move_spans), or copies out of the mapping.
+  Status scatter(uint64_t offset, const ReadSpan* spans, size_t count, bool streaming) const {
+    uint64_t total = 0;
+    for (size_t k = 0; k < count; ++k) total += spans[k].nbytes;
+    if (offset > size_ || total > size_ - offset) {
+      return corrupt(path_ + ": truncated: need bytes [" + std::to_string(offset) + ", " +
+                     std::to_string(offset + total) + ") but the file has " +
+                     std::to_string(size_));
+    }
+    if (const FileMapping* m = cached(offset, total)) {
+      MappedCopy copy{m->data() + offset, spans, count, streaming};
+      if (!guard_sigbus(&MappedCopy::run, &copy)) return shrank();
+      count_read(static_cast<size_t>(total));
+      return Status::ok();
+    }
+    const int fd = fd_;
+    const int r = move_spans(spans, count, offset, [fd](const iovec* v, int n, off_t at) {
+      return ::preadv(fd, v, n, at);
+    });
+    if (r < 0) return errno_status("read", path_);
+    if (r == 0 && total > 0) return corrupt(path_ + ": truncated: unexpected end of file");
+    count_read(static_cast<size_t>(total));
+    return Status::ok();
+  }
 
   // The file's mapping when [offset, offset + n) is worth reading through it and all in the
   // page cache; null: pread. Mapped at the first such read (mapped_file.h decides whether).

@@ -175,6 +175,14 @@ TEST_CASE("ReadCache::visit_at downloads a wanted range into a block it keeps, e
   ReadCache small(*base, 1000);
   CHECK_FALSE(small.visit_at(0, 5000, &Sum::run, &no).value());  // over the budget
   CHECK(small.held_bytes() == 0);
+
+  // The second read, streamed into its destinations: from the block and, past it, the file.
+  std::vector<unsigned char> a(70000), b(120000);
+  const ReadSpan spans[] = {{a.data(), a.size()}, {b.data(), b.size()}};
+  REQUIRE(cache.read_scatter_streaming(900, spans, 2).is_ok());
+  CHECK(std::string(a.begin(), a.end()) == bytes.substr(900, a.size()));
+  CHECK(std::string(b.begin(), b.end()) == bytes.substr(900 + a.size(), b.size()));
+  CHECK(cache.misses() == 50000 + 100 + (900 + a.size() + b.size() - 51000));
 }
 
 TEST_CASE("ReadCache serves any range bit-exact whatever it holds", "[resume]") {
