@@ -88,4 +88,15 @@ void flip_bits(const std::string& path, uint64_t offset, unsigned char mask) {
   f.write(&c, 1);
 }
 
+void ByteSum::run(const unsigned char* bytes, size_t n, void* arg) {
+  auto* s = static_cast<ByteSum*>(arg);
+  for (size_t i = 0; i < n; ++i) s->sum += bytes[i];
+}
+
+uint64_t byte_sum(const std::string& s, size_t from, size_t n) {
+  uint64_t sum = 0;
+  for (size_t i = from; i < from + n; ++i) sum += static_cast<unsigned char>(s[i]);
+  return sum;
+}
+
 }  // namespace ckpt::testing

@@ -1,6 +1,7 @@
 // Helpers shared by the tests: temporary directories, a sample tree, shell commands, whole files.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -32,5 +33,27 @@ void write_file(const std::string& path, const std::string& bytes);
 
 // XORs the byte at `offset` of `path` with `mask`, in place.
 void flip_bits(const std::string& path, uint64_t offset, unsigned char mask);
+
+// A RandomAccessFile::ByteVisitor (`&ByteSum::run`, the ByteSum as its argument) that adds up
+// the bytes it is shown; byte_sum is the same over bytes [from, from + n) of `s`.
+struct ByteSum {
+  uint64_t sum = 0;
+  static void run(const unsigned char* bytes, size_t n, void* arg);
+};
+uint64_t byte_sum(const std::string& s, size_t from, size_t n);
+
+// Whether AddressSanitizer instruments this build: its allocator replaces glibc's (mallinfo2
+// then accounts nothing) and its SIGBUS handler is installed before ckpt's.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAddressSanitizer = true;
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
 
 }  // namespace ckpt::testing

@@ -10,6 +10,8 @@
 #include <string>
 #include <utility>
 
+#include "tests/common/test_util.h"
+
 namespace ckpt::host_memory_test {
 namespace {
 
@@ -109,18 +111,7 @@ TEST_CASE("an allocation the address space cannot hold is an error, not a crash"
 // A block malloc hands out, kept out of the optimizer's reach (it may drop a malloc/free pair).
 unsigned char* volatile g_block = nullptr;
 
-// AddressSanitizer's allocator replaces malloc: glibc's accounting (mallinfo2) is then empty.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAsan = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAsan = true;
-#else
-constexpr bool kAsan = false;
-#endif
-#else
-constexpr bool kAsan = false;
-#endif
+constexpr bool kAsan = testing::kAddressSanitizer;  // mallinfo2 then accounts nothing
 
 TEST_CASE("fresh tensors of 2 MiB and more get host memory unless malloc has it free",
           "[host_memory]") {

@@ -20,22 +20,12 @@
 namespace ckpt::mapped_file_test {
 namespace {
 
+using ckpt::testing::byte_sum;
+using ckpt::testing::ByteSum;
+using ckpt::testing::kAddressSanitizer;
 using ckpt::testing::TempDir;
 
 constexpr size_t kMiB = 1u << 20;
-
-// AddressSanitizer installs a SIGBUS handler of its own before ckpt's.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAsan = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAsan = true;
-#else
-constexpr bool kAsan = false;
-#endif
-#else
-constexpr bool kAsan = false;
-#endif
 
 std::string write_bytes(const std::string& path, size_t n) {
   std::string bytes(n, '\0');
@@ -63,19 +53,6 @@ struct Shrink {  // a visitor that truncates the file, then reads the bytes it j
   }
 };
 
-struct Sum {
-  uint64_t sum = 0;
-  static void run(const unsigned char* bytes, size_t n, void* arg) {
-    for (size_t i = 0; i < n; ++i) static_cast<Sum*>(arg)->sum += bytes[i];
-  }
-};
-
-uint64_t sum_of(const std::string& s, size_t from, size_t n) {
-  uint64_t sum = 0;
-  for (size_t i = from; i < from + n; ++i) sum += static_cast<unsigned char>(s[i]);
-  return sum;
-}
-
 TEST_CASE("cached bytes read through the mapping equal the file's, pread or not", "[mapped]") {
   TempDir dir;
   const std::string path = dir.path() + "/f";
@@ -94,12 +71,12 @@ TEST_CASE("cached bytes read through the mapping equal the file's, pread or not"
     CHECK(std::memcmp(b.data(), bytes.data() + 77 + a.size(), b.size()) == 0);
     CHECK((*f)->read_at(3 * kMiB, got.data(), kMiB).code() == Code::kCorrupt);
 
-    Sum sum;
-    auto visited = (*f)->visit_at(5, 2 * kMiB, &Sum::run, &sum);
+    ByteSum sum;
+    auto visited = (*f)->visit_at(5, 2 * kMiB, &ByteSum::run, &sum);
     REQUIRE(visited.is_ok());
     CHECK(*visited == on);  // off: the caller reads instead
-    if (on) CHECK(sum.sum == sum_of(bytes, 5, 2 * kMiB));
-    auto outside = (*f)->visit_at(3 * kMiB, kMiB, &Sum::run, &sum);
+    if (on) CHECK(sum.sum == byte_sum(bytes, 5, 2 * kMiB));
+    auto outside = (*f)->visit_at(3 * kMiB, kMiB, &ByteSum::run, &sum);
     REQUIRE(outside.is_ok());
     CHECK_FALSE(*outside);  // read_at reports the range
   }
@@ -125,8 +102,8 @@ TEST_CASE("bytes not in the page cache are left to pread", "[mapped]") {
   }
   auto f = Env::posix()->open_random(path);
   REQUIRE(f.is_ok());
-  Sum sum;
-  auto visited = (*f)->visit_at(0, 4 * kMiB, &Sum::run, &sum);
+  ByteSum sum;
+  auto visited = (*f)->visit_at(0, 4 * kMiB, &ByteSum::run, &sum);
   REQUIRE(visited.is_ok());
   CHECK_FALSE(*visited);
   std::vector<char> all(4 * kMiB);
@@ -153,8 +130,8 @@ TEST_CASE("a file that shrinks during a mapped read is an error, not a SIGBUS", 
   CHECK(visited.status().message().find(path + ": truncated: the file shrank") == 0);
   // The guard is still armed afterwards, and reads past the new end are refused.
   write_bytes(path, kMiB);
-  Sum sum;
-  CHECK(guard_sigbus([](void* s) { static_cast<Sum*>(s)->sum = 1; }, &sum));
+  ByteSum sum;
+  CHECK(guard_sigbus([](void* s) { static_cast<ByteSum*>(s)->sum = 1; }, &sum));
   CHECK(sum.sum == 1);
   CHECK_FALSE((*f)->read_at(kMiB, warm.data(), kMiB).is_ok());
 }
@@ -175,7 +152,8 @@ TEST_CASE("a SIGBUS outside a guard still ends the process", "[mapped]") {
   }
   int status = 0;
   REQUIRE(::waitpid(child, &status, 0) == child);
-  if (kAsan && WIFEXITED(status)) {  // its handler came before ckpt's: it reports and exits 1
+  if (kAddressSanitizer &&
+      WIFEXITED(status)) {  // its handler came before ckpt's: it reports and exits 1
     CHECK(WEXITSTATUS(status) == 1);
     return;
   }

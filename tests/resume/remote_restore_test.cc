@@ -15,6 +15,8 @@
 namespace ckpt::resume::remote_restore_test {
 namespace {
 
+using testing::byte_sum;
+using testing::ByteSum;
 using testing::CountedRemote;
 using testing::RemoteEnv;
 
@@ -129,19 +131,6 @@ TEST_CASE("a damaged tensor on a remote store is refused before any destination 
   for (const auto& [path, b] : d) REQUIRE(b == std::vector<unsigned char>(b.size(), 0xAB));
 }
 
-struct Sum {
-  uint64_t sum = 0;
-  static void run(const unsigned char* bytes, size_t n, void* arg) {
-    for (size_t i = 0; i < n; ++i) static_cast<Sum*>(arg)->sum += bytes[i];
-  }
-};
-
-uint64_t sum_of(const std::string& s, size_t from, size_t n) {
-  uint64_t sum = 0;
-  for (size_t i = from; i < from + n; ++i) sum += static_cast<unsigned char>(s[i]);
-  return sum;
-}
-
 // The checking read of a check-first restore from a store: what the second read wants is
 // downloaded straight into a block it keeps, and visited there.
 TEST_CASE("ReadCache::visit_at downloads a wanted range into a block it keeps, else declines",
@@ -152,28 +141,28 @@ TEST_CASE("ReadCache::visit_at downloads a wanted range into a block it keeps, e
   auto base = memory_file("mem", bytes);
   ReadCache cache(*base, uint64_t{1} << 30);
   cache.keep_only({{0, 100000}});
-  Sum sum;
-  auto got = cache.visit_at(1000, 50000, &Sum::run, &sum);
+  ByteSum sum;
+  auto got = cache.visit_at(1000, 50000, &ByteSum::run, &sum);
   REQUIRE(got.is_ok());
   REQUIRE(*got);
-  CHECK(sum.sum == sum_of(bytes, 1000, 50000));
+  CHECK(sum.sum == byte_sum(bytes, 1000, 50000));
   CHECK(cache.held_bytes() == 50000);
   CHECK(cache.misses() == 50000);
-  Sum again;  // inside the block: visited there, nothing read
-  REQUIRE(cache.visit_at(2000, 1000, &Sum::run, &again).value());
-  CHECK(again.sum == sum_of(bytes, 2000, 1000));
+  ByteSum again;  // inside the block: visited there, nothing read
+  REQUIRE(cache.visit_at(2000, 1000, &ByteSum::run, &again).value());
+  CHECK(again.sum == byte_sum(bytes, 2000, 1000));
   CHECK(cache.misses() == 50000);
   std::string out(50000, '\0');
   REQUIRE(cache.read_at(1000, out.data(), out.size()).is_ok());
   CHECK(out == bytes.substr(1000, 50000));
   CHECK(cache.misses() == 50000);  // the second read: from the block
-  Sum no;
-  CHECK_FALSE(cache.visit_at(90000, 20000, &Sum::run, &no).value());           // partly unwanted
-  CHECK_FALSE(cache.visit_at(40000, 20000, &Sum::run, &no).value());           // partly held
-  CHECK_FALSE(cache.visit_at(bytes.size() - 10, 20, &Sum::run, &no).value());  // outside
+  ByteSum no;
+  CHECK_FALSE(cache.visit_at(90000, 20000, &ByteSum::run, &no).value());  // partly unwanted
+  CHECK_FALSE(cache.visit_at(40000, 20000, &ByteSum::run, &no).value());  // partly held
+  CHECK_FALSE(cache.visit_at(bytes.size() - 10, 20, &ByteSum::run, &no).value());  // outside
   CHECK(no.sum == 0);
   ReadCache small(*base, 1000);
-  CHECK_FALSE(small.visit_at(0, 5000, &Sum::run, &no).value());  // over the budget
+  CHECK_FALSE(small.visit_at(0, 5000, &ByteSum::run, &no).value());  // over the budget
   CHECK(small.held_bytes() == 0);
 
   // The second read, streamed into its destinations: from the block and, past it, the file.
