@@ -10,6 +10,7 @@
 namespace ckpt {
 
 void stream_copy(void* dst, const void* src, size_t n) {
+  if (n == 0) return;  // either end may then be null, which memcpy does not allow
 #if defined(__x86_64__)
   if (n >= kStreamCopyMin) {
     auto* d = static_cast<unsigned char*>(dst);

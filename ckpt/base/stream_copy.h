@@ -15,8 +15,9 @@
 
 namespace ckpt {
 
-// Copies n bytes from src to dst (not overlapping) like memcpy; copies of at least
-// kStreamCopyMin bytes on x86-64 with non-temporal stores, fenced before returning.
+// Copies n bytes from src to dst (not overlapping) like memcpy (for n == 0 either may be null);
+// copies of at least kStreamCopyMin bytes on x86-64 with non-temporal stores, fenced before
+// returning.
 void stream_copy(void* dst, const void* src, size_t n);
 
 constexpr size_t kStreamCopyMin = 64u << 10;

@@ -140,6 +140,7 @@ struct MappedCopy {
     const auto* c = static_cast<const MappedCopy*>(arg);
     const unsigned char* from = c->src;
     for (size_t k = 0; k < c->count; ++k) {
+      if (c->spans[k].nbytes == 0) continue;  // may have no memory at all (a null dst)
       if (c->streaming) {
         stream_copy(c->spans[k].dst, from, c->spans[k].nbytes);
       } else {
