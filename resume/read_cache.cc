@@ -54,13 +54,28 @@ Status ReadCache::scatter(uint64_t offset, const ReadSpan* spans, size_t count,
   uint64_t total = 0;
   for (size_t i = 0; i < count; ++i) total += spans[i].nbytes;
   if (!range_inside(offset, total, size())) return base_.read_scatter_at(offset, spans, count);
-  uint64_t at = offset;
-  for (size_t i = 0; i < count; ++i) {
-    if (spans[i].nbytes != 0) {
-      CKPT_RETURN_IF_ERROR(
-          serve(at, static_cast<unsigned char*>(spans[i].dst), spans[i].nbytes, streaming));
+  bool held = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    held = covered(offset, offset + total);
+  }
+  if (held) {  // each span copied out where it lands, no staging buffer
+    uint64_t at = offset;
+    for (size_t i = 0; i < count; ++i) {
+      if (spans[i].nbytes != 0) {
+        CKPT_RETURN_IF_ERROR(
+            serve(at, static_cast<unsigned char*>(spans[i].dst), spans[i].nbytes, streaming));
+      }
+      at += spans[i].nbytes;
     }
-    at += spans[i].nbytes;
+  } else {  // one read of what is missing (on a store, a request per span would be many)
+    std::vector<unsigned char> buf(total);
+    CKPT_RETURN_IF_ERROR(serve(offset, buf.data(), total));
+    uint64_t at = 0;
+    for (size_t i = 0; i < count; ++i) {
+      if (spans[i].nbytes != 0) std::memcpy(spans[i].dst, buf.data() + at, spans[i].nbytes);
+      at += spans[i].nbytes;
+    }
   }
   count_read(total);
   return Status::ok();
@@ -213,6 +228,17 @@ bool ReadCache::wanted(uint64_t from, uint64_t to) const {
   auto it = std::partition_point(only_->begin(), only_->end(),
                                  [&](const auto& r) { return r.second <= from; });
   return it != only_->end() && it->first <= from && to <= it->second;
+}
+
+bool ReadCache::covered(uint64_t from, uint64_t to) const {
+  auto it = blocks_.upper_bound(from);
+  if (it == blocks_.begin()) return from >= to;
+  --it;  // the block starting at or before `from`
+  for (uint64_t at = from; at < to; ++it) {
+    if (it == blocks_.end() || it->first > at || it->first + it->second.n <= at) return false;
+    at = it->first + it->second.n;
+  }
+  return true;
 }
 
 bool ReadCache::overlaps(uint64_t from, uint64_t to) const {

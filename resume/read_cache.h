@@ -61,8 +61,9 @@ class ReadCache final : public RandomAccessFile {
   Status scatter(uint64_t offset, const ReadSpan* spans, size_t count, bool streaming) const;
   void keep(uint64_t offset, const unsigned char* bytes, uint64_t n) const;
   bool overlaps(uint64_t from,
-                uint64_t to) const;               // a held block has bytes in [from, to); mu_ held
-  bool wanted(uint64_t from, uint64_t to) const;  // keep_only allows all of [from, to); mu_ held
+                uint64_t to) const;                // a held block has bytes in [from, to); mu_ held
+  bool wanted(uint64_t from, uint64_t to) const;   // keep_only allows all of [from, to); mu_ held
+  bool covered(uint64_t from, uint64_t to) const;  // held blocks hold all of [from, to); mu_ held
 
   const RandomAccessFile& base_;
   const uint64_t budget_;

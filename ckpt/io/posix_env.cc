@@ -179,10 +179,7 @@ class PosixRandom final : public RandomAccessFile {
     }
     if (const FileMapping* m = cached(offset, n)) {
       const ReadSpan span{dst, n};
-      MappedCopy copy{m->data() + offset, &span, 1, false};
-      if (!guard_sigbus(&MappedCopy::run, &copy)) return shrank();
-      count_read(n);
-      return Status::ok();
+      return copy_mapped(*m, offset, &span, 1, n, false);
     }
     char* p = static_cast<char*>(dst);
     while (n > 0) {
@@ -239,10 +236,7 @@ class PosixRandom final : public RandomAccessFile {
                      std::to_string(size_));
     }
     if (const FileMapping* m = cached(offset, total)) {
-      MappedCopy copy{m->data() + offset, spans, count, streaming};
-      if (!guard_sigbus(&MappedCopy::run, &copy)) return shrank();
-      count_read(static_cast<size_t>(total));
-      return Status::ok();
+      return copy_mapped(*m, offset, spans, count, total, streaming);
     }
     const int fd = fd_;
     const int r = move_spans(spans, count, offset, [fd](const iovec* v, int n, off_t at) {
@@ -261,6 +255,14 @@ class PosixRandom final : public RandomAccessFile {
     std::call_once(map_once_, [this] { mapping_ = FileMapping::open(fd_, size_); });
     if (mapping_ == nullptr || !mapping_->resident(offset, n)) return nullptr;
     return mapping_.get();
+  }
+  // The spans' `total` bytes at `offset`, copied out of the mapping under guard_sigbus.
+  Status copy_mapped(const FileMapping& m, uint64_t offset, const ReadSpan* spans, size_t count,
+                     uint64_t total, bool streaming) const {
+    MappedCopy copy{m.data() + offset, spans, count, streaming};
+    if (!guard_sigbus(&MappedCopy::run, &copy)) return shrank();
+    count_read(static_cast<size_t>(total));
+    return Status::ok();
   }
   Status shrank() const {
     return corrupt(path_ + ": truncated: the file shrank while it was read (it had " +

@@ -87,7 +87,6 @@ void bind_host_tensor(py::module_& m) {
         "A DLPack capsule of nbytes uint8 in fresh host memory (huge pages advised): "
         "torch.utils.dlpack.from_dlpack(capsule) is a tensor that owns it.");
   m.def("huge_pages_enabled", &huge_pages_enabled);
-  m.def("malloc_free_bytes", &malloc_free_bytes);
   m.def(
       "prefer_host_memory",
       [](uint64_t nbytes, std::optional<uint64_t> malloc_free) {
@@ -96,7 +95,7 @@ void bind_host_tensor(py::module_& m) {
       py::arg("nbytes"), py::arg("malloc_free") = py::none(),
       "Whether a fresh tensor of nbytes belongs in host_tensor_capsule's memory rather than "
       "torch.empty's (ckpt/io/host_memory.h prefer_host_memory); malloc_free defaults to "
-      "malloc_free_bytes().");
+      "the bytes glibc's malloc holds free now.");
 }
 
 }  // namespace ckpt::python
