@@ -251,9 +251,16 @@ class ExtentSink {
   }
 
   // Structural bytes (or zeros) at `offset`, for a reused file whose every byte is rewritten.
+  // With direct I/O they wait with the tails: the page a tensor's tail shares with them is
+  // written once the direct writes are done. `spans` point into memory that outlives finish().
   Status put_spans(uint64_t offset, const std::vector<WriteSpan>& spans) {
     for (const WriteSpan& w : spans) {
-      CKPT_RETURN_IF_ERROR(queue(offset, static_cast<const unsigned char*>(w.src), w.nbytes));
+      const auto* p = static_cast<const unsigned char*>(w.src);
+      if (direct_) {
+        tails_.push_back({offset, p, w.nbytes});
+      } else {
+        CKPT_RETURN_IF_ERROR(queue(offset, p, w.nbytes));
+      }
       offset += w.nbytes;
     }
     return Status::ok();
@@ -261,8 +268,13 @@ class ExtentSink {
 
   // Every byte on its way to the disk; then sync(): fdatasync.
   Status finish() {
-    if (direct_) CKPT_RETURN_IF_ERROR(direct_->finish());
-    for (const Tail& t : tails_) CKPT_RETURN_IF_ERROR(buffered_->write_at(t.offset, t.p, t.n));
+    if (direct_) {
+      CKPT_RETURN_IF_ERROR(direct_->finish());
+      // In file order, gathered only where they touch: zeros bridged over a gap could land on
+      // a tensor body the direct writes just put there.
+      bridge_gaps_ = false;
+      for (const Tail& t : tails_) CKPT_RETURN_IF_ERROR(queue(t.offset, t.p, t.n));
+    }
     return flush();
   }
   Status sync() { return buffered_->sync(); }
@@ -324,10 +336,9 @@ Result<Filled> fill_and_hash_once(Env* env, const std::string& tmp_path,
   const uint64_t size = structure.size();
   CKPT_ASSIGN_OR_RETURN(auto buffered, env->open_for_update(tmp_path));
   // A reused file (a spare, run_dir.h) keeps its old bytes wherever this pass does not write:
-  // it writes every byte, the structure and zeros too, and never with direct I/O.
+  // it writes every byte, the structure and zeros too.
   const bool every_byte = image.reused;
-  ExtentSink sink(env, tmp_path, std::move(buffered), try_direct && !every_byte,
-                  structure.zeros_between());
+  ExtentSink sink(env, tmp_path, std::move(buffered), try_direct, structure.zeros_between());
   std::vector<WriteSpan> gap_spans;
   auto rewrite = [&](uint64_t from, uint64_t to) -> Status {
     if (!every_byte || from >= to) return Status::ok();
@@ -498,11 +509,11 @@ Result<Manifest> write_rank(Env* env, const std::string& step_dir, int64_t rank,
   local.hash_seconds = seconds_since(t0);
 
   t0 = Clock::now();
-  // This rank's spare file (run_dir.h), for a small state on a file system: renamed to be the
-  // .tmp and overwritten in place when it has the new file's size (else truncated).
+  // This rank's spare file (run_dir.h), on a file system: renamed to be the .tmp and
+  // overwritten in place when it has the new file's size (else truncated).
   uint64_t tensor_bytes = 0;
   for (const auto& r : refs) tensor_bytes += r.tensor->alias_of.empty() ? r.tensor->nbytes : 0;
-  const bool reuse = store == nullptr && tensor_bytes <= kSpareMaxBytes;
+  const bool reuse = store == nullptr;
   if (reuse) {
     const std::string spare = spare_rank_file(step_dir, rank);
     if (env->exists(spare)) (void)env->rename(spare, tmp_path);

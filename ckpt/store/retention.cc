@@ -74,8 +74,7 @@ Status remove_checkpoint(Env* env, const std::string& dir) {
       // removal of COMMIT.json durable): a power failure must not bring back a commit record
       // naming a file the next save overwrites in place.
       const std::string spare = spare_rank_file(dir, rank);
-      auto size = env->file_size(path);
-      if (size.is_ok() && *size <= kSpareMaxBytes && !env->exists(spare)) {
+      if (!env->exists(spare)) {
         if (!spare_dir) {
           CKPT_RETURN_IF_ERROR(env->sync_dir(dir));
           CKPT_RETURN_IF_ERROR(env->make_dirs(path_dirname(spare)));
