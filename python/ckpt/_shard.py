@@ -230,7 +230,7 @@ class SaveLayout:
         placements = list(dt.placements)
         offsets, sizes = local_box(path, global_shape, mesh_shape, coord, placements,
                                    dt.device_mesh)
-        local = dt.to_local().detach()
+        local = local_of(dt).detach()
         if [int(s) for s in local.shape] != sizes:
             raise MismatchError(f"{path}: the local shard has shape {list(local.shape)}, its "
                                 f"placements {placements} give {sizes} of {global_shape}")
@@ -389,7 +389,7 @@ def live_box(path: str, t: torch.Tensor) -> Tuple[List[int], List[int], List[int
 def like_dtensor(template: Any, dtype: torch.dtype) -> Any:
     """An uninitialised DTensor laid out as `template` (a parameter): what a fresh optimizer's
     moment of that parameter is restored into."""
-    local = _memory.empty(template.to_local().shape, dtype)
+    local = _memory.empty(local_of(template).shape, dtype)
     return from_local(local, template)
 
 
@@ -406,13 +406,17 @@ def from_local(local: torch.Tensor, template: Any) -> Any:
 
 
 def local_of(t: Any) -> torch.Tensor:
-    loc: torch.Tensor = t.to_local() if is_dtensor(t) else t
-    return loc
+    """A DTensor's local shard (the memory to_local() views, without its autograd call: 9 us
+    a tensor, 4 ms of a restore of 255 boxes), or `t` itself."""
+    if not is_dtensor(t):
+        return t
+    loc = getattr(t, "_local_tensor", None)
+    return loc if isinstance(loc, torch.Tensor) else t.to_local()
 
 
 def same_local(a: Any, b: Any) -> bool:
     """Two DTensors over the same local memory, laid out alike."""
-    la, lb = a.to_local(), b.to_local()
+    la, lb = local_of(a), local_of(b)
     return bool(la.numel() > 0 and la.data_ptr() == lb.data_ptr() and la.shape == lb.shape
                 and la.stride() == lb.stride() and la.dtype == lb.dtype
                 and list(a.placements) == list(b.placements))

@@ -332,17 +332,19 @@ def _allocate_box(sub: str, dtype: str, global_shape: List[int], lv: Any,
     from .errors import MismatchError
     torch_dtype = _TORCH[dtype]
     result: Any = None
+    local: Optional[torch.Tensor] = None  # result's memory, when it is the live tensor's
     fresh = True  # allocated here: ShardRead fills it while it checks
     if isinstance(lv, torch.Tensor):
         if _DTYPES.get(lv.dtype) != dtype or [int(s) for s in lv.shape] != list(global_shape):
             raise MismatchError(f"{sub}: the checkpoint has {dtype}{list(global_shape)}, the live "
                                 f"object has {_DTYPES.get(lv.dtype, lv.dtype)}{list(lv.shape)}")
-        local = _shard.local_of(lv).detach()
-        if in_place is not None and (local.numel() == 0 or _writable_in_place(local, in_place)):
+        live_local = _shard.local_of(lv)
+        if in_place is not None and (live_local.numel() == 0
+                                     or _writable_in_place(live_local, in_place)):
             result = lv.detach() if not _shard.is_dtensor(lv) else lv
-            fresh = False
+            local, fresh = live_local, False
         elif _shard.is_dtensor(lv):
-            result = _shard.from_local(_memory.empty(local.shape, torch_dtype), lv)
+            result = _shard.from_local(_memory.empty(live_local.shape, torch_dtype), lv)
         else:
             result = _memory.empty(global_shape, torch_dtype)
         box_of = lv
@@ -354,7 +356,8 @@ def _allocate_box(sub: str, dtype: str, global_shape: List[int], lv: Any,
         result = _memory.empty(global_shape, torch_dtype)
         box_of = result
     _, offsets, sizes = _shard.live_box(sub, box_of)
-    local = _shard.local_of(result)
+    if local is None:
+        local = _shard.local_of(result)
     if local.numel() > 0:  # an empty local shard reads nothing
         targets.append((sub, offsets, sizes, local.data_ptr(),
                         local.numel() * local.element_size(), dtype, fresh))
