@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
-#include <set>
+#include <string_view>
+#include <unordered_set>
 
 #include "ckpt/base/hash.h"
+#include "ckpt/format/manifest_scan.h"
 
 namespace ckpt {
 namespace {
@@ -68,45 +70,115 @@ bool get_ints(const json& j, const char* key, std::vector<int64_t>* out) {
   return true;
 }
 
-Result<BoxOf> decode_box(const json& b, const std::string& where, const ManifestEntry& e) {
-  BoxOf box;
-  if (!b.is_object() || !get_ints(b, "global_shape", &box.global_shape) ||
-      !get_ints(b, "offsets", &box.offsets) || !get_str(b, "placement", &box.placement)) {
-    return field_error(where, "tensor \"" + e.path + "\": ill-typed \"box\"");
+// The "box" of a DOM entry into the draft (manifest_scan.h).
+void draft_box(const json& b, ManifestDraftEntry* d) {
+  d->has_box = true;
+  d->box_ill_typed = !b.is_object() || !get_ints(b, "global_shape", &d->box.global_shape) ||
+                     !get_ints(b, "offsets", &d->box.offsets) ||
+                     !get_str(b, "placement", &d->box.placement);
+}
+
+// The "chunks" of a DOM entry into the draft.
+void draft_chunks(const json& c, ManifestDraftEntry* d) {
+  d->has_chunks = true;
+  if (!c.is_object() || !get_u64(c, "bytes", &d->chunk_bytes) || !c.contains("xxh3") ||
+      !c["xxh3"].is_array()) {
+    d->chunks_ill_typed = true;
+    return;
   }
-  const std::string problem = box_problem(box, e.shape);
-  if (!problem.empty()) return field_error(where, "tensor \"" + e.path + "\": " + problem);
-  return box;
+  const json& digests = c["xxh3"];
+  d->chunk_count = digests.size();
+  d->chunk_xxh3.reserve(d->chunk_count);
+  for (const json& h : digests) {
+    uint64_t x = 0;
+    if (!h.is_string() || !parse_hex64(h.get<std::string>(), &x)) {
+      d->chunk_digest_bad = true;
+      return;
+    }
+    d->chunk_xxh3.push_back(x);
+  }
 }
 
 // "chunks": {"bytes": C, "xxh3": [...]}: C a positive multiple of 4096 below nbytes, and one
 // digest per C bytes of the tensor (the last chunk shorter).
-Status decode_chunks(const json& c, const std::string& where, ManifestEntry* e) {
-  const std::string at = "tensor \"" + e->path + "\": ";
-  uint64_t bytes = 0;
-  if (!c.is_object() || !get_u64(c, "bytes", &bytes) || !c.contains("xxh3") ||
-      !c["xxh3"].is_array()) {
-    return field_error(where, at + "ill-typed \"chunks\"");
-  }
-  if (bytes == 0 || bytes % kTensorAlignment != 0 || bytes >= e->nbytes) {
+Status check_chunks(ManifestDraftEntry* d, const std::string& where) {
+  ManifestEntry& e = d->entry;
+  const std::string at = "tensor \"" + e.path + "\": ";
+  if (d->chunks_ill_typed) return field_error(where, at + "ill-typed \"chunks\"");
+  const uint64_t bytes = d->chunk_bytes;
+  if (bytes == 0 || bytes % kTensorAlignment != 0 || bytes >= e.nbytes) {
     return field_error(where, at + "chunk size " + std::to_string(bytes) +
                                   " is not a multiple of 4096 below the tensor's " +
-                                  std::to_string(e->nbytes) + " bytes");
+                                  std::to_string(e.nbytes) + " bytes");
   }
-  const uint64_t want = (e->nbytes + bytes - 1) / bytes;
-  if (c["xxh3"].size() != want) {
-    return field_error(where, at + std::to_string(c["xxh3"].size()) + " chunk digests, " +
+  const uint64_t want = (e.nbytes + bytes - 1) / bytes;
+  if (d->chunk_count != want) {
+    return field_error(where, at + std::to_string(d->chunk_count) + " chunk digests, " +
                                   std::to_string(want) + " chunks of " + std::to_string(bytes) +
                                   " bytes");
   }
-  e->chunk_bytes = bytes;
-  e->chunk_xxh3.reserve(want);
-  for (const json& h : c["xxh3"]) {
-    uint64_t x = 0;
-    if (!h.is_string() || !parse_hex64(h.get<std::string>(), &x)) {
-      return field_error(where, at + "a chunk digest is not 16 lowercase hex digits");
+  if (d->chunk_digest_bad) {
+    return field_error(where, at + "a chunk digest is not 16 lowercase hex digits");
+  }
+  e.chunk_bytes = bytes;
+  e.chunk_xxh3 = std::move(d->chunk_xxh3);
+  return Status::ok();
+}
+
+// The checks of one entry that need no other file, in the order decode_manifest has always made
+// them; then the entry joins `m` (its path not listed before: `paths`, over m's entries, whose
+// capacity is reserved so that their strings do not move).
+Status check_entry(ManifestDraftEntry&& d, const std::string& where, Manifest* m,
+                   std::unordered_set<std::string_view>* paths) {
+  ManifestEntry& e = d.entry;
+  auto dtype = dtype_from_name(d.dtype);
+  if (!dtype) {
+    return field_error(where, "tensor \"" + e.path + "\": unknown dtype \"" + d.dtype + "\"");
+  }
+  e.dtype = *dtype;
+  uint64_t expect = 0;
+  if (!checked_nbytes(e.shape, dtype_size(e.dtype), &expect) || expect != e.nbytes) {
+    return field_error(where, "tensor \"" + e.path + "\": nbytes " + std::to_string(e.nbytes) +
+                                  " does not match shape × dtype size (" + std::to_string(expect) +
+                                  ")");
+  }
+  if (e.nbytes > 0 && e.offset % kTensorAlignment != 0) {
+    return field_error(where, "tensor \"" + e.path + "\": offset " + std::to_string(e.offset) +
+                                  " is not 4096-aligned");
+  }
+  if (e.offset > m->file_bytes || e.nbytes > m->file_bytes - e.offset) {
+    return field_error(where, "tensor \"" + e.path + "\": extent [" + std::to_string(e.offset) +
+                                  ", +" + std::to_string(e.nbytes) + ") runs past the file's " +
+                                  std::to_string(m->file_bytes) + " bytes");
+  }
+  if (d.has_box) {
+    if (d.box_ill_typed) return field_error(where, "tensor \"" + e.path + "\": ill-typed \"box\"");
+    const std::string problem = box_problem(d.box, e.shape);
+    if (!problem.empty()) return field_error(where, "tensor \"" + e.path + "\": " + problem);
+    e.box = std::move(d.box);
+  }
+  if (d.has_chunks) CKPT_RETURN_IF_ERROR(check_chunks(&d, where));
+  if (paths->count(e.path) != 0) {
+    return field_error(where, "tensor \"" + e.path + "\" listed twice");
+  }
+  m->tensors.push_back(std::move(e));
+  paths->insert(m->tensors.back().path);
+  return Status::ok();
+}
+
+// No two tensors' extents overlap.
+Status check_overlaps(const Manifest& m, const std::string& where) {
+  std::vector<const ManifestEntry*> by_offset;
+  for (const auto& e : m.tensors) {
+    if (e.nbytes > 0) by_offset.push_back(&e);
+  }
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](auto* a, auto* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    if (by_offset[i - 1]->offset + by_offset[i - 1]->nbytes > by_offset[i]->offset) {
+      return field_error(where, "tensors \"" + by_offset[i - 1]->path + "\" and \"" +
+                                    by_offset[i]->path + "\" overlap");
     }
-    e->chunk_xxh3.push_back(x);
   }
   return Status::ok();
 }
@@ -159,6 +231,19 @@ std::string encode_manifest(const Manifest& m) {
 }
 
 Result<Manifest> decode_manifest(const std::string& text, const std::string& where) {
+  std::optional<ManifestDraft> draft = scan_manifest(text);
+  if (!draft) return decode_manifest_dom(text, where);
+  Manifest m = std::move(draft->header);
+  m.tensors.reserve(draft->tensors.size());
+  std::unordered_set<std::string_view> paths(draft->tensors.size());
+  for (ManifestDraftEntry& d : draft->tensors) {
+    CKPT_RETURN_IF_ERROR(check_entry(std::move(d), where, &m, &paths));
+  }
+  CKPT_RETURN_IF_ERROR(check_overlaps(m, where));
+  return m;
+}
+
+Result<Manifest> decode_manifest_dom(const std::string& text, const std::string& where) {
   CKPT_ASSIGN_OR_RETURN(json j, parse(text, where));
   std::string format;
   int64_t version = 0;
@@ -193,61 +278,28 @@ Result<Manifest> decode_manifest(const std::string& text, const std::string& whe
   }
   auto tensors = j.find("tensors");
   if (tensors == j.end() || !tensors->is_array()) return field_error(where, "no \"tensors\" array");
-  std::set<std::string> paths;
+  m.tensors.reserve(tensors->size());
+  std::unordered_set<std::string_view> paths(tensors->size());
   for (size_t i = 0; i < tensors->size(); ++i) {
     const json& t = (*tensors)[i];
     const std::string at = "tensor #" + std::to_string(i);
-    ManifestEntry e;
-    std::string dt;
-    if (!t.is_object() || !get_str(t, "path", &e.path) || !get_str(t, "dtype", &dt) ||
+    ManifestDraftEntry d;
+    ManifestEntry& e = d.entry;
+    if (!t.is_object() || !get_str(t, "path", &e.path) || !get_str(t, "dtype", &d.dtype) ||
         !get_u64(t, "offset", &e.offset) || !get_u64(t, "nbytes", &e.nbytes) ||
         !get_hash(t, "xxh3", &e.xxh3) || !t.contains("shape") || !t["shape"].is_array()) {
       return field_error(where, at + ": missing or ill-typed field");
     }
-    for (const json& d : t["shape"]) {
-      if (!d.is_number_integer()) return field_error(where, at + " \"" + e.path + "\": bad shape");
-      e.shape.push_back(d.get<int64_t>());
+    for (const json& dim : t["shape"]) {
+      if (!dim.is_number_integer())
+        return field_error(where, at + " \"" + e.path + "\": bad shape");
+      e.shape.push_back(dim.get<int64_t>());
     }
-    auto dtype = dtype_from_name(dt);
-    if (!dtype)
-      return field_error(where, "tensor \"" + e.path + "\": unknown dtype \"" + dt + "\"");
-    e.dtype = *dtype;
-    uint64_t expect = 0;
-    if (!checked_nbytes(e.shape, dtype_size(e.dtype), &expect) || expect != e.nbytes) {
-      return field_error(where, "tensor \"" + e.path + "\": nbytes " + std::to_string(e.nbytes) +
-                                    " does not match shape × dtype size (" +
-                                    std::to_string(expect) + ")");
-    }
-    if (e.nbytes > 0 && e.offset % kTensorAlignment != 0) {
-      return field_error(where, "tensor \"" + e.path + "\": offset " + std::to_string(e.offset) +
-                                    " is not 4096-aligned");
-    }
-    if (e.offset > m.file_bytes || e.nbytes > m.file_bytes - e.offset) {
-      return field_error(where, "tensor \"" + e.path + "\": extent [" + std::to_string(e.offset) +
-                                    ", +" + std::to_string(e.nbytes) + ") runs past the file's " +
-                                    std::to_string(m.file_bytes) + " bytes");
-    }
-    if (t.contains("box")) {
-      CKPT_ASSIGN_OR_RETURN(e.box, decode_box(t["box"], where, e));
-    }
-    if (t.contains("chunks")) CKPT_RETURN_IF_ERROR(decode_chunks(t["chunks"], where, &e));
-    if (!paths.insert(e.path).second) {
-      return field_error(where, "tensor \"" + e.path + "\" listed twice");
-    }
-    m.tensors.push_back(std::move(e));
+    if (t.contains("box")) draft_box(t["box"], &d);
+    if (t.contains("chunks")) draft_chunks(t["chunks"], &d);
+    CKPT_RETURN_IF_ERROR(check_entry(std::move(d), where, &m, &paths));
   }
-  std::vector<const ManifestEntry*> by_offset;
-  for (const auto& e : m.tensors) {
-    if (e.nbytes > 0) by_offset.push_back(&e);
-  }
-  std::sort(by_offset.begin(), by_offset.end(),
-            [](auto* a, auto* b) { return a->offset < b->offset; });
-  for (size_t i = 1; i < by_offset.size(); ++i) {
-    if (by_offset[i - 1]->offset + by_offset[i - 1]->nbytes > by_offset[i]->offset) {
-      return field_error(where, "tensors \"" + by_offset[i - 1]->path + "\" and \"" +
-                                    by_offset[i]->path + "\" overlap");
-    }
-  }
+  CKPT_RETURN_IF_ERROR(check_overlaps(m, where));
   return m;
 }
 

@@ -318,8 +318,7 @@ void same_bytes(const Node& saved, const std::string& dir) {
   }
 }
 
-TEST_CASE("retention keeps a rank file as the spare the next save overwrites in place",
-          "[store]") {
+TEST_CASE("retention keeps a rank file as the spare the next save overwrites in place", "[store]") {
   TempDir tmp;
   const std::string run = tmp.path();
   std::vector<std::vector<unsigned char>> storage;

@@ -28,6 +28,8 @@ for t in pickle zip safetensors scan records box_index; do
   fi
   if [ "$t" = records ]; then  # the first byte picks the decoder (even: manifest, odd: commit)
     { printf '\000'; cat "$ROOT/fixtures/fuzz_seeds/records/manifest.json"; } > "$corpus/seed-manifest"
+    { printf '\000'; cat "$ROOT/fixtures/fuzz_seeds/records/manifest_boxes.json"; } \
+      > "$corpus/seed-manifest-boxes"
     { printf '\001'; cat "$ROOT/fixtures/fuzz_seeds/records/commit.json"; } > "$corpus/seed-commit"
   fi
   for f in "$ROOT"/fixtures/fuzz/* "$ROOT"/fixtures/malicious/* "$ROOT"/fixtures/foreign/torch/*.pt \
