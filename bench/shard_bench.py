@@ -11,8 +11,11 @@ returns) vs dcp.async_save's (until its future is handed back). Then restores of
 the DCP checkpoints at each of --worlds ranks (fresh processes), interleaved: ckpt restore_latest
 (every box hash-checked, into a fresh optimizer; into the optimizer with state, check first and
 in place: check_first=False) vs dcp.load (into a model and optimizer whose state exists; DCP
-checks nothing), and vs a DCP restore after a restart as torchtitan does it (a fresh optimizer:
-get_state_dict, which allocates its state, + dcp.load + set_state_dict, timed whole). Times are
+checks nothing; state dicts taken and applied outside the clock), vs dcp.load as PyTorch's DCP
+recipe and torchtitan call it (into the same state: Stateful entries whose get_*_state_dict and
+set_*_state_dict dcp.load calls inside the clock), and vs a DCP restore after a restart as
+torchtitan does it (a fresh optimizer: get_state_dict, which allocates its state, + dcp.load +
+set_state_dict, timed whole). Times are
 the slowest rank's, between barriers. Prints medians, ranges and ratios (DCP / ckpt: above 1 is
 ckpt faster)."""
 import argparse
@@ -51,6 +54,36 @@ def step(model, opt):
     model(torch.randn(2, model[0].in_features)).sum().backward()
     opt.step()
     opt.zero_grad()
+
+
+class _ModelState:
+    """The model as a torch.distributed.checkpoint Stateful, as torchtitan's ModelWrapper."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def state_dict(self):
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict
+        return get_model_state_dict(self.model)
+
+    def load_state_dict(self, sd):
+        from torch.distributed.checkpoint.state_dict import set_model_state_dict
+        set_model_state_dict(self.model, sd)
+
+
+class _OptimState:
+    """The optimizer as a Stateful, as torchtitan's OptimizersContainer."""
+
+    def __init__(self, model, opt):
+        self.model, self.opt = model, opt
+
+    def state_dict(self):
+        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+        return get_optimizer_state_dict(self.model, self.opt)
+
+    def load_state_dict(self, sd):
+        from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
+        set_optimizer_state_dict(self.model, self.opt, sd)
 
 
 def timed(fn, barrier):
@@ -130,7 +163,7 @@ def rank_main(cfg):
         step(model, opt)  # the live optimizer has state (DCP needs it; ckpt_load_live uses it)
         for rep in range(cfg["reps"]):
             order = ["ckpt_load", "ckpt_load_live", "ckpt_load_in_place", "dcp_load",
-                     "dcp_load_fresh"]
+                     "dcp_load_stateful", "dcp_load_fresh"]
             if rep % 2:
                 order.reverse()
             for op in order:
@@ -150,6 +183,13 @@ def rank_main(cfg):
                                  barrier)
                     set_state_dict(model, opt, model_state_dict=state["model"],
                                    optim_state_dict=state["optim"])
+                elif op == "dcp_load_stateful":
+                    # as PyTorch's DCP recipe and torchtitan call it: Stateful entries, whose
+                    # state_dict() (get_*_state_dict) and load_state_dict() (set_*_state_dict)
+                    # dcp.load calls itself, around the read
+                    app = {"model": _ModelState(model), "optim": _OptimState(model, opt)}
+                    s, _ = timed(lambda: dcp.load(app, checkpoint_id=str(root / "dcp")),
+                                 barrier)
                 else:  # after a restart, as torchtitan restores: the whole call sequence
                     fresh = torch.optim.AdamW(model.parameters(), lr=1e-3)
 
@@ -232,6 +272,8 @@ def compare(a, root):
         print(show(f"ckpt restore at {w}", got["ckpt_load"]) + "  fresh optimizer")
         print(show(f"ckpt restore at {w}", got["ckpt_load_live"]) + "  optimizer with state")
         print(show(f"dcp.load at {w}", got["dcp_load"]) + "  optimizer with state")
+        print(show(f"dcp.load at {w}", got["dcp_load_stateful"]) +
+              "  optimizer with state, Stateful entries (get/set_state_dict inside dcp.load)")
         print(show(f"dcp restore at {w}", got["dcp_load_fresh"]) +
               "  fresh optimizer (get_state_dict + dcp.load + set_state_dict)")
         print(show(f"ckpt restore at {w}", got["ckpt_load_in_place"]) +
@@ -239,6 +281,10 @@ def compare(a, root):
         for k in ("ckpt_load", "ckpt_load_live", "ckpt_load_in_place"):
             print(f"{'':<22} ratio dcp/{k} at {w}: "
                   f"{statistics.median(got['dcp_load']) / statistics.median(got[k]):.2f}x")
+        stateful = statistics.median(got["dcp_load_stateful"])
+        for k in ("ckpt_load_live", "ckpt_load_in_place"):
+            print(f"{'':<22} ratio dcp Stateful/{k} at {w}: "
+                  f"{stateful / statistics.median(got[k]):.2f}x")
         after = statistics.median(got["dcp_load_fresh"]) / statistics.median(got["ckpt_load"])
         print(f"{'':<22} ratio after a restart, dcp restore/ckpt_load at {w}: {after:.2f}x")
 
