@@ -19,7 +19,7 @@ std::string hex64(uint64_t v) {
   return buf;
 }
 
-bool parse_hex64(const std::string& s, uint64_t* out) {
+bool parse_hex64(std::string_view s, uint64_t* out) {
   if (s.size() != 16) return false;
   uint64_t v = 0;
   for (char c : s) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace ckpt {
 
@@ -15,7 +16,7 @@ uint64_t xxh3_64(const void* data, size_t size);
 std::string hex64(uint64_t v);
 // Parses exactly 16 lowercase hex digits (the only spelling ckpt writes, so that a flipped case
 // bit in a stored hash is an error, not a synonym); false on anything else.
-bool parse_hex64(const std::string& s, uint64_t* out);
+bool parse_hex64(std::string_view s, uint64_t* out);
 
 class Hasher {
  public:

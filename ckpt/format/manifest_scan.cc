@@ -7,6 +7,8 @@
 
 #include <limits>
 
+#include "ckpt/base/hash.h"
+
 namespace ckpt {
 namespace {
 
@@ -84,24 +86,10 @@ class Scanner {
     *out = negative ? -static_cast<int64_t>(v) : static_cast<int64_t>(v);
     return true;
   }
-  // 16 lowercase hex digits in a string (parse_hex64's rule).
+  // 16 lowercase hex digits in a string (parse_hex64).
   bool hash(uint64_t* out) {
     std::string_view s;
-    if (!str(&s) || s.size() != 16) return false;
-    uint64_t v = 0;
-    for (char c : s) {
-      int d = 0;
-      if (c >= '0' && c <= '9') {
-        d = c - '0';
-      } else if (c >= 'a' && c <= 'f') {
-        d = c - 'a' + 10;
-      } else {
-        return false;
-      }
-      v = (v << 4) | static_cast<uint64_t>(d);
-    }
-    *out = v;
-    return true;
+    return str(&s) && parse_hex64(s, out);
   }
   // [int, ...]
   bool ints(std::vector<int64_t>* out) {

@@ -241,7 +241,7 @@ class ExtentSink {
       const size_t k = static_cast<size_t>(std::min<uint64_t>(kWriteChunk, n - done));
       whole->update(p + done, k);
       if (direct_) {
-        tails_.push_back({offset + done, p + done, k});
+        after_direct_.push_back({offset + done, p + done, k});
       } else {
         CKPT_RETURN_IF_ERROR(queue(offset + done, p + done, k));
       }
@@ -257,7 +257,7 @@ class ExtentSink {
     for (const WriteSpan& w : spans) {
       const auto* p = static_cast<const unsigned char*>(w.src);
       if (direct_) {
-        tails_.push_back({offset, p, w.nbytes});
+        after_direct_.push_back({offset, p, w.nbytes});
       } else {
         CKPT_RETURN_IF_ERROR(queue(offset, p, w.nbytes));
       }
@@ -273,7 +273,7 @@ class ExtentSink {
       // In file order, gathered only where they touch: zeros bridged over a gap could land on
       // a tensor body the direct writes just put there.
       bridge_gaps_ = false;
-      for (const Tail& t : tails_) CKPT_RETURN_IF_ERROR(queue(t.offset, t.p, t.n));
+      for (const Deferred& t : after_direct_) CKPT_RETURN_IF_ERROR(queue(t.offset, t.p, t.n));
     }
     return flush();
   }
@@ -281,7 +281,7 @@ class ExtentSink {
   Status close() { return buffered_->close(); }
 
  private:
-  struct Tail {
+  struct Deferred {  // a buffered write that waits for the direct ones: tails, structure, zeros
     uint64_t offset;
     const unsigned char* p;
     size_t n;
@@ -316,7 +316,7 @@ class ExtentSink {
 
   std::unique_ptr<WritableFile> buffered_;
   std::unique_ptr<DirectWriter> direct_;
-  std::vector<Tail> tails_;
+  std::vector<Deferred> after_direct_;
   bool bridge_gaps_ = false;
   std::vector<WriteSpan> pending_;
   uint64_t pending_at_ = 0, pending_bytes_ = 0;
