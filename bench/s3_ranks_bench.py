@@ -7,8 +7,10 @@ ceiling at as many ranks: each rank also uploads the very bytes it saves (its lo
 object) with boto3's multipart upload (TransferConfig: 8 MiB parts, 8 threads) and downloads
 them back with ranged GETs (8 MiB ranges, 8 threads) into a preallocated buffer. ckpt restores
 twice: check first (the default: every hash checked before a live byte changes, so the checked
-bytes are kept in memory, then copied into the live shards) and in place (restore_latest(check_first=False): the same
-checks as the bytes land in the live shards).
+bytes are kept in memory, then copied into the live shards) and in place
+(restore_latest(check_first=False): the same checks as the bytes land in the live shards).
+After each save or upload every rank calls sync() (untimed): the server's new GB is otherwise
+written back to disk by the kernel some 30 s later, inside whichever peer's timing runs then.
 
   PYTHONPATH=build/python build/python/torch2-venv/bin/python bench/s3_ranks_bench.py \\
       [--ranks 2] [--mb 512] [--reps 2]
@@ -110,6 +112,13 @@ def rank_main(cfg):
         dist.barrier()
         return time.perf_counter() - t0
 
+    def settle():
+        """The server's disk catches up with what the save just wrote (untimed, every peer
+        alike). Else the kernel writes those dirty pages back when they expire (30 s), inside
+        whichever peer's timing runs then."""
+        os.sync()
+        dist.barrier()
+
     def zero():
         with torch.no_grad():
             for t in local:
@@ -134,6 +143,7 @@ def rank_main(cfg):
         with ckpt.Checkpointer(run, keep_last=1) as ck:
             ck.track(model=model)
             rows["ckpt save"].append(timed(lambda: ck.save(1)))
+        settle()
         for name, check_first in (("ckpt restore", True), ("ckpt restore in place", False)):
             zero()
             with ckpt.Checkpointer(run) as ck:
@@ -146,6 +156,7 @@ def rank_main(cfg):
         rows["DCP save"].append(timed(lambda: dcp.save(
             model.state_dict(), storage_writer=FsspecWriter(path, thread_count=8,
                                                             sync_files=False, **opts))))
+        settle()
         zero()
         sd = model.state_dict()
         rows["DCP restore"].append(timed(lambda: dcp.load(
@@ -155,6 +166,7 @@ def rank_main(cfg):
     def boto3_round(base):
         key = f"{base.split('/', 3)[3]}/boto3/rank{rank}"
         rows["boto3 upload"].append(timed(lambda: boto3_upload(s3, key, payload)))
+        settle()
         sink.zero_()
         rows["boto3 download"].append(timed(lambda: ranged_download(s3, key,
                                                                     memoryview(sink.numpy()))))

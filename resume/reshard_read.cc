@@ -241,7 +241,7 @@ Result<store::GlobalIndex> read_step_index(Env* env, const std::string& step_dir
 
 Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
                                      std::vector<ShardTarget> targets,
-                                     const ShardReadOptions& options) {
+                                     const ShardReadOptions& options, const CommitRecord* given) {
   ShardRead sr;
   sr.options_ = options;
   // Empty local shards (3 rows over 4 ranks) read nothing; the plan numbers the others.
@@ -256,7 +256,12 @@ Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
     boxes.push_back({t.tensor, t.extent});
     sr.targets_.push_back(std::move(t));
   }
-  CKPT_ASSIGN_OR_RETURN(CommitRecord record, store::read_commit(env, step_dir));
+  CommitRecord record;
+  if (given != nullptr) {
+    record = *given;
+  } else {
+    CKPT_ASSIGN_OR_RETURN(record, store::read_commit(env, step_dir));
+  }
   IndexReadStats index_stats;
   CKPT_ASSIGN_OR_RETURN(sr.index_,
                         read_index_for(env, step_dir, record, boxes, options.index, &index_stats));

@@ -355,7 +355,10 @@ Result<Node> restore_impl(Env* env, store::RankStructure rs, const RestoreOption
     wanted[i] = requested(options, store::top_component(m.tensors[i].path));
     if (wanted[i] || by_regions) planned.push_back(i);
   }
-  CKPT_ASSIGN_OR_RETURN(auto opened, env->open_random(fpath));
+  std::shared_ptr<RandomAccessFile> opened = rs.opened;  // on a store, open_rank_structure's
+  if (opened == nullptr) {
+    CKPT_ASSIGN_OR_RETURN(opened, env->open_random(fpath));
+  }
   // A remote store wants large reads, many in flight (ReadProfile), and a check-first restore
   // reads from it once: the second read copies the checked bytes from a ReadCache.
   const ReadProfile profile = opened->read_profile();

@@ -20,11 +20,16 @@ Result<std::string> scratch_path(ObjectStore* store, const std::string& name) {
 }
 
 Result<std::unique_ptr<Hdf5View>> hdf5_view(Env* env, const std::string& path,
-                                            const Manifest* manifest) {
+                                            const Manifest* manifest,
+                                            const RandomAccessFile* opened) {
   ObjectStore* store = env->object_store(path);
   if (store == nullptr) return std::make_unique<Hdf5View>(path, false);
-  CKPT_ASSIGN_OR_RETURN(auto remote, env->open_random(path));
-  const uint64_t size = remote->size();
+  std::unique_ptr<RandomAccessFile> own;
+  if (opened == nullptr) {
+    CKPT_ASSIGN_OR_RETURN(own, env->open_random(path));
+    opened = own.get();
+  }
+  const uint64_t size = opened->size();
   std::vector<FileRegion> copy;
   if (manifest != nullptr && manifest->file_bytes == size) {
     for (const FileRegion& r : file_regions(*manifest, size)) {
@@ -54,14 +59,14 @@ Result<std::unique_ptr<Hdf5View>> hdf5_view(Env* env, const std::string& path,
       for (uint64_t done = 0; done < r.nbytes;) {
         const size_t n = static_cast<size_t>(std::min<uint64_t>(r.nbytes - done, kMaxRead));
         buf.resize(n);
-        CKPT_RETURN_IF_ERROR(remote->read_at(r.offset + done, buf.data(), n));
+        CKPT_RETURN_IF_ERROR(opened->read_at(r.offset + done, buf.data(), n));
         CKPT_RETURN_IF_ERROR(out->write_at(r.offset + done, buf.data(), n));
         done += n;
       }
     } else {
       const uint64_t from = copy[i].offset;
       buf.resize(static_cast<size_t>(end - from));
-      CKPT_RETURN_IF_ERROR(remote->read_at(from, buf.data(), buf.size()));
+      CKPT_RETURN_IF_ERROR(opened->read_at(from, buf.data(), buf.size()));
       for (size_t k = i; k < j; ++k) {
         CKPT_RETURN_IF_ERROR(out->write_at(copy[k].offset, buf.data() + (copy[k].offset - from),
                                            static_cast<size_t>(copy[k].nbytes)));

@@ -28,9 +28,11 @@ class Hdf5View {
   bool owned_;
 };
 
-// `path` itself on a file system; a scratch copy (see above) on an object store.
+// `path` itself on a file system; a scratch copy (see above) on an object store, read from
+// `opened` when the caller has the object open already (else opened here).
 Result<std::unique_ptr<Hdf5View>> hdf5_view(Env* env, const std::string& path,
-                                            const Manifest* manifest);
+                                            const Manifest* manifest,
+                                            const RandomAccessFile* opened = nullptr);
 
 // A fresh scratch path for `name` under the store's scratch directory (made if needed).
 Result<std::string> scratch_path(ObjectStore* store, const std::string& name);

@@ -8,7 +8,8 @@ namespace ckpt::store {
 Result<std::unique_ptr<Journal>> Journal::open(Env* env, const std::string& run_dir) {
   CKPT_RETURN_IF_ERROR(env->make_dirs(run_dir));
   const std::string path = path_join(run_dir, "journal.jsonl");
-  const bool created = !env->exists(path);
+  // On a store there is no directory entry to sync (and no HEAD to spend finding out).
+  const bool created = env->object_store(path) == nullptr && !env->exists(path);
   CKPT_ASSIGN_OR_RETURN(auto f, env->open_append(path));
   // A durable event in a file whose directory entry is not durable is not durable.
   if (created) CKPT_RETURN_IF_ERROR(env->sync_dir(run_dir));

@@ -13,7 +13,8 @@
 
 namespace ckpt::store {
 
-Result<Manifest> read_manifest(Env* env, const std::string& step_dir, int64_t rank) {
+Result<Manifest> read_manifest(Env* env, const std::string& step_dir, int64_t rank,
+                               std::shared_ptr<RandomAccessFile>* opened) {
   const std::string mpath = path_join(step_dir, rank_manifest_name(rank));
   CKPT_ASSIGN_OR_RETURN(std::string text, env->read_all(mpath, 64u << 20));
   CKPT_ASSIGN_OR_RETURN(Manifest m, decode_manifest(text, mpath));
@@ -22,7 +23,13 @@ Result<Manifest> read_manifest(Env* env, const std::string& step_dir, int64_t ra
     return corrupt(mpath + ": describes \"" + m.file + "\", expected \"" + rank_file_name(rank) +
                    "\"");
   }
-  CKPT_ASSIGN_OR_RETURN(uint64_t size, env->file_size(fpath));
+  uint64_t size = 0;
+  if (opened != nullptr && env->object_store(fpath) != nullptr) {
+    CKPT_ASSIGN_OR_RETURN(*opened, env->open_random(fpath));
+    size = (*opened)->size();
+  } else {
+    CKPT_ASSIGN_OR_RETURN(size, env->file_size(fpath));
+  }
   if (size != m.file_bytes) {
     return corrupt(fpath + ": " + std::to_string(size) + " bytes, the manifest says " +
                    std::to_string(m.file_bytes) + (size < m.file_bytes ? " (truncated)" : ""));
@@ -89,7 +96,7 @@ Status cross_check(const Manifest& m, const std::vector<h5::DatasetInfo>& datase
 Result<RankStructure> open_rank_structure(Env* env, const std::string& step_dir, int64_t rank,
                                           DatasetCheck check) {
   RankStructure rs;
-  CKPT_ASSIGN_OR_RETURN(rs.manifest, read_manifest(env, step_dir, rank));
+  CKPT_ASSIGN_OR_RETURN(rs.manifest, read_manifest(env, step_dir, rank, &rs.opened));
   rs.file = path_join(step_dir, rs.manifest.file);
   h5::TrustedDatasets trusted;
   if (check == DatasetCheck::kFromManifest) {
@@ -104,7 +111,7 @@ Result<RankStructure> open_rank_structure(Env* env, const std::string& step_dir,
       d.box = e.box;
     }
   }
-  CKPT_ASSIGN_OR_RETURN(auto view, hdf5_view(env, rs.file, &rs.manifest));
+  CKPT_ASSIGN_OR_RETURN(auto view, hdf5_view(env, rs.file, &rs.manifest, rs.opened.get()));
   CKPT_ASSIGN_OR_RETURN(
       rs.root, h5::read_structure(view->path(), &rs.datasets,
                                   check == DatasetCheck::kFromManifest ? &trusted : nullptr));
@@ -144,7 +151,10 @@ Result<Node> read_rank(Env* env, const std::string& step_dir, int64_t rank,
   const std::string& fpath = rs.file;
   Node& root = rs.root;
 
-  CKPT_ASSIGN_OR_RETURN(auto file, env->open_random(fpath));
+  std::shared_ptr<RandomAccessFile> file = rs.opened;  // on a store, opened already
+  if (file == nullptr) {
+    CKPT_ASSIGN_OR_RETURN(file, env->open_random(fpath));
+  }
   RankReadStats local;
   // Each tensor's destination first (options.place in manifest order = offset order), then the
   // reads: small tensors close together in one read each run, copied out (on an object store

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <set>
 #include <string>
 
@@ -70,8 +71,11 @@ struct RankReadStats {
 Result<Node> read_rank(Env* env, const std::string& step_dir, int64_t rank,
                        const ReadOptions& options = {}, RankReadStats* stats = nullptr);
 
-// Reads and decodes rank R's manifest, checking it against the file's real size.
-Result<Manifest> read_manifest(Env* env, const std::string& step_dir, int64_t rank);
+// Reads and decodes rank R's manifest, checking it against the file's real size. With `opened`,
+// on an object store, the rank file is opened for that (one HEAD) and handed over for the reads
+// that follow, which then need no HEAD of their own; elsewhere `opened` stays null.
+Result<Manifest> read_manifest(Env* env, const std::string& step_dir, int64_t rank,
+                               std::shared_ptr<RandomAccessFile>* opened = nullptr);
 
 // One rank file's structure, checked against its manifest without trusting HDF5: every dataset
 // listed with the same dtype, shape, hash and data offset, and the attribute digest matching.
@@ -79,7 +83,8 @@ Result<Manifest> read_manifest(Env* env, const std::string& step_dir, int64_t ra
 // read_rank and of the fast path in resume/.
 struct RankStructure {
   Manifest manifest;
-  std::string file;  // full path of rank-R.h5
+  std::string file;                          // full path of rank-R.h5
+  std::shared_ptr<RandomAccessFile> opened;  // on an object store: the file, opened once
   Node root;
   std::vector<h5::DatasetInfo> datasets;
 };

@@ -232,9 +232,12 @@ Result<CommitRecord> read_commit(Env* env, const std::string& step_dir) {
   return decode_commit(text, p);
 }
 
-Result<std::vector<CheckpointEntry>> list_checkpoints(Env* env, const std::string& run_dir) {
-  // On a store one LIST answers all: a name it gives is a "directory" when objects lie under it,
-  // and a run with no object under it is missing (no is_dir round trips, one per step).
+namespace {
+
+// The step directories of a run, ascending by step, not yet read (committed and damaged unset).
+// On a store one LIST answers all: a name it gives is a "directory" when objects lie under it,
+// and a run with no object under it is missing (no is_dir round trips, one per step).
+Result<std::vector<CheckpointEntry>> step_dirs(Env* env, const std::string& run_dir) {
   const bool store = env->object_store(run_dir) != nullptr;
   if (!store && !env->is_dir(run_dir)) return not_found(run_dir + ": no such run directory");
   auto listed = env->list_dir(run_dir);
@@ -248,17 +251,6 @@ Result<std::vector<CheckpointEntry>> list_checkpoints(Env* env, const std::strin
     if (!parse_step_dir_name(n, &e.step)) continue;
     e.dir = path_join(run_dir, n);
     if (!store && !env->is_dir(e.dir)) continue;
-    auto rec = read_commit(env, e.dir);
-    if (rec.is_ok() && rec->step == e.step) {
-      e.committed = true;
-      e.commit = *rec;
-    } else {
-      e.damaged = rec.is_ok() || rec.status().code() != Code::kNotFound;
-      e.problem = rec.is_ok() ? path_join(e.dir, "COMMIT.json") + ": names step " +
-                                    std::to_string(rec->step) + ", the directory is step " +
-                                    std::to_string(e.step)
-                              : rec.status().message();
-    }
     out.push_back(std::move(e));
   }
   std::sort(out.begin(), out.end(),
@@ -266,17 +258,47 @@ Result<std::vector<CheckpointEntry>> list_checkpoints(Env* env, const std::strin
   return out;
 }
 
+// Reads e's COMMIT.json: committed, damaged (a record that is there but not valid), or neither
+// (an interrupted save: no record).
+void read_entry(Env* env, CheckpointEntry* e) {
+  auto rec = read_commit(env, e->dir);
+  if (rec.is_ok() && rec->step == e->step) {
+    e->committed = true;
+    e->commit = *rec;
+    return;
+  }
+  e->damaged = rec.is_ok() || rec.status().code() != Code::kNotFound;
+  e->problem = rec.is_ok() ? path_join(e->dir, "COMMIT.json") + ": names step " +
+                                 std::to_string(rec->step) + ", the directory is step " +
+                                 std::to_string(e->step)
+                           : rec.status().message();
+}
+
+}  // namespace
+
+Result<std::vector<CheckpointEntry>> list_checkpoints(Env* env, const std::string& run_dir) {
+  CKPT_ASSIGN_OR_RETURN(auto out, step_dirs(env, run_dir));
+  for (CheckpointEntry& e : out) read_entry(env, &e);
+  return out;
+}
+
 Result<Latest> find_latest(Env* env, const std::string& run_dir) {
-  CKPT_ASSIGN_OR_RETURN(auto all, list_checkpoints(env, run_dir));
+  // Newest first, up to the first committed: a run that keeps many checkpoints (keep_every)
+  // costs one read of a commit record per restore, not one per checkpoint kept (each a GET on a
+  // store). The older ones change nothing of the answer.
+  CKPT_ASSIGN_OR_RETURN(auto all, step_dirs(env, run_dir));
+  std::vector<CheckpointEntry> damaged;  // newer than the newest committed, newest first
   const CheckpointEntry* newest = nullptr;
-  for (const auto& e : all) {
-    if (e.committed) newest = &e;
+  for (auto it = all.rbegin(); it != all.rend() && newest == nullptr; ++it) {
+    read_entry(env, &*it);
+    if (it->committed) {
+      newest = &*it;
+    } else if (it->damaged) {
+      damaged.push_back(*it);
+    }
   }
   if (newest == nullptr) return not_found(run_dir + ": no committed checkpoint");
-  Latest out{newest->step, newest->dir, "", {}, *newest->commit};
-  for (const auto& e : all) {
-    if (e.damaged && e.step > newest->step) out.damaged_newer.push_back(e);
-  }
+  Latest out{newest->step, newest->dir, "", {damaged.rbegin(), damaged.rend()}, *newest->commit};
   const std::string latest_path = path_join(run_dir, "LATEST");
   auto text = env->read_all(latest_path, 4096);
   if (!text.is_ok()) {

@@ -39,24 +39,30 @@ def open_latest(run_dir: str, rank: int, on_damaged: str) -> Tuple[
     checkpoint that would be stepped over raises CorruptCheckpointError naming it instead: a
     damaged commit record newer than every intact checkpoint (what C++'s check_damaged refuses),
     or a rank file whose format or format_version is not this build's."""
-    entries = _core.list_checkpoints(run_dir) if _core.is_dir(run_dir) else []
-    intact = [e for e in entries if e["committed"]]
-    newest = intact[-1]["step"] if intact else None
+    # find_latest reads the commit records newest first, up to the first committed one (on a
+    # store: one LIST, a GET or two, LATEST); the whole listing only where nothing is committed
+    # or this build cannot read the newest.
+    latest: Optional[Dict[str, Any]] = _core.find_latest(run_dir) or None
+    if latest is None:
+        entries = _core.list_checkpoints(run_dir) if _core.is_dir(run_dir) else []
+        damaged = [e for e in entries if e["damaged"]]
+    else:
+        damaged = latest["damaged_newer"]
+    newest = latest["step"] if latest else None
     stepped: List[str] = []
-    for e in entries:
-        if e["damaged"] and (newest is None or e["step"] > newest):
-            if on_damaged == "refuse":
-                raise CorruptCheckpointError(
-                    _refusal(e["dir"], f"damaged checkpoint ({e['problem']})", newest))
-            stepped.append(f"{os.path.basename(e['dir'])}: {e['problem']}")
-    latest = _core.find_latest(run_dir) if intact else None
+    for e in damaged:
+        if on_damaged == "refuse":
+            raise CorruptCheckpointError(
+                _refusal(e["dir"], f"damaged checkpoint ({e['problem']})", newest))
+        stepped.append(f"{os.path.basename(e['dir'])}: {e['problem']}")
     while latest:
         file_rank = min(rank, latest["world_size"] - 1)
-        opened = _core.OpenRank(latest["dir"], file_rank)
+        opened = _core.OpenRank(latest["dir"], file_rank, latest.get("record"))
         problem = _format_problem(opened.tree["attrs"])
         if problem is None:
             return latest, opened, stepped
-        older = [e for e in intact if e["step"] < latest["step"]]
+        older = [e for e in _core.list_checkpoints(run_dir)
+                 if e["committed"] and e["step"] < latest["step"]]
         where = os.path.join(latest["dir"], _core.rank_file_name(file_rank))
         if on_damaged == "refuse":
             raise CorruptCheckpointError(

@@ -158,7 +158,9 @@ class Checkpointer:
             self._journal = _core.Journal(self.run_dir)
         self._journal.append(kind, json.dumps(fields), durable)
 
-    def _start(self, rep: RestoreReport) -> None:
+    def _start(self, rep: RestoreReport, durable: bool = True) -> None:
+        """The journal's start event; durable=False where a durable event follows at once (one
+        fsync, or one PUT of the journal on a store, for both)."""
         if self._started:
             return
         self._started = True
@@ -168,7 +170,7 @@ class Checkpointer:
         loader = self._loader()
         if loader is not None:
             info["sampler"] = loader._journal_spec()
-        self._event("start", True, **info)
+        self._event("start", durable, **info)
 
     def log_progress(self, step: int, lr: Optional[float] = None, loss: Optional[float] = None,
                      **more: Any) -> None:
@@ -400,7 +402,8 @@ class Checkpointer:
         # rank's own file is read (and checked) into place; then the boxes are copied out.
         # With check_first=False both read straight into the live tensors (ShardRead's own
         # error says when it overwrote some).
-        sharded = (_core.ShardRead(latest["dir"], targets, in_place=not check_first)
+        sharded = (_core.ShardRead(latest["dir"], targets, in_place=not check_first,
+                                   record=latest.get("record"))
                    if targets else None)
         try:
             if dests:
@@ -434,7 +437,7 @@ class Checkpointer:
         rep.components = todo
         rep.restored = True
         restored_objs = [self._objects[n] for n in todo if n != "rng"]
-        self._start(rep)
+        self._start(rep, durable=False)  # the restore event below makes both durable
         loader = self._loader()
         self._event("restore", True, step=rep.step, checkpoint=os.path.basename(rep.checkpoint),
                     restored=rep.components, missing=rep.missing, skipped=rep.skipped,

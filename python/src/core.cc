@@ -236,9 +236,12 @@ class OpenRank {
  public:
   // A committed step (COMMIT.json) is restored with its whole file checked against the commit
   // record, dataset headers included: the datasets then come from the manifest (5× faster).
-  OpenRank(const std::string& dir, int64_t rank) : dir_(dir), rank_(rank) {
+  // `record`: the step's commit record when find_latest read it already (one GET less on a store).
+  OpenRank(const std::string& dir, int64_t rank, const CommitRecord* record)
+      : dir_(dir), rank_(rank) {
     Env* env = package_env();
-    auto commit = without_gil([&] { return store::read_commit(env, dir_); });
+    auto commit = record != nullptr ? Result<CommitRecord>(*record)
+                                    : without_gil([&] { return store::read_commit(env, dir_); });
     if (!commit.is_ok() && commit.status().code() != Code::kNotFound) raise_status(commit.status());
     if (commit.is_ok()) {
       auto listed = store::listed_rank_file(*commit, dir_, rank_);
@@ -371,6 +374,16 @@ py::dict find_latest(const std::string& run_dir) {
   out["note"] = latest->note;
   out["world_size"] = latest->commit.world_size;
   out["components"] = latest->commit.components;
+  out["record"] = latest->commit;  // for OpenRank and ShardRead: no second read of COMMIT.json
+  py::list damaged;                // newer than it: what restoring it steps over
+  for (const auto& e : latest->damaged_newer) {
+    py::dict d;
+    d["step"] = e.step;
+    d["dir"] = e.dir;
+    d["problem"] = e.problem;
+    damaged.append(d);
+  }
+  out["damaged_newer"] = damaged;
   return out;
 }
 
@@ -711,8 +724,12 @@ PYBIND11_MODULE(_core, m) {
     }
     m.attr("DTYPES") = dtypes;
   }
+  // A step's commit record as find_latest read it (opaque: handed to OpenRank and ShardRead).
+  py::class_<CommitRecord>(m, "CommitRecord")
+      .def_property_readonly("step", [](const CommitRecord& r) { return r.step; });
   py::class_<OpenRank>(m, "OpenRank")
-      .def(py::init<const std::string&, int64_t>(), py::arg("step_dir"), py::arg("rank"))
+      .def(py::init<const std::string&, int64_t, const CommitRecord*>(), py::arg("step_dir"),
+           py::arg("rank"), py::arg("record") = nullptr)
       .def_property_readonly("tree", &OpenRank::tree)
       .def("torch_layout", &OpenRank::torch_layout, py::arg("component"), py::arg("kind"))
       .def("read_into", &OpenRank::read_into, py::arg("dests"), py::arg("check_first") = false);

@@ -17,15 +17,17 @@ namespace py = pybind11;
 namespace ckpt::python {
 namespace {
 
-// ShardRead(step_dir, targets): targets are (tensor_path, offsets, sizes, ptr, nbytes, dtype[,
-// fresh]). The constructor reads and checks every saved box the targets overlap (GIL released)
-// and writes none of them but the fresh ones (memory allocated for this restore); copy_out()
-// fills the others, reading the checked bytes again (from the page cache). With
+// ShardRead(step_dir, targets[, in_place, record]): record is the step's commit record when
+// find_latest read it (else read here); targets are (tensor_path, offsets, sizes, ptr, nbytes,
+// dtype[, fresh]). The constructor reads and checks every saved box the targets overlap (GIL
+// released) and writes none of them but the fresh ones (memory allocated for this restore);
+// copy_out() fills the others, reading the checked bytes again (from the page cache). With
 // in_place, the constructor reads straight into them and copy_out() has nothing left to do
 // (resume/reshard_read.h).
 class PyShardRead {
  public:
-  PyShardRead(const std::string& step_dir, const py::list& targets, bool in_place) {
+  PyShardRead(const std::string& step_dir, const py::list& targets, bool in_place,
+              const CommitRecord* record) {
     std::vector<resume::ShardTarget> ts;
     ts.reserve(targets.size());
     for (const py::handle& h : targets) {
@@ -55,7 +57,8 @@ class PyShardRead {
     Result<resume::ShardRead> sr = Status::ok();
     {
       py::gil_scoped_release nogil;
-      sr = resume::ShardRead::prepare(package_env(), step_dir, std::move(ts), {0, in_place, {}});
+      sr = resume::ShardRead::prepare(package_env(), step_dir, std::move(ts), {0, in_place, {}},
+                                      record);
     }
     check(sr.status());
     sr_.emplace(std::move(*sr));
@@ -147,8 +150,9 @@ py::dict read_index(const std::string& step_dir) {
 void bind_shard(py::module_& m) {
   m.attr("MAX_FORMAT_VERSION") = kMaxFormatVersion;
   py::class_<PyShardRead>(m, "ShardRead")
-      .def(py::init<const std::string&, const py::list&, bool>(), py::arg("step_dir"),
-           py::arg("targets"), py::arg("in_place") = false)
+      .def(py::init<const std::string&, const py::list&, bool, const CommitRecord*>(),
+           py::arg("step_dir"), py::arg("targets"), py::arg("in_place") = false,
+           py::arg("record") = nullptr)
       .def("copy_out", &PyShardRead::copy_out)
       .def("stats", &PyShardRead::stats);
   m.def("assign_owners", &assign_owners, py::arg("items"), py::arg("candidates"),

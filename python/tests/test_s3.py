@@ -80,6 +80,37 @@ def test_second_writer_is_refused(s3):
     ckpt.Checkpointer(s3 + "/run").close()  # released: taken at once
 
 
+def test_restore_asks_the_store_only_what_it_needs(s3):
+    """A restore of a run that keeps many checkpoints: one LIST, the newest commit record (not
+    every one kept), one HEAD of the rank file (shared by the size check, the structure and the
+    data reads), one PUT of the journal (its start and restore events together)."""
+    import torch
+    import ckpt
+    import ckpt._core as core
+    model = torch.nn.Linear(64, 64)
+    run = s3 + "/many"
+    with ckpt.Checkpointer(run, keep_last=0) as ck:
+        ck.track(model=model)
+        for step in range(1, 7):
+            ck.save(step)
+    want = {k: v.clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        model.weight.zero_()
+    with ckpt.Checkpointer(run) as ck:
+        ck.track(model=model)
+        before = core.store_traffic()
+        rep = ck.restore_latest()
+        after = core.store_traffic()
+    assert rep.step == 6
+    assert all(torch.equal(v, want[k]) for k, v in model.state_dict().items())
+    t = {k: after[k] - before[k] for k in after}
+    print("restore of 1 of 6 checkpoints:", t)
+    assert t["lists"] == 1 and t["heads"] == 1 and t["puts"] == 1, t
+    # LATEST, COMMIT.json, the manifest, the journal, the rank file's structure and tensors;
+    # reading every commit record kept was 6 more, each of them twice (12)
+    assert t["gets"] <= 8, t
+
+
 DEMO = BUILD / "examples" / "ckpt-train-demo"
 
 

@@ -1,7 +1,9 @@
 #include "ckpt/store/run_dir.h"
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 
+#include "ckpt/io/env_wrapper.h"
 #include "ckpt/io/fault_injection_env.h"
 #include "tests/common/store_fixture.h"
 #include "tests/common/test_util.h"
@@ -112,6 +114,42 @@ TEST_CASE("find_latest prefers a newer committed checkpoint and survives a damag
   REQUIRE(b->note.find("damaged") != std::string::npos);
   TempDir empty;
   REQUIRE(store::find_latest(env, empty.path()).status().code() == Code::kNotFound);
+}
+
+// Counts the whole-file reads of commit records (one GET each on a store).
+class CommitReads final : public EnvWrapper {
+ public:
+  using EnvWrapper::EnvWrapper;
+  Result<std::string> read_whole(const std::string& p, uint64_t max_bytes) override {
+    if (path_basename(p) == "COMMIT.json") ++reads;
+    return EnvWrapper::read_whole(p, max_bytes);
+  }
+  int reads = 0;
+};
+
+TEST_CASE("find_latest reads commit records newest first, up to the first committed one",
+          "[store]") {
+  TempDir tmp;
+  Env* env = Env::posix();
+  for (int64_t step = 10; step <= 70; step += 10) {
+    REQUIRE(save_tiny(env, tmp.path(), step, static_cast<float>(step)).is_ok());
+  }
+  // step 70's record damaged, step 80 an interrupted save (no record)
+  testing::write_file(tmp.path() + "/step-000000000070/COMMIT.json", "{not json");
+  std::filesystem::create_directory(tmp.path() + "/step-000000000080");
+  CommitReads counting(env);
+  auto latest = store::find_latest(&counting, tmp.path());
+  REQUIRE(latest.is_ok());
+  REQUIRE(latest->step == 60);
+  REQUIRE(latest->damaged_newer.size() == 1);
+  REQUIRE(latest->damaged_newer[0].step == 70);
+  REQUIRE(latest->commit.step == 60);
+  CHECK(counting.reads == 2);  // 70 (damaged) and 60: not the five older ones
+  counting.reads = 0;
+  auto all = store::list_checkpoints(&counting, tmp.path());
+  REQUIRE(all.is_ok());
+  REQUIRE(all->size() == 8);
+  CHECK(counting.reads == 7);  // the listing reads every record
 }
 
 }  // namespace
