@@ -241,7 +241,7 @@ Result<store::GlobalIndex> read_step_index(Env* env, const std::string& step_dir
 
 Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
                                      std::vector<ShardTarget> targets,
-                                     const ShardReadOptions& options, const CommitRecord* given) {
+                                     const ShardReadOptions& options, const CommitRecord* known) {
   ShardRead sr;
   sr.options_ = options;
   // Empty local shards (3 rows over 4 ranks) read nothing; the plan numbers the others.
@@ -257,8 +257,8 @@ Result<ShardRead> ShardRead::prepare(Env* env, const std::string& step_dir,
     sr.targets_.push_back(std::move(t));
   }
   CommitRecord record;
-  if (given != nullptr) {
-    record = *given;
+  if (known != nullptr) {
+    record = *known;
   } else {
     CKPT_ASSIGN_OR_RETURN(record, store::read_commit(env, step_dir));
   }

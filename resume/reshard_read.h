@@ -85,12 +85,12 @@ struct ShardReadOptions {
 
 class ShardRead {
  public:
-  // `record`: the step's commit record when the caller has read it already (find_latest did),
+  // `known`: the step's commit record when the caller has read it already (find_latest did),
   // else read here.
   static Result<ShardRead> prepare(Env* env, const std::string& step_dir,
                                    std::vector<ShardTarget> targets,
                                    const ShardReadOptions& options = {},
-                                   const CommitRecord* record = nullptr);
+                                   const CommitRecord* known = nullptr);
   // Fills the targets (check first: reads again what prepare checked; in place: nothing left).
   // Call once, after prepare succeeded.
   Status copy_out();
