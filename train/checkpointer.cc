@@ -401,19 +401,13 @@ store::BackgroundSaverStats Checkpointer::background_stats() const {
 
 // A damaged checkpoint newer than every intact one is refused (kRefuse) or stepped over and
 // recorded in rep->skipped (kFallback).
-Status Checkpointer::check_damaged(RestoreReport* rep) {
-  if (!env_->is_dir(options_.run_dir)) return Status::ok();
-  CKPT_ASSIGN_OR_RETURN(auto all, store::list_checkpoints(env_, options_.run_dir));
-  int64_t newest_intact = -1;
-  for (const auto& e : all) {
-    if (e.committed) newest_intact = e.step;
-  }
-  for (const auto& e : all) {
-    if (!e.damaged || e.step < newest_intact) continue;
+Status Checkpointer::check_damaged(const std::vector<store::CheckpointEntry>& damaged,
+                                   int64_t newest, RestoreReport* rep) const {
+  for (const auto& e : damaged) {
     if (options_.on_damaged == OnDamaged::kRefuse) {
       return corrupt(e.dir + ": damaged checkpoint (" + e.problem + "); refusing to " +
-                     (newest_intact >= 0 ? "restore the older " + step_dir_name(newest_intact)
-                                         : std::string("start from scratch")) +
+                     (newest >= 0 ? "restore the older " + step_dir_name(newest)
+                                  : std::string("start from scratch")) +
                      " instead (on_damaged = fallback allows it)");
     }
     rep->skipped.push_back(path_basename(e.dir) + ": " + e.problem);

@@ -60,6 +60,7 @@
 #include "ckpt/format/component.h"
 #include "ckpt/io/env.h"
 #include "ckpt/store/background_save.h"
+#include "ckpt/store/run_dir.h"
 #include "ckpt/torch/extra_state.h"
 #include "ckpt/torch/fwd.h"
 #include "ckpt/torch/rng_state.h"
@@ -230,7 +231,10 @@ class Checkpointer {
   Status check_writable(const char* call) const;
   // This process's turn to save to the run directory (RunDirLock::save_mutex); empty off rank 0.
   std::unique_lock<std::mutex> take_turn();
-  Status check_damaged(RestoreReport* rep);
+  // Refuses (on_damaged = refuse) or lists in rep->skipped the damaged checkpoints newer than
+  // the newest intact one (`newest`, -1: none).
+  Status check_damaged(const std::vector<store::CheckpointEntry>& damaged, int64_t newest,
+                       RestoreReport* rep) const;
   Status journal_restore(const RestoreReport& rep, const loader::LoaderCursor* cursor);
 
   CheckpointerOptions options_;

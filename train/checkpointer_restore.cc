@@ -72,13 +72,14 @@ struct RestorePlan {
   bool optimizer_torch_layout = false;
 };
 
-// Step 1: the commit record and this rank's structure (dtypes, shapes, attributes; no bytes).
-// The datasets' descriptions come from the manifest: the restore checks every byte of the file,
-// their HDF5 headers included, against the commit record before it writes anything live.
-Result<OpenedCheckpoint> open_checkpoint(Env* env, const std::string& dir, int64_t rank) {
+// Step 1: the commit record (find_latest's) and this rank's structure (dtypes, shapes, attributes;
+// no bytes). The datasets' descriptions come from the manifest: the restore checks every byte of
+// the file, their HDF5 headers included, against the commit record before it writes anything live.
+Result<OpenedCheckpoint> open_checkpoint(Env* env, const std::string& dir, int64_t rank,
+                                         const CommitRecord& commit) {
   OpenedCheckpoint c;
   c.dir = dir;
-  CKPT_ASSIGN_OR_RETURN(c.commit, store::read_commit(env, dir));
+  c.commit = commit;  // as find_latest read it (no second GET on a store)
   const int64_t file_rank = std::min<int64_t>(rank, c.commit.world_size - 1);
   c.where = path_join(dir, rank_file_name(file_rank));
   CKPT_ASSIGN_OR_RETURN(c.listed, store::listed_rank_file(c.commit, dir, file_rank));
@@ -307,7 +308,8 @@ void commit_restore(const Tracked& tracked, const Node& tree, const RestoreRepor
 // The ShardRead of the tracked LocalShards ("/shards/<name>" in the index), checked, nothing
 // written; a checkpoint without an INDEX is refused naming the shards it lacks.
 Result<resume::ShardRead> prepare_shards(Env* env, const std::string& dir,
-                                         const std::vector<LocalShard>& shards) {
+                                         const std::vector<LocalShard>& shards,
+                                         const CommitRecord& commit) {
   std::vector<resume::ShardTarget> targets;
   for (const LocalShard& s : shards) {
     if (s.local == nullptr || !s.local->defined() || !s.local->device().is_cpu() ||
@@ -322,7 +324,7 @@ Result<resume::ShardRead> prepare_shards(Env* env, const std::string& dir,
                        s.local->data_ptr(),
                        static_cast<uint64_t>(s.local->numel()) * s.local->element_size()});
   }
-  auto sr = resume::ShardRead::prepare(env, dir, std::move(targets));
+  auto sr = resume::ShardRead::prepare(env, dir, std::move(targets), {}, &commit);
   if (sr.status().code() == Code::kNotFound) {
     return not_found(sr.status().message() + ": the tracked shards (\"" + shards.front().name +
                      "\"...) are not in it");
@@ -336,18 +338,32 @@ Result<RestoreReport> Checkpointer::restore_latest() {
   RestoreReport rep;
   CKPT_RETURN_IF_ERROR(wait());  // a save in flight is committed (or failed) first
   CKPT_RETURN_IF_ERROR(acquire_lock());
-  CKPT_RETURN_IF_ERROR(check_damaged(&rep));
+  // find_latest reads the commit records newest first, up to the first committed one (on a
+  // store one LIST and a GET or two, however many checkpoints are kept); the whole listing only
+  // where nothing is committed, for the damaged ones a fresh start would step over.
   auto latest = store::find_latest(env_, options_.run_dir);
   if (!latest.is_ok()) {
     if (latest.status().code() != Code::kNotFound) return latest.status();
+    if (env_->object_store(options_.run_dir) != nullptr || env_->is_dir(options_.run_dir)) {
+      auto all = store::list_checkpoints(env_, options_.run_dir);
+      if (!all.is_ok() && all.status().code() != Code::kNotFound) return all.status();
+      std::vector<store::CheckpointEntry> damaged;
+      if (all.is_ok()) {
+        for (const auto& e : *all) {
+          if (e.damaged) damaged.push_back(e);
+        }
+      }
+      CKPT_RETURN_IF_ERROR(check_damaged(damaged, -1, &rep));
+    }
     if (!rep.skipped.empty()) rep.note = "no intact checkpoint: a fresh start";
     return rep;  // a fresh start
   }
+  CKPT_RETURN_IF_ERROR(check_damaged(latest->damaged_newer, latest->step, &rep));
   rep.step = latest->step;
   rep.checkpoint = path_basename(latest->dir);
   rep.note = latest->note;
   CKPT_ASSIGN_OR_RETURN(OpenedCheckpoint checkpoint,
-                        open_checkpoint(env_, latest->dir, options_.rank));
+                        open_checkpoint(env_, latest->dir, options_.rank, latest->commit));
   rep.saved_world_size = checkpoint.commit.world_size;
   CKPT_RETURN_IF_ERROR(
       sort_components(tracked_, !extra_.values().empty(), checkpoint, options_.required, &rep));
@@ -357,7 +373,8 @@ Result<RestoreReport> Checkpointer::restore_latest() {
   // first, from whichever rank files hold them; copied in once everything else was applied.
   std::optional<resume::ShardRead> shards;
   if (tracked_.shards != nullptr && !tracked_.shards->empty()) {
-    CKPT_ASSIGN_OR_RETURN(shards, prepare_shards(env_, latest->dir, *tracked_.shards));
+    CKPT_ASSIGN_OR_RETURN(shards,
+                          prepare_shards(env_, latest->dir, *tracked_.shards, latest->commit));
   }
   LiveChanges live(tracked_, rep, &*plan, generators_, extra_);
   CKPT_ASSIGN_OR_RETURN(Node tree, read_checked(env_, std::move(checkpoint), *plan, rep, &live));

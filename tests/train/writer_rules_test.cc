@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include "ckpt/format/manifest.h"
+#include "ckpt/io/env_wrapper.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
 #include "tests/common/test_util.h"
@@ -141,6 +142,42 @@ TEST_CASE("a run directory deleted under the writer fails its next save", "[torc
   REQUIRE(relaunch.save(3).is_ok());
   REQUIRE_FALSE(ck.save(4).is_ok());
   REQUIRE(store::find_latest(Env::posix(), run)->step == 3);
+}
+
+// Counts the whole-file reads of commit records (one GET each on a store).
+class CommitReads final : public EnvWrapper {
+ public:
+  using EnvWrapper::EnvWrapper;
+  Result<std::string> read_whole(const std::string& p, uint64_t max_bytes) override {
+    if (path_basename(p) == "COMMIT.json") ++reads;
+    return EnvWrapper::read_whole(p, max_bytes);
+  }
+  int reads = 0;
+};
+
+TEST_CASE("restore_latest reads one commit record however many checkpoints are kept", "[torch]") {
+  Dir d;
+  Training a;
+  {
+    Checkpointer ck(options(d.path()));
+    a.track(ck);
+    for (int64_t step = 1; step <= 6; ++step) {
+      a.step();
+      REQUIRE(ck.save(step).is_ok());
+    }
+  }
+  CommitReads counting(Env::posix());
+  CheckpointerOptions o = options(d.path());
+  o.env = &counting;
+  Training b;
+  Checkpointer ck(o);
+  b.track(ck);
+  auto rep = ck.restore_latest();
+  REQUIRE(rep.is_ok());
+  REQUIRE(rep->step == 6);
+  // find_latest's read of step 6 serves the restore; before, the damaged-checkpoint check read
+  // every record kept and the restore read the newest twice more: 8
+  CHECK(counting.reads == 1);
 }
 
 TEST_CASE("a read-only Checkpointer restores a run another process holds, writing nothing",
