@@ -3,8 +3,8 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
-#include "ckpt/io/env_wrapper.h"
 #include "ckpt/io/fault_injection_env.h"
+#include "tests/common/commit_reads.h"
 #include "tests/common/store_fixture.h"
 #include "tests/common/test_util.h"
 
@@ -116,17 +116,6 @@ TEST_CASE("find_latest prefers a newer committed checkpoint and survives a damag
   REQUIRE(store::find_latest(env, empty.path()).status().code() == Code::kNotFound);
 }
 
-// Counts the whole-file reads of commit records (one GET each on a store).
-class CommitReads final : public EnvWrapper {
- public:
-  using EnvWrapper::EnvWrapper;
-  Result<std::string> read_whole(const std::string& p, uint64_t max_bytes) override {
-    if (path_basename(p) == "COMMIT.json") ++reads;
-    return EnvWrapper::read_whole(p, max_bytes);
-  }
-  int reads = 0;
-};
-
 TEST_CASE("find_latest reads commit records newest first, up to the first committed one",
           "[store]") {
   TempDir tmp;
@@ -137,7 +126,7 @@ TEST_CASE("find_latest reads commit records newest first, up to the first commit
   // step 70's record damaged, step 80 an interrupted save (no record)
   testing::write_file(tmp.path() + "/step-000000000070/COMMIT.json", "{not json");
   std::filesystem::create_directory(tmp.path() + "/step-000000000080");
-  CommitReads counting(env);
+  testing::CommitReads counting(env);
   auto latest = store::find_latest(&counting, tmp.path());
   REQUIRE(latest.is_ok());
   REQUIRE(latest->step == 60);

@@ -12,9 +12,9 @@
 #include <catch2/catch.hpp>
 
 #include "ckpt/format/manifest.h"
-#include "ckpt/io/env_wrapper.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
+#include "tests/common/commit_reads.h"
 #include "tests/common/test_util.h"
 #include "tests/common/train_fixture.h"
 #include "train/checkpointer.h"
@@ -144,17 +144,6 @@ TEST_CASE("a run directory deleted under the writer fails its next save", "[torc
   REQUIRE(store::find_latest(Env::posix(), run)->step == 3);
 }
 
-// Counts the whole-file reads of commit records (one GET each on a store).
-class CommitReads final : public EnvWrapper {
- public:
-  using EnvWrapper::EnvWrapper;
-  Result<std::string> read_whole(const std::string& p, uint64_t max_bytes) override {
-    if (path_basename(p) == "COMMIT.json") ++reads;
-    return EnvWrapper::read_whole(p, max_bytes);
-  }
-  int reads = 0;
-};
-
 TEST_CASE("restore_latest reads one commit record however many checkpoints are kept", "[torch]") {
   Dir d;
   Training a;
@@ -166,7 +155,7 @@ TEST_CASE("restore_latest reads one commit record however many checkpoints are k
       REQUIRE(ck.save(step).is_ok());
     }
   }
-  CommitReads counting(Env::posix());
+  testing::CommitReads counting(Env::posix());
   CheckpointerOptions o = options(d.path());
   o.env = &counting;
   Training b;
