@@ -70,7 +70,12 @@ class Run {
  public:
   Run(const RandomAccessFile& file, const ReadPlan& plan, ChunkSink* sink,
       const PipelineOptions& options, FileHash* file_hash)
-      : file_(file), plan_(plan), sink_(sink), options_(options), file_hash_(file_hash) {}
+      : file_(file),
+        plan_(plan),
+        sink_(sink),
+        options_(options),
+        file_hash_(file_hash),
+        remote_(file.read_profile().remote) {}
 
   void worker(unsigned id) {
     Hashers hasher;
@@ -145,11 +150,11 @@ class Run {
       }
     }
     if (file_hash_ == nullptr && options_.verify_hashes && sink_->hash_only(c)) {
-      HashVisit visit{this, &c, hasher, Status::ok()};
+      HashVisit visit{this, &c, hasher, 0, Status::ok()};
       CKPT_ASSIGN_OR_RETURN(const bool visited,
                             file_.visit_at(c.offset, c.nbytes, &HashVisit::run, &visit));
       if (visited) {
-        CKPT_RETURN_IF_ERROR(visit.status);
+        CKPT_RETURN_IF_ERROR(visit.finished());
         read_bytes.fetch_add(c.nbytes, std::memory_order_relaxed);
         hashed_in_cache.fetch_add(c.nbytes, std::memory_order_relaxed);
         chunks.fetch_add(1, std::memory_order_relaxed);
@@ -158,14 +163,21 @@ class Run {
     }
     CKPT_ASSIGN_OR_RETURN(unsigned char* buf, sink_->acquire(id, c));
     Status s = Status::ok();
+    bool hashed = false;
     if (!options_.verify_hashes && file_hash_ == nullptr && sink_->bytes_stay(c)) {
       const ReadSpan whole{buf, static_cast<size_t>(c.nbytes)};  // into place, read no more
       s = file_.read_scatter_streaming(c.offset, &whole, 1);
+    } else if (options_.verify_hashes && file_hash_ == nullptr && remote_) {
+      HashVisit visit{this, &c, hasher, 0,
+                      Status::ok()};  // each part hashed as it lands, still in cache
+      s = file_.read_visiting(c.offset, buf, c.nbytes, &HashVisit::run, &visit);
+      if (s.is_ok()) s = visit.finished();
+      hashed = true;
     } else {
       s = file_.read_at(c.offset, buf, c.nbytes);
     }
     if (s.is_ok()) s = sink_->deliver(id, c, buf);
-    if (s.is_ok() && options_.verify_hashes) s = hash_pieces(c, buf, nullptr, hasher);
+    if (s.is_ok() && options_.verify_hashes && !hashed) s = hash_pieces(c, buf, nullptr, hasher);
     if (s.is_ok() && file_hash_ != nullptr && !file_hash_->feed(index, buf, sink_->bytes_stay(c))) {
       s = internal_error(file_.path() + ": restore stopped by an earlier error");
     }
@@ -177,43 +189,73 @@ class Run {
     return Status::ok();
   }
 
-  // A chunk hashed where the file holds its bytes (visit_at). If the file shrinks underneath,
-  // run() stops anywhere inside hash_pieces: it holds no lock and nothing to destroy until it
-  // returns, and `status` is written only then.
+  // A chunk hashed as the file shows it (visit_at, read_visiting): in one part or several,
+  // consecutive and in order. If the file shrinks underneath, run() stops anywhere inside
+  // hash_part: it holds no lock and nothing to destroy until it returns, and `status` and `at`
+  // are written only then. After the first error the other parts are not hashed.
   struct HashVisit {
     Run* owner;
     const PlanChunk* chunk;
     Hashers* hasher;
+    uint64_t at = 0;  // bytes of the chunk shown so far
     Status status;
-    static void run(const unsigned char* bytes, size_t, void* arg) {
+    static void run(const unsigned char* bytes, size_t n, void* arg) {
       auto* v = static_cast<HashVisit*>(arg);
-      v->status = v->owner->hash_pieces(*v->chunk, bytes, nullptr, v->hasher);
+      if (v->status.is_ok()) v->status = v->owner->hash_part(*v->chunk, v->at, bytes, n, v->hasher);
+      v->at += n;
+    }
+    // The first mismatch, or an error if the file showed less or more than the chunk.
+    Status finished() const {
+      CKPT_RETURN_IF_ERROR(status);
+      if (at == chunk->nbytes) return Status::ok();
+      return internal_error(owner->file_.path() + ": a read showed " + std::to_string(at) +
+                            " of a chunk's " + std::to_string(chunk->nbytes) + " bytes");
     }
   };
 
-  // Pieces of one tensor arrive in order within a unit, so one Hasher per worker suffices: reset
-  // at a tensor's first byte, digest at its last (the same for its chunks). Piece k's bytes are
-  // at buf + its chunk offset, or at piece_bytes[k] for a scattered chunk.
+  // Piece k's bytes are at buf + its chunk offset, or at piece_bytes[k] for a scattered chunk.
   Status hash_pieces(const PlanChunk& c, const unsigned char* buf,
                      const unsigned char* const* piece_bytes, Hashers* h) {
+    if (piece_bytes == nullptr) return hash_part(c, 0, buf, c.nbytes, h);
     for (uint32_t k = 0; k < c.piece_count; ++k) {
       const PlanPiece& p = plan_.pieces[c.first_piece + k];
-      const PlanTensor& t = plan_.tensors[p.tensor];
-      const unsigned char* bytes = piece_bytes != nullptr ? piece_bytes[k] : buf + p.chunk_offset;
-      if (!t.chunk_xxh3.empty()) {
-        CKPT_RETURN_IF_ERROR(hash_chunks(t, p.tensor_offset, bytes, p.nbytes, &h->chunk));
-      }
-      if (p.tensor_offset == 0 && p.nbytes == t.nbytes) {
-        const uint64_t got = xxh3_64(bytes, p.nbytes);
-        if (got != t.xxh3) return hash_mismatch(t.path, file_.path(), t.offset, t.xxh3, got);
-        continue;
-      }
-      if (p.tensor_offset == 0) h->whole.reset();
-      h->whole.update(bytes, p.nbytes);
-      if (p.tensor_offset + p.nbytes == t.nbytes) {
-        const uint64_t got = h->whole.digest();
-        if (got != t.xxh3) return hash_mismatch(t.path, file_.path(), t.offset, t.xxh3, got);
-      }
+      CKPT_RETURN_IF_ERROR(hash_piece(p, p.tensor_offset, piece_bytes[k], p.nbytes, h));
+    }
+    return Status::ok();
+  }
+
+  // The chunk's bytes [from, from + n), at `bytes`: what of each piece lies there.
+  Status hash_part(const PlanChunk& c, uint64_t from, const unsigned char* bytes, uint64_t n,
+                   Hashers* h) {
+    const uint64_t to = from + n;
+    for (uint32_t k = 0; k < c.piece_count; ++k) {
+      const PlanPiece& p = plan_.pieces[c.first_piece + k];
+      const uint64_t begin = std::max(from, p.chunk_offset);
+      const uint64_t end = std::min(to, p.chunk_offset + p.nbytes);
+      if (begin >= end) continue;
+      CKPT_RETURN_IF_ERROR(hash_piece(p, p.tensor_offset + (begin - p.chunk_offset),
+                                      bytes + (begin - from), end - begin, h));
+    }
+    return Status::ok();
+  }
+
+  // Bytes [at, at + n) of piece p's tensor. Its bytes arrive in order within a unit, so one
+  // Hasher per worker suffices: reset at a tensor's first byte, digest at its last (the same for
+  // its chunks).
+  Status hash_piece(const PlanPiece& p, uint64_t at, const unsigned char* bytes, uint64_t n,
+                    Hashers* h) {
+    const PlanTensor& t = plan_.tensors[p.tensor];
+    if (!t.chunk_xxh3.empty()) CKPT_RETURN_IF_ERROR(hash_chunks(t, at, bytes, n, &h->chunk));
+    if (at == 0 && n == t.nbytes) {
+      const uint64_t got = xxh3_64(bytes, n);
+      if (got != t.xxh3) return hash_mismatch(t.path, file_.path(), t.offset, t.xxh3, got);
+      return Status::ok();
+    }
+    if (at == 0) h->whole.reset();
+    h->whole.update(bytes, n);
+    if (at + n == t.nbytes) {
+      const uint64_t got = h->whole.digest();
+      if (got != t.xxh3) return hash_mismatch(t.path, file_.path(), t.offset, t.xxh3, got);
     }
     return Status::ok();
   }
@@ -253,6 +295,10 @@ class Run {
   ChunkSink* sink_;
   PipelineOptions options_;
   FileHash* file_hash_;
+  // Hash each part of a chunk as it arrives (read_visiting): a remote file's GET lands in parts
+  // that are in cache just then; a local read lands whole, and hashing after deliver() lets a
+  // sink's asynchronous copy overlap the hash.
+  const bool remote_;
   std::atomic<size_t> next_unit_{0};
   std::atomic<bool> stop_{false};
   std::mutex mu_;

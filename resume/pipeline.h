@@ -8,9 +8,12 @@
 //   2. for each chunk of the unit, in order: sink.acquire() gives host memory to read into;
 //      read_at() fills it with one positioned read; sink.deliver() starts moving the bytes to
 //      their destinations; the worker then feeds each piece to its tensor's streaming XXH3 (the
-//      chunk is still in cache); sink.release() hands the memory back. Without a file hash to
-//      stream, a chunk of several pieces that sink.scatter() accepts is instead read with one
-//      read_scatter_at() straight into the pieces' destinations (no staging copy) and each
+//      chunk is still in cache); sink.release() hands the memory back. From a remote file
+//      (ReadProfile::remote) the chunk is read with read_visiting() instead and each part of it
+//      hashed as it lands (an object store's GET arrives a socket read at a time; an 8 MiB chunk
+//      hashed after it is whole comes back from memory, not cache), then delivered. Without a file
+//      hash to stream, a chunk of several pieces that sink.scatter() accepts is instead read with
+//      one read_scatter_at() straight into the pieces' destinations (no staging copy) and each
 //      piece hashed there, still in cache. A chunk the sink only hashes (ChunkSink::hash_only)
 //      is hashed where the file holds it when the file can show it (visit_at), with no read.
 //      Without hashes, what goes straight into place is read with read_scatter_streaming (the
@@ -44,7 +47,7 @@ class ChunkSink {
   // Host memory of at least chunk.nbytes for `worker` to read `chunk` into. May block (ring full).
   virtual Result<unsigned char*> acquire(unsigned worker, const PlanChunk& chunk) = 0;
   // `bytes` holds the chunk as read. Called before the chunk is hashed, so asynchronous copies
-  // overlap the hashing.
+  // overlap the hashing (after, from a remote file: its parts are hashed as they land).
   virtual Status deliver(unsigned worker, const PlanChunk& chunk, unsigned char* bytes) = 0;
   // The worker is done with `bytes` (hashed). Called exactly once per successful acquire().
   virtual Status release(unsigned worker, const PlanChunk& chunk, unsigned char* bytes) = 0;

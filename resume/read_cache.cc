@@ -102,8 +102,7 @@ Result<bool> ReadCache::visit_at(uint64_t offset, size_t n, ByteVisitor visit, v
     return true;
   }
   Block b = new_block(n);
-  Status s = base_.read_at(offset, b.data(), n);
-  if (s.is_ok()) visit(b.data(), n, arg);
+  Status s = base_.read_visiting(offset, b.data(), n, visit, arg);  // each part visited as it lands
   std::lock_guard<std::mutex> lock(mu_);
   if (!s.is_ok() || overlaps(offset, end)) {
     held_ -= n;

@@ -33,7 +33,8 @@ class ReadCache final : public RandomAccessFile {
                                 size_t count) const override;
   // The checking read's bytes, hashed where the cache holds them: a range a block holds is
   // visited there; a range nothing holds that is to be kept (keep_only, the budget) is
-  // downloaded straight into a new block, visited, and kept — no staging copy. Else false.
+  // downloaded straight into a new block, visited as its parts land (read_visiting), and kept —
+  // no staging copy. Else false.
   Result<bool> visit_at(uint64_t offset, size_t n, ByteVisitor visit, void* arg) const override;
   uint64_t size() const override { return base_.size(); }
   const std::string& path() const override { return base_.path(); }

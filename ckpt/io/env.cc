@@ -54,6 +54,13 @@ Status RandomAccessFile::read_scatter_at(uint64_t offset, const ReadSpan* spans,
   return Status::ok();
 }
 
+Status RandomAccessFile::read_visiting(uint64_t offset, void* dst, size_t n, ByteVisitor visit,
+                                       void* arg) const {
+  CKPT_RETURN_IF_ERROR(read_at(offset, dst, n));
+  if (n != 0) visit(static_cast<const unsigned char*>(dst), n, arg);
+  return Status::ok();
+}
+
 Result<std::string> RandomAccessFile::read_string(uint64_t offset, size_t len) const {
   if (!range_inside(offset, len, size())) return truncated(path(), offset, len, size());
   std::string s(len, '\0');

@@ -86,11 +86,20 @@ class RandomAccessFile {
   // read_at, which also reports a range outside the file); kCorrupt "truncated" when the file
   // shrank underneath and cut visit short. visit must only read the bytes and write plain
   // memory: it may stop anywhere (mapped_file.h guard_sigbus). Thread-safe.
+  // A ByteVisitor may be called more than once for one range: with consecutive parts of it, in
+  // order, each once (a file that receives its bytes in parts shows each as it lands).
   using ByteVisitor = void (*)(const unsigned char* bytes, size_t n, void* arg);
   virtual Result<bool> visit_at(uint64_t /*offset*/, size_t /*n*/, ByteVisitor /*visit*/,
                                 void* /*arg*/) const {
     return false;
   }
+  // As read_at, and shows dst's bytes to visit as they arrive, each part once it holds the
+  // file's bytes. A file whose bytes arrive in parts (an object store's GET: a callback per
+  // socket read) shows each part as it lands, while it is still in cache, and a retried request
+  // goes on from where the last one stopped, so a part shown is never written again. By default
+  // read_at, then the whole range shown once. On an error, the parts shown so far stay shown.
+  virtual Status read_visiting(uint64_t offset, void* dst, size_t n, ByteVisitor visit,
+                               void* arg) const;
 
   // Reads exactly `len` bytes at `offset` as a string; the range is checked against size() before
   // anything is allocated, so a hostile length costs nothing.

@@ -4,6 +4,8 @@ still match) and, as the test's `decide(method, target, n)` says for the n-th re
   "forward"  pass it on;
   "503"      answer 503 SlowDown without passing it on (a throttling store);
   "drop"     close the connection without an answer (a dropped connection);
+  "cut"      pass it on, then send the answer's headers and half its body and close the
+             connection (a connection dropped mid-download);
   a callable run it (kill the client, stop the server...), then drop the connection.
 When the upstream server does not answer, the client's connection is dropped (a server that is
 down). `upstream` may be changed while it runs (a restarted server on new ports)."""
@@ -21,6 +23,8 @@ class Proxy:
         self.decide = decide or (lambda method, target, n: "forward")
         self.lock = threading.Lock()
         self.seen = []  # (method, target, action) of every request, in arrival order
+        self.ranges = []  # (target, Range header, body bytes sent) of every ranged GET answered
+        self.current = threading.local()  # .headers: those of the request `decide` is asked of
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -32,6 +36,7 @@ class Proxy:
             def handle_one(self):
                 n_body = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(n_body) if n_body else b""
+                proxy.current.headers = self.headers
                 with proxy.lock:
                     n = len(proxy.seen)
                     action = proxy.decide(self.command, self.path, n)
@@ -73,8 +78,15 @@ class Proxy:
                 self.send_header("Content-Length",
                                  length if self.command == "HEAD" and length else str(len(data)))
                 self.end_headers()
+                if action == "cut":
+                    data = data[:len(data) // 2]
+                    self.close_connection = True
                 if self.command != "HEAD":
                     self.wfile.write(data)
+                    self.wfile.flush()
+                if self.headers.get("Range"):
+                    with proxy.lock:
+                        proxy.ranges.append((self.path, self.headers["Range"], len(data)))
 
             def handle_guarded(self):
                 try:

@@ -131,6 +131,90 @@ TEST_CASE("a damaged tensor on a remote store is refused before any destination 
   for (const auto& [path, b] : d) REQUIRE(b == std::vector<unsigned char>(b.size(), 0xAB));
 }
 
+// A GET lands in parts (CountedRemote shows them in uneven sizes, ending anywhere): the pipeline
+// hashes each part as it lands, so the bytes must be the local restore's, and a flipped byte in
+// any tensor must still be found, named, wherever the parts end.
+TEST_CASE("a restore from a remote store hashes each part of a read as it lands", "[resume]") {
+  Saved s;
+  save(&s);
+  auto run = [&](ReadProfile profile, bool check_first, Status* status, uint64_t* parts) {
+    RemoteEnv env(profile);
+    RestoreOptions o;
+    o.check_first = check_first;
+    o.chunk_bytes = 65536;
+    auto d = destinations(s.manifest, &o);
+    auto got = restore_rank(&env, s.dir.path(), 0, o);
+    *status = got.status();
+    *parts = env.parts.load();
+    return d;
+  };
+  for (bool check_first : {false, true}) {
+    INFO("check_first " << check_first);
+    Status st;
+    uint64_t local_parts = 0, remote_parts = 0;
+    auto want = run(ReadProfile{}, check_first, &st, &local_parts);
+    REQUIRE(st.is_ok());
+    auto got = run(ReadProfile{6, 0, true}, check_first, &st, &remote_parts);
+    INFO(st.to_string());
+    REQUIRE(st.is_ok());
+    REQUIRE(got == want);
+    CHECK(local_parts == 0);   // a local read is hashed after it lands, whole
+    CHECK(remote_parts > 20);  // ~2 MB in parts of ~36 KB on average
+  }
+  const std::string file = path_join(s.dir.path(), rank_file_name(0));
+  int damaged = 0;
+  for (const ManifestEntry& e : s.manifest.tensors) {
+    if (e.nbytes == 0) continue;
+    for (uint64_t at : {uint64_t{0}, e.nbytes / 2, e.nbytes - 1}) {
+      INFO(e.path << " byte " << at);
+      resume_test::flip_bit(file, e.offset + at);
+      Status st;
+      uint64_t parts = 0;
+      run(ReadProfile{6, 0, true}, false, &st, &parts);
+      resume_test::flip_bit(file, e.offset + at);  // back
+      REQUIRE(st.code() == Code::kCorrupt);
+      REQUIRE(st.message().find("\"" + e.path + "\"") != std::string::npos);
+      ++damaged;
+    }
+  }
+  REQUIRE(damaged > 100);
+}
+
+TEST_CASE("a file shows the range it reads once, whole, unless it receives it in parts",
+          "[resume]") {
+  std::string bytes(100000, '\0');
+  std::mt19937 g(9);
+  for (char& c : bytes) c = static_cast<char>(g());
+  auto mem = memory_file("mem", bytes);
+  struct Shown {
+    std::vector<std::pair<const unsigned char*, size_t>> parts;
+    static void run(const unsigned char* b, size_t n, void* arg) {
+      static_cast<Shown*>(arg)->parts.emplace_back(b, n);
+    }
+  };
+  std::string out(60000, '\0');
+  Shown whole;
+  REQUIRE(mem->read_visiting(1000, out.data(), out.size(), &Shown::run, &whole).is_ok());
+  REQUIRE(out == bytes.substr(1000, out.size()));
+  REQUIRE(whole.parts.size() == 1);
+  CHECK(whole.parts[0].first == reinterpret_cast<const unsigned char*>(out.data()));
+  CHECK(whole.parts[0].second == out.size());
+  std::atomic<uint64_t> read{0};
+  CountedRemote remote(memory_file("r", bytes), &read, ReadProfile{4, 0, true});
+  Shown parts;
+  std::string again(60000, '\0');
+  REQUIRE(remote.read_visiting(1000, again.data(), again.size(), &Shown::run, &parts).is_ok());
+  REQUIRE(again == out);
+  REQUIRE(parts.parts.size() > 1);
+  const auto* next = reinterpret_cast<const unsigned char*>(again.data());
+  for (const auto& [b, n] : parts.parts) {  // consecutive, in order, together the range
+    REQUIRE(b == next);
+    next += n;
+  }
+  CHECK(next == reinterpret_cast<const unsigned char*>(again.data()) + again.size());
+  CHECK(mem->read_visiting(99000, out.data(), 2000, &Shown::run, &whole).code() == Code::kCorrupt);
+}
+
 // The checking read of a check-first restore from a store: what the second read wants is
 // downloaded straight into a block it keeps, and visited there.
 TEST_CASE("ReadCache::visit_at downloads a wanted range into a block it keeps, else declines",

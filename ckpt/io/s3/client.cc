@@ -86,9 +86,16 @@ struct Request {
   std::vector<std::pair<std::string, std::string>> headers;
   const void* body = nullptr;
   size_t body_bytes = 0;
-  // A GET into caller memory of exactly this many bytes (a ranged read); else into `text`.
+  // A ranged GET into caller memory: the object's bytes [dst_offset, dst_offset + dst_bytes)
+  // into dst; else the body goes into `text`. `*placed` (the caller's, kept across attempts)
+  // counts the bytes in place: a retry asks only for the rest. Each part is shown to `visit`
+  // once it is in place.
   void* dst = nullptr;
   size_t dst_bytes = 0;
+  uint64_t dst_offset = 0;
+  size_t* placed = nullptr;
+  RandomAccessFile::ByteVisitor visit = nullptr;
+  void* visit_arg = nullptr;
   uint64_t max_text = 1u << 20;  // a larger response body is an error (kCorrupt)
 };
 
@@ -120,14 +127,21 @@ size_t on_write(char* data, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   const size_t k = size * n;
   Response* r = t->resp;
-  // A ranged GET writes into place only on success (206/200); an error body goes to text.
-  const bool into_dst = t->req->dst != nullptr && (r->status == 200 || r->status == 206);
+  // A ranged GET writes into place only on success (206, or 200 to a first attempt: a server
+  // that sends the whole object when the range covers it); an error body goes to text.
+  const Request& q = *t->req;
+  const bool into_dst =
+      q.dst != nullptr && (r->status == 206 || (r->status == 200 && *q.placed == 0));
   if (into_dst) {
-    if (r->received + k > t->req->dst_bytes) {
+    const size_t at = *q.placed;
+    if (at + k > q.dst_bytes) {
       r->too_large = true;
       return 0;  // more than asked for: stop (CURLE_WRITE_ERROR)
     }
-    std::memcpy(static_cast<char*>(t->req->dst) + r->received, data, k);
+    unsigned char* part = static_cast<unsigned char*>(q.dst) + at;
+    std::memcpy(part, data, k);
+    *q.placed = at + k;
+    if (q.visit != nullptr) q.visit(part, k, q.visit_arg);  // still in cache
   } else {
     if (r->text.size() + k > t->req->max_text) {
       r->too_large = true;
@@ -199,20 +213,22 @@ class CurlClient final : public S3Client {
   }
 
   Status get_range(const std::string& bucket, const std::string& key, uint64_t offset, void* dst,
-                   size_t n) override {
+                   size_t n, RandomAccessFile::ByteVisitor visit, void* visit_arg) override {
     if (n == 0) return Status::ok();
     Request r{"GET", bucket, key};
-    r.headers.push_back(
-        {"Range", "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + n - 1)});
+    size_t placed = 0;
     r.dst = dst;
     r.dst_bytes = n;
+    r.dst_offset = offset;
+    r.placed = &placed;
+    r.visit = visit;
+    r.visit_arg = visit_arg;
     ++stats_.gets;
     Response resp;
     CKPT_RETURN_IF_ERROR(call(r, "GET", &resp));
-    if (resp.received != n) {
+    if (placed != n) {
       return corrupt(s3_url(bucket, key) + ": truncated: a ranged GET of " + std::to_string(n) +
-                     " bytes at " + std::to_string(offset) + " returned " +
-                     std::to_string(resp.received));
+                     " bytes at " + std::to_string(offset) + " returned " + std::to_string(placed));
     }
     return Status::ok();
   }
@@ -414,6 +430,8 @@ class CurlClient final : public S3Client {
       if (!once.is_ok()) return once;
       std::string code, message;
       if (rc == CURLE_OK && out->status >= 200 && out->status < 300) return Status::ok();
+      // Every byte of a ranged GET in place before the connection failed: nothing left to ask.
+      if (r.placed != nullptr && *r.placed == r.dst_bytes && r.dst_bytes != 0) return Status::ok();
       if (rc == CURLE_OK) {
         code = first_text(out->text, "Code");
         message = first_text(out->text, "Message");
@@ -479,6 +497,10 @@ class CurlClient final : public S3Client {
     h.path = path;
     h.query = r.query;
     h.headers = r.headers;
+    if (r.dst != nullptr) {  // what is not in place yet (all of it, but on a retry)
+      h.headers.push_back({"Range", "bytes=" + std::to_string(r.dst_offset + *r.placed) + "-" +
+                                        std::to_string(r.dst_offset + r.dst_bytes - 1)});
+    }
     h.payload_sha256 = sha256_hex(r.body != nullptr ? r.body : "", r.body_bytes);
     sign_v4(&h, config_.credentials, config_.region, "s3", amz_date_now());
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "ckpt/base/status.h"
+#include "ckpt/io/env.h"
 #include "ckpt/io/s3/config.h"
 
 namespace ckpt::s3 {
@@ -76,8 +77,11 @@ class S3Client {
   virtual Result<std::string> get_object(const std::string& bucket, const std::string& key,
                                          uint64_t max_bytes, std::string* etag = nullptr) = 0;
   // Ranged GET of exactly n bytes at offset into dst; fewer bytes is kCorrupt "truncated".
+  // With `visit`, each part of dst is shown to it as it lands (RandomAccessFile::read_visiting);
+  // a retry after a dropped connection asks only for the bytes not yet received.
   virtual Status get_range(const std::string& bucket, const std::string& key, uint64_t offset,
-                           void* dst, size_t n) = 0;
+                           void* dst, size_t n, RandomAccessFile::ByteVisitor visit,
+                           void* visit_arg) = 0;
   virtual Result<ObjectInfo> head_object(const std::string& bucket, const std::string& key) = 0;
   // ListObjectsV2, every page. With delimiter "/": objects directly under prefix and the
   // "subdirectories" as prefixes; with "": everything under prefix.

@@ -99,15 +99,11 @@ class S3Random final : public RandomAccessFile {
   S3Random(S3Client* c, S3Url u, std::string path, ObjectInfo info)
       : c_(c), u_(std::move(u)), path_(std::move(path)), info_(std::move(info)) {}
   Status read_at(uint64_t offset, void* dst, size_t n) const override {
-    if (!range_inside(offset, n, info_.size)) {
-      return corrupt(path_ + ": truncated: " + std::to_string(n) + " bytes at " +
-                     std::to_string(offset) + " of a " + std::to_string(info_.size) +
-                     "-byte object");
-    }
+    CKPT_RETURN_IF_ERROR(inside(offset, n));
     if (n == 0) return Status::ok();
     const int ways = std::max(1, c_->config().concurrency);
     if (n <= kSplitBytes || ways == 1) {
-      CKPT_RETURN_IF_ERROR(c_->get_range(u_.bucket, u_.key, offset, dst, n));
+      CKPT_RETURN_IF_ERROR(c_->get_range(u_.bucket, u_.key, offset, dst, n, nullptr, nullptr));
       count_read(n);
       return Status::ok();
     }
@@ -120,12 +116,24 @@ class S3Random final : public RandomAccessFile {
       const size_t from = k * each, len = std::min(each, n - std::min(n, from));
       if (len == 0) continue;
       pool.emplace_back([&, k, from, len] {
-        st[k] =
-            c_->get_range(u_.bucket, u_.key, offset + from, static_cast<char*>(dst) + from, len);
+        st[k] = c_->get_range(u_.bucket, u_.key, offset + from, static_cast<char*>(dst) + from, len,
+                              nullptr, nullptr);
       });
     }
     for (auto& t : pool) t.join();
     for (const Status& s : st) CKPT_RETURN_IF_ERROR(s);
+    count_read(n);
+    return Status::ok();
+  }
+  // One GET shows its parts as they land; a read split into parallel GETs (over kSplitBytes) is
+  // shown whole once it is in.
+  Status read_visiting(uint64_t offset, void* dst, size_t n, ByteVisitor visit,
+                       void* arg) const override {
+    CKPT_RETURN_IF_ERROR(inside(offset, n));
+    if (n > kSplitBytes && c_->config().concurrency > 1) {
+      return RandomAccessFile::read_visiting(offset, dst, n, visit, arg);
+    }
+    CKPT_RETURN_IF_ERROR(c_->get_range(u_.bucket, u_.key, offset, dst, n, visit, arg));
     count_read(n);
     return Status::ok();
   }
@@ -152,6 +160,12 @@ class S3Random final : public RandomAccessFile {
   }
 
  private:
+  Status inside(uint64_t offset, size_t n) const {
+    if (range_inside(offset, n, info_.size)) return Status::ok();
+    return corrupt(path_ + ": truncated: " + std::to_string(n) + " bytes at " +
+                   std::to_string(offset) + " of a " + std::to_string(info_.size) + "-byte object");
+  }
+
   S3Client* c_;
   S3Url u_;
   std::string path_;
