@@ -75,7 +75,7 @@ class Run {
         sink_(sink),
         options_(options),
         file_hash_(file_hash),
-        remote_(file.read_profile().remote) {}
+        in_parts_(!sink->overlaps_hashing()) {}
 
   void worker(unsigned id) {
     Hashers hasher;
@@ -167,7 +167,7 @@ class Run {
     if (!options_.verify_hashes && file_hash_ == nullptr && sink_->bytes_stay(c)) {
       const ReadSpan whole{buf, static_cast<size_t>(c.nbytes)};  // into place, read no more
       s = file_.read_scatter_streaming(c.offset, &whole, 1);
-    } else if (options_.verify_hashes && file_hash_ == nullptr && remote_) {
+    } else if (options_.verify_hashes && file_hash_ == nullptr && in_parts_) {
       HashVisit visit{this, &c, hasher, 0,
                       Status::ok()};  // each part hashed as it lands, still in cache
       s = file_.read_visiting(c.offset, buf, c.nbytes, &HashVisit::run, &visit);
@@ -295,10 +295,9 @@ class Run {
   ChunkSink* sink_;
   PipelineOptions options_;
   FileHash* file_hash_;
-  // Hash each part of a chunk as it arrives (read_visiting): a remote file's GET lands in parts
-  // that are in cache just then; a local read lands whole, and hashing after deliver() lets a
-  // sink's asynchronous copy overlap the hash.
-  const bool remote_;
+  // Hash each part of a chunk as it lands (read_visiting), while it is in cache; not when the
+  // sink's deliver() starts a device copy that the hash should overlap.
+  const bool in_parts_;
   std::atomic<size_t> next_unit_{0};
   std::atomic<bool> stop_{false};
   std::mutex mu_;

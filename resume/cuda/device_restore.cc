@@ -63,6 +63,8 @@ class DeviceSink final : public ChunkSink {
     return Status::ok();
   }
 
+  bool overlaps_hashing() const override { return true; }  // the H2D copy runs while hashing
+
   Status release(unsigned w, const PlanChunk&, unsigned char*) override {
     ring_->release(held_[w], copied_[w] != 0);
     copied_[w] = 0;

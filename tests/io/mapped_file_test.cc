@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <csignal>
 #include <cstdint>
@@ -79,6 +80,31 @@ TEST_CASE("cached bytes read through the mapping equal the file's, pread or not"
     auto outside = (*f)->visit_at(3 * kMiB, kMiB, &ByteSum::run, &sum);
     REQUIRE(outside.is_ok());
     CHECK_FALSE(*outside);  // read_at reports the range
+
+    // read_visiting: into dst, each part shown once it is there, in order, small enough to be
+    // hashed in cache.
+    struct Parts {
+      const char* next;
+      size_t count = 0, largest = 0;
+      bool in_order = true;
+      static void run(const unsigned char* b, size_t n, void* arg) {
+        auto* p = static_cast<Parts*>(arg);
+        p->in_order = p->in_order && reinterpret_cast<const char*>(b) == p->next;
+        p->next += n;
+        ++p->count;
+        p->largest = std::max(p->largest, n);
+      }
+    };
+    std::fill(got.begin(), got.end(), 0);
+    Parts parts{got.data()};
+    REQUIRE((*f)->read_visiting(kMiB - 5, got.data(), got.size(), &Parts::run, &parts).is_ok());
+    CHECK(std::memcmp(got.data(), bytes.data() + kMiB - 5, got.size()) == 0);
+    CHECK(parts.in_order);
+    CHECK(parts.next == got.data() + got.size());
+    CHECK(parts.count == 9);  // 2 MiB + 7 bytes in parts of 256 KiB
+    CHECK(parts.largest == 256 * 1024);
+    CHECK((*f)->read_visiting(3 * kMiB, got.data(), kMiB, &Parts::run, &parts).code() ==
+          Code::kCorrupt);
   }
 }
 
