@@ -188,10 +188,28 @@ Result<RunJournal> parse_journal(const std::string& text, const std::string& pat
   return out;
 }
 
+// On a store the journal may be in segments (ckpt/store/journal.h): those its first line counts,
+// in order, then journal.jsonl itself; each names its own lines in messages.
 Result<RunJournal> read_journal(Env* env, const std::string& run_dir) {
   const std::string path = run_dir + "/journal.jsonl";
   CKPT_ASSIGN_OR_RETURN(std::string text, read_text_file(env, path));
-  return parse_journal(text, path);
+  const uint64_t segments = store::journal_segments_before(text);
+  if (segments == 0) return parse_journal(text, path);
+  RunJournal out;
+  out.path = path;
+  auto add = [&out](RunJournal part) {
+    for (auto& e : part.events) out.events.push_back(std::move(e));
+    for (auto& w : part.warnings) out.warnings.push_back(std::move(w));
+  };
+  for (uint64_t k = 1; k <= segments; ++k) {
+    const std::string segment = run_dir + "/" + store::journal_segment_name(k);
+    CKPT_ASSIGN_OR_RETURN(std::string seg_text, read_text_file(env, segment));
+    CKPT_ASSIGN_OR_RETURN(RunJournal part, parse_journal(seg_text, segment));
+    add(std::move(part));
+  }
+  CKPT_ASSIGN_OR_RETURN(RunJournal tail, parse_journal(text, path));
+  add(std::move(tail));
+  return out;
 }
 
 }  // namespace ckpt::analytics

@@ -16,8 +16,10 @@
 #include "analytics/coverage/run_spec.h"
 #include "analytics/input/json_text.h"
 #include "analytics/lr/checkpoint_lr.h"
+#include "ckpt/io/mem_env.h"
 #include "ckpt/loader/resumable_sampler.h"
 #include "ckpt/sched/schedule.h"
+#include "ckpt/store/journal.h"
 #include "cli/commands.h"
 #include "tests/analytics/test_support.h"
 
@@ -401,6 +403,41 @@ TEST_CASE("the demo run: --omit loader repeats samples, a full checkpoint does n
       CHECK(never_before_last == 0);
     }
   }
+}
+
+}  // namespace
+}  // namespace ckpt::analytics::coverage_test
+
+namespace ckpt::analytics::coverage_test {
+namespace {
+
+// A store's journal comes in segments (ckpt/store/journal.h): `ckpt lr` and `ckpt coverage` read
+// them all, in order, and a bad line names the segment it is in.
+TEST_CASE("the analytics read a journal kept in segments whole, in order", "[analytics]") {
+  MemEnv env;
+  {
+    auto j = store::Journal::open_segmented(&env, "/run", 600);
+    REQUIRE(j.is_ok());
+    for (int64_t step = 0; step < 40; ++step) {
+      REQUIRE((*j)->append(store::JournalEventType::kProgress, {{"step", step}, {"lr", 0.1}},
+                           step % 5 == 0)
+                  .is_ok());
+    }
+  }
+  REQUIRE(env.exists("/run/" + store::journal_segment_name(2)));
+  auto journal = read_journal(&env, "/run");
+  INFO(journal.status().to_string());
+  REQUIRE(journal.is_ok());
+  REQUIRE(journal->events.size() == 40);
+  for (int64_t step = 0; step < 40; ++step) CHECK(journal->events[step].step == step);
+  auto seg = env.read_all("/run/" + store::journal_segment_name(2), 1 << 20);
+  REQUIRE(seg.is_ok());
+  REQUIRE(env.write_atomic("/run/" + store::journal_segment_name(2),
+                           *seg + "{\"event\": \"progress\"}\n")
+              .is_ok());
+  auto bad = read_journal(&env, "/run");
+  REQUIRE_FALSE(bad.is_ok());
+  CHECK(bad.status().message().find(store::journal_segment_name(2) + ":") != std::string::npos);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "ckpt/format/manifest.h"
 #include "ckpt/io/s3/config.h"
 #include "ckpt/io/s3/upload.h"
+#include "ckpt/store/journal.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
 #include "tests/common/test_util.h"
@@ -416,6 +417,54 @@ TEST_CASE("finding the newest checkpoint on a store costs one LIST and one GET a
   REQUIRE(latest->commit.step == 6);
   REQUIRE(store::list_checkpoints(env.get(), run + "-none").status().code() == Code::kNotFound);
   REQUIRE(env->remove_tree(run).is_ok());
+}
+
+// A long run's journal on the store: each durable event PUTs the newest segment only
+// (ckpt/store/journal.h), however many events came before; a reader gets them all, in order.
+TEST_CASE("a journal on a store is written in segments, each event PUTting the newest only",
+          "[s3]") {
+  auto env = make_env();
+  const std::string run = unique_run();
+  s3::RequestStats& st = s3::s3_client_of(env.get())->stats();
+  {
+    auto j = store::Journal::open_segmented(env.get(), run, 2000);
+    REQUIRE(j.is_ok());
+    for (int64_t step = 0; step < 200; ++step) {
+      const uint64_t up = st.bytes_up;
+      REQUIRE((*j)->append(store::JournalEventType::kSave, {{"step", step}}, true).is_ok());
+      REQUIRE(st.bytes_up - up < 2 * 2000 + 400);  // the tail, and at a roll-over the segment
+    }
+  }
+  auto lines = store::read_journal(env.get(), run);
+  REQUIRE(lines.is_ok());
+  REQUIRE(lines->size() == 200);
+  for (int64_t step = 0; step < 200; ++step) REQUIRE(lines->at(step)["step"] == step);
+  REQUIRE(env->exists(run + "/" + store::journal_segment_name(3)));
+
+  // Journal::open on a store is segmented: a journal above a segment (written whole before
+  // segments) becomes the first segment at its next open.
+  const std::string old_run = unique_run();
+  std::string old;
+  while (old.size() <= store::kJournalSegmentBytes) {
+    old += "{\"event\":\"progress\",\"time\":1,\"step\":" + std::to_string(old.size()) + "}\n";
+  }
+  REQUIRE(env->write_atomic(old_run + "/journal.jsonl", old).is_ok());
+  {
+    auto j = store::Journal::open(env.get(), old_run);
+    REQUIRE(j.is_ok());
+    REQUIRE((*j)->append(store::JournalEventType::kStart, {{"step", -1}}, true).is_ok());
+  }
+  auto first = env->read_all(old_run + "/" + store::journal_segment_name(1), 64u << 20);
+  REQUIRE(first.is_ok());
+  REQUIRE(*first == old);
+  auto tail = env->read_all(old_run + "/journal.jsonl", 1u << 20);
+  REQUIRE(tail.is_ok());
+  REQUIRE(tail->size() < 1000);
+  auto all = store::read_journal(env.get(), old_run);
+  REQUIRE(all.is_ok());
+  REQUIRE(all->back()["step"] == -1);
+  REQUIRE(env->remove_tree(run).is_ok());
+  REQUIRE(env->remove_tree(old_run).is_ok());
 }
 
 TEST_CASE("a wrong secret is one line that names no secret", "[s3]") {
