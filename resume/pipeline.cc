@@ -168,8 +168,8 @@ class Run {
       const ReadSpan whole{buf, static_cast<size_t>(c.nbytes)};  // into place, read no more
       s = file_.read_scatter_streaming(c.offset, &whole, 1);
     } else if (options_.verify_hashes && file_hash_ == nullptr && in_parts_) {
-      HashVisit visit{this, &c, hasher, 0,
-                      Status::ok()};  // each part hashed as it lands, still in cache
+      // Each part hashed as it lands, still in cache.
+      HashVisit visit{this, &c, hasher, 0, Status::ok()};
       s = file_.read_visiting(c.offset, buf, c.nbytes, &HashVisit::run, &visit);
       if (s.is_ok()) s = visit.finished();
       hashed = true;

@@ -193,22 +193,21 @@ Result<RunJournal> parse_journal(const std::string& text, const std::string& pat
 Result<RunJournal> read_journal(Env* env, const std::string& run_dir) {
   const std::string path = run_dir + "/journal.jsonl";
   CKPT_ASSIGN_OR_RETURN(std::string text, read_text_file(env, path));
-  const uint64_t segments = store::journal_segments_before(text);
-  if (segments == 0) return parse_journal(text, path);
+  const std::vector<std::string> segments = store::journal_segment_paths(run_dir, text);
+  if (segments.empty()) return parse_journal(text, path);
   RunJournal out;
   out.path = path;
-  auto add = [&out](RunJournal part) {
+  auto add = [&out](const std::string& part_text, const std::string& part_path) -> Status {
+    CKPT_ASSIGN_OR_RETURN(RunJournal part, parse_journal(part_text, part_path));
     for (auto& e : part.events) out.events.push_back(std::move(e));
     for (auto& w : part.warnings) out.warnings.push_back(std::move(w));
+    return Status::ok();
   };
-  for (uint64_t k = 1; k <= segments; ++k) {
-    const std::string segment = run_dir + "/" + store::journal_segment_name(k);
+  for (const std::string& segment : segments) {
     CKPT_ASSIGN_OR_RETURN(std::string seg_text, read_text_file(env, segment));
-    CKPT_ASSIGN_OR_RETURN(RunJournal part, parse_journal(seg_text, segment));
-    add(std::move(part));
+    CKPT_RETURN_IF_ERROR(add(seg_text, segment));
   }
-  CKPT_ASSIGN_OR_RETURN(RunJournal tail, parse_journal(text, path));
-  add(std::move(tail));
+  CKPT_RETURN_IF_ERROR(add(text, path));
   return out;
 }
 

@@ -52,6 +52,16 @@ std::string journal_segment_name(uint64_t k) {
   return name;
 }
 
+std::vector<std::string> journal_segment_paths(const std::string& run_dir,
+                                               const std::string& tail) {
+  std::vector<std::string> out;
+  const uint64_t segments = journal_segments_before(tail);
+  for (uint64_t k = 1; k <= segments; ++k) {
+    out.push_back(path_join(run_dir, journal_segment_name(k)));
+  }
+  return out;
+}
+
 Result<std::unique_ptr<Journal>> Journal::open(Env* env, const std::string& run_dir) {
   const std::string path = tail_path(run_dir);
   if (env->object_store(path) != nullptr) {
@@ -157,22 +167,20 @@ void parse_lines(const std::string& text, std::vector<nlohmann::json>* out, size
 
 }  // namespace
 
-// The tail first (one read): its marker says how many segments precede it. A segment written
-// after that marker (a roll-over cut short) holds nothing the tail does not: it is not read.
+// The tail first (one read): its marker says which segments precede it.
 Result<std::vector<nlohmann::json>> read_journal(Env* env, const std::string& run_dir,
                                                  size_t* skipped) {
   constexpr uint64_t kMaxBytes = 4ull << 30;
   CKPT_ASSIGN_OR_RETURN(std::string tail, env->read_all(tail_path(run_dir), kMaxBytes));
   std::vector<nlohmann::json> out;
   size_t bad = 0;
-  const uint64_t segments = journal_segments_before(tail);
-  for (uint64_t k = 1; k <= segments; ++k) {
-    const std::string path = path_join(run_dir, journal_segment_name(k));
-    auto text = env->read_all(path, kMaxBytes);
+  const std::vector<std::string> segments = journal_segment_paths(run_dir, tail);
+  for (size_t k = 0; k < segments.size(); ++k) {
+    auto text = env->read_all(segments[k], kMaxBytes);
     if (!text.is_ok()) {  // the message names the object
       return Status(text.status().code(), text.status().message() + " (segment " +
-                                              std::to_string(k) + " of " +
-                                              std::to_string(segments) + " of the journal)");
+                                              std::to_string(k + 1) + " of " +
+                                              std::to_string(segments.size()) + " of the journal)");
     }
     parse_lines(*text, &out, &bad);
   }

@@ -68,6 +68,9 @@ class Journal {
 std::string journal_segment_name(uint64_t k);
 // How many segments precede a journal.jsonl of this text (its first line's marker; 0 without).
 uint64_t journal_segments_before(const std::string& tail);
+// The segments to read before a journal.jsonl of this text, in order: what its marker counts.
+// A segment written after that marker (a roll-over cut short) holds nothing the tail does not.
+std::vector<std::string> journal_segment_paths(const std::string& run_dir, const std::string& tail);
 
 // Every well-formed line of a journal, its segments first; malformed lines (a torn last line
 // after a crash) are skipped and counted. The segment markers are not events: left out.
