@@ -338,26 +338,16 @@ Result<RestoreReport> Checkpointer::restore_latest() {
   RestoreReport rep;
   CKPT_RETURN_IF_ERROR(wait());  // a save in flight is committed (or failed) first
   CKPT_RETURN_IF_ERROR(acquire_lock());
-  // find_latest reads the commit records newest first, up to the first committed one (on a
-  // store one LIST and a GET or two, however many checkpoints are kept); the whole listing only
-  // where nothing is committed, for the damaged ones a fresh start would step over.
-  auto latest = store::find_latest(env_, options_.run_dir);
-  if (!latest.is_ok()) {
-    if (latest.status().code() != Code::kNotFound) return latest.status();
-    if (env_->object_store(options_.run_dir) != nullptr || env_->is_dir(options_.run_dir)) {
-      auto all = store::list_checkpoints(env_, options_.run_dir);
-      if (!all.is_ok() && all.status().code() != Code::kNotFound) return all.status();
-      std::vector<store::CheckpointEntry> damaged;
-      if (all.is_ok()) {
-        for (const auto& e : *all) {
-          if (e.damaged) damaged.push_back(e);
-        }
-      }
-      CKPT_RETURN_IF_ERROR(check_damaged(damaged, -1, &rep));
-    }
+  // The commit records, newest first, up to the first committed one (on a store one LIST and a
+  // GET or two, however many checkpoints are kept); all of them only where nothing is committed,
+  // for the damaged ones a fresh start would step over.
+  CKPT_ASSIGN_OR_RETURN(store::LatestOrFresh found, store::look_up_latest(env_, options_.run_dir));
+  if (!found.latest) {
+    CKPT_RETURN_IF_ERROR(check_damaged(found.damaged, -1, &rep));
     if (!rep.skipped.empty()) rep.note = "no intact checkpoint: a fresh start";
     return rep;  // a fresh start
   }
+  store::Latest* latest = &*found.latest;
   CKPT_RETURN_IF_ERROR(check_damaged(latest->damaged_newer, latest->step, &rep));
   rep.step = latest->step;
   rep.checkpoint = path_basename(latest->dir);

@@ -282,28 +282,31 @@ Result<std::vector<CheckpointEntry>> list_checkpoints(Env* env, const std::strin
   return out;
 }
 
-Result<Latest> find_latest(Env* env, const std::string& run_dir) {
-  // Newest first, up to the first committed: a run that keeps many checkpoints (keep_every)
-  // costs one read of a commit record per restore, not one per checkpoint kept (each a GET on a
-  // store). The older ones change nothing of the answer.
+namespace {
+
+// Newest first, up to the first committed: a run that keeps many checkpoints (keep_every) costs
+// one read of a commit record per restore, not one per checkpoint kept (each a GET on a store).
+// The older ones change nothing of the answer. `damaged`: the damaged ones read (all of them
+// when nothing is committed), ascending.
+Result<std::optional<Latest>> newest_committed(Env* env, const std::string& run_dir,
+                                               std::vector<CheckpointEntry>* damaged) {
   CKPT_ASSIGN_OR_RETURN(auto all, step_dirs(env, run_dir));
-  std::vector<CheckpointEntry> damaged;  // newer than the newest committed, newest first
   const CheckpointEntry* newest = nullptr;
   for (auto it = all.rbegin(); it != all.rend() && newest == nullptr; ++it) {
     read_entry(env, &*it);
     if (it->committed) {
       newest = &*it;
     } else if (it->damaged) {
-      damaged.push_back(*it);
+      damaged->insert(damaged->begin(), *it);
     }
   }
-  if (newest == nullptr) return not_found(run_dir + ": no committed checkpoint");
-  Latest out{newest->step, newest->dir, "", {damaged.rbegin(), damaged.rend()}, *newest->commit};
+  if (newest == nullptr) return std::optional<Latest>();
+  Latest out{newest->step, newest->dir, "", *damaged, *newest->commit};
   const std::string latest_path = path_join(run_dir, "LATEST");
   auto text = env->read_all(latest_path, 4096);
   if (!text.is_ok()) {
     out.note = "LATEST is missing; using the newest committed checkpoint " + path_basename(out.dir);
-    return out;
+    return std::optional<Latest>(std::move(out));
   }
   std::string named = *text;
   while (!named.empty() && (named.back() == '\n' || named.back() == '\r')) named.pop_back();
@@ -312,12 +315,13 @@ Result<Latest> find_latest(Env* env, const std::string& run_dir) {
     out.note = "LATEST is damaged (\"" + escape_bytes(named.substr(0, 40)) + "\"); using " +
                path_basename(out.dir);
   } else if (step != newest->step) {
-    const CheckpointEntry* damaged = nullptr;
+    const CheckpointEntry* named_damaged = nullptr;
     for (const auto& e : out.damaged_newer) {
-      if (e.step == step) damaged = &e;
+      if (e.step == step) named_damaged = &e;
     }
-    if (damaged != nullptr) {
-      out.note = "LATEST names " + named + ", whose commit record is damaged (" + damaged->problem +
+    if (named_damaged != nullptr) {
+      out.note = "LATEST names " + named + ", whose commit record is damaged (" +
+                 named_damaged->problem +
                  "); the newest intact checkpoint is " + path_basename(out.dir);
     } else if (step > newest->step) {
       out.note = "LATEST names " + named +
@@ -327,6 +331,24 @@ Result<Latest> find_latest(Env* env, const std::string& run_dir) {
                  " is newer and committed (a save was interrupted after its commit); using it";
     }
   }
+  return std::optional<Latest>(std::move(out));
+}
+
+}  // namespace
+
+Result<Latest> find_latest(Env* env, const std::string& run_dir) {
+  std::vector<CheckpointEntry> damaged;
+  CKPT_ASSIGN_OR_RETURN(std::optional<Latest> latest, newest_committed(env, run_dir, &damaged));
+  if (!latest) return not_found(run_dir + ": no committed checkpoint");
+  return std::move(*latest);
+}
+
+Result<LatestOrFresh> look_up_latest(Env* env, const std::string& run_dir) {
+  LatestOrFresh out;
+  auto latest = newest_committed(env, run_dir, &out.damaged);
+  if (latest.status().code() == Code::kNotFound) return out;  // no run directory: a fresh start
+  CKPT_ASSIGN_OR_RETURN(out.latest, std::move(latest));
+  if (out.latest) out.damaged.clear();  // they are latest->damaged_newer
   return out;
 }
 

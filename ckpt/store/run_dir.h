@@ -105,6 +105,16 @@ struct Latest {
 // kNotFound Status when the run has none.
 Result<Latest> find_latest(Env* env, const std::string& run_dir);
 
+// find_latest's answer for a restore, which must also know what a fresh start steps over:
+// `latest` is empty when nothing is committed (or the run directory does not exist), and then
+// `damaged` holds every damaged checkpoint, ascending (latest->damaged_newer otherwise). The
+// commit records are read once, newest first, up to the first committed one.
+struct LatestOrFresh {
+  std::optional<Latest> latest;
+  std::vector<CheckpointEntry> damaged;
+};
+Result<LatestOrFresh> look_up_latest(Env* env, const std::string& run_dir);
+
 // Keeps the newest `keep_last` committed checkpoints (and those whose step is a multiple of
 // `keep_every` when > 0); removes older committed ones and interrupted ones older than the newest
 // committed. keep_last == 0 keeps everything. It only ever removes a real directory (lstat: never

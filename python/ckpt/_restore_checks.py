@@ -39,14 +39,11 @@ def open_latest(run_dir: str, rank: int, on_damaged: str) -> Tuple[
     checkpoint that would be stepped over raises CorruptCheckpointError naming it instead: a
     damaged commit record newer than every intact checkpoint (what C++'s check_damaged refuses),
     or a rank file whose format or format_version is not this build's."""
-    # find_latest reads the commit records newest first, up to the first committed one (on a
-    # store: one LIST, a GET or two, LATEST); the whole listing only where nothing is committed
-    # or this build cannot read the newest.
-    latest: Optional[Dict[str, Any]] = _core.find_latest(run_dir) or None
-    if latest is None:
-        entries = _core.list_checkpoints(run_dir) if _core.is_dir(run_dir) else []
-        damaged = [e for e in entries if e["damaged"]]
-    else:
+    # The commit records, newest first, up to the first committed one (on a store: one LIST, a
+    # GET or two, LATEST); all of them only where nothing is committed (the damaged ones a fresh
+    # start steps over).
+    latest, damaged = _core.look_up_latest(run_dir)
+    if latest is not None:
         damaged = latest["damaged_newer"]
     newest = latest["step"] if latest else None
     stepped: List[str] = []

@@ -361,30 +361,48 @@ class OpenRank {
   py::dict tree_;
 };
 
-py::dict find_latest(const std::string& run_dir) {
-  Env* env = package_env();
-  auto latest = without_gil([&] { return store::find_latest(env, run_dir); });
-  py::dict out;
-  if (!latest.is_ok()) {
-    if (latest.status().code() == Code::kNotFound) return out;
-    raise_status(latest.status());
-  }
-  out["step"] = latest->step;
-  out["dir"] = latest->dir;
-  out["note"] = latest->note;
-  out["world_size"] = latest->commit.world_size;
-  out["components"] = latest->commit.components;
-  out["record"] = latest->commit;  // for OpenRank and ShardRead: no second read of COMMIT.json
-  py::list damaged;                // newer than it: what restoring it steps over
-  for (const auto& e : latest->damaged_newer) {
+py::list damaged_list(const std::vector<store::CheckpointEntry>& entries) {
+  py::list out;
+  for (const auto& e : entries) {
     py::dict d;
     d["step"] = e.step;
     d["dir"] = e.dir;
     d["problem"] = e.problem;
-    damaged.append(d);
+    out.append(d);
   }
-  out["damaged_newer"] = damaged;
   return out;
+}
+
+py::dict latest_dict(const store::Latest& latest) {
+  py::dict out;
+  out["step"] = latest.step;
+  out["dir"] = latest.dir;
+  out["note"] = latest.note;
+  out["world_size"] = latest.commit.world_size;
+  out["components"] = latest.commit.components;
+  out["record"] = latest.commit;  // for OpenRank and ShardRead: no second read of COMMIT.json
+  out["damaged_newer"] = damaged_list(latest.damaged_newer);  // what restoring it steps over
+  return out;
+}
+
+py::dict find_latest(const std::string& run_dir) {
+  Env* env = package_env();
+  auto latest = without_gil([&] { return store::find_latest(env, run_dir); });
+  if (!latest.is_ok()) {
+    if (latest.status().code() == Code::kNotFound) return py::dict();
+    raise_status(latest.status());
+  }
+  return latest_dict(*latest);
+}
+
+// store::look_up_latest: (find_latest's dict, or None when nothing is committed; the damaged
+// checkpoints a fresh start steps over, as damaged_newer's entries, empty when there is one).
+py::tuple look_up_latest(const std::string& run_dir) {
+  Env* env = package_env();
+  auto found = without_gil([&] { return store::look_up_latest(env, run_dir); });
+  if (!found.is_ok()) raise_status(found.status());
+  py::object latest = found->latest ? py::object(latest_dict(*found->latest)) : py::none();
+  return py::make_tuple(latest, damaged_list(found->damaged));
 }
 
 // store::list_checkpoints: every step directory, ascending, as {"step", "dir", "committed",
@@ -642,6 +660,7 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("run_dir"), py::arg("keep_last"), py::arg("keep_every"));
   m.def("find_latest", &find_latest, py::arg("run_dir"));
+  m.def("look_up_latest", &look_up_latest, py::arg("run_dir"));
   m.def("list_checkpoints", &list_checkpoints, py::arg("run_dir"));
   // A run directory as the user wrote it, checked (ckpt/io/location.h): s3:// goes to the store,
   // any other URL is refused with one line, never taken for a local folder.

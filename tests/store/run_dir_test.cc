@@ -141,5 +141,40 @@ TEST_CASE("find_latest reads commit records newest first, up to the first commit
   CHECK(counting.reads == 7);  // the listing reads every record
 }
 
+TEST_CASE("look_up_latest: with nothing committed, every damaged record, read once; else none",
+          "[store]") {
+  TempDir tmp;
+  Env* env = Env::posix();
+  testing::CommitReads counting(env);
+  auto missing = store::look_up_latest(&counting, tmp.path() + "/no-such-run");
+  REQUIRE(missing.is_ok());  // no run directory yet: a fresh start, nothing stepped over
+  CHECK(!missing->latest);
+  CHECK(missing->damaged.empty());
+  for (int64_t step = 10; step <= 40; step += 10) {
+    REQUIRE(save_tiny(env, tmp.path(), step, static_cast<float>(step)).is_ok());
+  }
+  // 10 and 30 damaged, 20 and 40 interrupted (no record): nothing is committed
+  testing::write_file(tmp.path() + "/step-000000000010/COMMIT.json", "{not json");
+  testing::write_file(tmp.path() + "/step-000000000030/COMMIT.json", "[]");
+  std::filesystem::remove(tmp.path() + "/step-000000000020/COMMIT.json");
+  std::filesystem::remove(tmp.path() + "/step-000000000040/COMMIT.json");
+  auto fresh = store::look_up_latest(&counting, tmp.path());
+  REQUIRE(fresh.is_ok());
+  CHECK(!fresh->latest);
+  REQUIRE(fresh->damaged.size() == 2);  // ascending, as list_checkpoints gives them
+  CHECK(fresh->damaged[0].step == 10);
+  CHECK(fresh->damaged[1].step == 30);
+  CHECK(fresh->damaged[1].problem.find("COMMIT.json") != std::string::npos);
+  CHECK(counting.reads == 2);  // each of the two records there once: no second listing
+  CHECK(store::find_latest(env, tmp.path()).status().code() == Code::kNotFound);
+  REQUIRE(save_tiny(env, tmp.path(), 50, 50.0F).is_ok());
+  auto found = store::look_up_latest(env, tmp.path());
+  REQUIRE(found.is_ok());
+  REQUIRE(found->latest);
+  CHECK(found->latest->step == 50);
+  CHECK(found->damaged.empty());  // none newer than step 50
+  CHECK(found->latest->damaged_newer.empty());
+}
+
 }  // namespace
 }  // namespace ckpt::run_dir_test
