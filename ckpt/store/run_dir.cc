@@ -321,8 +321,8 @@ Result<std::optional<Latest>> newest_committed(Env* env, const std::string& run_
     }
     if (named_damaged != nullptr) {
       out.note = "LATEST names " + named + ", whose commit record is damaged (" +
-                 named_damaged->problem +
-                 "); the newest intact checkpoint is " + path_basename(out.dir);
+                 named_damaged->problem + "); the newest intact checkpoint is " +
+                 path_basename(out.dir);
     } else if (step > newest->step) {
       out.note = "LATEST names " + named +
                  ", which is not committed (an interrupted save); using " + path_basename(out.dir);
