@@ -141,7 +141,7 @@ TEST_CASE("find_latest reads commit records newest first, up to the first commit
   CHECK(counting.reads == 7);  // the listing reads every record
 }
 
-TEST_CASE("look_up_latest: with nothing committed, every damaged record, read once; else none",
+TEST_CASE("look_up_latest: with nothing committed, every damaged record, read once, else none",
           "[store]") {
   TempDir tmp;
   Env* env = Env::posix();
