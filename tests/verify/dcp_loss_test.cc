@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -17,6 +18,9 @@
 #include "ckpt/io/env.h"
 #include "verify/audit/audit.h"
 #include "verify/formats/builtin_readers.h"
+#include "verify/formats/dcp.h"
+#include "verify/formats/tensor_bytes.h"
+#include "verify/zip/zip_reader.h"
 
 namespace {
 
@@ -48,9 +52,11 @@ struct Copy {
   fs::path dir;
 };
 
-AuditReport audit(const fs::path& p) {
+AuditReport audit(const fs::path& p, bool deep = false) {
   const ReaderSet readers = builtin_readers();
-  auto r = audit_path(readers, Env::posix(), p.string(), AuditOptions{});
+  AuditOptions options;
+  options.deep = deep;
+  auto r = audit_path(readers, Env::posix(), p.string(), options);
   REQUIRE(r.is_ok());
   return std::move(*r);
 }
@@ -61,8 +67,9 @@ ComponentStatus status(const AuditReport& r, AuditComponent c) {
   return cr->status;
 }
 
-// "[3:6, 0:4]" of a FACTS chunk.
+// "[3:6, 0:4]" of a FACTS chunk; a 0-d tensor's is named as its one element.
 std::string range(const json& chunk) {
+  if (chunk["offsets"].empty()) return "its one element (0-d)";
   std::string s = "[";
   for (size_t d = 0; d < chunk["offsets"].size(); ++d) {
     const int64_t o = chunk["offsets"][d], n = chunk["sizes"][d];
@@ -153,7 +160,7 @@ bool has_finding(const AuditReport& r, Severity s, const std::string& text) {
 
 TEST_CASE("DCP audit: the chunks of every tensor tile it", "[verify]") {
   const json F = facts();
-  for (const char* name : {"nested", "titan"}) {
+  for (const char* name : {"nested", "titan", "flat", "safetensors"}) {
     INFO(name);
     const AuditReport r = audit(kDir / name);
     const size_t tensors = F[name]["tensors"].size();
@@ -190,7 +197,7 @@ TEST_CASE("DCP audit: torchtitan's flattened optimizer under \"optimizer.\" is t
 
 TEST_CASE("DCP audit: a deleted .distcp names every entry it held", "[verify]") {
   const json F = facts();
-  for (const char* name : {"nested", "titan"}) {
+  for (const char* name : {"nested", "titan", "flat", "safetensors"}) {
     for (const auto& [file, held] : F[name]["files"].items()) {
       INFO(name << " without " << file);
       Copy c(name);
@@ -225,6 +232,170 @@ TEST_CASE("DCP audit: a truncated .distcp names the entries past its end, and on
     REQUIRE_FALSE(e.kept.empty());
     check_named(r, e, file);
   }
+}
+
+// The tensor record of flat key `key` in a rebuilt DCP state dict.
+const TensorRecord* record_of(const Value* v, const std::string& key, int depth = 0) {
+  if (v == nullptr || depth > 16) return nullptr;
+  if (v->kind == Kind::kTensor) return v->tensor->storage_key == key ? v->tensor.get() : nullptr;
+  for (const auto& [k, x] : v->entries) {
+    if (const TensorRecord* t = record_of(x, key, depth + 1)) return t;
+  }
+  for (const Value* x : v->items) {
+    if (const TensorRecord* t = record_of(x, key, depth + 1)) return t;
+  }
+  return nullptr;
+}
+
+const ComponentReport& component(const AuditReport& r, AuditComponent c) {
+  const ComponentReport* cr = r.find(c);
+  REQUIRE(cr != nullptr);
+  return *cr;
+}
+
+// Where FACTS says `file` of `name` holds the chunk of `key` (its torch.save blob, or for a
+// safetensors-format folder the blob every chunk of the file shares).
+std::pair<int64_t, int64_t> chunk_at(const json& F, const std::string& name,
+                                     const std::string& file, const std::string& key) {
+  const json& c = F[name]["files"][file]["tensors"][key].at(0);
+  return {c["offset"].get<int64_t>(), c["length"].get<int64_t>()};
+}
+
+void write_at(const fs::path& p, int64_t offset, const std::string& bytes) {
+  std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(offset);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  REQUIRE(f.good());
+}
+
+TEST_CASE("DCP audit: torchtitan's model at the top level of its states is the model", "[verify]") {
+  // CheckpointManager._flattened_model_states_sd: "0.weight" beside "optimizer", ...
+  const AuditReport r = audit(kDir / "flat");
+  CHECK(status(r, AuditComponent::kModel) == ComponentStatus::kPresent);
+  CHECK(component(r, AuditComponent::kModel).evidence.find("2 tensors (0.weight [6,4]") !=
+        std::string::npos);
+  CHECK(status(r, AuditComponent::kOptimizer) == ComponentStatus::kPresent);
+  CHECK(component(r, AuditComponent::kOptimizer).evidence.find("step 6") != std::string::npos);
+  CHECK(status(r, AuditComponent::kCounters) == ComponentStatus::kPresent);
+  Copy c("flat");  // its lost weights are the model's, by their top-level keys
+  fs::remove(c.dir / "__0_0.distcp");
+  const AuditReport lost = audit(c.dir);
+  CHECK(status(lost, AuditComponent::kModel) == ComponentStatus::kInconsistent);
+  CHECK(has_finding(lost, Severity::kError, "held model entries, now lost: tensor \"0.weight\""));
+}
+
+TEST_CASE("DCP audit: a safetensors-format folder is read through each blob's header", "[verify]") {
+  // FileSystemWriter(serialization_format=SAFETENSORS): .metadata gives every chunk of a file
+  // the offset of one safetensors blob; read as raw bytes there, the values were its header.
+  const AuditReport r = audit(kDir / "safetensors", true);
+  CHECK(component(r, AuditComponent::kOptimizer).evidence.find("step 6") != std::string::npos);
+  CHECK(component(r, AuditComponent::kCounters).evidence.find("app.step = 6") != std::string::npos);
+  CHECK_FALSE(has_finding(r, Severity::kError, "distcp"));
+  auto st = open_dcp_tree(Env::posix(), (kDir / "safetensors").string());
+  auto plain = open_dcp_tree(Env::posix(), (kDir / "nested").string());
+  REQUIRE(st.is_ok());
+  REQUIRE(plain.is_ok());
+  REQUIRE(st->chunks.size() == plain->chunks.size());
+  for (const auto& [key, chunks] : plain->chunks) {
+    INFO(key);
+    const TensorRecord* t = record_of(plain->root, key);
+    REQUIRE(t != nullptr);
+    auto a = read_dcp_tensor(Env::posix(), (kDir / "nested").string(), *plain, *t);
+    auto b = read_dcp_tensor(Env::posix(), (kDir / "safetensors").string(), *st, *t);
+    REQUIRE(a.is_ok());
+    REQUIRE(b.is_ok());
+    REQUIRE(a->nbytes == b->nbytes);
+    CHECK(std::memcmp(a->data, b->data, a->nbytes) == 0);
+  }
+  SECTION("a NaN written into a weight is found by --deep (safetensors keeps no checksum)") {
+    Copy c("safetensors");
+    const fs::path file = c.dir / "__0_0.distcp";
+    const auto [blob, length] = chunk_at(facts(), "safetensors", "__0_0.distcp", "model.0.weight");
+    std::ifstream in(file, std::ios::binary);
+    in.seekg(blob);
+    uint64_t header = 0;
+    in.read(reinterpret_cast<char*>(&header), 8);
+    std::string text(header, '\0');
+    in.read(text.data(), static_cast<std::streamsize>(header));
+    const int64_t begin = json::parse(text)["model.0.weight"]["data_offsets"][0];
+    write_at(file, blob + 8 + static_cast<int64_t>(header) + begin, std::string("\0\0\xc0\x7f", 4));
+    const AuditReport deep = audit(c.dir, true);
+    CHECK(has_finding(deep, Severity::kError,
+                      "tensor \"model.0.weight\" [0:3, 0:4] holds 1 NaN/Inf"));
+    CHECK(status(deep, AuditComponent::kModel) == ComponentStatus::kInconsistent);
+    CHECK(status(audit(c.dir), AuditComponent::kModel) == ComponentStatus::kPresent);
+  }
+}
+
+TEST_CASE("DCP audit: a .metadata of another checkpoint is named, and no value is read from it",
+          "[verify]") {
+  Copy c("titan");  // nested's .metadata places its chunks where titan's files hold others
+  fs::copy_file(kDir / "nested" / ".metadata", c.dir / ".metadata",
+                fs::copy_options::overwrite_existing);
+  const AuditReport r = audit(c.dir);
+  CHECK_FALSE(r.complete);
+  CHECK(has_finding(r, Severity::kError, "is holding other bytes than .metadata places there"));
+  CHECK(has_finding(r, Severity::kError, "the .metadata of another checkpoint, or damage"));
+  CHECK(status(r, AuditComponent::kModel) != ComponentStatus::kPresent);
+  CHECK(status(r, AuditComponent::kOptimizer) != ComponentStatus::kPresent);
+}
+
+TEST_CASE("DCP audit: with every .distcp gone the model and optimizer are missing", "[verify]") {
+  Copy c("nested");
+  fs::remove(c.dir / "__0_0.distcp");
+  fs::remove(c.dir / "__1_0.distcp");
+  const AuditReport r = audit(c.dir);
+  CHECK(status(r, AuditComponent::kModel) == ComponentStatus::kMissing);
+  CHECK(component(r, AuditComponent::kModel).evidence.find("every one of its 2 tensors is lost") !=
+        std::string::npos);
+  CHECK(status(r, AuditComponent::kOptimizer) == ComponentStatus::kMissing);
+  SECTION("with one of them left, both are inconsistent") {
+    Copy one("nested");
+    fs::remove(one.dir / "__0_0.distcp");
+    const AuditReport half = audit(one.dir);
+    CHECK(status(half, AuditComponent::kModel) == ComponentStatus::kInconsistent);
+    CHECK(component(half, AuditComponent::kModel).consequence.find("cannot be restored as saved") !=
+          std::string::npos);
+    CHECK(status(half, AuditComponent::kOptimizer) == ComponentStatus::kInconsistent);
+  }
+}
+
+TEST_CASE("DCP audit --deep: a changed byte in a chunk fails its CRC-32, named with its tensor",
+          "[verify]") {
+  Copy c("nested");
+  const fs::path file = c.dir / "__1_0.distcp";
+  const auto [blob, length] = chunk_at(facts(), "nested", "__1_0.distcp", "model.0.weight");
+  std::ifstream in(file, std::ios::binary);
+  in.seekg(blob);
+  std::string bytes(static_cast<size_t>(length), '\0');
+  in.read(bytes.data(), length);
+  auto mf = memory_file("blob", bytes);
+  auto zip = ZipReader::open(*mf);
+  REQUIRE(zip.is_ok());
+  const ZipEntry* data = nullptr;
+  for (const ZipEntry& e : zip->entries()) {
+    if (e.name.find("/data/0") != std::string::npos) data = &e;
+  }
+  REQUIRE(data != nullptr);
+  auto at = zip->data_offset(*data);
+  REQUIRE(at.is_ok());
+  const int64_t where = blob + static_cast<int64_t>(*at) + 5;
+  write_at(file, where, std::string(1, static_cast<char>(bytes[*at + 5] ^ 0x10)));
+  CHECK(status(audit(c.dir), AuditComponent::kModel) == ComponentStatus::kPresent);
+  const AuditReport r = audit(c.dir, true);
+  CHECK(has_finding(r, Severity::kError,
+                    "__1_0.distcp: tensor \"model.0.weight\" [3:6, 0:4]: record "));
+  CHECK(has_finding(r, Severity::kError, "fails its CRC-32"));
+  CHECK(status(r, AuditComponent::kModel) == ComponentStatus::kInconsistent);
+}
+
+TEST_CASE("DCP audit: a .distcp file that .metadata does not name is mentioned", "[verify]") {
+  Copy c("nested");
+  fs::copy_file(c.dir / "__1_0.distcp", c.dir / "__7_0.distcp");
+  const AuditReport r = audit(c.dir);
+  CHECK(has_finding(r, Severity::kInfo, "1 .distcp file(s) that .metadata does not name"));
+  CHECK(has_finding(r, Severity::kInfo, "__7_0.distcp"));
+  CHECK(status(r, AuditComponent::kModel) == ComponentStatus::kPresent);
 }
 
 }  // namespace

@@ -16,6 +16,9 @@ using S = ComponentStatus;
 struct Advice {
   const char* consequence;
   const char* fix;
+  // When the component is there but inconsistent (damaged, lost in part, contradicting the
+  // rest); null: `consequence` holds for that too.
+  const char* inconsistent = nullptr;
 };
 
 // What a missing/empty/inconsistent component does to the run, and the fix (DOMAIN.md).
@@ -23,11 +26,15 @@ const std::map<AuditComponent, Advice>& advice() {
   static const std::map<AuditComponent, Advice> kAdvice = {
       {C::kModel,
        {"nothing to resume: the run restarts from its initial weights",
-        "save model.state_dict() in every checkpoint"}},
+        "save model.state_dict() in every checkpoint",
+        "the weights cannot be restored as saved: loading fails on the damaged or lost tensors, "
+        "or, forced, resumes from wrong weights"}},
       {C::kOptimizer,
        {"Adam/momentum state restarts at zero: a loss bump that takes hundreds of steps to recover",
         "save optimizer.state_dict() and call optimizer.load_state_dict() on resume before the "
-        "first step"}},
+        "first step",
+        "the optimizer state cannot be restored as saved: loading fails, or resumes from moments "
+        "and a step that do not match the run (a loss bump)"}},
       {C::kScheduler,
        {"the LR schedule restarts, often back into warmup: hundreds of steps at the wrong LR "
         "(the same loss bump)",
@@ -108,7 +115,11 @@ class Judge {
 
   void model() {
     const ModelPart& m = v_.model;
-    if (!m.found) return set(C::kModel, S::kMissing, "no dict of tensors (no model state_dict)");
+    if (!m.found) {  // a reader's evidence says why, else it adds to the default
+      const std::string none = "no dict of tensors (no model state_dict)";
+      const bool adds = m.evidence.empty() || m.evidence[0] == ';' || m.evidence[0] == ' ';
+      return set(C::kModel, S::kMissing, adds ? none + m.evidence : m.evidence);
+    }
     set(C::kModel, m.tensors.empty() ? S::kEmpty : S::kPresent, m.evidence);
   }
 
@@ -790,12 +801,13 @@ AuditReport apply_rules(const CheckpointView& view, const std::set<AuditComponen
       continue;
     }
     const Advice& a = advice().at(c.component);
-    c.consequence = a.consequence;
+    c.consequence =
+        c.status == S::kInconsistent && a.inconsistent != nullptr ? a.inconsistent : a.consequence;
     c.fix = a.fix;
     if (c.required) complete = false;
     r.findings.push_back({c.required ? Severity::kError : Severity::kWarning, c.component,
                           std::string(component_name(c.component)) + " " + status_name(c.status) +
-                              ": " + c.evidence + " — " + a.consequence});
+                              ": " + c.evidence + " — " + c.consequence});
   }
   for (const ReaderFinding& f : view.findings) {
     Severity sev = f.severity;

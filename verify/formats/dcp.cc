@@ -23,6 +23,7 @@
 #include "verify/formats/builtin_readers.h"
 #include "verify/formats/dcp_loss.h"
 #include "verify/formats/detect.h"
+#include "verify/formats/safetensors.h"
 #include "verify/formats/tensor_bytes.h"
 #include "verify/formats/torch_file.h"
 
@@ -79,6 +80,8 @@ std::string dtype_of(const Value* tsm) {
 struct Loc {
   std::string file;
   int64_t offset = 0, length = 0;
+  bool raw = false;          // the elements themselves (safetensors format), not a torch.save blob
+  bool transformed = false;  // written through storage extensions (transform_descriptors)
 };
 using StorageIndex = std::map<std::pair<std::string, std::vector<int64_t>>, Loc>;
 
@@ -93,6 +96,8 @@ StorageIndex index_storage(const Value* storage) {
       l.file = rp->s;
     if (const Value* o = field(v, "offset")) l.offset = o->as_int().value_or(-1);
     if (const Value* n = field(v, "length")) l.length = n->as_int().value_or(-1);
+    if (const Value* td = field(v, "transform_descriptors"))
+      l.transformed = !td->items.empty() || td->kind == Kind::kStr;
     where[{fqn->s, ints(field(k, "offset"))}] = l;
   }
   return where;
@@ -137,6 +142,7 @@ class DcpFolder {
     t.element_size = torch_dtype_size(t.dtype);
     t.shape = ints(field(meta, "size"));
     t.storage_key = fqn;
+    dtypes_[fqn] = t.dtype;
     __int128 volume = 0;
     bool tileable = t.shape.size() <= static_cast<size_t>(store::kMaxBoxDims);
     for (int64_t d : t.shape) tileable = tileable && d >= 0;
@@ -158,7 +164,8 @@ class DcpFolder {
       }
       volume += cv;
       std::string file;
-      if (!check_chunk_bytes(fqn, off, &file) && tileable) {
+      const bool there = check_chunk_bytes(fqn, off, &file) && chunk_content(fqn, off, sz, t);
+      if (!there && tileable && cv > 0) {  // an empty chunk (an empty FSDP shard) loses nothing
         lost_.push_back({fqn, file, true, store::make_extent(off, sz), t.shape, leaf});
       }
       record_chunk(fqn, off, sz);
@@ -259,6 +266,16 @@ class DcpFolder {
     detect_components(*root_, ctx, &view_);
     if (layout_.after_detect) layout_.after_detect(*root_, &view_);
     report_dcp_loss(lost_, damaged_, *root_, &view_);
+    if (options.deep) deep_scan(options);
+    report_unnamed_files();
+    if (transformed_ > 0) {
+      view_.findings.push_back({Severity::kWarning, std::nullopt,
+                                std::to_string(transformed_) +
+                                    " tensor chunk(s) were written through DCP storage extensions "
+                                    "(transform_descriptors in .metadata, e.g. compression): ckpt "
+                                    "does not read them, so their bytes are not checked",
+                                false});
+    }
     if (tiling_ok_ && tiling_tensors_ > 0) {
       view_.findings.push_back({Severity::kInfo, std::nullopt,
                                 ".metadata: the chunks of every tensor tile it exactly (" +
@@ -329,6 +346,31 @@ class DcpFolder {
       if (e.second->kind == Kind::kDict && mine_.count(e.second) != 0)
         unflatten_into(const_cast<Value*>(e.second), false);
     }
+    gather_top_level_model();
+  }
+
+  // torchtitan's CheckpointManager also flattens the model into the top level of its states
+  // (_flattened_model_states_sd: "layers.0.attention.wq.weight" beside "optimizer",
+  // "lr_scheduler", "train_state", ...): top-level tensors with dotted keys, next to dicts,
+  // become the model's. A state dict of tensors alone (a model saved by itself) stays as it is.
+  void gather_top_level_model() {
+    if (entry(root_, "model") != nullptr) return;
+    std::vector<std::pair<const Value*, const Value*>> model, rest;
+    bool dicts = false;
+    for (const auto& e : root_->entries) {
+      if (e.second->kind == Kind::kTensor && e.first->kind == Kind::kStr &&
+          e.first->s.find('.') != std::string::npos) {
+        model.push_back(e);
+      } else {
+        rest.push_back(e);
+        dicts = dicts || e.second->kind == Kind::kDict;
+      }
+    }
+    if (model.empty() || !dicts) return;
+    Value* m = dict();
+    m->entries = std::move(model);
+    rest.emplace(rest.begin(), str("model"), m);  // first, where detection looks first
+    root_->entries = std::move(rest);
   }
 
   // Rebuilds the flat optimizer keys of `d`; at the top level the model's tensors move under
@@ -409,15 +451,18 @@ class DcpFolder {
   // raw or a torch.save of the tensor, as DCP's writer chose.
   std::optional<double> read_scalar(const TensorRecord& t) {
     if (t.numel() != 1) return std::nullopt;
-    auto loc = where_.find({t.storage_key, std::vector<int64_t>(t.shape.size(), 0)});
-    if (loc == where_.end() || loc->second.length <= 0 || loc->second.length > 4096)
-      return std::nullopt;
+    const std::pair<std::string, std::vector<int64_t>> chunk{
+        t.storage_key, std::vector<int64_t>(t.shape.size(), 0)};
+    auto loc = where_.find(chunk);
+    if (loc == where_.end() || loc->second.length <= 0 || loc->second.length > 4096 ||
+        loc->second.transformed || bad_chunks_.count(chunk) != 0 || !bytes_there(loc->second))
+      return std::nullopt;  // no value rather than one read from bytes that are not its own
     auto f = env_->open_random(path_ + "/" + loc->second.file);
     if (!f.is_ok()) return std::nullopt;
     auto bytes = (*f)->read_string(loc->second.offset, loc->second.length);
     bytes_read_ += (*f)->bytes_read();
     if (!bytes.is_ok()) return std::nullopt;
-    if (bytes->compare(0, 2, "PK") == 0) {
+    if (!loc->second.raw && bytes->compare(0, 2, "PK") == 0) {
       auto tf = open_torch_file(memory_file(loc->second.file + ":" + t.storage_key, *bytes));
       if (!tf.is_ok() || tf->doc->root == nullptr || tf->doc->root->kind != Kind::kTensor)
         return std::nullopt;
@@ -462,7 +507,8 @@ class DcpFolder {
                     const std::vector<int64_t>& sz) {
     auto loc = where_.find({fqn, off});
     if (loc == where_.end()) return;
-    chunks_[fqn].push_back({off, sz, loc->second.file, loc->second.offset, loc->second.length});
+    const Loc& l = loc->second;
+    chunks_[fqn].push_back({off, sz, l.file, l.offset, l.length, l.raw, l.transformed});
   }
 
   void error(const std::string& message) {
@@ -490,6 +536,12 @@ class DcpFolder {
     return bytes_present(loc->second);
   }
 
+  // Whether the byte range of `l` lies inside an existing file (no record of it when not).
+  bool bytes_there(const Loc& l) {
+    auto fs = file_size(l.file);
+    return l.offset >= 0 && l.length >= 0 && fs && range_inside(l.offset, l.length, *fs);
+  }
+
   // Whether the byte range of `l` lies inside its file; when not, the file is recorded as
   // missing, truncated or unusable (its first such range).
   bool bytes_present(const Loc& l) {
@@ -515,6 +567,211 @@ class DcpFolder {
     return false;
   }
 
+  RandomAccessFile* open_file(const std::string& rel) {
+    auto it = open_.find(rel);
+    if (it != open_.end()) return it->second.get();
+    auto f = env_->open_random(path_ + "/" + rel);
+    if (!f.is_ok()) return nullptr;
+    return (open_[rel] = std::move(*f)).get();
+  }
+
+  std::optional<std::string> read_some(RandomAccessFile* f, int64_t offset, int64_t n) {
+    auto bytes = f->read_string(static_cast<uint64_t>(offset), static_cast<size_t>(n));
+    if (!bytes.is_ok()) return std::nullopt;
+    bytes_read_ += static_cast<uint64_t>(n);
+    return std::move(*bytes);
+  }
+
+  // The safetensors blob whose 8-byte header length starts at `offset` of `rel` and which runs
+  // to the file's end (FileSystemWriter(serialization_format=SAFETENSORS) writes it last, after
+  // the bytes entries); null, with the reason in *why, when there is none. Parsed once per file
+  // and offset.
+  const SafetensorsHeader* safetensors_at(const std::string& rel, RandomAccessFile* f,
+                                          int64_t offset, std::string* why) {
+    auto& slot = safetensors_[{rel, offset}];
+    if (!slot.first && slot.second.empty()) {
+      slot.second = "no safetensors header";
+      const uint64_t size = f->size();
+      auto len = read_some(f, offset, 8);
+      uint64_t n = 0;
+      if (len && len->size() == 8) {
+        for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<uint8_t>((*len)[i]);
+      }
+      if (n >= 2 && n <= kSafetensorsMaxHeader &&
+          range_inside(static_cast<uint64_t>(offset) + 8, n, size)) {
+        auto json = read_some(f, offset + 8, static_cast<int64_t>(n));
+        if (json && !json->empty() && (*json)[0] == '{') {
+          auto h = parse_safetensors_header(
+              *json, size - static_cast<uint64_t>(offset),
+              rel + " (safetensors data at byte " + std::to_string(offset) + ")");
+          if (h.is_ok()) {
+            slot.first = std::make_unique<SafetensorsHeader>(std::move(*h));
+          } else {
+            slot.second = h.status().message();
+          }
+        }
+      }
+    }
+    *why = slot.second;
+    return slot.first.get();
+  }
+
+  // What DCP's writer puts where .metadata places a tensor chunk: a torch.save blob (a zip from
+  // its local header to its end-of-directory record, exactly the chunk's length: torch.save
+  // writes no zip comment), or, with FileSystemWriter(serialization_format=SAFETENSORS), a
+  // safetensors blob at that offset which every chunk of the file shares, holding the chunk
+  // under its key (the chunk's Loc then points at the raw elements). Anything else means the
+  // file does not hold what .metadata says (the .metadata of another checkpoint, or damage): the
+  // file is recorded as damaged and false returned. Chunks written through storage extensions
+  // are not looked at (one finding counts them).
+  bool chunk_content(const std::string& fqn, const std::vector<int64_t>& off,
+                     const std::vector<int64_t>& sizes, const TensorRecord& t) {
+    Loc& l = where_.find({fqn, off})->second;  // check_chunk_bytes found it
+    if (l.transformed) {
+      ++transformed_;
+      return true;
+    }
+    RandomAccessFile* f = open_file(l.file);
+    if (f == nullptr) return true;  // bytes_present saw the file; this check reads nothing
+    auto differs = [&](const std::string& what) {
+      damaged_.emplace(l.file, "holding other bytes than .metadata places there (" + what +
+                                   " at byte " + std::to_string(l.offset) + " for \"" + fqn +
+                                   "\"): the .metadata of another checkpoint, or damage");
+      bad_chunks_.insert({fqn, off});
+      return false;
+    };
+    auto head = read_some(f, l.offset, std::min<int64_t>(l.length, 4));
+    if (!head) return differs("unreadable bytes");
+    if (l.length >= 26 && head->compare(0, 4, "PK\x03\x04", 4) == 0) {
+      auto tail = read_some(f, l.offset + l.length - 22, 4);
+      if (tail && tail->compare(0, 4, "PK\x05\x06", 4) == 0) return true;
+      return differs("a torch.save blob that does not end where .metadata says");
+    }
+    std::string why;
+    const SafetensorsHeader* st = safetensors_at(l.file, f, l.offset, &why);
+    if (st == nullptr) return differs("neither a torch.save blob nor safetensors data: " + why);
+    __int128 numel = 1;
+    for (int64_t n : sizes) numel *= n;
+    for (const SafetensorsTensor& x : st->tensors) {
+      if (x.name != fqn) continue;
+      __int128 have = 1;
+      for (int64_t n : x.shape) have *= n;
+      if (x.dtype.name() != t.dtype.name() || have != numel ||
+          static_cast<int64_t>(x.end - x.begin) != l.length)
+        return differs("safetensors data whose \"" + fqn + "\" is " + x.dtype.name() + " of " +
+                       std::to_string(x.end - x.begin) + " bytes");
+      l.offset += static_cast<int64_t>(st->data_start + x.begin);
+      l.raw = true;
+      return true;
+    }
+    return differs("safetensors data without \"" + fqn + "\"");
+  }
+
+  // --deep: every chunk's bytes read. A torch.save blob's records are checked against their
+  // CRC-32 (a safetensors-format chunk has none to check), the bytes entries' blobs too, and
+  // the floating tensors of the model and optimizer are searched for NaN/Inf. A chunk whose bytes
+  // changed names its tensor, elements and file, and makes its component inconsistent.
+  void deep_scan(const ReadOptions& options) {
+    std::map<std::string, AuditComponent> owner;  // flat key → the component detection gave it
+    for (const TensorInfo& ti : view_.model.tensors)
+      owner.emplace(ti.record, AuditComponent::kModel);
+    std::vector<const OptimizerPart*> optimizers{&view_.optimizer};
+    for (const OptimizerPart& o : view_.more_optimizers) optimizers.push_back(&o);
+    for (const OptimizerPart* o : optimizers) {
+      for (const auto& ps : o->state) {
+        for (const auto& [n, ti] : ps.tensors) owner.emplace(ti.record, AuditComponent::kOptimizer);
+      }
+    }
+    uint64_t total = 0;
+    for (const auto& [fqn, chunks] : chunks_) {
+      for (const DcpChunk& c : chunks)
+        total += static_cast<uint64_t>(std::max<int64_t>(c.length, 0));
+    }
+    ProgressBar bar(options.progress, total, "ckpt audit --deep " + path_);
+    for (const auto& [fqn, chunks] : chunks_) {
+      auto own = owner.find(fqn);
+      const std::optional<AuditComponent> comp =
+          own != owner.end() ? std::optional(own->second) : dcp_component_named(fqn);
+      const AnyDType dtype = dtypes_[fqn];
+      for (const DcpChunk& c : chunks) {
+        const std::string label = c.file + ": tensor \"" + fqn + "\" " +
+                                  store::extent_string(store::make_extent(c.offsets, c.sizes));
+        RandomAccessFile* f = open_file(c.file);
+        if (c.transformed || c.length <= 0 || bad_chunks_.count({fqn, c.offsets}) != 0 ||
+            !bytes_there({c.file, c.offset, c.length}) || f == nullptr)
+          continue;  // not readable as it is, or already reported lost
+        auto bytes = read_some(f, c.offset, c.length);
+        bar.advance(static_cast<uint64_t>(c.length));
+        if (!bytes) continue;
+        uint64_t nonfinite = 0;
+        if (c.raw) {
+          if (dtype.known())
+            nonfinite = count_nonfinite(*dtype.known(), bytes->data(), bytes->size());
+        } else {
+          auto tf = open_torch_file(memory_file(label, std::move(*bytes)));
+          if (!tf.is_ok()) {
+            deep_error(comp, label + ": its torch.save blob does not open (" +
+                                 tf.status().message() + ")");
+            continue;
+          }
+          nonfinite = check_records(*tf, label, comp);
+        }
+        if (nonfinite > 0 && (comp == AuditComponent::kModel || comp == AuditComponent::kOptimizer))
+          deep_error(comp, label + " holds " + std::to_string(nonfinite) + " NaN/Inf values");
+      }
+    }
+    for (size_t i = 0; i < blobs_.size(); ++i)
+      check_records(*blobs_[i], blob_labels_[i], dcp_component_named(blob_labels_[i]));
+  }
+
+  // The CRC-32 of every record of `tf` (a finding per bad record); the NaN/Inf values found.
+  uint64_t check_records(const TorchFile& tf, const std::string& label,
+                         std::optional<AuditComponent> comp) {
+    if (tf.zip == nullptr) return 0;
+    uint64_t nonfinite = 0;
+    for (const ZipEntry& e : tf.zip->entries()) {
+      auto scan = scan_zip_record(tf, e, record_dtype(tf, e), nullptr);
+      if (!scan.is_ok()) {
+        deep_error(comp, label + ": record " + e.name + " does not read (" +
+                             scan.status().message() + ")");
+        continue;
+      }
+      if (!scan->crc_ok) {
+        deep_error(comp, label + ": record " + e.name + " fails its CRC-32 " + scan->crc_message +
+                             ": the bytes changed after writing");
+      }
+      nonfinite += scan->nonfinite;
+    }
+    return nonfinite;
+  }
+
+  void deep_error(std::optional<AuditComponent> comp, const std::string& message) {
+    view_.findings.push_back({Severity::kError, comp, message, comp.has_value()});
+  }
+
+  // .distcp files in the folder that .metadata never names: a leftover of an earlier save at
+  // a larger world size, most often. Harmless to a load; said once, as information.
+  void report_unnamed_files() {
+    std::set<std::string> named;
+    for (const auto& [key, l] : where_) named.insert(l.file);
+    std::vector<std::string> extra;
+    for (const std::string& n : env_->list_dir_or_empty(path_)) {
+      if (n.size() > 7 && n.compare(n.size() - 7, 7, ".distcp") == 0 && named.count(n) == 0)
+        extra.push_back(n);
+    }
+    if (extra.empty()) return;
+    std::sort(extra.begin(), extra.end());
+    std::string list;
+    for (size_t i = 0; i < extra.size() && i < 8; ++i) list += (i == 0 ? "" : ", ") + extra[i];
+    if (extra.size() > 8) list += " and " + std::to_string(extra.size() - 8) + " more";
+    view_.findings.push_back({Severity::kInfo, std::nullopt,
+                              std::to_string(extra.size()) +
+                                  " .distcp file(s) that .metadata does not name (a leftover of "
+                                  "an earlier save? nothing loads them): " +
+                                  list,
+                              false});
+  }
+
   Value* read_blob(const std::string& fqn, const Loc& loc) {
     auto f = env_->open_random(path_ + "/" + loc.file);
     if (!f.is_ok()) return nullptr;
@@ -524,6 +781,7 @@ class DcpFolder {
     auto tf = open_torch_file(memory_file(loc.file + ":" + fqn, std::move(*blob)));
     if (!tf.is_ok() || tf->doc->root == nullptr) return nullptr;
     blobs_.push_back(std::make_unique<TorchFile>(std::move(*tf)));
+    blob_labels_.push_back(loc.file + ": bytes entry \"" + fqn + "\"");
     add_global_findings(*blobs_.back()->doc, loc.file + ":" + fqn, &view_);
     return const_cast<Value*>(blobs_.back()->doc->root);
   }
@@ -555,10 +813,19 @@ class DcpFolder {
   StorageIndex where_;
   const Value* planner_ = nullptr;
   std::map<std::string, uint64_t> file_sizes_;
-  PickleDoc synth_;  // the rebuilt nested state dict
+  std::map<std::string, std::unique_ptr<RandomAccessFile>> open_;  // chunk_content, deep_scan
+  // (file, offset) → the safetensors blob there, or why there is none
+  std::map<std::pair<std::string, int64_t>,
+           std::pair<std::unique_ptr<SafetensorsHeader>, std::string>>
+      safetensors_;
+  std::set<std::pair<std::string, std::vector<int64_t>>> bad_chunks_;  // bytes not as described
+  std::map<std::string, AnyDType> dtypes_;                             // tensor key → dtype
+  uint64_t transformed_ = 0;  // chunks written through storage extensions
+  PickleDoc synth_;           // the rebuilt nested state dict
   Value* root_ = nullptr;
   std::set<const Value*> mine_;
   std::vector<std::unique_ptr<TorchFile>> blobs_;
+  std::vector<std::string> blob_labels_;           // "FILE: bytes entry \"KEY\"", one per blob
   std::vector<std::unique_ptr<PickleDoc>> inner_;  // pickles found inside bytes values
   std::map<std::string, std::vector<DcpChunk>> chunks_;
   std::vector<DcpLostEntry> lost_;             // entries whose bytes are not there

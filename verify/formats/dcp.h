@@ -30,6 +30,12 @@ struct DcpChunk {
   std::vector<int64_t> offsets, sizes;  // the chunk's place in the whole tensor, per dimension
   std::string file;                     // .distcp file, relative to the folder
   int64_t offset = 0, length = 0;       // its bytes in that file: raw, or a torch.save blob
+  // The bytes are the elements themselves (a tensor of a safetensors-format .distcp file), not a
+  // torch.save blob.
+  bool raw = false;
+  // Written through DCP storage extensions (transform_descriptors, e.g. compression): the bytes
+  // are not the tensor's as they are, and nothing here reads them.
+  bool transformed = false;
 };
 
 struct DcpTree {

@@ -56,9 +56,10 @@ std::string lower(std::string s) {
   return s;
 }
 
-// The component whose words the path holds (the entry's bytes are gone: its key is all that is
-// left), optimizer words first: "optimizer.state.0.weight.step" is the optimizer's.
-std::optional<AuditComponent> named_component(const std::string& path) {
+}  // namespace
+
+// Optimizer words first: "optimizer.state.0.weight.step" is the optimizer's.
+std::optional<AuditComponent> dcp_component_named(const std::string& path) {
   const std::string p = lower(path);
   auto has = [&p](const char* w) { return p.find(w) != std::string::npos; };
   if (has("optim") || has("param_groups") || p.rfind("state.", 0) == 0)
@@ -74,6 +75,8 @@ std::optional<AuditComponent> named_component(const std::string& path) {
   if (has("model") || has("module") || has("_extra_state")) return AuditComponent::kModel;
   return std::nullopt;
 }
+
+namespace {
 
 std::optional<AuditComponent> component_of(const DcpLostEntry& e, const std::string& path,
                                            const CheckpointView& v) {
@@ -99,13 +102,15 @@ std::optional<AuditComponent> component_of(const DcpLostEntry& e, const std::str
   for (const SchedulerPart& s : v.more_schedulers) {
     if (s.found && under(path, s.name)) return AuditComponent::kScheduler;
   }
-  return named_component(path);
+  // the entry's bytes are gone: its key is all that is left
+  return dcp_component_named(path);
 }
 
 // "model.0.weight" 12 of 24 elements [0:3, 0:4], ...
 struct TensorLoss {
   std::vector<store::Extent> ranges;
   uint64_t lost = 0, total = 1;
+  bool scalar = false;
 };
 
 std::string describe(const std::map<std::string, TensorLoss>& tensors,
@@ -115,8 +120,12 @@ std::string describe(const std::map<std::string, TensorLoss>& tensors,
   const size_t all = tensors.size() + bytes.size();
   for (const auto& [key, t] : tensors) {
     if (named++ == kMaxNamed) break;
-    s += (s.empty() ? "" : "; ") + std::string("tensor \"") + key + "\" loses " +
-         std::to_string(t.lost) + " of " + std::to_string(t.total) + " elements:";
+    s += (s.empty() ? "" : "; ") + std::string("tensor \"") + key + "\" loses ";
+    if (t.scalar) {  // a 0-d tensor: no range to name
+      s += "its one element (0-d)";
+      continue;
+    }
+    s += std::to_string(t.lost) + " of " + std::to_string(t.total) + " elements:";
     for (size_t i = 0; i < t.ranges.size(); ++i)
       s += (i == 0 ? " " : ", ") + store::extent_string(t.ranges[i]);
   }
@@ -126,6 +135,68 @@ std::string describe(const std::map<std::string, TensorLoss>& tensors,
   }
   if (all > kMaxNamed) s += "; and " + std::to_string(all - kMaxNamed) + " more entries";
   return s;
+}
+
+struct Group {
+  std::map<std::string, TensorLoss> tensors;
+  std::vector<std::string> bytes;
+};
+
+// The tensors of component `c` lost whole, over every file, and the files that held them.
+std::set<std::string> lost_whole(const std::map<std::pair<std::string, int>, Group>& groups,
+                                 AuditComponent c, std::set<std::string>* files) {
+  std::map<std::string, std::pair<uint64_t, uint64_t>> n;  // key → (elements lost, total)
+  for (const auto& [where, g] : groups) {
+    if (where.second != static_cast<int>(c)) continue;
+    for (const auto& [key, t] : g.tensors) {
+      n[key].first += t.lost;
+      n[key].second = t.total;
+    }
+    files->insert(where.first);
+  }
+  std::set<std::string> out;
+  for (const auto& [key, lt] : n) {
+    if (lt.first >= lt.second) out.insert(key);
+  }
+  return out;
+}
+
+std::string joined(const std::set<std::string>& names) {
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+// A model (or the one optimizer) whose every tensor is lost whole has nothing left of it:
+// `missing` ("nothing of it is left", docs/cli.md), not `inconsistent`.
+void mark_missing(const std::map<std::pair<std::string, int>, Group>& groups,
+                  CheckpointView* view) {
+  std::set<std::string> files;
+  ModelPart& m = view->model;
+  const std::set<std::string> model = lost_whole(groups, AuditComponent::kModel, &files);
+  bool all = m.found && !m.tensors.empty();
+  for (const TensorInfo& t : m.tensors) all = all && model.count(t.record) != 0;
+  if (all) {
+    m.found = false;
+    m.evidence = "every one of its " + std::to_string(m.tensors.size()) +
+                 " tensors is lost with the files that held it (" + joined(files) + ")";
+  }
+  files.clear();
+  OptimizerPart& o = view->optimizer;
+  const std::set<std::string> opt = lost_whole(groups, AuditComponent::kOptimizer, &files);
+  size_t tensors = 0;
+  all = o.found && view->more_optimizers.empty();
+  for (const auto& ps : o.state) {
+    for (const auto& [n, t] : ps.tensors) {
+      ++tensors;
+      all = all && opt.count(t.record) != 0;
+    }
+  }
+  if (all && tensors > 0) {
+    o.found = false;
+    o.evidence = "every one of its " + std::to_string(tensors) +
+                 " state tensors is lost with the files that held it (" + joined(files) + ")";
+  }
 }
 
 }  // namespace
@@ -141,10 +212,6 @@ void report_dcp_loss(const std::vector<DcpLostEntry>& lost, const DcpDamagedFile
   std::set<const Value*> seen;
   find_paths(&root, "", 0, want, &seen, &paths);
 
-  struct Group {
-    std::map<std::string, TensorLoss> tensors;
-    std::vector<std::string> bytes;
-  };
   // (file, component or none) → what it lost
   std::map<std::pair<std::string, int>, Group> groups;
   std::map<std::string, std::pair<size_t, size_t>> per_file;  // tensor chunks, bytes entries
@@ -157,6 +224,7 @@ void report_dcp_loss(const std::vector<DcpLostEntry>& lost, const DcpDamagedFile
       TensorLoss& t = g.tensors[e.key];
       if (t.ranges.empty()) {
         for (int64_t d : e.shape) t.total *= static_cast<uint64_t>(std::max<int64_t>(d, 0));
+        t.scalar = e.shape.empty();
       }
       t.ranges.push_back(e.range);
       t.lost += e.range.numel();
@@ -180,6 +248,7 @@ void report_dcp_loss(const std::vector<DcpLostEntry>& lost, const DcpDamagedFile
                                   " it held are lost",
                               false});
   }
+  mark_missing(groups, view);
   for (auto& [where, g] : groups) {
     std::sort(g.bytes.begin(), g.bytes.end());
     for (auto& [key, t] : g.tensors) {

@@ -7,7 +7,8 @@
 // view: one error per damaged file (what it was, how many entries went with it), and one error
 // per (component, file) that names every entry lost — tensors with the element ranges of their
 // lost chunks and how many of their elements that is, bytes entries by key — marked
-// `inconsistent`, so that a component found present from what remains is never called `present`.
+// `inconsistent`, so that a component found present from what remains is never called `present`;
+// a model every tensor of which is lost whole is `missing`.
 // A lost entry belongs to the component whose detected state holds it (a model or optimizer
 // tensor by its key; an entry under the optimizer's or scheduler's path), else to the component
 // its path names (rng, loader, scheduler, step/epoch counters: the bytes are gone, so the key is
@@ -16,6 +17,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,11 @@ struct DcpLostEntry {
 // Per damaged file, what is wrong with it ("missing", "truncated: 30000 bytes, .metadata places
 // data up to byte 54614", "holds bytes that do not parse").
 using DcpDamagedFiles = std::map<std::string, std::string>;
+
+// The component whose words a state-dict path holds ("optimizer.state.0.weight.step" is the
+// optimizer's, "train_state.step" the counters'), for an entry detection did not place; nullopt
+// when it names none.
+std::optional<AuditComponent> dcp_component_named(const std::string& path);
 
 // Adds the findings described above to `view`. `root` is the rebuilt state dict (the leaves'
 // paths are found in it).

@@ -200,6 +200,8 @@ bool plain_relative(const std::string& name) {
 Result<std::string> chunk_bytes(Env* env, const std::string& dir, const DcpChunk& c,
                                 const TensorRecord& t, DType dtype) {
   const std::string where = c.file + ": \"" + t.storage_key + "\"";
+  if (c.transformed)
+    return unsupported(where + ": chunk written through DCP storage extensions (not read here)");
   CKPT_ASSIGN_OR_RETURN(auto f, env->open_random(path_join(dir, c.file)));
   if (c.offset < 0 || c.length < 0 ||
       static_cast<uint64_t>(c.offset) + static_cast<uint64_t>(c.length) > f->size())
@@ -208,7 +210,7 @@ Result<std::string> chunk_bytes(Env* env, const std::string& dir, const DcpChunk
   __int128 numel = 1;
   for (int64_t s : c.sizes) numel *= s;
   const uint64_t want = static_cast<uint64_t>(numel) * dtype_size(dtype);
-  if (bytes.compare(0, 2, "PK") == 0) {
+  if (!c.raw && bytes.compare(0, 2, "PK") == 0) {
     CKPT_ASSIGN_OR_RETURN(TorchFile tf, open_torch_file(memory_file(where, std::move(bytes))));
     if (tf.doc->root == nullptr || tf.doc->root->kind != Kind::kTensor)
       return corrupt(where + ": chunk blob does not hold a tensor");

@@ -235,6 +235,48 @@ void add_torch_file_to_view(const TorchFile& tf, const std::string& label, Check
   }
 }
 
+Result<RecordScan> scan_zip_record(const TorchFile& tf, const ZipEntry& e, const AnyDType& dtype,
+                                   ProgressBar* bar) {
+  RecordScan out;
+  if (e.method != 0) {
+    CKPT_RETURN_IF_ERROR(tf.zip->stream_record(e, [&out](const char* p, size_t n) {
+      out.crc = crc32_update(out.crc, p, n);
+      return Status::ok();
+    }));
+    if (bar != nullptr) bar->advance(e.compressed_size);
+    out.all_zero = false;  // not looked at
+  } else {
+    constexpr size_t kChunk = 4u << 20;
+    std::string buf;
+    CKPT_ASSIGN_OR_RETURN(uint64_t off, tf.zip->data_offset(e));
+    for (uint64_t done = 0; done < e.size;) {
+      size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, e.size - done));
+      buf.resize(n);
+      CKPT_RETURN_IF_ERROR(tf.file->read_at(off + done, buf.data(), n));
+      out.crc = crc32_update(out.crc, buf.data(), n);
+      const unsigned char* p = reinterpret_cast<const unsigned char*>(buf.data());
+      for (size_t k = 0; k < n && out.all_zero; ++k) out.all_zero = p[k] == 0;
+      if (dtype.known()) out.nonfinite += count_nonfinite(*dtype.known(), p, n);
+      done += n;
+      if (bar != nullptr) bar->advance(n);
+    }
+  }
+  out.crc_ok = e.crc32 == 0 || out.crc == e.crc32;
+  if (!out.crc_ok) {
+    char msg[64];
+    std::snprintf(msg, sizeof msg, "(central directory 0x%08x, computed 0x%08x)", e.crc32, out.crc);
+    out.crc_message = msg;
+  }
+  return out;
+}
+
+AnyDType record_dtype(const TorchFile& tf, const ZipEntry& e) {
+  const std::string data_prefix = tf.prefix + "/data/";
+  if (e.name.compare(0, data_prefix.size(), data_prefix) != 0) return AnyDType();
+  auto it = tf.storages.find(e.name.substr(data_prefix.size()));
+  return it != tf.storages.end() ? it->second.dtype : AnyDType();
+}
+
 Status deep_scan_torch(const TorchFile& tf, const std::string& label, CheckpointView* view,
                        const ReadOptions& options) {
   // Which component each storage feeds, for the findings.
@@ -254,56 +296,29 @@ Status deep_scan_torch(const TorchFile& tf, const std::string& label, Checkpoint
   uint64_t total = 0;
   for (const auto& e : tf.zip->entries()) total += e.compressed_size;
   ProgressBar bar(options.progress, total, "ckpt audit --deep " + label);
-  constexpr size_t kChunk = 4u << 20;
-  std::string buf;
   for (const auto& e : tf.zip->entries()) {
     const std::string data_prefix = tf.prefix + "/data/";
     const bool is_storage = e.name.compare(0, data_prefix.size(), data_prefix) == 0;
     const std::string key = is_storage ? e.name.substr(data_prefix.size()) : "";
-    auto it = tf.storages.find(key);
-    const AnyDType dtype = it != tf.storages.end() ? it->second.dtype : AnyDType();
-    uint32_t crc = 0;
-    uint64_t nonfinite = 0;
-    bool all_zero = true;
-    if (e.method != 0) {
-      CKPT_RETURN_IF_ERROR(tf.zip->stream_record(e, [&crc](const char* p, size_t n) {
-        crc = crc32_update(crc, p, n);
-        return Status::ok();
-      }));
-      bar.advance(e.compressed_size);
-    } else {
-      CKPT_ASSIGN_OR_RETURN(uint64_t off, tf.zip->data_offset(e));
-      for (uint64_t done = 0; done < e.size;) {
-        size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, e.size - done));
-        buf.resize(n);
-        CKPT_RETURN_IF_ERROR(tf.file->read_at(off + done, buf.data(), n));
-        crc = crc32_update(crc, buf.data(), n);
-        const unsigned char* p = reinterpret_cast<const unsigned char*>(buf.data());
-        for (size_t k = 0; k < n && all_zero; ++k) all_zero = p[k] == 0;
-        if (dtype.known()) nonfinite += count_nonfinite(*dtype.known(), p, n);
-        done += n;
-        bar.advance(n);
-      }
-    }
+    CKPT_ASSIGN_OR_RETURN(RecordScan scan, scan_zip_record(tf, e, record_dtype(tf, e), &bar));
     auto own = owner.find(key);
     std::optional<AuditComponent> comp;
     if (own != owner.end()) comp = own->second.first;
     std::string tname = own != owner.end() ? " (" + own->second.second + ")" : "";
-    if (e.crc32 != 0 && crc != e.crc32) {
-      char msg[64];
-      std::snprintf(msg, sizeof msg, "(central directory 0x%08x, computed 0x%08x)", e.crc32, crc);
+    if (!scan.crc_ok) {
       view->findings.push_back({Severity::kError, comp,
-                                label + ": record " + e.name + tname + " fails its CRC-32 " + msg +
-                                    ": the bytes changed after writing",
+                                label + ": record " + e.name + tname + " fails its CRC-32 " +
+                                    scan.crc_message + ": the bytes changed after writing",
                                 comp.has_value()});
     }
-    if (nonfinite > 0 && comp) {
+    if (scan.nonfinite > 0 && comp) {
       view->findings.push_back(
           {Severity::kError, comp,
-           label + ": " + std::to_string(nonfinite) + " NaN/Inf values in " + e.name + tname,
+           label + ": " + std::to_string(scan.nonfinite) + " NaN/Inf values in " + e.name + tname,
            true});
     }
-    if (comp == AuditComponent::kOptimizer && all_zero && stepped && e.size > 0) {
+    if (comp == AuditComponent::kOptimizer && e.method == 0 && scan.all_zero && stepped &&
+        e.size > 0) {
       view->optimizer.zero_moments.insert(own->second.second);
     }
   }

@@ -84,4 +84,19 @@ class ProgressBar {
   std::string what_;
 };
 
+// One zip record of a torch.save file read whole: its CRC-32 against the central directory
+// (crc_message says both when they differ) and, for a stored record, its NaN/Inf values as
+// `dtype` (none when unknown) and whether every byte is zero. `bar` may be null.
+struct RecordScan {
+  bool crc_ok = true;
+  uint32_t crc = 0;
+  std::string crc_message;
+  uint64_t nonfinite = 0;
+  bool all_zero = true;
+};
+Result<RecordScan> scan_zip_record(const TorchFile& tf, const ZipEntry& e, const AnyDType& dtype,
+                                   ProgressBar* bar);
+// The dtype of the storage a data/<key> record holds; unknown for other records.
+AnyDType record_dtype(const TorchFile& tf, const ZipEntry& e);
+
 }  // namespace ckpt::verify
