@@ -95,12 +95,14 @@ constexpr int64_t kStep = 7;
 
 inline std::string step_dir(const std::string& run) { return run + "/step-000000000007"; }
 
-// RUN with one committed 2-rank sharded checkpoint at step 7.
-inline void write_sharded(const std::string& run) {
+// RUN with one committed 2-rank sharded checkpoint at step 7; `bump` is added to the elements of
+// rank 1's box of kW (a checkpoint that differs from the others in rank 1's file alone).
+inline void write_sharded(const std::string& run, float bump = 0) {
   Ranks rk;
   rk.roots.resize(2);
   box(&rk, 0, kW, {0, 0}, {3, 3});
   box(&rk, 1, kW, {3, 0}, {2, 3});
+  for (float& x : rk.storage.back()) x += bump;
   box(&rk, 0, kV, {0, 0}, {2, 4});
   box(&rk, 1, kV, {0, 4}, {2, 2});
   elsewhere(&rk, 0, kB, 1);

@@ -169,11 +169,13 @@ TEST_CASE("diff --deep compares the model values of our own format", "[verify]")
 namespace ckpt::ours_audit_test {
 namespace {
 
-// A one-rank checkpoint whose loader cursor stands at `batches` global batches into the run and
-// whose counters say `global_step` optimizer steps of `accum` batches each (+ `pos`).
-verify::AuditReport audit_cursor(int64_t global_step, int64_t accum, int64_t pos,
-                                 uint64_t batches) {
+// A one-rank checkpoint whose loader cursor stands at `cursor` (100 samples, batch 4) and whose
+// counters say `global_step` optimizer steps of `accum` batches each (+ `pos`); `journal` (lines
+// of journal.jsonl) is written into the run directory first.
+verify::AuditReport audit_loader(int64_t global_step, int64_t accum, int64_t pos,
+                                 loader::LoaderCursor cursor, const std::string& journal) {
   TempDir tmp;
+  if (!journal.empty()) testing::write_file(path_join(tmp.path(), "journal.jsonl"), journal);
   static std::vector<float> w(8, 1.0f);
   Node root;
   root.attrs["step"] = global_step;
@@ -181,11 +183,10 @@ verify::AuditReport audit_cursor(int64_t global_step, int64_t accum, int64_t pos
   loader::SamplerSpec spec;
   spec.dataset_size = 100;
   spec.batch_size = 4;
-  const uint64_t spe = 100 / 4;
-  loader::sampler_to_node(spec, {batches / spe, (batches % spe) * 4}, &root.child("loader"));
+  loader::sampler_to_node(spec, cursor, &root.child("loader"));
   Node& t = root.child("train");
   t.attrs["global_step"] = global_step;
-  t.attrs["epoch"] = static_cast<int64_t>(batches / spe);
+  t.attrs["epoch"] = static_cast<int64_t>(cursor.epoch);
   t.attrs["grad_accum_steps"] = accum;
   t.attrs["grad_accum_pos"] = pos;
   const std::vector<std::string> components{"loader", "model", "train"};
@@ -197,6 +198,35 @@ verify::AuditReport audit_cursor(int64_t global_step, int64_t accum, int64_t pos
   auto r = verify::audit_path(test::all_readers(), Env::posix(), dir, {});
   REQUIRE(r.is_ok());
   return *r;
+}
+
+// The cursor `batches` global batches of 4 into the run, no journal.
+verify::AuditReport audit_cursor(int64_t global_step, int64_t accum, int64_t pos,
+                                 uint64_t batches) {
+  const uint64_t spe = 100 / 4;
+  return audit_loader(global_step, accum, pos, {batches / spe, (batches % spe) * 4}, "");
+}
+
+TEST_CASE("after a restore the loader cursor is counted from the one restored", "[verify]") {
+  // Saved at 2 ranks (global batch 8) up to step 5: position 40; restored at 1 rank (batch 4)
+  // from there, 4 more steps: position 56, which counting from step 0 at batch 4 calls 36.
+  const std::string journal =
+      R"({"event":"save","step":5,"checkpoint":"step-000000000005"})"
+      "\n"
+      R"({"event":"restore","step":5,"checkpoint":"step-000000000005","loader":{"epoch":0,"position":40}})"
+      "\n"
+      R"({"event":"save","step":9,"checkpoint":"step-000000000009"})"
+      "\n";
+  verify::AuditReport ok = audit_loader(9, 1, 0, {0, 56}, journal);
+  CHECK_FALSE(has_finding(ok, "loader cursor"));
+  CHECK(ok.find(AuditComponent::kLoader)->status == ComponentStatus::kPresent);
+  // Without the journal the same checkpoint is judged from step 0 (what it can know).
+  CHECK(has_finding(audit_loader(9, 1, 0, {0, 56}, ""), "implies epoch 0 position 36"));
+  // A loader reset after that restore (back at the start of the epoch) is still caught.
+  verify::AuditReport reset = audit_loader(9, 1, 0, {0, 16}, journal);
+  CHECK(has_finding(reset,
+                    "implies epoch 0 position 56, counted from the cursor restored at step 5"));
+  CHECK(reset.find(AuditComponent::kLoader)->status == ComponentStatus::kInconsistent);
 }
 
 TEST_CASE("with gradient accumulation a step consumes grad_accum batches of the loader",

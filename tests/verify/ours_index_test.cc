@@ -179,4 +179,39 @@ TEST_CASE("verify refuses an INDEX whose head the commit record hashes otherwise
   CHECK(has(v["checkpoints"][0]["problems"], "INDEX: xxh3 of its head is"));
 }
 
+TEST_CASE("diff of sharded checkpoints compares global tensors, every rank's boxes included",
+          "[verify]") {
+  TempDir tmp;
+  const std::string sharded = tmp.path() + "/sharded", plain = tmp.path() + "/plain",
+                    bumped = tmp.path() + "/bumped";
+  write_sharded(sharded);
+  write_plain(plain);
+  write_sharded(bumped, 0.5F);  // rank 1's rows 3..5 of layers.0.weight differ, nothing else
+  auto diff = [](const std::string& a, const std::string& b, int* rc) {
+    const ckpt_test::Run r = ckpt_test::run_ckpt("diff --deep --json " + ckpt_test::quote(a) + " " +
+                                                 ckpt_test::quote(b));
+    *rc = r.exit_code;
+    INFO(r.out << r.err);
+    json j = json::parse(r.out, nullptr, false);
+    REQUIRE_FALSE(j.is_discarded());
+    return j;
+  };
+  int rc = -1;
+  SECTION("the same global tensors at 2 ranks and at 1: no difference, shapes global") {
+    const json j = diff(sharded, plain, &rc);
+    CHECK(rc == 0);
+    CHECK(j["tensors"]["changed"].empty());
+  }
+  SECTION("a difference in rank 1's box alone is found, with the global shape") {
+    const json j = diff(sharded, bumped, &rc);
+    CHECK(rc == 2);
+    REQUIRE(j["tensors"]["changed"].size() == 1);
+    const json& t = j["tensors"]["changed"][0];
+    CHECK(t["name"] == "layers.0.weight");
+    CHECK(t["a"] == "float32 [5,3]");
+    CHECK(t["b"] == "float32 [5,3]");
+    CHECK(t["max_abs_diff"].get<double>() == Approx(0.5));
+  }
+}
+
 }  // namespace

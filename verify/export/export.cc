@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "ckpt/base/hash.h"
@@ -23,6 +24,7 @@
 #include "ckpt/format/torch_layout.h"
 #include "ckpt/store/box_index.h"
 #include "ckpt/store/box_tiling.h"
+#include "ckpt/store/global_tensor.h"
 #include "ckpt/store/rank_io.h"
 #include "ckpt/store/run_dir.h"
 
@@ -32,13 +34,7 @@ namespace {
 constexpr const char* kIndexFile = "INDEX";
 constexpr uint64_t kMaxIndexBytes = 4ull << 30;
 
-// Where some elements of a tensor are: a box of the global tensor, row-major in `file`.
-struct Piece {
-  store::Extent extent;
-  std::string file;
-  uint64_t offset = 0, nbytes = 0, xxh3 = 0;
-  std::string label;  // "box 3 [0:4, 0:8]" or "tensor" (version 1), for messages
-};
+using Piece = store::TensorPiece;
 
 struct ExportTensor {
   std::string source;  // "/model/0.weight", as stored
@@ -152,6 +148,7 @@ class Exporter {
     auto dir = open_checkpoint(env_, o_.path);
     if (!dir.is_ok()) return fail(&f_, ExportFailure::kInput, dir.status());
     step_dir_ = r_.step_dir = *dir;
+    reader_.emplace(env_, step_dir_);
     auto rec = store::read_commit(env_, step_dir_);
     if (!rec.is_ok()) return fail(&f_, ExportFailure::kInput, rec.status());
     rec_ = std::move(*rec);
@@ -197,13 +194,7 @@ class Exporter {
         const store::IndexTensor& it = index_.tensor(t);
         ExportTensor x = make_tensor(
             source, it.dtype, std::vector<int64_t>(it.shape.begin(), it.shape.begin() + it.ndim));
-        for (uint32_t b = it.first_box; b < it.first_box + it.box_count; ++b) {
-          const store::Extent e = index_.box_extent(t, b);
-          x.pieces.push_back(
-              {e, std::string(index_.file_name(index_.box(b).file)), index_.box_offset(b),
-               index_.box_nbytes(t, b), index_.box(b).xxh3,
-               "box " + std::to_string(b - it.first_box) + " " + store::extent_string(e)});
-        }
+        x.pieces = store::index_pieces(index_, t);
         tensors_.push_back(std::move(x));
       }
     }
@@ -218,7 +209,7 @@ class Exporter {
       ExportTensor x = make_tensor(e.path, e.dtype, e.shape);
       std::vector<int64_t> zeros(e.shape.size(), 0);
       x.pieces.push_back({store::make_extent(zeros, e.shape), rank_file_name(0), e.offset, e.nbytes,
-                          e.xxh3, "tensor"});
+                          e.xxh3, "tensor", false});
       tensors_.push_back(std::move(x));
     }
     drop_wrapper_prefix();
@@ -435,76 +426,9 @@ class Exporter {
   // Fills `dst` (the whole tensor, row-major) from its pieces, each read whole and its XXH3
   // checked before it is copied into place.
   Status assemble(const ExportTensor& t, char* dst) {
-    const size_t es = dtype_size(t.dtype);
-    const int nd = static_cast<int>(t.shape.size());
-    std::vector<uint64_t> stride(static_cast<size_t>(nd), 1);  // row-major, in elements
-    for (int d = nd - 2; d >= 0; --d)
-      stride[d] = stride[d + 1] * static_cast<uint64_t>(t.shape[d + 1]);
-    std::string box;
-    for (const Piece& p : t.pieces) {
-      const std::string where = path_join(step_dir_, p.file);
-      if (p.nbytes != p.extent.numel() * es) {
-        return fail(&f_, ExportFailure::kDamaged,
-                    corrupt(where + ": " + p.label + " of tensor \"" + t.source + "\" has " +
-                            std::to_string(p.nbytes) + " bytes, its elements need " +
-                            std::to_string(p.extent.numel() * es)));
-      }
-      auto f = file(where);
-      if (!f.is_ok()) return fail(&f_, ExportFailure::kDamaged, f.status());
-      box.resize(p.nbytes);
-      Status rs = (*f)->read_at(p.offset, box.data(), p.nbytes);
-      if (!rs.is_ok()) return fail(&f_, ExportFailure::kDamaged, rs);
-      const uint64_t h = xxh3_64(box.data(), box.size());
-      if (h != p.xxh3) {
-        return fail(&f_, ExportFailure::kDamaged,
-                    corrupt(where + ": " + p.label + " of tensor \"" + t.source +
-                            "\": xxh3 of its bytes is " + hex64(h) + ", the " +
-                            (r_.format_version == 2 && p.label != "tensor" ? "index" : "manifest") +
-                            " says " + hex64(p.xxh3)));
-      }
-      ++r_.boxes_checked;
-      scatter(p.extent, t.shape, stride, es, box.data(), dst);
-    }
-    return Status::ok();
-  }
-
-  // Copies a row-major box into its place in the whole tensor: one run per row of the leading
-  // dimensions the box does not span whole.
-  static void scatter(const store::Extent& e, const std::vector<int64_t>& shape,
-                      const std::vector<uint64_t>& stride, size_t es, const char* src, char* dst) {
-    const int nd = e.ndim;
-    if (e.numel() == 0) return;
-    int k = nd;  // dimensions k.. are spanned whole, so a run covers them
-    while (k > 0 && e.offsets[k - 1] == 0 && e.sizes[k - 1] == shape[k - 1]) --k;
-    // The run: dimension k-1's part times everything after it (k == 0: the whole tensor).
-    const int lead = std::max(k - 1, 0);
-    uint64_t run = 1;
-    for (int d = lead; d < nd; ++d) run *= static_cast<uint64_t>(e.sizes[d]);
-    if (k == 0) {
-      std::memcpy(dst, src, run * es);
-      return;
-    }
-    std::vector<int64_t> i(static_cast<size_t>(lead), 0);
-    for (uint64_t r = 0;; ++r) {
-      uint64_t at = static_cast<uint64_t>(e.offsets[lead]) * stride[lead];
-      for (int d = 0; d < lead; ++d) at += static_cast<uint64_t>(e.offsets[d] + i[d]) * stride[d];
-      std::memcpy(dst + at * es, src + r * run * es, run * es);
-      int d = lead - 1;
-      for (; d >= 0; --d) {
-        if (++i[d] < e.sizes[d]) break;
-        i[d] = 0;
-      }
-      if (d < 0) break;
-    }
-  }
-
-  Result<RandomAccessFile*> file(const std::string& path) {
-    auto it = open_.find(path);
-    if (it != open_.end()) return it->second.get();
-    CKPT_ASSIGN_OR_RETURN(auto f, env_->open_random(path));
-    RandomAccessFile* raw = f.get();
-    open_[path] = std::move(f);
-    return raw;
+    Status s = reader_->assemble(t.source, t.dtype, t.shape, t.pieces, dst);
+    r_.boxes_checked = reader_->pieces_checked();
+    return s.is_ok() ? s : fail(&f_, ExportFailure::kDamaged, s);
   }
 
   // 5. Every file under its final name, then the directory made durable.
@@ -528,7 +452,7 @@ class Exporter {
   CommitRecord rec_;
   store::GlobalIndex index_;
   std::vector<ExportTensor> tensors_;
-  std::map<std::string, std::unique_ptr<RandomAccessFile>> open_;
+  std::optional<store::GlobalTensorReader> reader_;           // once step_dir_ is known
   std::vector<std::pair<std::string, std::string>> pending_;  // temporary → final
   std::vector<ExportedFile> written_;
 };

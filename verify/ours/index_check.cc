@@ -102,6 +102,7 @@ IndexCheck check_index(Env* env, const std::string& step_dir, const CommitRecord
       for (const std::string& line : c.loss_lines) c.problems.push_back(path + ": " + line);
     }
   }
+  c.index = std::make_shared<const store::GlobalIndex>(std::move(*index));
   return c;
 }
 

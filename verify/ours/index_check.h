@@ -9,11 +9,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "ckpt/format/manifest.h"
 #include "ckpt/io/env.h"
+#include "ckpt/store/box_index.h"
 #include "ckpt/store/box_tiling.h"
 
 namespace ckpt::verify {
@@ -24,9 +26,10 @@ struct IndexCheck {
   bool tiled = false;                 // every tensor's boxes tile it
   std::vector<std::string> problems;  // one line each: hash, decode, tiling, missing files
   uint64_t tensors = 0, boxes = 0, files = 0;
-  std::vector<std::string> damaged_files;  // rank files the index names that are lost
-  store::LossReport loss;                  // what they take with them
-  std::vector<std::string> loss_lines;     // loss.lines(), every range
+  std::vector<std::string> damaged_files;           // rank files the index names that are lost
+  store::LossReport loss;                           // what they take with them
+  std::vector<std::string> loss_lines;              // loss.lines(), every range
+  std::shared_ptr<const store::GlobalIndex> index;  // the decoded INDEX (when decoded)
 };
 
 // `damaged` names rank files already known to be damaged (a hash check failed): their boxes

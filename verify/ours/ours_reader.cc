@@ -19,6 +19,7 @@
 #include "ckpt/h5/rank_file.h"
 #include "ckpt/loader/resumable_sampler.h"
 #include "ckpt/loader/sampler_node.h"
+#include "ckpt/store/global_tensor.h"
 #include "ckpt/store/hdf5_view.h"
 #include "ckpt/store/journal.h"
 #include "ckpt/store/rank_io.h"
@@ -127,9 +128,45 @@ void scan_moment(const std::string& name, const Tensor& t, OptimizerPart* opt) {
   if (!finite) opt->nonfinite.insert(name);
 }
 
-// Our sampler's cursor is a pure function of the global step (grad_accum_steps global batches per
-// step), so a cursor that disagrees with /train/global_step means the loader was reset or skipped.
-void check_cursor(const Node& root, const std::string& file, CheckpointView* v) {
+// The loader cursor a run restored last before it saved a checkpoint: journal.jsonl's last
+// "restore" event ({"step", "loader": {"epoch", "position"}}) before the "save" event of that
+// checkpoint. The cursor is counted from there, at the global batch the checkpoint was saved
+// with: a restore at another world size changes the global batch, so counting from step 0 would
+// call a correct resharded resume "reset".
+struct CursorAnchor {
+  int64_t step = 0;
+  loader::LoaderCursor cursor;
+};
+
+std::optional<CursorAnchor> cursor_anchor(Env* env, const std::string& step_dir) {
+  auto journal = store::read_journal(env, path_dirname(step_dir));
+  if (!journal.is_ok()) return std::nullopt;
+  const std::string name = path_basename(step_dir);
+  std::optional<CursorAnchor> last, found;
+  for (const nlohmann::json& e : *journal) {
+    const std::string event = e.value("event", "");
+    if (event == "restore" && e.contains("loader") && e["loader"].is_object() &&
+        e.contains("step") && e["step"].is_number_integer()) {
+      const nlohmann::json& l = e["loader"];
+      if (!l.contains("epoch") || !l["epoch"].is_number_unsigned() || !l.contains("position") ||
+          !l["position"].is_number_unsigned())
+        continue;
+      last = CursorAnchor{e["step"].get<int64_t>(),
+                          {l["epoch"].get<uint64_t>(), l["position"].get<uint64_t>()}};
+    } else if (event == "save" && e.value("checkpoint", "") == name) {
+      found = last;  // the newest save of this checkpoint (a re-save replaces it)
+    }
+  }
+  return found;
+}
+
+// Our sampler's cursor is a function of the global step (grad_accum_steps global batches per
+// step): counted from step 0 when the run never restored a loader, else from the cursor it
+// restored last (`anchor`) within that epoch. A cursor that disagrees means the loader was reset
+// or skipped. Past an epoch's end after a restore the check is not made (a resharded epoch's
+// last step may be partial).
+void check_cursor(const Node& root, const std::string& file,
+                  const std::optional<CursorAnchor>& anchor, CheckpointView* v) {
   const Node* l = root.find_child("loader");
   const Node* t = root.find_child("train");
   if (l == nullptr || t == nullptr) return;
@@ -156,8 +193,20 @@ void check_cursor(const Node& root, const std::string& file, CheckpointView* v) 
   const int64_t steps = static_cast<int64_t>(batches);
   const uint64_t spe = sampler->steps_per_epoch();
   if (spe == 0) return;
+  const uint64_t gb = sc->first.global_batch();
   loader::LoaderCursor want{static_cast<uint64_t>(steps) / spe,
-                            (static_cast<uint64_t>(steps) % spe) * sc->first.global_batch()};
+                            (static_cast<uint64_t>(steps) % spe) * gb};
+  std::string since;
+  if (anchor) {
+    const __int128 drawn =
+        (static_cast<__int128>(global_step) - anchor->step) * accum + pos;  // batches since
+    const __int128 at = static_cast<__int128>(anchor->cursor.position) + drawn * gb;
+    if (drawn < 0 || at >= static_cast<__int128>(sc->first.dataset_size)) return;
+    want = {anchor->cursor.epoch, static_cast<uint64_t>(at)};
+    since = ", counted from the cursor restored at step " + std::to_string(anchor->step) +
+            " (epoch " + std::to_string(anchor->cursor.epoch) + " position " +
+            std::to_string(anchor->cursor.position) + ", journal.jsonl)";
+  }
   const loader::LoaderCursor& got = sc->second;
   const bool same = got == want || (sampler->at_epoch_end(got) && want.position == 0 &&
                                     want.epoch == got.epoch + 1);
@@ -171,7 +220,8 @@ void check_cursor(const Node& root, const std::string& file, CheckpointView* v) 
                         std::to_string(accum) + ")"
                   : std::string()) +
              " implies epoch " + std::to_string(want.epoch) + " position " +
-             std::to_string(want.position) + " (the loader was reset or skipped on a restart)",
+             std::to_string(want.position) + since +
+             " (the loader was reset or skipped on a restart)",
          true});
   }
 }
@@ -300,7 +350,8 @@ void map_loader(const Node& l, const std::string& file, CheckpointView* v) {
 }
 
 // /train holds both audited counters and the grad scaler's loss scale.
-void map_train(const Node& root, const Node& t, const std::string& file, CheckpointView* v) {
+void map_train(const Node& root, const Node& t, const std::string& file,
+               const std::optional<CursorAnchor>& anchor, CheckpointView* v) {
   CountersPart& c = v->counters;
   c.found = true;
   c.source = file;
@@ -309,7 +360,7 @@ void map_train(const Node& root, const Node& t, const std::string& file, Checkpo
   c.evidence = file + ": /train global_step " + std::to_string(*c.global_step) + ", epoch " +
                std::to_string(t.get_int("epoch")) + ", samples_seen " +
                std::to_string(t.get_int("samples_seen"));
-  check_cursor(root, file, v);
+  check_cursor(root, file, anchor, v);
   // A framework that steps the scheduler k times per optimizer step records k (Accelerate: once
   // per process; python/ckpt/integrations/_common.py).
   const int64_t k =
@@ -335,7 +386,7 @@ void map_train(const Node& root, const Node& t, const std::string& file, Checkpo
 
 // One rank file's groups onto the view, one step per group.
 void map_components(const Node& root, const std::string& file, bool deep, bool values,
-                    CheckpointView* v) {
+                    const std::optional<CursorAnchor>& anchor, CheckpointView* v) {
   if (const Node* m = group_of(root, AuditComponent::kModel)) map_model(*m, file, values, v);
   // The C++ adapter's layout, or torch's own state_dict layout (the Python package).
   if (const Node* o = group_of(root, AuditComponent::kOptimizer)) {
@@ -348,7 +399,8 @@ void map_components(const Node& root, const std::string& file, bool deep, bool v
   }
   if (const Node* r = group_of(root, AuditComponent::kRngCpu)) map_rng(*r, file, v);
   if (const Node* l = group_of(root, AuditComponent::kLoader)) map_loader(*l, file, v);
-  if (const Node* t = group_of(root, AuditComponent::kCounters)) map_train(root, *t, file, v);
+  if (const Node* t = group_of(root, AuditComponent::kCounters))
+    map_train(root, *t, file, anchor, v);
 }
 
 class OursReader : public FormatReader {
@@ -406,9 +458,12 @@ class OursReader : public FormatReader {
         Node root, read_tree(env, step_dir, rank, options.deep, options.tensor_values, &view));
     std::vector<std::string> damaged;
     if (options.deep) damaged = deep_verify(env, step_dir, &view);
-    note_index(env, step_dir, *commit, damaged, &view);
+    const IndexCheck ic = check_index(env, step_dir, *commit, damaged);
+    note_index(ic, step_dir, &view);
     check_groups(root, file, commit->components, &view);
-    map_components(root, file, options.deep, options.tensor_values, &view);
+    map_components(root, file, options.deep, options.tensor_values, cursor_anchor(env, step_dir),
+                   &view);
+    globalize_model(env, step_dir, ic, options.tensor_values, &view);
     if (run_dir) note_history(env, path, rank, &view);
     if (options.inspect) view.contents = inspect(root, step_dir);
     return view;
@@ -497,9 +552,7 @@ class OursReader : public FormatReader {
   // A sharded checkpoint's INDEX (index_check.h): its problems are errors; the tensors a missing
   // or damaged rank file loses are charged to their component (/model → model, ...), which is
   // then inconsistent, never present.
-  static void note_index(Env* env, const std::string& step_dir, const CommitRecord& rec,
-                         const std::vector<std::string>& damaged, CheckpointView* view) {
-    const IndexCheck ic = check_index(env, step_dir, rec, damaged);
+  static void note_index(const IndexCheck& ic, const std::string& step_dir, CheckpointView* view) {
     if (!ic.present) return;
     const std::string where = path_join(step_dir, "INDEX") + ": ";
     std::set<std::string> loss_lines;
@@ -549,6 +602,41 @@ class OursReader : public FormatReader {
       if (g == "optimizer") view->optimizer.evidence = why;
       if (g == "scheduler") view->scheduler.evidence = why;
       view->findings.push_back({Severity::kError, audited(g), why, false});
+    }
+  }
+
+  // A sharded checkpoint (format version 2): rank 0's file holds only its own boxes of the
+  // sharded tensors, so each model tensor the INDEX lists takes the global dtype and shape from
+  // it, and with `values` (diff --deep) its elements assembled from every rank file's boxes, each
+  // box's XXH3 checked (a box that fails is an error finding, and the tensor has no values). A
+  // tensor that lost boxes with a missing file has no values either (its loss is reported).
+  static void globalize_model(Env* env, const std::string& step_dir, const IndexCheck& ic,
+                              bool values, CheckpointView* view) {
+    if (!ic.decoded || ic.index == nullptr) return;
+    const store::GlobalIndex& index = *ic.index;
+    const std::set<std::string> lost(ic.damaged_files.begin(), ic.damaged_files.end());
+    store::GlobalTensorReader reader(env, step_dir);
+    for (TensorInfo& t : view->model.tensors) {
+      const int64_t i = index.find_tensor(t.record);
+      if (i < 0) continue;
+      const store::IndexTensor& it = index.tensor(static_cast<size_t>(i));
+      t.dtype = it.dtype;
+      t.shape.assign(it.shape.begin(), it.shape.begin() + it.ndim);
+      uint64_t numel = 1;
+      for (int64_t d : t.shape) numel *= static_cast<uint64_t>(d);
+      t.nbytes = numel * dtype_size(it.dtype);
+      t.values = nullptr;
+      const std::vector<store::TensorPiece> pieces = store::index_pieces(index, i);
+      bool whole = values;
+      for (const store::TensorPiece& p : pieces) whole = whole && lost.count(p.file) == 0;
+      if (!whole) continue;
+      std::string bytes(t.nbytes, '\0');
+      Status s = reader.assemble(t.record, it.dtype, t.shape, pieces, bytes.data());
+      if (!s.is_ok()) {
+        view->findings.push_back({Severity::kError, AuditComponent::kModel, s.message(), true});
+        continue;
+      }
+      t.values = std::make_shared<const std::string>(std::move(bytes));
     }
   }
 
