@@ -9,6 +9,7 @@
 #include "verify/pickle/pickle_reader.h"
 
 using namespace ckpt::verify;
+using namespace std::string_literals;
 
 namespace {
 
@@ -197,6 +198,36 @@ TEST_CASE("unknown globals stay opaque, dangerous ones are classed and never run
   CHECK(classify_global("torch._utils._rebuild_tensor_v2") == GlobalClass::kKnown);
   CHECK(classify_global("builtins.eval") == GlobalClass::kDangerous);
   CHECK(classify_global("__main__.Payload") == GlobalClass::kOpaque);
+}
+
+TEST_CASE("io.BytesIO is read as the bytes it holds", "[verify]") {
+  // pickle.dumps({"a": io.BytesIO(b"hi")}, protocol=4) by CPython 3.11: NEWOBJ(BytesIO, ()), then
+  // BUILD (value, position, __dict__); how DCP and torchtitan's TrainState values are saved.
+  auto doc = parse_ok(
+      "\x80\x04\x95(\x00\x00\x00\x00\x00\x00\x00}\x94\x8c\x01"
+      "a\x94\x8c\x03_io\x94\x8c\x07"
+      "BytesIO\x94\x93\x94)\x81\x94"
+      "C\x02hi\x94K\x00N\x87\x94"
+      "bs."s);
+  const Value* a = doc->root->get("a");
+  REQUIRE(a != nullptr);
+  CHECK(a->kind == Kind::kBytes);
+  CHECK(a->s == "hi");
+  REQUIRE(doc->globals.size() == 1);
+  CHECK(doc->globals[0].second == GlobalClass::kKnown);
+  CHECK(classify_global("io.BytesIO") == GlobalClass::kKnown);
+  CHECK(classify_global("io.FileIO") == GlobalClass::kDangerous);
+
+  // BytesIO(b"xy") called with its initial bytes; a state that is not (bytes, ...) stays opaque.
+  P p;
+  p.proto(2).op('(').global("io", "BytesIO").op('C').u8(2);
+  p.b += "xy";
+  p.op('\x85').op('R').global("_io", "BytesIO").op(')').op('\x81').i1(1).op('b').op('l').stop();
+  auto doc2 = parse_ok(p.b);
+  REQUIRE(doc2->root->items.size() == 2);
+  CHECK(doc2->root->items[0]->kind == Kind::kBytes);
+  CHECK(doc2->root->items[0]->s == "xy");
+  CHECK(doc2->root->items[1]->kind == Kind::kObject);
 }
 
 TEST_CASE("bytes via _codecs.encode and numpy arrays are decoded", "[verify]") {

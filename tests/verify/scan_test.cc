@@ -166,6 +166,44 @@ TEST_CASE("called vs referenced, and the risk of what is called", "[verify]") {
   CHECK(find_global(scan_bytes("b.pkl", build), "mymod.Thing")->called);
 }
 
+TEST_CASE("io.BytesIO holds bytes: safe, and a pickle kept in one is still scanned", "[verify]") {
+  // pickle.dumps({"a": io.BytesIO(b"hi")}, protocol=2) by CPython 3.11: NEWOBJ then BUILD.
+  const std::string p2 =
+      "\x80\x02}q\x00X\x01\x00\x00\x00"
+      "aq\x01"
+      "c_io\nBytesIO\nq\x02)\x81q\x03"
+      "c_"
+      "codecs\nencode\nq\x04X\x02\x00\x00\x00hiq\x05X\x06\x00\x00\x00latin1q\x06\x86q\x07Rq\x08K"
+      "\x00N\x87q\x09"
+      "bs."s;
+  ScanReport r = scan_bytes("b.pkl", p2);
+  INFO(describe(r));
+  const ScanGlobal* g = find_global(r, "_io.BytesIO");
+  REQUIRE(g != nullptr);
+  CHECK(g->called);
+  CHECK(g->risk == Risk::kSafe);
+  CHECK(r.safe());
+  CHECK(classify_use(GlobalUse{"io", "BytesIO", 0, true, "", ""}) == Risk::kSafe);
+  CHECK(classify_use(GlobalUse{"io", "FileIO", 0, true, "", ""}) == Risk::kDangerous);
+  CHECK(classify_use(GlobalUse{"_io", "open", 0, true, "", ""}) == Risk::kDangerous);
+
+  // The same with protocol 4, the buffer holding a pickle that calls posix.system.
+  const std::string nested =
+      "\x80\x04\x95"
+      "B\x00\x00\x00\x00\x00\x00\x00}\x94\x8c\x01"
+      "a\x94\x8c\x03_io\x94\x8c\x07"
+      "BytesIO\x94\x93\x94)\x81\x94"
+      "C\x1c\x80\x02"
+      "cposix\nsystem\nX\x04\x00\x00\x00true\x85R.\x94K\x00N\x87\x94"
+      "bs."s;
+  ScanReport n = scan_bytes("n.pkl", nested);
+  INFO(describe(n));
+  CHECK_FALSE(n.safe());
+  const ScanGlobal* sys = find_global(n, "posix.system");
+  REQUIRE(sys != nullptr);
+  CHECK(sys->where.find(">nested") != std::string::npos);
+}
+
 TEST_CASE("getattr: a bound method of a framework object is not code execution", "[verify]") {
   // getattr(torch.optim.lr_scheduler.OneCycleLR.__new__(...), "_annealing_cos"), as torch 1.x
   // saved OneCycleLR's anneal_func.

@@ -329,6 +329,11 @@ Result<Value*> numpy_scalar(Interpreter& in, const Value* args) {
   return nullptr;
 }
 
+// io.BytesIO: an in-memory buffer, read as the bytes it holds.
+bool is_bytes_io(const std::string& qualname) {
+  return qualname == "_io.BytesIO" || qualname == "io.BytesIO";
+}
+
 // The data a known constructor builds; nullptr when `callable` is not one the reader interprets.
 Result<Value*> interpret_known(Interpreter& in, Value* callable, Value* args) {
   const std::string q = callable->qualname();
@@ -349,6 +354,9 @@ Result<Value*> interpret_known(Interpreter& in, Value* callable, Value* args) {
   }
   if (q == "builtins.set" || q == "builtins.frozenset") return make_set_from(in, args);
   if (q == "_codecs.encode" || q == "builtins.bytes" || q == "builtins.bytearray") {
+    return make_bytes_from(in, args);
+  }
+  if (is_bytes_io(q) && arg(args, 0) != nullptr && arg(args, 0)->kind == Kind::kBytes) {
     return make_bytes_from(in, args);
   }
   if (q == "torch.Size" && arg(args, 0) != nullptr && arg(args, 0)->kind == Kind::kTuple) {
@@ -405,6 +413,15 @@ Status interpret_build(Interpreter& in, Value* obj, Value* state) {
         }
         return Status::ok();
       }
+    }
+    // io.BytesIO pickles as NEWOBJ(BytesIO, ()) then BUILD (value, position, __dict__).
+    if (is_bytes_io(obj->qualname()) && state->kind == Kind::kTuple && !state->items.empty() &&
+        state->items[0]->kind == Kind::kBytes) {
+      obj->kind = Kind::kBytes;
+      obj->s = state->items[0]->s;
+      obj->callable = nullptr;
+      obj->args = nullptr;
+      return Status::ok();
     }
     obj->state = state;
     return Status::ok();

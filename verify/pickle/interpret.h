@@ -3,9 +3,9 @@
 // through read_pickle).
 //
 // Known data constructors (torch tensor rebuilds, OrderedDict, Counter, set/frozenset, bytes,
-// _codecs.encode, numpy arrays and scalars, torch.Size, torch.device) are interpreted into plain
-// Values; any other callable yields an Object node (callable, args, later BUILD state) and is
-// never called. Stateless; each call works on the PickleDoc it is given.
+// _codecs.encode, io.BytesIO, numpy arrays and scalars, torch.Size, torch.device) are interpreted
+// into plain Values; any other callable yields an Object node (callable, args, later BUILD state)
+// and is never called. Stateless; each call works on the PickleDoc it is given.
 #pragma once
 
 #include <functional>

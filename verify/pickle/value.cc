@@ -106,8 +106,10 @@ GlobalClass classify_global(const std::string& q) {
                                                     "torchdata",
                                                     "omegaconf",
                                                     "datetime"};
-  static const std::set<std::string> kKnown = {"_codecs.encode", "copyreg._reconstructor",
-                                               "functools.partial", "enum.Enum"};
+  // io.BytesIO only holds bytes (DCP and torchtitan save such values); the rest of io is not.
+  static const std::set<std::string> kKnown = {"_codecs.encode",    "copyreg._reconstructor",
+                                               "functools.partial", "enum.Enum",
+                                               "_io.BytesIO",       "io.BytesIO"};
   static const std::set<std::string> kBuiltinContainers = {
       "set", "frozenset", "bytes", "bytearray", "complex", "slice", "range", "object",
       "int", "float",     "str",   "list",      "dict",    "tuple", "bool",  "getattr"};
@@ -115,12 +117,13 @@ GlobalClass classify_global(const std::string& q) {
   std::string module = dot == std::string::npos ? q : q.substr(0, dot);
   std::string root = module.substr(0, module.find('.'));
   std::string name = dot == std::string::npos ? q : q.substr(dot + 1);
+  if (kKnown.count(q) != 0) return GlobalClass::kKnown;
   if (kDangerousModules.count(root) != 0) return GlobalClass::kDangerous;
   if (module == "builtins") {
     if (kBuiltinContainers.count(name) != 0) return GlobalClass::kKnown;
     return kDangerousBuiltins.count(name) != 0 ? GlobalClass::kDangerous : GlobalClass::kOpaque;
   }
-  if (kKnown.count(q) != 0 || kKnownRoots.count(root) != 0) return GlobalClass::kKnown;
+  if (kKnownRoots.count(root) != 0) return GlobalClass::kKnown;
   return GlobalClass::kOpaque;
 }
 

@@ -182,6 +182,8 @@ bool dangerous_torch_module(const std::string& m) {
   return false;
 }
 
+// io.BytesIO only builds an in-memory buffer of the bytes it is given (DCP and torchtitan's
+// TrainState save such values); the rest of io stays dangerous.
 const std::set<std::string>& safe_names() {
   static const std::set<std::string> k = {"collections.OrderedDict",
                                           "collections.Counter",
@@ -221,7 +223,9 @@ const std::set<std::string>& safe_names() {
                                           "datetime.timezone",
                                           "decimal.Decimal",
                                           "fractions.Fraction",
-                                          "uuid.UUID"};
+                                          "uuid.UUID",
+                                          "_io.BytesIO",
+                                          "io.BytesIO"};
   return k;
 }
 
