@@ -7,6 +7,7 @@
 #include "ckpt/format/python_json.h"
 #include "verify/formats/dcp.h"
 #include "verify/formats/format_reader.h"
+#include "verify/formats/path_hint.h"
 
 namespace ckpt::verify::convert {
 namespace {
@@ -209,8 +210,12 @@ Result<Source> open_source(Env* env, const ReaderSet& readers, const std::string
   if (!env->exists(path)) return not_found(path + ": no such file or directory");
   if (is_ckpt_run(env, path))
     return unsupported(path + ": already a ckpt checkpoint (ckpt verify / ckpt inspect read it)");
+  if (const std::string piece = dcp_piece_hint(env, path); !piece.empty())
+    return corrupt(path + ": not a checkpoint by itself: " + piece);
   const FormatReader* reader = readers.best(env, path);
   if (reader == nullptr) {
+    if (const std::string parent = dcp_parent_hint(env, path); !parent.empty())
+      return corrupt(path + ": not a checkpoint: " + parent);
     return corrupt(path +
                    ": not a checkpoint convert reads (torch.save, Lightning, safetensors, "
                    "HF Trainer / Accelerate folder, DCP folder)");

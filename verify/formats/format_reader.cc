@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "verify/formats/path_hint.h"
+
 namespace ckpt::verify {
 namespace {
 
@@ -47,8 +49,13 @@ const FormatReader* ReaderSet::best(Env* env, const std::string& path) const {
 Result<CheckpointView> ReaderSet::read(Env* env, const std::string& path,
                                        const ReadOptions& options) const {
   CKPT_RETURN_IF_ERROR(check_can_open(env, path));
+  // A .distcp file opens as a torch.save zip when its first item is one: say what it is instead.
+  if (const std::string piece = dcp_piece_hint(env, path); !piece.empty())
+    return corrupt(path + ": not a checkpoint by itself: " + piece);
   const FormatReader* reader = best(env, path);
   if (reader == nullptr) {
+    if (const std::string parent = dcp_parent_hint(env, path); !parent.empty())
+      return corrupt(path + ": not a checkpoint: " + parent);
     return corrupt(
         path +
         ": not a checkpoint: no reader recognises it (expected a torch.save file, "

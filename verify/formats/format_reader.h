@@ -51,7 +51,9 @@ class ReaderSet {
 
   // Picks best(env, path) and reads `path` through `env`. NotFound when the path does not exist,
   // IoError when it cannot be opened (so "permission denied" never reads as "not a checkpoint"),
-  // Corrupt "not a checkpoint" when no reader claims it.
+  // Corrupt "not a checkpoint" when no reader claims it or it is a piece of a DCP folder (a
+  // `.metadata` or `.distcp` file), saying what to pass instead where it can
+  // (verify/formats/path_hint.h).
   Result<CheckpointView> read(Env* env, const std::string& path, const ReadOptions& options) const;
 
  private:

@@ -1,0 +1,24 @@
+// What a path that is no checkpoint by itself is close to, for the "not a checkpoint" message:
+// a piece of a torch.distributed.checkpoint (DCP) folder (its `.metadata`, a `.distcp` data file)
+// or a folder that holds DCP folders (torchtitan's `checkpoint/step-N`, one or two levels down).
+// Only names and directory listings are read, through `env`; at most kMaxListed entries of a
+// folder are looked at. Pure apart from those reads; thread-safe.
+#pragma once
+
+#include <string>
+
+#include "ckpt/io/env.h"
+
+namespace ckpt::verify {
+
+// A file that is a piece of a DCP folder: what it is and which folder to pass instead
+// ("the metadata file of a torch.distributed.checkpoint (DCP) folder; pass the folder (run)").
+// "" for any other path.
+std::string dcp_piece_hint(Env* env, const std::string& path);
+
+// A folder whose subfolders (or theirs) are DCP folders: which, and the newest to pass
+// ("it holds 4 DCP checkpoints (step-2, step-4, step-5, step-6); pass one of them, e.g. ...").
+// "" for any other path.
+std::string dcp_parent_hint(Env* env, const std::string& path);
+
+}  // namespace ckpt::verify
