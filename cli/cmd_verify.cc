@@ -2,7 +2,8 @@
 // commit record, every file's size and XXH3, every manifest rule, the HDF5 structure against the
 // manifest, every tensor hash. PATH is a step directory or a run directory (then every committed
 // checkpoint is checked, and uncommitted ones are listed). Exit 0 intact, 2 damaged, 65 not a
-// ckpt checkpoint, 66 cannot open (a file of a checkpoint included).
+// ckpt checkpoint (naming `ckpt audit` for the other formats it reads), 66 cannot open (a file of
+// a checkpoint included).
 // The body is run_verify_command (cli/verify_command.cc, cli/commands.h).
 #include <CLI/CLI.hpp>
 #include <iostream>
@@ -23,7 +24,7 @@ Runner setup_verify(CLI::App& root, CLI::App*& sub, const Context& ctx) {
   sub->footer(
       "Exit codes: 0 intact; 2 damaged or incomplete; 65 not a ckpt checkpoint; 66 cannot "
       "open (a file of a checkpoint included, or every checkpoint removed while verifying).");
-  return [o, ctx] { return run_verify_command(*o, ctx.env, std::cout, std::cerr); };
+  return [o, ctx] { return run_verify_command(*o, ctx.env, std::cout, std::cerr, ctx.readers); };
 }
 
 }  // namespace ckpt::cli

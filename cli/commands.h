@@ -55,9 +55,11 @@ struct VerifyCommandOptions {
 };
 // `ckpt verify` through `env`: 0 every committed checkpoint intact, 2 damaged (or only
 // interrupted saves), 65 not a ckpt checkpoint, 66 cannot open the input or a file of a
-// checkpoint, or every checkpoint was removed while verifying.
+// checkpoint, or every checkpoint was removed while verifying. With `readers`, a path that is
+// another format they recognise (a DCP folder, a torch.save file) is 65 still, and the message
+// says that `ckpt audit PATH` checks it.
 int run_verify_command(const VerifyCommandOptions& o, Env* env, std::ostream& out,
-                       std::ostream& err);
+                       std::ostream& err, const verify::ReaderSet* readers = nullptr);
 
 struct ReportCommandOptions {
   std::string run_dir;

@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/diagnostics.h"
 #include "cli/exit_codes.h"
+#include "verify/formats/path_hint.h"
 #include "verify/ours/index_check.h"
 
 namespace ckpt::cli {
@@ -81,10 +82,25 @@ std::string index_line(const nlohmann::json& index) {
          "\n";
 }
 
+// For a path that is no ckpt checkpoint: what `ckpt audit` makes of it ("" when nothing).
+std::string audit_hint(const verify::ReaderSet* readers, Env* env, const std::string& path) {
+  if (const std::string piece = verify::dcp_piece_hint(env, path); !piece.empty())
+    return "; it is " + piece + " to `ckpt audit`";
+  if (readers == nullptr) return "";
+  const verify::FormatReader* r = readers->best(env, path);
+  if (r != nullptr && r->format() != verify::CheckpointFormat::kCkptH5) {
+    return std::string("; it is a ") + verify::format_name(r->format()) +
+           " checkpoint: `ckpt audit " + path + "` checks that format";
+  }
+  if (const std::string parent = verify::dcp_parent_hint(env, path); !parent.empty())
+    return "; `ckpt audit` checks DCP checkpoints: " + parent;
+  return "";
+}
+
 }  // namespace
 
 int run_verify_command(const VerifyCommandOptions& o, Env* env, std::ostream& out,
-                       std::ostream& err) {
+                       std::ostream& err, const verify::ReaderSet* readers) {
   if (!env->exists(o.path)) {
     auto kind = env->entry_kind(o.path);  // EACCES on a parent is not "no such file"
     print_diagnostic(
@@ -109,13 +125,15 @@ int run_verify_command(const VerifyCommandOptions& o, Env* env, std::ostream& ou
       print_diagnostic(err, "verify",
                        o.path +
                            ": not a ckpt checkpoint (no COMMIT.json, no step-NNNNNNNNNNNN "
-                           "directories)");
+                           "directories)" +
+                           audit_hint(readers, env, o.path));
       return kExitDataErr;
     }
   } else {
     print_diagnostic(
         err, "verify",
-        o.path + ": expected a checkpoint directory (step-NNNNNNNNNNNN) or a run directory");
+        o.path + ": expected a checkpoint directory (step-NNNNNNNNNNNN) or a run directory" +
+            audit_hint(readers, env, o.path));
     return kExitDataErr;
   }
   nlohmann::json doc = {{"path", o.path},

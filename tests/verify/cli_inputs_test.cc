@@ -243,3 +243,41 @@ TEST_CASE("a file name with a newline stays on one stderr line in every command"
     CHECK(r.err.find("bad\\nname") != std::string::npos);
   }
 }
+
+TEST_CASE("paths next to a DCP checkpoint: exit 65 with one line saying what to pass", "[cli]") {
+  const fs::path step = kFixtures / "foreign" / "dcp" / "step-6";
+  TempDir tmp;  // torchtitan's layout: checkpoint/step-N, several of them
+  for (const char* s : {"step-2", "step-6"}) {
+    fs::create_directories(fs::path(tmp.path()) / "checkpoint" / s);
+    fs::copy(step, fs::path(tmp.path()) / "checkpoint" / s);
+  }
+  const std::string ck = tmp.path() + "/checkpoint";
+  const struct {
+    std::string args, says;
+  } cases[] = {
+      {"audit " + q((step / ".metadata").string()),
+       "the metadata file of a torch.distributed.checkpoint (DCP) folder; pass the folder (" +
+           step.string() + ")"},
+      {"audit " + q((step / "__0_0.distcp").string()),
+       "a data file of a torch.distributed.checkpoint (DCP) folder; pass the folder holding it (" +
+           step.string() + ")"},
+      {"inspect " + q(ck), "it holds 2 DCP checkpoints (step-2, step-6); pass one of them, e.g. " +
+                               ck + "/step-6 (the newest)"},
+      {"audit " + q(tmp.path()), "(checkpoint/step-2, checkpoint/step-6)"},
+      {"convert " + q((step / "__0_0.distcp").string()) + " " + q(tmp.path() + "/out"),
+       "pass the folder holding it"},
+      {"verify " + q(step.string()),
+       "it is a dcp checkpoint: `ckpt audit " + step.string() + "` checks that format"},
+      {"verify " + q((step / "__0_0.distcp").string()), "to `ckpt audit`"},
+      {"verify " + q(ck), "`ckpt audit` checks DCP checkpoints: it holds 2"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.args);
+    const Ran r = ckpt_cmd(c.args);
+    INFO(r.err);
+    CHECK(r.code == 65);
+    CHECK(lines(r.err) == 1);
+    CHECK(r.err.find(c.says) != std::string::npos);
+  }
+  CHECK_FALSE(fs::exists(tmp.path() + "/out"));
+}
