@@ -265,7 +265,7 @@ json diff_json(const fs::path& a, const fs::path& b, int* exit_code,
   std::set<std::string> keys;
   for (auto it = j.begin(); it != j.end(); ++it) keys.insert(it.key());
   CHECK(keys == std::set<std::string>{"a", "b", "differences", "components", "counters", "lr",
-                                      "hyperparameters", "tensors", "digests"});
+                                      "hyperparameters", "tensors", "digests", "notes"});
   CHECK(j["tensors"].contains("only_a"));
   CHECK(j["tensors"].contains("only_b"));
   CHECK(j["tensors"].contains("changed"));

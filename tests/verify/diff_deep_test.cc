@@ -1,5 +1,7 @@
 // `ckpt diff --deep` on views built in memory: value changes with their exact max |a - b|, per
-// dtype, and tensors compared by dtype and shape only when a side has no bytes.
+// dtype, tensors compared by dtype and shape only when a side has no bytes, and statuses that
+// differ only because a format cannot tell (notes, not differences).
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -99,6 +101,47 @@ TEST_CASE("diff_views lists a value change only when both sides have the bytes",
   CHECK_FALSE(shallow.deep);
   CHECK(shallow.changed.empty());
   CHECK(diff_to_json(shallow)["tensors"]["changed"].empty());
+}
+
+TEST_CASE("missing where a format cannot tell vs not_applicable is a note, not a difference",
+          "[verify]") {
+  // DCP records no devices, so rng_cuda is missing there; a CPU torch.save says not_applicable.
+  auto w = std::make_shared<const std::string>(bytes_of<float>({1, 2}));
+  CheckpointView dcp = model_view({tensor("w", "float32", {2}, w)});
+  dcp.format = CheckpointFormat::kDcp;
+  dcp.devices_known = false;
+  CheckpointView pt = model_view({tensor("w", "float32", {2}, w)});
+  pt.devices_known = true;
+  pt.devices = {"cpu"};
+  const CheckpointDiff d = diff_views(dcp, pt);
+  CHECK(d.differences == 0);
+  const auto rng = std::find_if(d.components.begin(), d.components.end(), [](const auto& c) {
+    return c.component == AuditComponent::kRngCuda;
+  });
+  REQUIRE(rng != d.components.end());
+  CHECK(rng->a == ComponentStatus::kMissing);
+  CHECK(rng->b == ComponentStatus::kNotApplicable);
+  CHECK(rng->note ==
+        "rng_cuda missing in A, not_applicable in B: not counted, dcp (A) records "
+        "no devices");
+  const std::string text = diff_to_text(d);
+  INFO(text);
+  CHECK(text.find("no differences") != std::string::npos);
+  CHECK(text.find("note: rng_cuda missing in A") != std::string::npos);
+  const auto j = diff_to_json(d);
+  CHECK(j["differences"] == 0);
+  CHECK(j["components"]["rng_cuda"]["a"] == "missing");
+  REQUIRE(j["notes"].size() == 1);
+  CHECK(diff_views(pt, dcp).differences == 0);  // either side
+
+  // The same pair where the missing side records devices (CUDA tensors, no CUDA generator
+  // state) is a difference in state: counted.
+  CheckpointView cuda = pt;
+  cuda.devices = {"cuda:0"};
+  const CheckpointDiff real = diff_views(cuda, pt);
+  CHECK(real.differences == 1);
+  CHECK(real.components[static_cast<size_t>(rng - d.components.begin())].note.empty());
+  CHECK(diff_to_json(real)["notes"].empty());
 }
 
 }  // namespace

@@ -136,6 +136,34 @@ void diff_tensors(const CheckpointView& a, const CheckpointView& b, bool deep, C
   }
 }
 
+// Why `v` says `missing` for `c` only because its format cannot record what decides it; ""
+// when it can.
+std::string format_cannot_tell(const CheckpointView& v, AuditComponent c) {
+  if (c == AuditComponent::kRngCuda && !v.devices_known) return "records no devices";
+  if (v.format_gaps.count(c) != 0) return "does not save it";
+  return "";
+}
+
+// The note for a status pair that is no difference in state (CheckpointDiff::Status2::note): one
+// side `missing` because its format cannot tell, the other `not_applicable`; "" otherwise.
+std::string status_note(const CheckpointView& a, const CheckpointView& b, AuditComponent c,
+                        ComponentStatus sa, ComponentStatus sb) {
+  using S = ComponentStatus;
+  std::string why;
+  const CheckpointView* unsure = nullptr;
+  if (sa == S::kMissing && sb == S::kNotApplicable) {
+    why = format_cannot_tell(a, c);
+    unsure = &a;
+  } else if (sb == S::kMissing && sa == S::kNotApplicable) {
+    why = format_cannot_tell(b, c);
+    unsure = &b;
+  }
+  if (why.empty()) return "";
+  return std::string(component_name(c)) + " " + status_name(sa) + " in A, " + status_name(sb) +
+         " in B: not counted, " + format_name(unsure->format) + " (" + (unsure == &a ? "A" : "B") +
+         ") " + why;
+}
+
 nlohmann::json opt_json(const std::optional<std::string>& s) {
   return s ? nlohmann::json(*s) : nlohmann::json(nullptr);
 }
@@ -181,8 +209,9 @@ CheckpointDiff diff_views(const CheckpointView& a, const CheckpointView& b) {
   d.format_b = b.format;
   const AuditReport ra = apply_rules(a, {}), rb = apply_rules(b, {});
   for (AuditComponent c : kAuditComponents) {
-    d.components.push_back({c, ra.find(c)->status, rb.find(c)->status});
-    if (ra.find(c)->status != rb.find(c)->status) ++d.differences;
+    const ComponentStatus sa = ra.find(c)->status, sb = rb.find(c)->status;
+    d.components.push_back({c, sa, sb, sa == sb ? "" : status_note(a, b, c, sa, sb)});
+    if (sa != sb && d.components.back().note.empty()) ++d.differences;
   }
   d.counters_a = counters_of(a);
   d.counters_b = counters_of(b);
@@ -229,8 +258,11 @@ Result<CheckpointDiff> diff_paths(const ReaderSet& readers, Env* env, const std:
 
 nlohmann::json diff_to_json(const CheckpointDiff& d) {
   nlohmann::json comps = nlohmann::json::object();
-  for (const auto& c : d.components)
+  nlohmann::json notes = nlohmann::json::array();
+  for (const auto& c : d.components) {
     comps[component_name(c.component)] = {{"a", status_name(c.a)}, {"b", status_name(c.b)}};
+    if (!c.note.empty()) notes.push_back(c.note);
+  }
   nlohmann::json hyper = nlohmann::json::array();
   for (const auto& h : d.hyperparameters) {
     hyper.push_back({{"key", h.key},
@@ -256,6 +288,7 @@ nlohmann::json diff_to_json(const CheckpointDiff& d) {
       {"lr", {{"a", d.lr_a}, {"b", d.lr_b}}},
       {"hyperparameters", hyper},
       {"tensors", {{"only_a", d.only_a}, {"only_b", d.only_b}, {"changed", changed}}},
+      {"notes", notes},
       {"digests",
        {{"config", {{"a", opt_json(d.config.a)}, {"b", opt_json(d.config.b)}}},
         {"environment", {{"a", opt_json(d.environment.a)}, {"b", opt_json(d.environment.b)}}}}}};
@@ -288,9 +321,14 @@ std::string diff_to_text(const CheckpointDiff& d) {
   std::vector<std::array<std::string, 3>> rows;
   for (const auto& c : d.components) {
     if (c.a == c.b) continue;
-    rows.push_back({component_name(c.component), status_name(c.a), status_name(c.b)});
+    if (c.note.empty())
+      rows.push_back({component_name(c.component), status_name(c.a), status_name(c.b)});
   }
-  if (rows.empty()) same.push_back("component statuses");
+  const auto noted = std::count_if(d.components.begin(), d.components.end(),
+                                   [](const auto& c) { return !c.note.empty(); });
+  if (rows.empty())
+    same.push_back(noted == 0 ? std::string("component statuses")
+                              : "component statuses (" + std::to_string(noted) + " noted below)");
   auto row_if = [&](const std::string& what, const std::string& a, const std::string& b) {
     if (a != b) rows.push_back({what, a, b});
   };
@@ -357,6 +395,9 @@ std::string diff_to_text(const CheckpointDiff& d) {
     o << "\nsame: ";
     for (size_t i = 0; i < same.size(); ++i) o << (i ? "; " : "") << same[i];
     o << "\n";
+  }
+  for (const auto& c : d.components) {
+    if (!c.note.empty()) o << "note: " << c.note << "\n";
   }
   return o.str();
 }

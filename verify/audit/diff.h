@@ -41,6 +41,11 @@ struct CheckpointDiff {
   struct Status2 {
     AuditComponent component;
     ComponentStatus a, b;
+    // Set when a and b differ only because one format cannot tell: `missing` on a side whose
+    // format does not record what decides it (DCP records no devices, so rng_cuda), and
+    // `not_applicable` on the other. Such a pair says nothing about the state: it is printed
+    // as a note and not counted in `differences`.
+    std::string note;
   };
   std::vector<Status2> components;
   DiffCounters counters_a, counters_b;
