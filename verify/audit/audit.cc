@@ -1,5 +1,6 @@
 #include "verify/audit/audit.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "ckpt/format/printable.h"
@@ -151,15 +152,31 @@ namespace {
 void inspect_lines(const InspectNode& n, const std::string& path, std::ostringstream& o,
                    int depth) {
   if (depth > 64) return;
-  o << pad(path.empty() ? "/" : path, 48) << " " << n.summary << "\n";
-  for (const auto& c : n.children) inspect_lines(c, path + "/" + c.name, o, depth + 1);
+  o << pad(path.empty() ? "/" : path, 48) << " " << printable_line(n.summary) << "\n";
+  for (const auto& c : n.children)
+    inspect_lines(c, path + "/" + inspect_key_text(c.name), o, depth + 1);
 }
 }  // namespace
 
+std::string inspect_key_text(const std::string& key) {
+  const bool plain = !key.empty() && std::none_of(key.begin(), key.end(), [](char ch) {
+    const auto u = static_cast<unsigned char>(ch);
+    return ch == '/' || ch == '"' || ch == '\\' || u < 0x20 || u == 0x7f;
+  });
+  const std::string text = printable_line(key);
+  if (plain && text == key) return key;  // no C1 control or invalid UTF-8 either
+  std::string quoted = "\"";
+  for (char ch : key) {
+    if (ch == '"' || ch == '\\') quoted += '\\';
+    quoted += ch;
+  }
+  return printable_line(quoted + "\"");
+}
+
 std::string inspect_to_text(const InspectNode& n) {
   std::ostringstream o;
-  o << n.name << "\n";
-  for (const auto& c : n.children) inspect_lines(c, "/" + c.name, o, 1);
+  o << printable_line(n.name) << "\n";
+  for (const auto& c : n.children) inspect_lines(c, "/" + inspect_key_text(c.name), o, 1);
   return o.str();
 }
 

@@ -51,6 +51,13 @@ std::string report_to_html_table(const AuditReport& report);
 // `ckpt inspect`: the tree of what is inside.
 Result<CheckpointView> inspect_path(const ReaderSet& readers, Env* env, const std::string& path);
 nlohmann::json inspect_to_json(const InspectNode& node);
+// One line per node, `/key/sub  summary`; keys and summaries are escaped as printable_line
+// does, and a key that holds '/', '"', '\\' or a control character is quoted (inspect_key_text),
+// so that a line is one node and `/a/b` always means key b inside key a. JSON keeps keys raw.
 std::string inspect_to_text(const InspectNode& node);
+// A key as the text form writes it: as is, or "quoted" with '"' and '\\' escaped by a
+// backslash and control characters as printable_line writes them (`"key/with/slash"`,
+// `"weird key\n"`).
+std::string inspect_key_text(const std::string& key);
 
 }  // namespace ckpt::verify
