@@ -77,6 +77,17 @@ TEST_CASE("a folder of DCP folders names them and the newest", "[verify]") {
   make_dcp(&one, "o/step-6");
   CHECK(dcp_parent_hint(&one, "o") == "it holds 1 DCP checkpoint (step-6); pass it: o/step-6");
 
+  // The walk is bounded: a DCP folder past the first 2,000 entries is not looked for.
+  MemEnv wide;
+  bool made = true;
+  for (int i = 0; i < 2100; ++i)
+    made = made && wide.make_dirs("w/d" + std::to_string(10000 + i)).is_ok();
+  REQUIRE(made);
+  make_dcp(&wide, "w/zz");
+  CHECK(dcp_parent_hint(&wide, "w").empty());
+  make_dcp(&wide, "w/a");
+  CHECK(dcp_parent_hint(&wide, "w") == "it holds 1 DCP checkpoint (a); pass it: w/a");
+
   MemEnv many;
   for (int i = 1; i <= 8; ++i) make_dcp(&many, "m/step-" + std::to_string(i));
   CHECK(dcp_parent_hint(&many, "m") ==

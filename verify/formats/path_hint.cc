@@ -8,7 +8,7 @@
 namespace ckpt::verify {
 namespace {
 
-constexpr size_t kMaxListed = 1000;  // entries of one folder looked at
+constexpr size_t kMaxLooked = 2000;  // entries looked at in all (is_dir, .metadata), both levels
 constexpr size_t kMaxNamed = 6;      // DCP folders named in a message
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -29,14 +29,15 @@ int64_t trailing_number(const std::string& name) {
   return std::stoll(name.substr(k));
 }
 
-// The subfolders of `dir` (relative to `top`, "a/b") that are DCP folders, one or two levels down.
+// The subfolders of `top`/`rel` (as "rel/name") that are DCP folders, one or two levels down;
+// `budget` counts down the entries looked at.
 void find_dcp_folders(Env* env, const std::string& top, const std::string& rel, int depth,
-                      std::vector<std::string>* out) {
+                      size_t* budget, std::vector<std::string>* out) {
   auto names = env->list_dir(rel.empty() ? top : path_join(top, rel));
   if (!names.is_ok()) return;
-  const size_t n = std::min(names->size(), kMaxListed);
-  for (size_t i = 0; i < n; ++i) {
-    const std::string& name = (*names)[i];
+  for (const std::string& name : *names) {
+    if (*budget == 0) return;
+    --*budget;
     if (name.empty() || name[0] == '.') continue;
     const std::string sub = rel.empty() ? name : path_join(rel, name);
     const std::string full = path_join(top, sub);
@@ -44,7 +45,7 @@ void find_dcp_folders(Env* env, const std::string& top, const std::string& rel, 
     if (is_dcp_folder(env, full)) {
       out->push_back(sub);
     } else if (depth < 2) {
-      find_dcp_folders(env, top, sub, depth + 1, out);
+      find_dcp_folders(env, top, sub, depth + 1, budget, out);
     }
   }
 }
@@ -70,7 +71,8 @@ std::string dcp_piece_hint(Env* env, const std::string& path) {
 std::string dcp_parent_hint(Env* env, const std::string& path) {
   if (!env->is_dir(path) || is_dcp_folder(env, path)) return "";
   std::vector<std::string> found;
-  find_dcp_folders(env, path, "", 1, &found);
+  size_t budget = kMaxLooked;
+  find_dcp_folders(env, path, "", 1, &budget, &found);
   if (found.empty()) return "";
   // Oldest first when every name ends with a step ("step-10" after "step-9"), else by name.
   const bool numbered = std::all_of(found.begin(), found.end(),

@@ -1,8 +1,8 @@
 // What a path that is no checkpoint by itself is close to, for the "not a checkpoint" message:
 // a piece of a torch.distributed.checkpoint (DCP) folder (its `.metadata`, a `.distcp` data file)
 // or a folder that holds DCP folders (torchtitan's `checkpoint/step-N`, one or two levels down).
-// Only names and directory listings are read, through `env`; at most kMaxListed entries of a
-// folder are looked at. Pure apart from those reads; thread-safe.
+// Only names and directory listings are read, through `env`, and a bounded number of entries
+// (2,000 over both levels) are looked at. Pure apart from those reads; thread-safe.
 #pragma once
 
 #include <string>
