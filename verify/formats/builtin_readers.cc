@@ -10,7 +10,8 @@ ReaderSet builtin_readers() {
       .add(make_dcp_reader())
       .add(make_deepspeed_reader())
       .add(make_megatron_reader())
-      .add(make_torchtune_reader());
+      .add(make_torchtune_reader())
+      .add(make_hf_dcp_shards_reader());
   return set;
 }
 

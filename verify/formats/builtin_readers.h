@@ -16,6 +16,8 @@ std::unique_ptr<FormatReader> make_dcp_reader();          // torch.distributed.c
 std::unique_ptr<FormatReader> make_deepspeed_reader();    // DeepSpeed save_checkpoint folders
 std::unique_ptr<FormatReader> make_megatron_reader();     // Megatron-LM iter_N/ and torch_dist
 std::unique_ptr<FormatReader> make_torchtune_reader();    // torchtune recipe output_dir
+// shard-R-model-K-of-N.safetensors folders of DCP's HuggingFaceStorageWriter(save_distributed)
+std::unique_ptr<FormatReader> make_hf_dcp_shards_reader();
 
 // A set holding every reader above, in that order.
 ReaderSet builtin_readers();

@@ -41,6 +41,7 @@ enum class CheckpointFormat {
   kMegatronTorchDist,  // "megatron-torch_dist"
   kCkptH5,             // "ckpt-h5": our own format
   kTorchtune,          // "torchtune": a recipe's output_dir (epoch_N/ + recipe_state/)
+  kDcpHfShards,        // "dcp-hf-shards": HuggingFaceStorageWriter(save_distributed=True) shards
 };
 
 constexpr const char* format_name(CheckpointFormat f) {
@@ -69,6 +70,8 @@ constexpr const char* format_name(CheckpointFormat f) {
       return "ckpt-h5";
     case CheckpointFormat::kTorchtune:
       return "torchtune";
+    case CheckpointFormat::kDcpHfShards:
+      return "dcp-hf-shards";
   }
   return "?";
 }
