@@ -126,6 +126,14 @@ void add_chunks(ShardFolder* folder, size_t index, bool present) {
     } else {
       c.offsets.assign(t.shape.size(), 0);
     }
+    bool fits = true;  // offset + size stays an int64 (a hostile header's 2^63 dimension)
+    for (size_t d = 0; d < c.sizes.size(); ++d)
+      fits = fits && c.sizes[d] >= 0 && c.sizes[d] <= (int64_t{1} << 62) - c.offsets[d];
+    if (!fits) {
+      add(folder, Severity::kError,
+          f.name + ": tensor \"" + t.name + "\" does not fit an index (offset + size >= 2^62)");
+      continue;
+    }
     folder->chunks.push_back(std::move(c));
   }
 }

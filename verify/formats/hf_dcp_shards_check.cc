@@ -20,7 +20,7 @@ namespace ckpt::verify::hf_shards {
 namespace {
 
 constexpr uint64_t kMaxGridCells = 1'000'000;
-constexpr size_t kMaxNamed = 16;  // missing files named one by one, then a count
+constexpr size_t kMaxNamed = 16;  // files (and file indices) named one by one, then a count
 
 void add(ShardFolder* folder, Severity severity, const std::string& message) {
   folder->findings.push_back(
@@ -40,14 +40,9 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-struct Cell {
-  int64_t rank = 0, k = 0;
-  std::string name;
-};
-
 struct Grid {
   int64_t ranks = 0, n = 0;
-  std::vector<Cell> missing;
+  std::map<int64_t, std::vector<int64_t>> missing;  // file index K -> the ranks without it
 };
 
 // The grid the names imply and its holes; findings for names that cannot form one.
@@ -78,7 +73,7 @@ Grid grid_of(ShardFolder* folder) {
   }
   for (int64_t r = 1; r <= g.ranks; ++r) {
     for (int64_t k = 1; k <= g.n; ++k) {
-      if (have.count({r, k}) == 0) g.missing.push_back({r, k, shard_file_name(r, k, g.n)});
+      if (have.count({r, k}) == 0) g.missing[k].push_back(r);
     }
   }
   return g;
@@ -101,11 +96,23 @@ std::string suspects(const ShardFolder& folder, const GlobalTensor& t, const std
   for (size_t i : t.chunks) {
     if (!folder.chunks[i].present) names.insert(folder.files[folder.chunks[i].file].name);
   }
-  for (const Cell& c : grid.missing) {
-    if (ks.count(c.k) != 0) names.insert(c.name + " (missing)");
+  for (int64_t k : ks) {
+    const auto m = grid.missing.find(k);
+    if (m == grid.missing.end()) continue;
+    for (int64_t r : m->second) {
+      if (names.size() > kMaxNamed) break;
+      names.insert(shard_file_name(r, k, grid.n) + " (missing)");
+    }
   }
   std::string s;
-  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+  size_t listed = 0;
+  for (const std::string& n : names) {
+    if (listed++ == kMaxNamed) {
+      s += " and more";
+      break;
+    }
+    s += (s.empty() ? "" : ", ") + n;
+  }
   return s.empty() ? s : " (lost with " + s + ")";
 }
 
@@ -161,74 +168,102 @@ bool check_tiling(ShardFolder* folder, const std::string& fqn, GlobalTensor* ten
   return report.ok();
 }
 
-// One finding per hole of the grid: what the other ranks keep in that file says what it held.
+// What the other ranks keep in file K: the tensors (quoted, up to 8), whether any is sharded (more
+// than one chunk, or one not at offset 0), whether any shows a gap, and their inferred shapes.
+struct FileContents {
+  std::vector<std::string> tensors;
+  bool sharded = false, gap = false;
+  std::string list, shapes;
+};
+
+FileContents contents_of(const ShardFolder& folder, int64_t k,
+                         const std::map<std::string, std::set<int64_t>>& ks,
+                         const std::set<std::string>& gapped) {
+  FileContents out;
+  for (const auto& [fqn, files] : ks) {
+    if (files.count(k) == 0) continue;
+    out.tensors.push_back(fqn);
+    const GlobalTensor& t = folder.tensors.at(fqn);
+    const Chunk& c = folder.chunks[t.chunks.front()];
+    const bool whole = t.chunks.size() == 1 && std::all_of(c.offsets.begin(), c.offsets.end(),
+                                                           [](int64_t o) { return o == 0; });
+    out.sharded = out.sharded || !whole;
+    out.gap = out.gap || gapped.count(fqn) != 0;
+    if (out.tensors.size() > 8) continue;
+    out.list += (out.tensors.size() > 1 ? ", \"" : "\"") + fqn + "\"";
+    out.shapes += (out.tensors.size() > 1 ? ", " : " ") + fqn + " " + shape_string(t.shape);
+  }
+  if (out.tensors.size() > 8)
+    out.list += " and " + std::to_string(out.tensors.size() - 8) + " more";
+  return out;
+}
+
+// One finding per hole of the grid (up to kMaxNamed of each severity, then a count): what the
+// other ranks keep in that file says what it held.
 void report_holes(ShardFolder* folder, const Grid& grid,
                   const std::map<std::string, std::set<int64_t>>& ks,
                   const std::set<std::string>& gapped) {
-  size_t named = 0, unnamed = 0;
-  std::set<int64_t> nobody;
-  for (const Cell& cell : grid.missing) {
-    std::vector<std::string> kept;  // tensors the other ranks keep in file K
-    bool sharded = false, gap = false;
-    for (const auto& [fqn, files] : ks) {
-      if (files.count(cell.k) == 0) continue;
-      kept.push_back(fqn);
-      const GlobalTensor& t = folder->tensors.at(fqn);
-      const Chunk& c = folder->chunks[t.chunks.front()];
-      const bool whole = t.chunks.size() == 1 && std::all_of(c.offsets.begin(), c.offsets.end(),
-                                                             [](int64_t o) { return o == 0; });
-      sharded = sharded || !whole;
-      gap = gap || gapped.count(fqn) != 0;
-    }
-    if (kept.empty()) {
-      nobody.insert(cell.k);
+  size_t errors = 0, warnings = 0;
+  std::vector<int64_t> nobody;  // file indices no rank has
+  for (const auto& [k, ranks] : grid.missing) {
+    const FileContents kept = contents_of(*folder, k, ks, gapped);
+    if (kept.tensors.empty()) {
+      nobody.push_back(k);
       continue;
     }
-    std::string list;
-    for (size_t i = 0; i < kept.size() && i < 8; ++i) list += (i ? ", \"" : "\"") + kept[i] + "\"";
-    if (kept.size() > 8) list += " and " + std::to_string(kept.size() - 8) + " more";
-    const std::string where = " (rank " + std::to_string(cell.rank) + "'s file " +
-                              std::to_string(cell.k) + " of " + std::to_string(grid.n) + ")";
-    std::string shapes;  // the global shapes inferred from the chunks left
-    for (size_t i = 0; i < kept.size() && i < 8; ++i)
-      shapes += (i ? ", " : " ") + kept[i] + " " + shape_string(folder->tensors.at(kept[i]).shape);
-    if (!sharded) {
-      add(folder, Severity::kWarning,
-          cell.name + " is not here" + where +
-              ": either it was never written, the other ranks keeping only whole tensors in file " +
-              std::to_string(cell.k) + " (" + list +
-              ") as DCP saves replicated state from one rank, or it is lost with rank " +
-              std::to_string(cell.rank) + "'s chunks of them, and then the global shapes " +
-              "inferred from the chunks left are short:" + shapes);
-      continue;
+    for (int64_t rank : ranks) {
+      const std::string name = shard_file_name(rank, k, grid.n);
+      const std::string where = " (rank " + std::to_string(rank) + "'s file " + std::to_string(k) +
+                                " of " + std::to_string(grid.n) + ")";
+      if (!kept.sharded) {
+        if (warnings++ >= kMaxNamed) continue;
+        add(folder, Severity::kWarning,
+            name + " is not here" + where +
+                ": either it was never written, the other ranks keeping only whole tensors in "
+                "file " +
+                std::to_string(k) + " (" + kept.list +
+                ") as DCP saves replicated state from one rank, or it is lost with rank " +
+                std::to_string(rank) +
+                "'s chunks of them, and then the global shapes inferred from the chunks left are "
+                "short:" +
+                kept.shapes);
+        continue;
+      }
+      if (errors++ >= kMaxNamed) continue;
+      std::string m = name + " is missing" + where + ": the file names say ranks 1.." +
+                      std::to_string(grid.ranks) + " each wrote files 1.." +
+                      std::to_string(grid.n) + "; rank " + std::to_string(rank) + "'s chunks of " +
+                      kept.list + " are lost with it";
+      if (kept.gap) {
+        m += "; the gaps they leave are named";
+      } else {
+        m += "; no gap shows, so unless they were empty they lay at the end of their dimension "
+             "and the global shapes, inferred from the chunks left as torch's reader infers "
+             "them, are short:" +
+             kept.shapes;
+      }
+      add(folder, Severity::kError, m);
     }
-    if (named++ >= kMaxNamed) {
-      ++unnamed;
-      continue;
-    }
-    std::string m = cell.name + " is missing" + where + ": the file names say ranks 1.." +
-                    std::to_string(grid.ranks) + " each wrote files 1.." + std::to_string(grid.n) +
-                    "; rank " + std::to_string(cell.rank) + "'s chunks of " + list +
-                    " are lost with it";
-    if (gap) {
-      m += "; the gaps they leave are named";
-    } else {
-      m += "; no gap shows, so unless they were empty they lay at the end of their dimension "
-           "and the global shapes, inferred from the chunks left as torch's reader infers "
-           "them, are short:" +
-           shapes;
-    }
-    add(folder, Severity::kError, m);
   }
-  if (unnamed > 0) {
+  if (errors > kMaxNamed) {
     add(folder, Severity::kError,
-        std::to_string(unnamed) + " more files of the rank x file grid are missing");
+        std::to_string(errors - kMaxNamed) + " more files of the rank x file grid are missing");
   }
-  for (int64_t k : nobody) {
+  if (warnings > kMaxNamed) {
     add(folder, Severity::kWarning,
-        "no rank's file " + std::to_string(k) + " of " + std::to_string(grid.n) +
-            " is here: either fqn_to_index_mapping maps no tensor to it, or every rank's file " +
-            std::to_string(k) + " is lost, with tensors nothing left names");
+        std::to_string(warnings - kMaxNamed) +
+            " more files of the rank x file grid are not here (never written or lost)");
+  }
+  if (!nobody.empty()) {
+    std::string list;
+    for (size_t i = 0; i < nobody.size() && i < kMaxNamed; ++i)
+      list += (i ? ", " : "") + std::to_string(nobody[i]);
+    if (nobody.size() > kMaxNamed)
+      list += " and " + std::to_string(nobody.size() - kMaxNamed) + " more";
+    add(folder, Severity::kWarning,
+        "no rank has file " + list + " of " + std::to_string(grid.n) +
+            ": either fqn_to_index_mapping maps no tensor there, or every rank's file is lost, "
+            "with tensors nothing left names");
   }
 }
 
