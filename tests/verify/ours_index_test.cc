@@ -214,4 +214,17 @@ TEST_CASE("diff of sharded checkpoints compares global tensors, every rank's box
   }
 }
 
+TEST_CASE("inspect of a sharded checkpoint says which box of which global tensor it shows",
+          "[verify]") {
+  TempDir tmp;
+  const std::string run = tmp.path() + "/run";
+  write_sharded(run);
+  const ckpt_test::Run r = ckpt_test::run_ckpt("inspect " + ckpt_test::quote(step_dir(run)));
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("this rank's sharded box [0:3, 0:3] of global shape [5, 3]") !=
+        std::string::npos);
+  CHECK(r.out.find("replicated tensor of global shape [2], written by rank 1") !=
+        std::string::npos);
+}
+
 }  // namespace

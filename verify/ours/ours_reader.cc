@@ -19,6 +19,7 @@
 #include "ckpt/h5/rank_file.h"
 #include "ckpt/loader/resumable_sampler.h"
 #include "ckpt/loader/sampler_node.h"
+#include "ckpt/store/box_index.h"
 #include "ckpt/store/global_tensor.h"
 #include "ckpt/store/hdf5_view.h"
 #include "ckpt/store/journal.h"
@@ -62,6 +63,22 @@ TensorInfo info(const std::string& name, const Tensor& t, const std::string& fil
   return ti;
 }
 
+// A piece of a global tensor (format version 2): which, of what, or who writes it.
+std::string box_summary(const BoxOf& box, const std::vector<int64_t>& sizes) {
+  std::string global = "[";
+  for (size_t d = 0; d < box.global_shape.size(); ++d)
+    global += (d ? ", " : "") + std::to_string(box.global_shape[d]);
+  global += "]";
+  if (box.owner >= 0)
+    return box.placement + " tensor of global shape " + global + ", written by rank " +
+           std::to_string(box.owner);
+  const bool fits =
+      box.offsets.size() == box.global_shape.size() && sizes.size() == box.global_shape.size();
+  return "this rank's " + box.placement + " box " +
+         (fits ? store::extent_string(store::make_extent(box.offsets, sizes)) : std::string("?")) +
+         " of global shape " + global + " (INDEX lists every rank's)";
+}
+
 InspectNode inspect(const Node& n, const std::string& name) {
   InspectNode out;
   out.name = name;
@@ -99,6 +116,7 @@ InspectNode inspect(const Node& n, const std::string& name) {
     c.summary = t.alias_of.empty()
                     ? std::string(dtype_name(t.dtype)) + " " + std::to_string(t.nbytes) + " B"
                     : "alias of " + t.alias_of;
+    if (t.box) c.summary += "; " + box_summary(*t.box, t.shape);
     out.children.push_back(std::move(c));
   }
   for (const auto& [k, child] : n.children) out.children.push_back(inspect(child, k));
