@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -374,6 +375,40 @@ TEST_CASE("a DCP folder converts with its optimizer mapped", "[verify][convert]"
     REQUIRE(state != nullptr);
     CHECK_FALSE(state->children.empty());
     CHECK(c.root.find_child("model") != nullptr);
+  }
+}
+
+TEST_CASE("a DCP Hugging Face shard folder converts to its global tensors, as torch reads them",
+          "[verify][convert]") {
+  const fs::path dir = kFixtures / "hf_dcp_shards";
+  TempDir tmp;
+  Converted c = convert_ok(dir / "shards", tmp.path() + "/run");
+  CHECK(std::string(verify::format_name(c.report.format)) == "dcp-hf-shards");
+  const Node* model = group_at(c.root, "/model");
+  REQUIRE(model != nullptr);
+  std::ifstream in(dir / "FACTS.json");
+  const nlohmann::json facts = nlohmann::json::parse(in);  // torch's own HuggingFaceStorageReader
+  REQUIRE(model->tensors.size() == facts["tensors"].size());
+  for (const auto& [name, t] : facts["tensors"].items()) {
+    INFO(name);
+    auto it = model->tensors.find(name);
+    REQUIRE(it != model->tensors.end());
+    CHECK(it->second.shape == t["size"].get<std::vector<int64_t>>());
+    const auto want = t["values"].get<std::vector<float>>();
+    REQUIRE(it->second.nbytes == want.size() * sizeof(float));
+    CHECK(std::memcmp(it->second.data, want.data(), it->second.nbytes) == 0);
+  }
+  SECTION("a deleted shard file is refused, naming it, and nothing is written") {
+    const fs::path copy = tmp.path() + "/shards";
+    fs::copy(dir / "shards", copy);
+    fs::remove(copy / "shard-00002-model-00001-of-00003.safetensors");
+    auto r = convert::convert_checkpoint(Env::posix(), test::all_readers(), copy.string(),
+                                         tmp.path() + "/out");
+    REQUIRE_FALSE(r.is_ok());
+    CHECK(r.status().code() == Code::kCorrupt);
+    CHECK(r.status().message().find("shard-00002-model-00001-of-00003.safetensors") !=
+          std::string::npos);
+    CHECK(!fs::exists(tmp.path() + "/out"));
   }
 }
 

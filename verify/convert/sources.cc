@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "ckpt/format/python_json.h"
 #include "verify/formats/dcp.h"
 #include "verify/formats/format_reader.h"
+#include "verify/formats/hf_dcp_shards.h"
 #include "verify/formats/path_hint.h"
 
 namespace ckpt::verify::convert {
@@ -139,6 +141,47 @@ Status add_dcp(Env* env, Source* s, const std::string& path) {
   return Status::ok();
 }
 
+// DCP's Hugging Face shard folder (format dcp-hf-shards): every global tensor, assembled from its
+// chunks (raw bytes in the safetensors files) when read. A folder the audit finds damaged (a
+// chunk that does not tile, a damaged or missing shard file) is refused with its first error.
+Status add_hf_shards(Env* env, Source* s, const std::string& dir) {
+  struct Owned {
+    PickleDoc doc;
+    std::map<std::string, std::vector<DcpChunk>> chunks;
+  };
+  CKPT_ASSIGN_OR_RETURN(hf_shards::ShardFolder folder, hf_shards::read_shard_folder(env, dir));
+  hf_shards::check_shard_folder(&folder);
+  for (const ReaderFinding& f : folder.findings) {
+    if (f.severity == Severity::kError) return corrupt(dir + ": " + f.message);
+  }
+  auto o = std::make_shared<Owned>();
+  Value* dict = o->doc.make(Kind::kDict);
+  o->doc.root = dict;
+  for (const auto& [fqn, t] : folder.tensors) {
+    Value* key = o->doc.make(Kind::kStr);
+    key->s = fqn;
+    Value* v = o->doc.make(Kind::kTensor);
+    v->tensor = std::make_unique<TensorRecord>();
+    v->tensor->dtype = t.dtype;
+    v->tensor->element_size = t.element_size;
+    v->tensor->shape = t.shape;
+    v->tensor->location = "cpu";
+    v->tensor->storage_key = fqn;
+    dict->entries.emplace_back(key, v);
+    for (size_t i : t.chunks) {
+      const hf_shards::Chunk& c = folder.chunks[i];
+      o->chunks[fqn].push_back({c.offsets, c.sizes, folder.files[c.file].name,
+                                static_cast<int64_t>(c.begin), static_cast<int64_t>(c.length), true,
+                                false});
+    }
+  }
+  auto fetch = [env, dir, o](const TensorRecord& t) {
+    return read_dcp_tensor(env, dir, o->chunks, t);
+  };
+  add_tree(s, "", dict, fetch, o);
+  return Status::ok();
+}
+
 bool torch_like(const std::string& n) {
   return ends_with(n, ".pt") || ends_with(n, ".pth") || ends_with(n, ".bin") ||
          ends_with(n, ".ckpt") || (starts_with(n, "random_states_") && ends_with(n, ".pkl")) ||
@@ -236,6 +279,9 @@ Result<Source> open_source(Env* env, const ReaderSet& readers, const std::string
       break;
     case CheckpointFormat::kDcp:
       CKPT_RETURN_IF_ERROR(add_dcp(env, &s, path));
+      break;
+    case CheckpointFormat::kDcpHfShards:
+      CKPT_RETURN_IF_ERROR(add_hf_shards(env, &s, path));
       break;
     default:
       return unsupported(path + ": " + format_name(s.format) +
