@@ -480,6 +480,16 @@ void check_input(const std::vector<RankTrace>& traces, const AnalyzeOptions& o, 
   }
   double consistent = n ? double(waiting) / double(n) : 0;
   bool high = dw >= o.input_high;
+  if (!high && consistent < o.input_steps_moderate) {
+    // The wait is in a few steps (an OS hiccup, one slow batch), not in the typical step: a
+    // starved loader makes most steps wait. Said, not a verdict.
+    rep.notes.push_back(
+        fmt("%.1f%% of step time waits for data, but only %.0f%% of steps wait 5%% or more of "
+            "their time (median wait %.3g s): occasional slow batches, not a starved loader "
+            "(input_bound needs a third of the steps waiting, or 20%% of the time)",
+            100 * dw, 100 * consistent, percentile(waits, 0.5)));
+    return;
+  }
   Verdict v;
   v.set(VerdictId::kInputBound);
   v.set_impact(wait_s, step_s);

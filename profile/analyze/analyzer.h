@@ -28,7 +28,10 @@ namespace ckpt::profile {
 struct AnalyzeOptions {
   double input_moderate = 0.05;  // data wait ≥ 5% of step time: moderately input-bound
   double input_high = 0.20;      // ≥ 20%: highly input-bound (TF Profiler's thresholds)
-  double slow_factor = 1.5;      // a step is slow when it takes ≥ 1.5 × its rank's median
+  // Below input_high, at least this share of the steps must wait ≥ input_moderate of their own
+  // time: a few slow batches are not a starved loader.
+  double input_steps_moderate = 1.0 / 3.0;
+  double slow_factor = 1.5;  // a step is slow when it takes ≥ 1.5 × its rank's median
   double collective_bound = 0.10;
   double compute_bound = 0.80;
   double cpu_saturated = 0.85;  // host busy (iowait excluded) at or above: CPU-bound loader

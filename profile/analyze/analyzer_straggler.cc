@@ -67,6 +67,31 @@ json per_rank_json(const Report& rep) {
   return ranks;
 }
 
+// When the straggler's lead is its own wait for data (its loader, its shard of the dataset, its
+// node's storage), the verdict says so: the next measurement is that rank's input pipeline, not
+// its device.
+void own_data_wait(const std::vector<RankTrace>& traces, size_t slow, double lead_p50, Verdict* v) {
+  auto p50 = [&](size_t r) {
+    std::vector<double> w;
+    for (const auto& s : traces[r].steps) w.push_back(s.phase_s[index(Phase::kDataWait)]);
+    return percentile(w, 0.5);
+  };
+  std::vector<double> others;
+  for (size_t r = 0; r < traces.size(); ++r) {
+    if (r != slow) others.push_back(p50(r));
+  }
+  const double mine = p50(slow), theirs = percentile(others, 0.5);
+  v->evidence["own_data_wait_p50_s"] = r6(mine);
+  v->evidence["others_data_wait_p50_s"] = r6(theirs);
+  if (lead_p50 <= 0 || mine - theirs < 0.5 * lead_p50) return;
+  v->evidence["cause"] = "its own input pipeline";
+  v->summary +=
+      fmt("; it waits %.3g s per step for data (the others %.3g s): the lead is its "
+          "input pipeline (its DataLoader workers, its dataset shard, its node's "
+          "storage), look there before its device",
+          mine, theirs);
+}
+
 bool consistent_straggler(const std::vector<RankTrace>& traces, const StepMatrix& m, Report& rep) {
   std::vector<size_t> last(m.ranks, 0);
   for (size_t k = 0; k < m.rows; ++k) ++last[argmax_row(m, k)];
@@ -107,6 +132,7 @@ bool consistent_straggler(const std::vector<RankTrace>& traces, const StepMatrix
               fmt(" arrives last at the collective in %.0f%% of steps (chance: %.0f%%), %.3g s "
                   "behind the others' median",
                   100 * consistency, 100.0 / double(m.ranks), lead_p50);
+  own_data_wait(traces, best, lead_p50, &v);
   rep.verdicts.push_back(v);
   return true;
 }

@@ -120,11 +120,17 @@ Periodicity detect_periodic_spikes(const std::vector<double>& x, double min_exce
     if (k >= 1 && (g > k * period ? g - k * period : k * period - g) <= tol * k) ++agree;
   }
   out.gap_agreement = double(agree) / double(gaps.size());
-  size_t span = out.spikes.back() - out.spikes.front();
-  double expected = double(span) / double(period) + 1.0;
+  // Coverage over the whole series, not only between the first and the last spike: a period
+  // must recur at every one of its places in the run (the first spike's phase, from step 0 to
+  // the end), or three random spikes that happen to fit a period read as one.
+  const size_t phase = out.spikes.front() % period;
+  const double expected = double((x.size() - 1 - phase) / period + 1);
   out.coverage = std::min(1.0, double(out.spikes.size()) / expected);
   out.period_steps = static_cast<int64_t>(period);
-  out.found = out.gap_agreement >= 0.75 && out.coverage >= 0.6;
+  // Four occurrences at least: three spikes at random fit some period too often (1 in 20 runs
+  // of 30 steps with a 10% chance of a spike per step).
+  out.found =
+      out.gap_agreement >= 0.75 && out.coverage >= 0.6 && out.spikes.size() >= kMinPeriodicSpikes;
   out.confidence =
       out.gap_agreement * out.coverage * std::min(1.0, double(out.spikes.size()) / 5.0);
   return out;

@@ -4,10 +4,11 @@
 // Periodicity: a step is a spike when it exceeds its local baseline (the median of the 8 steps
 // around it, so slow drifts and level shifts are not spikes) by more than both a floor given by the
 // caller and 4 robust standard deviations of the residuals. The series is periodic when there are
-// at least 3 spikes, most gaps between consecutive spikes equal one period K (or a multiple of it,
-// for a missed spike), and most of the K-spaced positions between the first and last spike hold a
-// spike. Spikes give the period in steps directly and make the "every K steps" attribution
-// possible; it is O(n), so 10^6 steps cost milliseconds. Pure functions; thread-safe.
+// at least kMinPeriodicSpikes spikes, most gaps between consecutive spikes equal one period K (or
+// a multiple of it, for a missed spike), and most of the K-spaced positions of the first spike's
+// phase over the whole series hold a spike. Spikes give the period in steps directly and make the
+// "every K steps" attribution possible; it is O(n), so 10^6 steps cost milliseconds. Pure
+// functions; thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -34,8 +35,11 @@ struct Periodicity {
   std::vector<size_t> spikes;  // indices into the series (all spikes, periodic or not)
   double mean_excess = 0;      // mean (value − baseline) over the spikes
   double gap_agreement = 0;    // fraction of gaps equal to (a multiple of) the period
-  double coverage = 0;         // spikes found / K-spaced positions between first and last
+  double coverage = 0;         // spikes found / K-spaced positions of their phase in the series
 };
+
+// A period needs this many occurrences to be called one.
+inline constexpr size_t kMinPeriodicSpikes = 4;
 
 // min_excess: the smallest rise over the local baseline that counts as a spike (absolute units
 // of the series), e.g. a quarter of the median step time.

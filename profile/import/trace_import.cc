@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 
@@ -186,7 +187,17 @@ Status collect_event(const EventFields& e, const std::string& source, Collected&
     return corrupt(source + ": event \"" + std::string(e.name.substr(0, 80)) +
                    "\" has a non-numeric dur");
   }
-  double dur = e.dur > 0 ? e.dur : 0;
+  // Microseconds: a dur below zero or over 10^12 (11.6 days), or a ts past 10^18 (31,700 years
+  // after the epoch), is no profiler's; summed into step times it would make every figure junk.
+  if (!std::isfinite(e.ts) || std::fabs(e.ts) > 1e18 || !std::isfinite(e.dur) || e.dur < 0 ||
+      e.dur > 1e12) {
+    return corrupt(
+        source + ": event \"" + std::string(e.name.substr(0, 80)) + "\" has " +
+        (std::isfinite(e.dur) && e.dur >= 0 && e.dur <= 1e12
+             ? "ts " + std::to_string(e.ts) + " (out of range)"
+             : "dur " + std::to_string(e.dur) + " (negative or longer than 10^12 microseconds)"));
+  }
+  double dur = e.dur;
   double start = e.ts * 1e-6, end = (e.ts + dur) * 1e-6;  // chrome traces count microseconds
   if (!c.any || start < c.first_ts) c.first_ts = start;
   c.last_end = c.any ? std::max(c.last_end, end) : end;

@@ -58,6 +58,29 @@ TEST_CASE("periodicity: a period is found, noise and random spikes give none", "
   REQUIRE_FALSE(r.found);
 }
 
+TEST_CASE("periodicity: three spikes that fit a period, or a period in part of the run, are none",
+          "[profile]") {
+  // 30 steps of 7 ms, spikes of +50%: what a short healthy trace on a busy host shows.
+  auto series = [](std::vector<size_t> at, size_t n) {
+    std::vector<double> x(n, 0.007);
+    for (size_t i = 0; i < n; ++i) x[i] += 0.0001 * double(i % 3);
+    for (size_t i : at) x[i] *= 1.5;
+    return x;
+  };
+  // Three random spikes 14 apart: a period of 14 with every place filled, but three is chance.
+  auto three = detect_periodic_spikes(series({0, 14, 28}, 30), 0.25 * 0.007);
+  CHECK(three.spikes.size() == 3);
+  CHECK_FALSE(three.found);
+  // Four, 7 apart over 30 steps: a period.
+  auto four = detect_periodic_spikes(series({3, 10, 17, 24}, 30), 0.25 * 0.007);
+  CHECK(four.found);
+  CHECK(four.period_steps == 7);
+  // The same four in a run of 90 steps: 9 places of that phase, 4 filled; no period.
+  auto part = detect_periodic_spikes(series({3, 10, 17, 24}, 90), 0.25 * 0.007);
+  CHECK(part.coverage < 0.5);
+  CHECK_FALSE(part.found);
+}
+
 TEST_CASE("noise without a period gives no periodic_stall, a period with eval does", "[profile]") {
   RankTrace t = make_rank(0, 300, 0.1, 0.01, 1);
   auto quiet = analyze({t});
@@ -145,6 +168,41 @@ TEST_CASE("input-bound with host CPU: saturated means CPU-bound, idle means I/O-
   REQUIRE(moderate->verdicts[0].evidence["level"] == "moderate");
   for (auto& s : t.steps) s.phase_s[index(Phase::kDataWait)] = 0.003;  // 3%: not input-bound
   REQUIRE(ids(*analyze({t})).count("input_bound") == 0);
+  // 8% of the time in all, but all of it in a fifth of the steps: slow batches, said in a note.
+  for (auto& s : t.steps) s.phase_s[index(Phase::kDataWait)] = s.step % 5 == 0 ? 0.04 : 0.0;
+  auto few = analyze({t});
+  REQUIRE(few.is_ok());
+  CHECK(ids(*few).count("input_bound") == 0);
+  bool noted = false;
+  for (const auto& n : few->notes) noted = noted || n.find("occasional slow batches") != n.npos;
+  CHECK(noted);
+  // The same total spread over half the steps: a starved loader.
+  for (auto& s : t.steps) s.phase_s[index(Phase::kDataWait)] = s.step % 2 == 0 ? 0.016 : 0.0;
+  CHECK(ids(*analyze({t})).count("input_bound") == 1);
+}
+
+TEST_CASE("a straggler whose lead is its own wait for data is said to be its input pipeline",
+          "[profile]") {
+  std::vector<RankTrace> ranks;
+  for (int r = 0; r < 3; ++r) ranks.push_back(make_rank(r, 100, 0.1, 0.002, 40 + r));
+  for (int r = 0; r < 3; ++r) {
+    for (auto& s : ranks[r].steps) {
+      s.phase_s[index(Phase::kCollective)] = r == 1 ? 0.004 : 0.034;
+      if (r == 1) s.phase_s[index(Phase::kDataWait)] = 0.03;  // rank 1's loader is the slow part
+    }
+  }
+  auto rep = analyze(ranks);
+  REQUIRE(rep.is_ok());
+  REQUIRE(rep->verdicts.front().id() == "straggler");
+  CHECK(rep->verdicts.front().rank == 1);
+  CHECK(rep->verdicts.front().summary.find("the lead is its input pipeline") != std::string::npos);
+  CHECK(rep->verdicts.front().evidence["cause"] == "its own input pipeline");
+  // A straggler whose data wait is like the others' is not said to be its loader.
+  for (auto& s : ranks[1].steps) s.phase_s[index(Phase::kDataWait)] = 0.0;
+  auto device = analyze(ranks);
+  REQUIRE(device.is_ok());
+  REQUIRE(device->verdicts.front().id() == "straggler");
+  CHECK(device->verdicts.front().summary.find("input pipeline") == std::string::npos);
 }
 
 TEST_CASE("step time following tokens: sequence_imbalance, and pageable copies", "[profile]") {

@@ -143,6 +143,18 @@ TEST_CASE("bad trace input: one-line errors naming the file", "[profile]") {
   auto wrong_ts =
       import_pytorch_trace_text(R"([{"ph":"X","name":"ProfilerStep#1","ts":{}}])", "w.json");
   REQUIRE(wrong_ts.status().code() == Code::kCorrupt);
+  // Durations no profiler writes: refused with the event, not summed into every figure.
+  for (const char* dur : {"-5", "1e308", "2e12"}) {
+    INFO(dur);
+    auto junk = import_pytorch_trace_text(
+        std::string(R"([{"ph":"X","name":"ProfilerStep#1","ts":10,"dur":)") + dur + "}]", "j.json");
+    REQUIRE(junk.status().code() == Code::kCorrupt);
+    CHECK(junk.status().message().find("j.json: event \"ProfilerStep#1\" has dur") !=
+          std::string::npos);
+  }
+  auto far = import_pytorch_trace_text(R"([{"ph":"X","name":"ProfilerStep#1","ts":1e19,"dur":1}])",
+                                       "f.json");
+  REQUIRE(far.status().code() == Code::kCorrupt);
   auto missing = load_traces({"/nonexistent/trace.json"});
   REQUIRE(missing.status().code() == Code::kNotFound);
   REQUIRE(missing.status().message().find("/nonexistent/trace.json") != std::string::npos);
