@@ -124,7 +124,8 @@ Periodicity detect_periodic_spikes(const std::vector<double>& x, double min_exce
   // must recur at every one of its places in the run (the first spike's phase, from step 0 to
   // the end), or three random spikes that happen to fit a period read as one.
   const size_t phase = out.spikes.front() % period;
-  const double expected = double((x.size() - 1 - phase) / period + 1);
+  const size_t places = (x.size() - 1 - phase) / period + 1;  // whole places: floor is meant
+  const double expected = static_cast<double>(places);
   out.coverage = std::min(1.0, double(out.spikes.size()) / expected);
   out.period_steps = static_cast<int64_t>(period);
   // Four occurrences at least: three spikes at random fit some period too often (1 in 20 runs
