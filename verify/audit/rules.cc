@@ -519,6 +519,10 @@ class Judge {
         }
       } else if (several && (matches_opt || matches_epoch || (gs && le == *gs * k))) {
         // Each pair at its own cadence: the scheduler steps with its optimizer.
+      } else if (loop_counted()) {
+        // The loop's own count of scheduler steps equals the schedulers' counts (Lightning's
+        // scheduler_progress): every step it made was restored and counted, whatever the cadence
+        // (a per-epoch scheduler saved at an epoch's end stands at epoch + 1); loop_count says so.
       } else if (gs) {
         if (le != *gs * k && !matches_epoch) {
           problems.push_back("last_epoch " + std::to_string(le) + " != " + times + "global_step " +
@@ -626,6 +630,19 @@ class Judge {
                         status_name(v.status) + "): " + v.evidence;
     }
     set(C::kScheduler, total.status, total.evidence);
+  }
+
+  // Whether the loop's own count of scheduler steps is saved and equals the sum of every
+  // scheduler's count (see loop_count).
+  bool loop_counted() const {
+    const auto& n = v_.counters.scheduler_steps;
+    if (!n || *n <= 0) return false;
+    int64_t sum = 0;
+    for (const SchedulerPart* s : schedulers()) {
+      if (!s->last_epoch) return false;
+      sum += *s->last_epoch;
+    }
+    return sum == *n;
   }
 
   // The loop's own count of scheduler.step() calls (Lightning's scheduler_progress) against the
