@@ -94,3 +94,35 @@ TEST_CASE("a folder of DCP folders names them and the newest", "[verify]") {
         "it holds 8 DCP checkpoints (step-1, step-2, ..., step-6, step-7, step-8); pass one of "
         "them, e.g. m/step-8 (the newest)");
 }
+
+TEST_CASE("a run's output folder names the checkpoints it holds, four levels down", "[verify]") {
+  // What an HF Trainer leaves in output_dir, and Lightning in lightning_logs/version_0/checkpoints.
+  MemEnv env;
+  for (const char* step : {"checkpoint-3", "checkpoint-12"}) {
+    const std::string dir = std::string("out/") + step;
+    REQUIRE(env.make_dirs(dir).is_ok());
+    REQUIRE(
+        env.write_atomic(dir + "/model.safetensors", std::string("\x08\0\0\0\0\0\0\0{}      ", 16))
+            .is_ok());
+  }
+  REQUIRE(env.write_atomic("out/runs.txt", "a log").is_ok());
+  const ReaderSet& readers = test::foreign_readers();
+  auto r = readers.read(&env, "out", {});
+  REQUIRE_FALSE(r.is_ok());
+  CHECK(r.status().message() ==
+        "out: not a checkpoint: it holds 2 checkpoints (checkpoint-3, checkpoint-12); pass one "
+        "of them, e.g. out/checkpoint-12 (the newest)");
+  REQUIRE(env.make_dirs("pl/lightning_logs/version_0/checkpoints").is_ok());
+  REQUIRE(env.write_atomic("pl/lightning_logs/version_0/checkpoints/last.safetensors",
+                           std::string("\x08\0\0\0\0\0\0\0{}      ", 16))
+              .is_ok());
+  auto deep = readers.read(&env, "pl", {});
+  REQUIRE_FALSE(deep.is_ok());
+  CHECK(deep.status().message().find(
+            "it holds 1 checkpoint (lightning_logs/version_0/checkpoints/last.safetensors)") !=
+        std::string::npos);
+  REQUIRE(env.make_dirs("empty/a/b").is_ok());
+  auto none = readers.read(&env, "empty", {});
+  REQUIRE_FALSE(none.is_ok());
+  CHECK(none.status().message().find("no reader recognises it") != std::string::npos);
+}

@@ -56,6 +56,11 @@ Result<CheckpointView> ReaderSet::read(Env* env, const std::string& path,
   if (reader == nullptr) {
     if (const std::string parent = dcp_parent_hint(env, path); !parent.empty())
       return corrupt(path + ": not a checkpoint: " + parent);
+    // A run's output folder (an HF Trainer's checkpoint-N, Lightning's lightning_logs/version_0/
+    // checkpoints/*.ckpt, Accelerate's checkpoints/checkpoint_N): name what is in it.
+    const std::string below = checkpoints_below_hint(
+        env, path, [&](const std::string& p) { return best(env, p) == nullptr ? "" : "-"; }, 4);
+    if (!below.empty()) return corrupt(path + ": not a checkpoint: " + below);
     return corrupt(
         path +
         ": not a checkpoint: no reader recognises it (expected a torch.save file, "

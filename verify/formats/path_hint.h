@@ -5,6 +5,7 @@
 // (2,000 over both levels) are looked at. Pure apart from those reads; thread-safe.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "ckpt/io/env.h"
@@ -15,6 +16,17 @@ namespace ckpt::verify {
 // ("the metadata file of a torch.distributed.checkpoint (DCP) folder; pass the folder (run)").
 // "" for any other path.
 std::string dcp_piece_hint(Env* env, const std::string& path);
+
+// What names a checkpoint: its kind for a path ("DCP"; "-" for one not named in the hint), ""
+// for anything else.
+using CheckpointKind = std::function<std::string(const std::string& path)>;
+
+// A folder that holds checkpoints `kind` recognises, up to `max_depth` levels down (a checkpoint
+// is not looked into): which, and the newest to pass ("it holds 2 checkpoints (checkpoint-3,
+// checkpoint-6); pass one of them, e.g. out/checkpoint-6 (the newest)"). "" when
+// it holds none, or `path` is no folder.
+std::string checkpoints_below_hint(Env* env, const std::string& path, const CheckpointKind& kind,
+                                   int max_depth);
 
 // A folder whose subfolders (or theirs) are DCP folders: which, and the newest to pass
 // ("it holds 4 DCP checkpoints (step-2, step-4, step-5, step-6); pass one of them, e.g. ...").
