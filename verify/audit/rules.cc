@@ -728,6 +728,10 @@ class Judge {
                      ": the run used CUDA, but no CUDA generator state is saved");
     }
     auto gap = v_.format_gaps.find(C::kRngCuda);
+    if (!v_.cpu_only_reason.empty()) {
+      return set(C::kRngCuda, S::kNotApplicable,
+                 v_.cpu_only_reason + ": a CPU run, no CUDA generator to restore");
+    }
     if (v_.devices_known) {
       return set(C::kRngCuda, S::kNotApplicable,
                  "every tensor was stored from the CPU: no CUDA generator to restore");

@@ -405,13 +405,18 @@ class HfFolderReader : public FormatReader {
   }
 
   static void read_training_args(const Value* root, CheckpointView* view) {
-    const Value* fp16 = attr(root, "fp16");
-    if (fp16 != nullptr && fp16->kind == Kind::kBool && fp16->b) {
+    auto on = [root](const char* name) {
+      const Value* v = attr(root, name);
+      return v != nullptr && v->kind == Kind::kBool && v->b;
+    };
+    // use_cpu (transformers >= 4.36), no_cuda before it
+    const char* cpu = on("use_cpu") ? "use_cpu" : on("no_cuda") ? "no_cuda" : nullptr;
+    if (cpu != nullptr)
+      view->cpu_only_reason = std::string("training_args.bin says ") + cpu + "=True";
+    if (on("fp16")) {
       view->mixed_precision = true;
       view->mixed_precision_evidence = "training_args.bin: fp16=True";
-      const Value* cpu = attr(root, "use_cpu");
-      if (cpu != nullptr && cpu->kind == Kind::kBool && cpu->b)
-        view->no_scaler_reason = "training_args.bin says use_cpu=True";
+      if (cpu != nullptr) view->no_scaler_reason = view->cpu_only_reason;
     }
   }
 

@@ -242,6 +242,9 @@ struct CheckpointView {
   // fp16 was asked for but the run was on the CPU, where the library makes no GradScaler (HF
   // Trainer / Accelerate): why the rules do not expect one.
   std::string no_scaler_reason;
+  // A saved config says the run used no CUDA device ("training_args.bin says use_cpu=True"):
+  // rng_cuda is then not_applicable even in a format that records no devices.
+  std::string cpu_only_reason;
   std::set<std::string> devices;  // every tensor location seen ("cpu", "cuda:0")
   bool devices_known = false;     // false for formats that do not record devices
   // Components that this format cannot hold by construction, with the reason
