@@ -403,6 +403,27 @@ TEST_CASE("every fixture file is covered by a case of EXPECTED.json", "[verify]"
   }
 }
 
+TEST_CASE("a Trainer checkpoint without trainer_state.json names it, and is still the Trainer's",
+          "[verify]") {
+  ckpt_test::FolderCopy copy(kFixtures / "hf" / "checkpoint-6", "no_trainer_state");
+  fs::remove(copy.root / "trainer_state.json");
+  const RunResult r = run_audit({}, copy.root);
+  CHECK(r.exit_code == 2);
+  const json j = json::parse(r.out, nullptr, false);
+  REQUIRE_FALSE(j.is_discarded());
+  CHECK(j["format"] == "hf-trainer");  // its rng_state.pth says so, not accelerate
+  CHECK(j["components"]["counters"]["status"] == "missing");
+  CHECK(j["components"]["counters"]["evidence"].get<std::string>().find(
+            "trainer_state.json is missing from this Trainer checkpoint") != std::string::npos);
+  bool named = false;
+  for (const auto& f : j["findings"]) {
+    named = named || f["message"].get<std::string>().find(
+                         "trainer_state.json is missing (the "
+                         "Trainer writes it") != std::string::npos;
+  }
+  CHECK(named);
+}
+
 }  // namespace
 
 }  // namespace audit_fixtures_test

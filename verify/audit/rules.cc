@@ -770,7 +770,10 @@ class Judge {
 
   void counters() {
     const CountersPart& c = v_.counters;
-    if (!c.found) return set(C::kCounters, S::kMissing, "no global step or epoch counter");
+    if (!c.found) {
+      return set(C::kCounters, S::kMissing,
+                 c.evidence.empty() ? "no global step or epoch counter" : c.evidence);
+    }
     std::string e = c.evidence;
     if (!c.global_step) e += " (no global step)";
     set(C::kCounters, S::kPresent, e);

@@ -227,7 +227,9 @@ CheckpointFormat hf_kind(Env* env, const std::string& dir) {
   const auto names = env->list_dir_or_empty(dir);
   bool training = false;
   for (const auto& n : names) {
-    if (n == "trainer_state.json") return CheckpointFormat::kHfTrainer;
+    // what only the Trainer writes (as the audit's reader decides it)
+    if (n == "trainer_state.json" || starts_with(n, "rng_state"))
+      return CheckpointFormat::kHfTrainer;
     training = training || starts_with(n, "optimizer") || starts_with(n, "scheduler") ||
                starts_with(n, "random_states_") || starts_with(n, "rng_state");
   }

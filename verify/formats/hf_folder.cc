@@ -75,8 +75,22 @@ class HfFolderReader : public FormatReader {
     auto has = [&](const std::string& n) {
       return std::find(names.begin(), names.end(), n) != names.end();
     };
-    view.format =
-        has("trainer_state.json") ? CheckpointFormat::kHfTrainer : CheckpointFormat::kAccelerate;
+    // The Trainer writes rng_state*.pth into every checkpoint (but with save_only_model),
+    // Accelerate random_states_N.pkl: a Trainer checkpoint without trainer_state.json lost it.
+    // (training_args.bin alone does not tell: Trainer.save_model writes it beside the weights.)
+    bool trainer = has("trainer_state.json");
+    for (const auto& n : names) trainer = trainer || starts_with(n, "rng_state");
+    view.format = trainer ? CheckpointFormat::kHfTrainer : CheckpointFormat::kAccelerate;
+    if (trainer && !has("trainer_state.json")) {
+      view.counters.evidence =
+          "trainer_state.json is missing from this Trainer checkpoint (the Trainer writes it into "
+          "every one): global_step, epoch and the log history are lost, and with them the "
+          "position the Trainer recomputes its loader from";
+      view.findings.push_back({Severity::kError, AuditComponent::kCounters,
+                               path + "/trainer_state.json is missing (the Trainer writes it into "
+                                      "every checkpoint; its rng_state*.pth says this is one)",
+                               false});
+    }
     bool training_files = false;
     for (const auto& n : names) {
       training_files = training_files || starts_with(n, "optimizer") ||
