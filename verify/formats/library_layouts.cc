@@ -92,6 +92,25 @@ void recomputed_lr(const Value& root, const std::string& source, CheckpointView*
   }
 }
 
+// A config that trains in float16 on a GPU (nanoGPT's train.py: dtype 'float16' makes
+// torch.cuda.amp.GradScaler(enabled=True)): a GradScaler is expected, whether or not it was saved.
+void fp16_config(const Value& root, const std::string& source, CheckpointView* view) {
+  if (view->mixed_precision) return;
+  for (const char* name : {"config", "args", "cfg", "hyper_parameters", "hparams"}) {
+    const Value* cfg = layout_settings(root.get(name));
+    const Value* dtype = cfg != nullptr ? cfg->get("dtype") : nullptr;
+    if (dtype == nullptr || dtype->kind != Kind::kStr || dtype->s != "float16") continue;
+    const Value* device = cfg->get("device");
+    if (device != nullptr && device->kind == Kind::kStr && device->s.rfind("cpu", 0) == 0) return;
+    view->mixed_precision = true;
+    view->mixed_precision_evidence =
+        source_prefix(source) + name + " dtype 'float16'" +
+        (device != nullptr && device->kind == Kind::kStr ? " on " + device->s : std::string()) +
+        " (fp16 autocast with a GradScaler, as nanoGPT's train.py makes one)";
+    return;
+  }
+}
+
 // timm's train.py: CheckpointSaver.save_checkpoint(epoch) at the end of an epoch writes
 // {epoch, arch, state_dict, optimizer, version, args, ...}; resume starts at epoch + 1, so there
 // is no position inside an epoch to lose.
@@ -134,6 +153,7 @@ void note_library_layouts(const Value& root, const std::string& source, Checkpoi
   if (root.kind != Kind::kDict) return;
   mmengine(root, source, view);
   recomputed_lr(root, source, view);
+  fp16_config(root, source, view);
   timm_train(root, source, view);
 }
 
