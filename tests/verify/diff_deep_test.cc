@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/io/env.h"
 #include "verify/audit/diff.h"
+#include "verify/formats/builtin_readers.h"
 
 namespace {
 
@@ -142,6 +144,21 @@ TEST_CASE("missing where a format cannot tell vs not_applicable is a note, not a
   CHECK(real.differences == 1);
   CHECK(real.components[static_cast<size_t>(rng - d.components.begin())].note.empty());
   CHECK(diff_to_json(real)["notes"].empty());
+}
+
+TEST_CASE("a DeepSpeed scheduler's kind holds no count: two steps of one run differ in counters",
+          "[verify]") {
+  // DeepSpeed's WarmupLR saves {"last_batch_iteration": N}; the count was part of the kind, so
+  // `ckpt diff` of consecutive checkpoints listed it as a changed hyperparameter.
+  const std::string dir = std::string(CKPT_SOURCE_DIR) + "/fixtures/foreign/deepspeed/zero1";
+  auto v = builtin_readers().read(Env::posix(), dir + "/global_step3", {});
+  REQUIRE(v.is_ok());
+  CHECK(v->scheduler.kind == "DeepSpeed scheduler");
+  CHECK(v->scheduler.evidence.find("(last_batch_iteration 2)") != std::string::npos);
+  CheckpointView later = *v;
+  later.scheduler.last_epoch = *v->scheduler.last_epoch + 3;
+  const CheckpointDiff d = diff_views(*v, later);
+  for (const auto& h : d.hyperparameters) CHECK(h.key != "scheduler.kind");
 }
 
 }  // namespace

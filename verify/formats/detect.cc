@@ -553,7 +553,7 @@ class Detector {
     for (const auto& [k, x] : d.entries) keys.insert(key_text(k));
     s.klass = identify_scheduler(keys);
     if (lbi != nullptr) {
-      s.kind = "DeepSpeed scheduler (last_batch_iteration " + summarize(*lbi) + ")";
+      s.kind = "DeepSpeed scheduler";  // the kind: its count is a counter, not what it is
       s.klass = nullptr;
     } else if (s.klass == nullptr) {
       s.kind = "LRScheduler";
@@ -587,6 +587,7 @@ class Detector {
     }
     std::ostringstream e;
     e << where(ctx_, path) << ": " << s.kind;
+    if (lbi != nullptr) e << " (last_batch_iteration " << summarize(*lbi) << ")";
     if (const std::string* cls = objects_.class_of(&d))
       e << " (a pickled " << *cls << " object, read as its state_dict())";
     if (s.last_epoch)
