@@ -424,6 +424,29 @@ TEST_CASE("a Trainer checkpoint without trainer_state.json names it, and is stil
   CHECK(named);
 }
 
+TEST_CASE(
+    "a counter from another save beside an optimizer and scheduler that agree is the one "
+    "blamed",
+    "[verify]") {
+  // trainer_state.json copied from an older checkpoint: global_step 3, while optimizer.pt and
+  // scheduler.pt both stand at 6. The two that agree are fine; the counter is from another save.
+  ckpt_test::FolderCopy copy(kFixtures / "hf" / "checkpoint-6", "stale_trainer_state");
+  json state = json::parse(read_file(copy.root / "trainer_state.json"));
+  state["global_step"] = 3;
+  std::ofstream(copy.root / "trainer_state.json") << state.dump();
+  const RunResult r = run_audit({}, copy.root);
+  CHECK(r.exit_code == 2);
+  const json j = json::parse(r.out, nullptr, false);
+  REQUIRE_FALSE(j.is_discarded());
+  CHECK(j["components"]["optimizer"]["status"] == "present");
+  CHECK(j["components"]["scheduler"]["status"] == "present");
+  CHECK(j["components"]["counters"]["status"] == "inconsistent");
+  CHECK(j["components"]["counters"]["evidence"].get<std::string>().find(
+            "global_step 3 disagrees with the optimizer (step 6) and the scheduler (last_epoch 6), "
+            "which agree with each other: the file that holds the counter (trainer_state.json) is "
+            "from another save") != std::string::npos);
+}
+
 }  // namespace
 
 }  // namespace audit_fixtures_test

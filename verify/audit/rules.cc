@@ -88,6 +88,7 @@ class Judge {
     loader();
     counters();
     grad_scaler();
+    stale_counters();
     for (const ReaderFinding& f : v_.findings) {
       if (f.inconsistent && f.component) {
         ComponentReport& c = get(*f.component);
@@ -111,6 +112,43 @@ class Judge {
     ComponentReport& c = get(name);
     c.status = status;
     c.evidence = evidence;
+  }
+
+  // The optimizer and the scheduler both disagree with global_step, but agree with each other:
+  // judged again with the optimizer's step as global_step, both are fine. Then the counter is the
+  // odd one out (a trainer_state.json from another save beside them), not the two of them.
+  void stale_counters() {
+    ComponentReport& o = get(C::kOptimizer);
+    ComponentReport& sc = get(C::kScheduler);
+    const auto& gs = v_.counters.global_step;
+    if (o.status != S::kInconsistent || sc.status != S::kInconsistent || !gs ||
+        optimizers().size() != 1 || schedulers().size() != 1 || !v_.scheduler.last_epoch)
+      return;
+    const auto step = common_step(v_.optimizer);
+    if (!step || *step < 0 || !close(*step, std::round(*step))) return;
+    CheckpointView moved = v_;
+    moved.counters.global_step = static_cast<int64_t>(std::llround(*step));
+    moved.findings.clear();
+    AuditReport alt;
+    Judge judge(moved, &alt);
+    judge.optimizer();
+    judge.scheduler();
+    if (judge.get(C::kOptimizer).status != S::kPresent ||
+        judge.get(C::kScheduler).status != S::kPresent)
+      return;
+    const std::string both = "the optimizer (step " + fmt(*step) + ") and the scheduler (" +
+                             "last_epoch " + std::to_string(*v_.scheduler.last_epoch) + ")";
+    const std::string counter = "global_step " + std::to_string(*gs);
+    o = judge.get(C::kOptimizer);
+    sc = judge.get(C::kScheduler);
+    o.evidence += "; " + both + " agree with each other, not with " + counter;
+    sc.evidence += "; " + both + " agree with each other, not with " + counter;
+    ComponentReport& c = get(C::kCounters);
+    c.status = S::kInconsistent;
+    c.evidence += "; " + counter + " disagrees with " + both +
+                  ", which agree with each other: the file that holds the counter" +
+                  (v_.counters.source.empty() ? "" : " (" + v_.counters.source + ")") +
+                  " is from another save";
   }
 
   void model() {
