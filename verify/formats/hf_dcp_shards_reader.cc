@@ -210,16 +210,10 @@ class HfDcpShardsReader : public FormatReader {
       CKPT_ASSIGN_OR_RETURN(uint64_t b, scan_chunks(env, path, folder, options, &view));
       view.bytes_read += b;
     }
-    const std::string why =
+    mark_weights_only(
         "torch.distributed.checkpoint's HuggingFaceStorageWriter saves the model's tensors as "
-        "safetensors only: this state cannot be in the folder";
-    for (AuditComponent c :
-         {AuditComponent::kOptimizer, AuditComponent::kScheduler, AuditComponent::kRngCpu,
-          AuditComponent::kRngCuda, AuditComponent::kLoader, AuditComponent::kCounters}) {
-      view.format_gaps[c] = why;
-    }
-    view.optimizer.evidence = why;
-    view.scheduler.evidence = why;
+        "safetensors only: this state cannot be in the folder",
+        &view);
     view.devices_known = false;
     if (options.inspect) {
       for (size_t i = 0; i < folder.files.size(); ++i)

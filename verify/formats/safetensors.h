@@ -42,6 +42,10 @@ Result<SafetensorsHeader> parse_safetensors_header(const std::string& json_text,
 
 // Adds the file's tensors to view->model (merging with earlier shards), its inspect node, and
 // with options.deep NaN/Inf findings, reading `path` through `env`. Returns bytes read.
+// A format that holds weights only: every other audited component is a format gap, `why` saying
+// so, and the optimizer's and scheduler's evidence.
+void mark_weights_only(const std::string& why, CheckpointView* view);
+
 Result<uint64_t> add_safetensors_to_view(Env* env, const std::string& path,
                                          const std::string& label, CheckpointView* view,
                                          const ReadOptions& options);

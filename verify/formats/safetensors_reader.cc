@@ -37,14 +37,7 @@ class SafetensorsReader : public FormatReader {
     CKPT_ASSIGN_OR_RETURN(view.bytes_read,
                           add_safetensors_to_view(env, path, basename_of(path), &view, options));
     view.model.weights_only_format = true;
-    const std::string why = "safetensors holds weights only: this state cannot be in the file";
-    for (AuditComponent c :
-         {AuditComponent::kOptimizer, AuditComponent::kScheduler, AuditComponent::kRngCpu,
-          AuditComponent::kRngCuda, AuditComponent::kLoader, AuditComponent::kCounters}) {
-      view.format_gaps[c] = why;
-    }
-    view.optimizer.evidence = why;
-    view.scheduler.evidence = why;
+    mark_weights_only("safetensors holds weights only: this state cannot be in the file", &view);
     view.findings.push_back({Severity::kInfo, std::nullopt,
                              "safetensors stores tensors only: optimizer, scheduler, RNG, "
                              "loader and counters must come from other files",
@@ -117,6 +110,16 @@ Result<uint64_t> add_safetensors_to_view(Env* env, const std::string& path,
 
 std::unique_ptr<FormatReader> make_safetensors_reader() {
   return std::make_unique<SafetensorsReader>();
+}
+
+void mark_weights_only(const std::string& why, CheckpointView* view) {
+  for (AuditComponent c :
+       {AuditComponent::kOptimizer, AuditComponent::kScheduler, AuditComponent::kRngCpu,
+        AuditComponent::kRngCuda, AuditComponent::kLoader, AuditComponent::kCounters}) {
+    view->format_gaps[c] = why;
+  }
+  view->optimizer.evidence = why;
+  view->scheduler.evidence = why;
 }
 
 }  // namespace ckpt::verify
