@@ -247,5 +247,31 @@ TEST_CASE("no steps at all is an error naming the input", "[profile]") {
   REQUIRE(rep.status().message().find("empty.jsonl") != std::string::npos);
 }
 
+TEST_CASE("collective_bound's impact is the share its summary gives, not a mean an outlier lifts",
+          "[profile]") {
+  std::vector<RankTrace> ranks;
+  for (int r = 0; r < 2; ++r) {
+    RankTrace t = make_rank(r, 60, 0.1, 0.0, 70);
+    for (auto& s : t.steps) s.phase_s[index(Phase::kCollective)] = 0.015;  // 15% transfer
+    ranks.push_back(t);
+  }
+  // One step where every rank sat 2 s inside the all-reduce (descheduled): not transfer.
+  for (auto& t : ranks) {
+    t.steps[30].phase_s[index(Phase::kCollective)] = 2.0;
+    t.steps[30].duration_s = 2.1;
+  }
+  auto rep = analyze(ranks);
+  REQUIRE(rep.is_ok());
+  const Verdict* c = nullptr;
+  for (const auto& v : rep->verdicts) {
+    if (v.id() == "collective_bound") c = &v;
+  }
+  REQUIRE(c != nullptr);
+  const double share = c->evidence["transfer_fraction"].get<double>();
+  CHECK(share == Approx(0.15).margin(0.01));
+  CHECK(c->impact == Approx(share).margin(1e-3));
+  CHECK(c->evidence["mean_transfer_fraction"].get<double>() > share);  // what the mean said
+}
+
 }  // namespace
 }  // namespace ckpt::profile::analyzer_test
