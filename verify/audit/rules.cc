@@ -89,6 +89,7 @@ class Judge {
     counters();
     grad_scaler();
     stale_counters();
+    stale_optimizer();
     for (const ReaderFinding& f : v_.findings) {
       if (f.inconsistent && f.component) {
         ComponentReport& c = get(*f.component);
@@ -149,6 +150,44 @@ class Judge {
                   ", which agree with each other: the file that holds the counter" +
                   (v_.counters.source.empty() ? "" : " (" + v_.counters.source + ")") +
                   " is from another save";
+  }
+
+  // The optimizer disagrees with the counters only in its step, and the scheduler with the
+  // optimizer only in the LR: given the scheduler's LRs, the scheduler is fine. Then the optimizer
+  // is the stale file (an optimizer.pt from another save), and the scheduler is not blamed for
+  // the LR that came with it.
+  void stale_optimizer() {
+    ComponentReport& o = get(C::kOptimizer);
+    ComponentReport& sc = get(C::kScheduler);
+    const SchedulerPart& sp = v_.scheduler;
+    if (o.status != S::kInconsistent || sc.status != S::kInconsistent || optimizers().size() != 1 ||
+        schedulers().size() != 1 || sp.last_lr.empty() ||
+        sp.last_lr.size() != v_.optimizer.groups.size())
+      return;
+    const auto step = common_step(v_.optimizer);
+    if (!step || *step < 0 || !close(*step, std::round(*step))) return;
+    CheckpointView moved = v_;  // the optimizer's step as the counter: only the step was wrong?
+    moved.counters.global_step = static_cast<int64_t>(std::llround(*step));
+    moved.findings.clear();
+    AuditReport only_step;
+    Judge by_step(moved, &only_step);
+    by_step.optimizer();
+    if (by_step.get(C::kOptimizer).status != S::kPresent) return;
+    moved = v_;  // the scheduler's LRs in the optimizer's groups: only the LR was wrong?
+    moved.findings.clear();
+    for (size_t i = 0; i < sp.last_lr.size(); ++i) moved.optimizer.groups[i].lr = sp.last_lr[i];
+    AuditReport only_lr;
+    Judge by_lr(moved, &only_lr);
+    by_lr.scheduler();
+    if (by_lr.get(C::kScheduler).status != S::kPresent) return;
+    sc = by_lr.get(C::kScheduler);
+    sc.evidence +=
+        "; its _last_lr disagrees with the optimizer's param_groups lr, and the "
+        "optimizer is the one that disagrees with the counters: the LR came with an "
+        "optimizer state from another save";
+    o.evidence +=
+        "; the scheduler agrees with the counters: the optimizer's file is from "
+        "another save";
   }
 
   void model() {
