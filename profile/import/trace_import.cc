@@ -447,6 +447,11 @@ Result<RankTrace> import_pytorch_trace_text(std::string_view json, const std::st
 
 Result<RankTrace> import_pytorch_trace_padded(std::string_view json, size_t capacity,
                                               const std::string& source) {
+  // A UTF-8 byte order mark (a trace saved again by an editor or a Windows tool) is no JSON.
+  if (json.size() >= 3 && json.compare(0, 3, "\xEF\xBB\xBF") == 0) {
+    json.remove_prefix(3);
+    capacity -= 3;
+  }
   if (json.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     return corrupt(source + ": empty file (expected a PyTorch profiler trace)");
   }

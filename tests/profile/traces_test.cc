@@ -155,6 +155,12 @@ TEST_CASE("bad trace input: one-line errors naming the file", "[profile]") {
   auto far = import_pytorch_trace_text(R"([{"ph":"X","name":"ProfilerStep#1","ts":1e19,"dur":1}])",
                                        "f.json");
   REQUIRE(far.status().code() == Code::kCorrupt);
+  // A byte order mark before the JSON (an editor's save) is read past.
+  auto bom = import_pytorch_trace_text(
+      "\xEF\xBB\xBF"
+      R"([{"ph":"X","name":"ProfilerStep#1","ts":10,"dur":5}])",
+      "bom.json");
+  CHECK(bom.is_ok());
   auto missing = load_traces({"/nonexistent/trace.json"});
   REQUIRE(missing.status().code() == Code::kNotFound);
   REQUIRE(missing.status().message().find("/nonexistent/trace.json") != std::string::npos);
