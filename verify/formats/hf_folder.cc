@@ -176,6 +176,25 @@ class HfFolderReader : public FormatReader {
                                      ? "pickled sampler object (" + tf.doc->root->qualname() + ")"
                                      : "stateful dataloader state");
       }
+    } else if (starts_with(n, "custom_checkpoint_")) {
+      // Accelerator.register_for_checkpointing(obj): obj.state_dict(), restored by load_state.
+      add_torch_file_to_view(tf, n, view, options);
+      const Value& root = *tf.doc->root;
+      std::string what = summarize(root);
+      if (root.kind == Kind::kDict && !root.entries.empty()) {
+        what.clear();
+        for (size_t i = 0; i < root.entries.size() && i < 6; ++i) {
+          const auto& [k, v] = root.entries[i];
+          what += (i ? ", " : "") + (k->kind == Kind::kStr ? k->s : summarize(*k)) + " " +
+                  summarize(*v);
+        }
+        if (root.entries.size() > 6) what += ", ...";
+      }
+      view->findings.push_back(
+          {Severity::kInfo, std::nullopt,
+           n + ": an object registered with Accelerator.register_for_checkpointing (" + what +
+               "); load_state() restores it",
+           false});
     } else if (starts_with(n, "random_states_")) {
       // Its "step" is Accelerator.step (a gradient-accumulation counter), not the training
       // step: keep it out of the counters.
@@ -190,15 +209,8 @@ class HfFolderReader : public FormatReader {
   // What a save_pretrained folder cannot hold, and what the HF Trainer derives or lacks.
   static void note_format_gaps(int rng_files, CheckpointView* view) {
     if (view->format == CheckpointFormat::kHfModel) {
-      const std::string why = "a save_pretrained model folder holds weights and config only";
       view->model.weights_only_format = true;
-      for (AuditComponent c :
-           {AuditComponent::kOptimizer, AuditComponent::kScheduler, AuditComponent::kRngCpu,
-            AuditComponent::kRngCuda, AuditComponent::kLoader, AuditComponent::kCounters}) {
-        view->format_gaps[c] = why;
-      }
-      view->optimizer.evidence = why;
-      view->scheduler.evidence = why;
+      mark_weights_only("a save_pretrained model folder holds weights and config only", view);
     }
     if (view->format == CheckpointFormat::kHfTrainer && !view->loader.found) {
       const auto gs = view->counters.global_step;
