@@ -115,6 +115,28 @@ class Judge {
     c.evidence = evidence;
   }
 
+  // The view with the one optimizer's step as global_step, for the hypotheses below; nullopt
+  // with several optimizers or schedulers, or a step that is no whole number.
+  std::optional<CheckpointView> step_as_counter() const {
+    if (optimizers().size() != 1 || schedulers().size() != 1) return std::nullopt;
+    const auto step = common_step(v_.optimizer);
+    if (!step || *step < 0 || !close(*step, std::round(*step))) return std::nullopt;
+    CheckpointView moved = v_;
+    moved.counters.global_step = static_cast<int64_t>(std::llround(*step));
+    moved.findings.clear();  // the readers' findings are applied once, by run()
+    return moved;
+  }
+
+  // Judges `view`'s optimizer and scheduler alone (the hypotheses of stale_counters and
+  // stale_optimizer): their reports.
+  static std::pair<ComponentReport, ComponentReport> judged(const CheckpointView& view) {
+    AuditReport r;
+    Judge j(view, &r);
+    j.optimizer();
+    j.scheduler();
+    return {j.get(C::kOptimizer), j.get(C::kScheduler)};
+  }
+
   // The optimizer and the scheduler both disagree with global_step, but agree with each other:
   // judged again with the optimizer's step as global_step, both are fine. Then the counter is the
   // odd one out (a trainer_state.json from another save beside them), not the two of them.
@@ -123,25 +145,19 @@ class Judge {
     ComponentReport& sc = get(C::kScheduler);
     const auto& gs = v_.counters.global_step;
     if (o.status != S::kInconsistent || sc.status != S::kInconsistent || !gs ||
-        optimizers().size() != 1 || schedulers().size() != 1 || !v_.scheduler.last_epoch)
+        !v_.scheduler.last_epoch)
       return;
-    const auto step = common_step(v_.optimizer);
-    if (!step || *step < 0 || !close(*step, std::round(*step))) return;
-    CheckpointView moved = v_;
-    moved.counters.global_step = static_cast<int64_t>(std::llround(*step));
-    moved.findings.clear();
-    AuditReport alt;
-    Judge judge(moved, &alt);
-    judge.optimizer();
-    judge.scheduler();
-    if (judge.get(C::kOptimizer).status != S::kPresent ||
-        judge.get(C::kScheduler).status != S::kPresent)
-      return;
-    const std::string both = "the optimizer (step " + fmt(*step) + ") and the scheduler (" +
-                             "last_epoch " + std::to_string(*v_.scheduler.last_epoch) + ")";
+    const auto moved = step_as_counter();
+    if (!moved) return;
+    auto [opt, sched] = judged(*moved);
+    if (opt.status != S::kPresent || sched.status != S::kPresent) return;
+    const auto step = moved->counters.global_step;
+    const std::string both = "the optimizer (step " + std::to_string(*step) +
+                             ") and the scheduler (last_epoch " +
+                             std::to_string(*v_.scheduler.last_epoch) + ")";
     const std::string counter = "global_step " + std::to_string(*gs);
-    o = judge.get(C::kOptimizer);
-    sc = judge.get(C::kScheduler);
+    o = opt;
+    sc = sched;
     o.evidence += "; " + both + " agree with each other, not with " + counter;
     sc.evidence += "; " + both + " agree with each other, not with " + counter;
     ComponentReport& c = get(C::kCounters);
@@ -160,27 +176,17 @@ class Judge {
     ComponentReport& o = get(C::kOptimizer);
     ComponentReport& sc = get(C::kScheduler);
     const SchedulerPart& sp = v_.scheduler;
-    if (o.status != S::kInconsistent || sc.status != S::kInconsistent || optimizers().size() != 1 ||
-        schedulers().size() != 1 || sp.last_lr.empty() ||
+    if (o.status != S::kInconsistent || sc.status != S::kInconsistent || sp.last_lr.empty() ||
         sp.last_lr.size() != v_.optimizer.groups.size())
       return;
-    const auto step = common_step(v_.optimizer);
-    if (!step || *step < 0 || !close(*step, std::round(*step))) return;
-    CheckpointView moved = v_;  // the optimizer's step as the counter: only the step was wrong?
-    moved.counters.global_step = static_cast<int64_t>(std::llround(*step));
-    moved.findings.clear();
-    AuditReport only_step;
-    Judge by_step(moved, &only_step);
-    by_step.optimizer();
-    if (by_step.get(C::kOptimizer).status != S::kPresent) return;
+    auto moved = step_as_counter();  // only the optimizer's step was wrong?
+    if (!moved || judged(*moved).first.status != S::kPresent) return;
     moved = v_;  // the scheduler's LRs in the optimizer's groups: only the LR was wrong?
-    moved.findings.clear();
-    for (size_t i = 0; i < sp.last_lr.size(); ++i) moved.optimizer.groups[i].lr = sp.last_lr[i];
-    AuditReport only_lr;
-    Judge by_lr(moved, &only_lr);
-    by_lr.scheduler();
-    if (by_lr.get(C::kScheduler).status != S::kPresent) return;
-    sc = by_lr.get(C::kScheduler);
+    moved->findings.clear();
+    for (size_t i = 0; i < sp.last_lr.size(); ++i) moved->optimizer.groups[i].lr = sp.last_lr[i];
+    const ComponentReport sched = judged(*moved).second;
+    if (sched.status != S::kPresent) return;
+    sc = sched;
     sc.evidence +=
         "; its _last_lr disagrees with the optimizer's param_groups lr, and the "
         "optimizer is the one that disagrees with the counters: the LR came with an "
@@ -713,13 +719,18 @@ class Judge {
   // scheduler's count (see loop_count).
   bool loop_counted() const {
     const auto& n = v_.counters.scheduler_steps;
-    if (!n || *n <= 0) return false;
+    const auto sum = counts_sum(schedulers());
+    return n && *n > 0 && sum && *sum == *n;
+  }
+
+  // The sum of the schedulers' own counts (last_epoch); nullopt when one has none.
+  static std::optional<int64_t> counts_sum(const std::vector<const SchedulerPart*>& all) {
     int64_t sum = 0;
-    for (const SchedulerPart* s : schedulers()) {
-      if (!s->last_epoch) return false;
+    for (const SchedulerPart* s : all) {
+      if (!s->last_epoch) return std::nullopt;
       sum += *s->last_epoch;
     }
-    return sum == *n;
+    return sum;
   }
 
   // The loop's own count of scheduler.step() calls (Lightning's scheduler_progress) against the
@@ -731,12 +742,11 @@ class Judge {
   std::string loop_count(const std::vector<const SchedulerPart*>& all,
                          std::vector<Verdict>* verdicts) const {
     const auto& n = v_.counters.scheduler_steps;
-    if (!n || *n <= 0) return "";
-    int64_t sum = 0;
+    const auto total = counts_sum(all);
+    if (!n || *n <= 0 || !total) return "";
+    const int64_t sum = *total;
     std::string terms;
     for (const SchedulerPart* s : all) {
-      if (!s->last_epoch) return "";
-      sum += *s->last_epoch;
       terms += (terms.empty() ? "" : " + ") + std::to_string(*s->last_epoch);
     }
     const std::string counts = "the schedulers' own counts (" + terms + " = " +

@@ -259,12 +259,8 @@ Result<Source> open_source(Env* env, const ReaderSet& readers, const std::string
     return corrupt(path + ": not a checkpoint by itself: " + piece);
   const FormatReader* reader = readers.best(env, path);
   if (reader == nullptr) {
-    if (const std::string parent = dcp_parent_hint(env, path); !parent.empty())
-      return corrupt(path + ": not a checkpoint: " + parent);
-    const std::string below = checkpoints_below_hint(
-        env, path, [&](const std::string& p) { return readers.best(env, p) == nullptr ? "" : "-"; },
-        4);
-    if (!below.empty()) return corrupt(path + ": not a checkpoint: " + below);
+    if (const std::string inside = readers.checkpoints_inside(env, path); !inside.empty())
+      return corrupt(path + ": not a checkpoint: " + inside);
     return corrupt(path +
                    ": not a checkpoint convert reads (torch.save, Lightning, safetensors, "
                    "HF Trainer / Accelerate folder, DCP folder)");

@@ -457,11 +457,10 @@ class DcpFolder {
     if (loc == where_.end() || loc->second.length <= 0 || loc->second.length > 4096 ||
         loc->second.transformed || bad_chunks_.count(chunk) != 0 || !bytes_there(loc->second))
       return std::nullopt;  // no value rather than one read from bytes that are not its own
-    auto f = env_->open_random(path_ + "/" + loc->second.file);
-    if (!f.is_ok()) return std::nullopt;
-    auto bytes = (*f)->read_string(loc->second.offset, loc->second.length);
-    bytes_read_ += (*f)->bytes_read();
-    if (!bytes.is_ok()) return std::nullopt;
+    RandomAccessFile* f = open_file(loc->second.file);
+    if (f == nullptr) return std::nullopt;
+    auto bytes = read_some(f, loc->second.offset, loc->second.length);
+    if (!bytes) return std::nullopt;
     if (!loc->second.raw && bytes->compare(0, 2, "PK") == 0) {
       auto tf = open_torch_file(memory_file(loc->second.file + ":" + t.storage_key, *bytes));
       if (!tf.is_ok() || tf->doc->root == nullptr || tf->doc->root->kind != Kind::kTensor)
@@ -591,24 +590,15 @@ class DcpFolder {
     auto& slot = safetensors_[{rel, offset}];
     if (!slot.first && slot.second.empty()) {
       slot.second = "no safetensors header";
-      const uint64_t size = f->size();
-      auto len = read_some(f, offset, 8);
-      uint64_t n = 0;
-      if (len && len->size() == 8) {
-        for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<uint8_t>((*len)[i]);
-      }
-      if (n >= 2 && n <= kSafetensorsMaxHeader &&
-          range_inside(static_cast<uint64_t>(offset) + 8, n, size)) {
-        auto json = read_some(f, offset + 8, static_cast<int64_t>(n));
-        if (json && !json->empty() && (*json)[0] == '{') {
-          auto h = parse_safetensors_header(
-              *json, size - static_cast<uint64_t>(offset),
-              rel + " (safetensors data at byte " + std::to_string(offset) + ")");
-          if (h.is_ok()) {
-            slot.first = std::make_unique<SafetensorsHeader>(std::move(*h));
-          } else {
-            slot.second = h.status().message();
-          }
+      const std::string where = rel + " (safetensors data at byte " + std::to_string(offset) + ")";
+      auto json = read_safetensors_header_text(*f, static_cast<uint64_t>(offset), where);
+      if (json.is_ok()) bytes_read_ += 8 + json->size();
+      if (json.is_ok() && json->size() >= 2 && (*json)[0] == '{') {
+        auto h = parse_safetensors_header(*json, f->size() - static_cast<uint64_t>(offset), where);
+        if (h.is_ok()) {
+          slot.first = std::make_unique<SafetensorsHeader>(std::move(*h));
+        } else {
+          slot.second = h.status().message();
         }
       }
     }
@@ -773,11 +763,10 @@ class DcpFolder {
   }
 
   Value* read_blob(const std::string& fqn, const Loc& loc) {
-    auto f = env_->open_random(path_ + "/" + loc.file);
-    if (!f.is_ok()) return nullptr;
-    auto blob = (*f)->read_string(loc.offset, loc.length);
-    bytes_read_ += (*f)->bytes_read();
-    if (!blob.is_ok()) return nullptr;
+    RandomAccessFile* f = open_file(loc.file);
+    if (f == nullptr) return nullptr;
+    auto blob = read_some(f, loc.offset, loc.length);
+    if (!blob) return nullptr;
     auto tf = open_torch_file(memory_file(loc.file + ":" + fqn, std::move(*blob)));
     if (!tf.is_ok() || tf->doc->root == nullptr) return nullptr;
     blobs_.push_back(std::make_unique<TorchFile>(std::move(*tf)));
@@ -813,7 +802,7 @@ class DcpFolder {
   StorageIndex where_;
   const Value* planner_ = nullptr;
   std::map<std::string, uint64_t> file_sizes_;
-  std::map<std::string, std::unique_ptr<RandomAccessFile>> open_;  // chunk_content, deep_scan
+  std::map<std::string, std::unique_ptr<RandomAccessFile>> open_;  // each .distcp, opened once
   // (file, offset) → the safetensors blob there, or why there is none
   std::map<std::pair<std::string, int64_t>,
            std::pair<std::unique_ptr<SafetensorsHeader>, std::string>>

@@ -54,13 +54,8 @@ Result<CheckpointView> ReaderSet::read(Env* env, const std::string& path,
     return corrupt(path + ": not a checkpoint by itself: " + piece);
   const FormatReader* reader = best(env, path);
   if (reader == nullptr) {
-    if (const std::string parent = dcp_parent_hint(env, path); !parent.empty())
-      return corrupt(path + ": not a checkpoint: " + parent);
-    // A run's output folder (an HF Trainer's checkpoint-N, Lightning's lightning_logs/version_0/
-    // checkpoints/*.ckpt, Accelerate's checkpoints/checkpoint_N): name what is in it.
-    const std::string below = checkpoints_below_hint(
-        env, path, [&](const std::string& p) { return best(env, p) == nullptr ? "" : "-"; }, 4);
-    if (!below.empty()) return corrupt(path + ": not a checkpoint: " + below);
+    if (const std::string inside = checkpoints_inside(env, path); !inside.empty())
+      return corrupt(path + ": not a checkpoint: " + inside);
     return corrupt(
         path +
         ": not a checkpoint: no reader recognises it (expected a torch.save file, "
@@ -68,6 +63,12 @@ Result<CheckpointView> ReaderSet::read(Env* env, const std::string& path,
         "a ckpt run)");
   }
   return reader->read(env, path, options);
+}
+
+std::string ReaderSet::checkpoints_inside(Env* env, const std::string& path) const {
+  if (std::string dcp = dcp_parent_hint(env, path); !dcp.empty()) return dcp;
+  return checkpoints_below_hint(
+      env, path, [&](const std::string& p) { return best(env, p) != nullptr; }, "", 4);
 }
 
 }  // namespace ckpt::verify

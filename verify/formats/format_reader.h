@@ -56,6 +56,12 @@ class ReaderSet {
   // (verify/formats/path_hint.h).
   Result<CheckpointView> read(Env* env, const std::string& path, const ReadOptions& options) const;
 
+  // For a path no reader claims: the checkpoints below it, and which to pass (DCP folders, or a
+  // run's output folder whose entries some reader claims, up to four levels down: an HF Trainer's
+  // checkpoint-N, Lightning's lightning_logs/version_0/checkpoints/*.ckpt, Accelerate's
+  // checkpoints/checkpoint_N); "" when it holds none (verify/formats/path_hint.h).
+  std::string checkpoints_inside(Env* env, const std::string& path) const;
+
  private:
   std::vector<std::unique_ptr<FormatReader>> readers_;
 };

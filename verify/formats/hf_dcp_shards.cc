@@ -34,22 +34,13 @@ bool number(const std::string& s, size_t* i, int64_t* out) {
   return true;
 }
 
-void add(ShardFolder* folder, Severity severity, const std::string& message) {
-  folder->findings.push_back(
-      {severity, AuditComponent::kModel, message, severity == Severity::kError});
-}
-
 // The header of a file whose data is cut short or runs on: parsed as if the file ended where the
 // header says its data does, so the lost chunks can be named. nullopt when the header itself is
 // damaged.
 std::optional<SafetensorsHeader> header_of_damaged(const RandomAccessFile& file) {
-  unsigned char len[8];
-  if (file.size() < 8 || !file.read_at(0, len, 8).is_ok()) return std::nullopt;
-  uint64_t n = 0;
-  for (int k = 7; k >= 0; --k) n = (n << 8) | len[k];
-  if (n > kSafetensorsMaxHeader || n > file.size() - 8) return std::nullopt;
-  auto text = file.read_string(8, n);
+  auto text = read_safetensors_header_text(file, 0, file.path());
   if (!text.is_ok()) return std::nullopt;
+  const uint64_t n = text->size();
   const auto j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return std::nullopt;
   uint64_t end = 0;
@@ -181,6 +172,11 @@ void build_tensors(ShardFolder* folder) {
 }
 
 }  // namespace
+
+void add(ShardFolder* folder, Severity severity, const std::string& message) {
+  folder->findings.push_back(
+      {severity, AuditComponent::kModel, message, severity == Severity::kError});
+}
 
 std::optional<ShardName> parse_shard_name(const std::string& name) {
   ShardName s;

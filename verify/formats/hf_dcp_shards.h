@@ -71,6 +71,9 @@ struct ShardFolder {
   std::vector<ReaderFinding> findings;  // errors and notes met while reading
 };
 
+// A finding about the model (an error makes it inconsistent).
+void add(ShardFolder* folder, Severity severity, const std::string& message);
+
 // Step 1. NotFound / IoError when a file cannot be opened or read; damage is a finding.
 Result<ShardFolder> read_shard_folder(Env* env, const std::string& dir);
 

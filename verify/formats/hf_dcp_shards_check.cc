@@ -15,6 +15,7 @@
 
 #include "ckpt/store/box_tiling.h"
 #include "verify/formats/hf_dcp_shards.h"
+#include "verify/pickle/value.h"
 
 namespace ckpt::verify::hf_shards {
 namespace {
@@ -22,22 +23,11 @@ namespace {
 constexpr uint64_t kMaxGridCells = 1'000'000;
 constexpr size_t kMaxNamed = 16;  // files (and file indices) named one by one, then a count
 
-void add(ShardFolder* folder, Severity severity, const std::string& message) {
-  folder->findings.push_back(
-      {severity, AuditComponent::kModel, message, severity == Severity::kError});
-}
-
 std::string shard_file_name(int64_t rank, int64_t k, int64_t n) {
   char buf[96];
   std::snprintf(buf, sizeof buf, "shard-%05lld-model-%05lld-of-%05lld.safetensors",
                 static_cast<long long>(rank), static_cast<long long>(k), static_cast<long long>(n));
   return buf;
-}
-
-std::string shape_string(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t d = 0; d < shape.size(); ++d) s += (d ? ", " : "") + std::to_string(shape[d]);
-  return s + "]";
 }
 
 struct Grid {
@@ -191,7 +181,7 @@ FileContents contents_of(const ShardFolder& folder, int64_t k,
     out.gap = out.gap || gapped.count(fqn) != 0;
     if (out.tensors.size() > 8) continue;
     out.list += (out.tensors.size() > 1 ? ", \"" : "\"") + fqn + "\"";
-    out.shapes += (out.tensors.size() > 1 ? ", " : " ") + fqn + " " + shape_string(t.shape);
+    out.shapes += (out.tensors.size() > 1 ? ", " : " ") + fqn + " " + shape_text(t.shape);
   }
   if (out.tensors.size() > 8)
     out.list += " and " + std::to_string(out.tensors.size() - 8) + " more";

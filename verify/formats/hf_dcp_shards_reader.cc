@@ -10,6 +10,7 @@
 #include "verify/formats/hf_dcp_shards.h"
 #include "verify/formats/tensor_bytes.h"
 #include "verify/formats/torch_file.h"
+#include "verify/pickle/value.h"
 
 namespace ckpt::verify {
 namespace {
@@ -20,14 +21,6 @@ using hf_shards::ShardFolder;
 
 constexpr uint64_t kProbeHeaderBytes = 64u << 10;
 constexpr uint64_t kMaxValueBytes = uint64_t{1} << 32;
-
-std::string dims(const std::vector<int64_t>& v) {
-  std::ostringstream s;
-  s << "[";
-  for (size_t i = 0; i < v.size(); ++i) s << (i ? ", " : "") << v[i];
-  s << "]";
-  return s.str();
-}
 
 std::string range(const Chunk& c) {
   std::ostringstream s;
@@ -67,8 +60,8 @@ InspectNode file_node(const ShardFolder& folder, size_t index) {
     if (c.file != index) continue;
     const GlobalTensor& t = folder.tensors.at(c.fqn);
     std::ostringstream s;
-    s << c.dtype.name() << " " << dims(c.sizes) << " at " << range(c) << " of " << dims(t.shape)
-      << ", " << c.length << " B @" << c.begin;
+    s << c.dtype.name() << " " << shape_text(c.sizes) << " at " << range(c) << " of "
+      << shape_text(t.shape) << ", " << c.length << " B @" << c.begin;
     node.children.push_back({c.fqn, "tensor", s.str(), c.dtype.name(), c.sizes, c.length, "", {}});
   }
   return node;

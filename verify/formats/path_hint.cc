@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
-#include <set>
-#include <utility>
 #include <vector>
 
 namespace ckpt::verify {
@@ -31,12 +29,11 @@ int64_t trailing_number(const std::string& name) {
   return std::stoll(name.substr(k));
 }
 
-// The entries below `top`/`rel` (as "rel/name") that `kind` names a checkpoint, up to
+// The entries below `top`/`rel` (as "rel/name") that are checkpoints, up to
 // `max_depth` levels down (a checkpoint is not looked into); `budget` counts down the entries
 // looked at.
 void find_below(Env* env, const std::string& top, const std::string& rel, int depth, int max_depth,
-                const CheckpointKind& kind, size_t* budget,
-                std::vector<std::pair<std::string, std::string>>* out) {
+                const IsCheckpoint& is_checkpoint, size_t* budget, std::vector<std::string>* out) {
   auto names = env->list_dir(rel.empty() ? top : path_join(top, rel));
   if (!names.is_ok()) return;
   for (const std::string& name : *names) {
@@ -45,10 +42,10 @@ void find_below(Env* env, const std::string& top, const std::string& rel, int de
     if (name.empty() || name[0] == '.') continue;
     const std::string sub = rel.empty() ? name : path_join(rel, name);
     const std::string full = path_join(top, sub);
-    if (std::string k = kind(full); !k.empty()) {
-      out->emplace_back(sub, std::move(k));
+    if (is_checkpoint(full)) {
+      out->push_back(sub);
     } else if (depth < max_depth && env->is_dir(full)) {
-      find_below(env, top, sub, depth + 1, max_depth, kind, budget, out);
+      find_below(env, top, sub, depth + 1, max_depth, is_checkpoint, budget, out);
     }
   }
 }
@@ -71,38 +68,32 @@ std::string dcp_piece_hint(Env* env, const std::string& path) {
   return hint;
 }
 
-std::string checkpoints_below_hint(Env* env, const std::string& path, const CheckpointKind& kind,
+std::string checkpoints_below_hint(Env* env, const std::string& path,
+                                   const IsCheckpoint& is_checkpoint, const std::string& kind,
                                    int max_depth) {
   if (!env->is_dir(path)) return "";
-  std::vector<std::pair<std::string, std::string>> found;  // (relative path, kind)
+  std::vector<std::string> found;  // relative paths
   size_t budget = kMaxLooked;
-  find_below(env, path, "", 1, max_depth, kind, &budget, &found);
+  find_below(env, path, "", 1, max_depth, is_checkpoint, &budget, &found);
   if (found.empty()) return "";
   // Oldest first when every name ends with a step ("step-10" after "step-9"), else by name.
   const bool numbered = std::all_of(found.begin(), found.end(),
-                                    [](const auto& f) { return trailing_number(f.first) >= 0; });
-  std::sort(found.begin(), found.end(), [numbered](const auto& a, const auto& b) {
-    const int64_t na = numbered ? trailing_number(a.first) : 0;
-    const int64_t nb = numbered ? trailing_number(b.first) : 0;
-    return na != nb ? na < nb : a.first < b.first;
+                                    [](const std::string& f) { return trailing_number(f) >= 0; });
+  std::sort(found.begin(), found.end(), [numbered](const std::string& a, const std::string& b) {
+    const int64_t na = numbered ? trailing_number(a) : 0, nb = numbered ? trailing_number(b) : 0;
+    return na != nb ? na < nb : a < b;
   });
   std::string names;
-  std::set<std::string> kinds;
   for (size_t i = 0; i < found.size(); ++i) {
-    kinds.insert(found[i].second);
     if (found.size() > kMaxNamed && i >= 2 && i + 3 < found.size()) {  // the oldest two, newest 3
       if (i == 2) names += ", ...";
       continue;
     }
-    names += (i ? ", " : "") + found[i].first;
+    names += (i ? ", " : "") + found[i];
   }
-  std::string what;  // the kinds named ("DCP "), none when `kind` gives "-"
-  for (const std::string& k : kinds) {
-    if (k != "-") what += (what.empty() ? "" : "/") + k;
-  }
-  if (!what.empty()) what += " ";
-  const std::string& newest = found.back().first;
-  std::string hint = "it holds " + std::to_string(found.size()) + " " + what + "checkpoint" +
+  const std::string& newest = found.back();
+  std::string hint = "it holds " + std::to_string(found.size()) + " " +
+                     (kind.empty() ? "" : kind + " ") + "checkpoint" +
                      (found.size() == 1 ? "" : "s") + " (" + names + "); pass ";
   if (found.size() == 1) return hint + "it: " + path_join(path, newest);
   return hint + "one of them, e.g. " + path_join(path, newest) + (numbered ? " (the newest)" : "");
@@ -111,9 +102,7 @@ std::string checkpoints_below_hint(Env* env, const std::string& path, const Chec
 std::string dcp_parent_hint(Env* env, const std::string& path) {
   if (is_dcp_folder(env, path)) return "";
   return checkpoints_below_hint(
-      env, path,
-      [env](const std::string& full) { return is_dcp_folder(env, full) ? "DCP" : std::string(); },
-      2);
+      env, path, [env](const std::string& full) { return is_dcp_folder(env, full); }, "DCP", 2);
 }
 
 }  // namespace ckpt::verify

@@ -17,15 +17,15 @@ namespace ckpt::verify {
 // "" for any other path.
 std::string dcp_piece_hint(Env* env, const std::string& path);
 
-// What names a checkpoint: its kind for a path ("DCP"; "-" for one not named in the hint), ""
-// for anything else.
-using CheckpointKind = std::function<std::string(const std::string& path)>;
+// Whether a path is a checkpoint.
+using IsCheckpoint = std::function<bool(const std::string& path)>;
 
-// A folder that holds checkpoints `kind` recognises, up to `max_depth` levels down (a checkpoint
-// is not looked into): which, and the newest to pass ("it holds 2 checkpoints (checkpoint-3,
-// checkpoint-6); pass one of them, e.g. out/checkpoint-6 (the newest)"). "" when
-// it holds none, or `path` is no folder.
-std::string checkpoints_below_hint(Env* env, const std::string& path, const CheckpointKind& kind,
+// A folder that holds checkpoints `is_checkpoint` recognises, up to `max_depth` levels down (a
+// checkpoint is not looked into): which, and the newest to pass ("it holds 2 checkpoints
+// (checkpoint-3, checkpoint-6); pass one of them, e.g. out/checkpoint-6 (the newest)"; `kind`,
+// when given, names them: "2 DCP checkpoints"). "" when it holds none, or `path` is no folder.
+std::string checkpoints_below_hint(Env* env, const std::string& path,
+                                   const IsCheckpoint& is_checkpoint, const std::string& kind,
                                    int max_depth);
 
 // A folder whose subfolders (or theirs) are DCP folders: which, and the newest to pass

@@ -120,18 +120,23 @@ Result<SafetensorsHeader> parse_safetensors_header(const std::string& text, uint
   return h;
 }
 
-Result<SafetensorsHeader> parse_safetensors(const RandomAccessFile& file) {
+Result<std::string> read_safetensors_header_text(const RandomAccessFile& file, uint64_t offset,
+                                                 const std::string& where) {
+  const uint64_t size = offset <= file.size() ? file.size() - offset : 0;
+  if (size < 8) return corrupt(where + ": not safetensors: " + std::to_string(size) + " bytes");
   unsigned char len[8];
-  if (file.size() < 8)
-    return corrupt(file.path() + ": not safetensors: " + std::to_string(file.size()) + " bytes");
-  CKPT_RETURN_IF_ERROR(file.read_at(0, len, 8));
+  CKPT_RETURN_IF_ERROR(file.read_at(offset, len, 8));
   uint64_t n = 0;
   for (int k = 7; k >= 0; --k) n = (n << 8) | len[k];
-  if (n > kSafetensorsMaxHeader || n > file.size() - 8) {
-    return corrupt(file.path() + ": safetensors header length " + std::to_string(n) +
+  if (n > kSafetensorsMaxHeader || n > size - 8) {
+    return corrupt(where + ": safetensors header length " + std::to_string(n) +
                    " exceeds the file or the 100 MB limit");
   }
-  CKPT_ASSIGN_OR_RETURN(std::string text, file.read_string(8, n));
+  return file.read_string(offset + 8, n);
+}
+
+Result<SafetensorsHeader> parse_safetensors(const RandomAccessFile& file) {
+  CKPT_ASSIGN_OR_RETURN(std::string text, read_safetensors_header_text(file, 0, file.path()));
   return parse_safetensors_header(text, file.size(), file.path());
 }
 

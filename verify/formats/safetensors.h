@@ -36,6 +36,11 @@ constexpr uint64_t kSafetensorsMaxHeader = 100'000'000;
 
 // Parses and validates the header of `file`. Corrupt with the file name on any violation.
 Result<SafetensorsHeader> parse_safetensors(const RandomAccessFile& file);
+// The JSON header text of the safetensors data that starts at `offset` of `file` (its 8-byte
+// little-endian length, then the text), not parsed. Corrupt, naming `where`, when fewer than 8
+// bytes follow `offset` or the length runs past the file or the 100 MB limit.
+Result<std::string> read_safetensors_header_text(const RandomAccessFile& file, uint64_t offset,
+                                                 const std::string& where);
 // Same, from the header JSON text and the total file size (for tests and fuzzing).
 Result<SafetensorsHeader> parse_safetensors_header(const std::string& json_text, uint64_t file_size,
                                                    const std::string& where);

@@ -27,6 +27,7 @@
 #include "ckpt/store/run_dir.h"
 #include "verify/ours/index_check.h"
 #include "verify/ours/torch_layout.h"
+#include "verify/pickle/value.h"
 
 namespace ckpt::verify {
 namespace {
@@ -65,10 +66,7 @@ TensorInfo info(const std::string& name, const Tensor& t, const std::string& fil
 
 // A piece of a global tensor (format version 2): which, of what, or who writes it.
 std::string box_summary(const BoxOf& box, const std::vector<int64_t>& sizes) {
-  std::string global = "[";
-  for (size_t d = 0; d < box.global_shape.size(); ++d)
-    global += (d ? ", " : "") + std::to_string(box.global_shape[d]);
-  global += "]";
+  const std::string global = shape_text(box.global_shape);
   if (box.owner >= 0)
     return box.placement + " tensor of global shape " + global + ", written by rank " +
            std::to_string(box.owner);
@@ -156,9 +154,10 @@ struct CursorAnchor {
   loader::LoaderCursor cursor;
 };
 
-std::optional<CursorAnchor> cursor_anchor(Env* env, const std::string& step_dir) {
-  auto journal = store::read_journal(env, path_dirname(step_dir));
-  if (!journal.is_ok()) return std::nullopt;
+// `journal`: the run directory's events (null when it has none that read).
+std::optional<CursorAnchor> cursor_anchor(const std::vector<nlohmann::json>* journal,
+                                          const std::string& step_dir) {
+  if (journal == nullptr) return std::nullopt;
   const std::string name = path_basename(step_dir);
   std::optional<CursorAnchor> last, found;
   for (const nlohmann::json& e : *journal) {
@@ -479,10 +478,13 @@ class OursReader : public FormatReader {
     const IndexCheck ic = check_index(env, step_dir, *commit, damaged);
     note_index(ic, step_dir, &view);
     check_groups(root, file, commit->components, &view);
-    map_components(root, file, options.deep, options.tensor_values, cursor_anchor(env, step_dir),
+    // The run directory's journal, read once: the cursor's anchor and the run's history.
+    const auto journal = store::read_journal(env, path_dirname(step_dir));
+    const std::vector<nlohmann::json>* events = journal.is_ok() ? &*journal : nullptr;
+    map_components(root, file, options.deep, options.tensor_values, cursor_anchor(events, step_dir),
                    &view);
     globalize_model(env, step_dir, ic, options.tensor_values, &view);
-    if (run_dir) note_history(env, path, rank, &view);
+    if (run_dir) note_history(env, path, rank, events, &view);
     if (options.inspect) view.contents = inspect(root, step_dir);
     return view;
   }
@@ -662,7 +664,8 @@ class OursReader : public FormatReader {
   // step it has been missing. The committed checkpoints say what each rank file really holds;
   // journal.jsonl's save events ({"step", "components"}) cover the steps whose checkpoints
   // retention has removed since. A committed file wins over the journal for its step.
-  static void note_history(Env* env, const std::string& run, int64_t rank, CheckpointView* view) {
+  static void note_history(Env* env, const std::string& run, int64_t rank,
+                           const std::vector<nlohmann::json>* journal, CheckpointView* view) {
     auto all = store::list_checkpoints(env, run);
     if (!all.is_ok()) return;
     struct Saved {
@@ -670,7 +673,7 @@ class OursReader : public FormatReader {
       bool from_journal = false;
     };
     std::map<int64_t, Saved> timeline;
-    if (auto journal = store::read_journal(env, run); journal.is_ok()) {
+    if (journal != nullptr) {
       for (const auto& e : *journal) {
         if (e.value("event", "") != "save" || !e.contains("step") ||
             !e["step"].is_number_integer() || !e.contains("components") ||

@@ -179,15 +179,13 @@ Value* PickleDoc::make(Kind k) {
   return values_.back().get();
 }
 
-namespace {
-std::string shape_str(const std::vector<int64_t>& shape) {
+std::string shape_text(const std::vector<int64_t>& shape) {
   std::ostringstream o;
   o << "[";
   for (size_t i = 0; i < shape.size(); ++i) o << (i ? ", " : "") << shape[i];
   o << "]";
   return o.str();
 }
-}  // namespace
 
 std::string summarize(const Value& v) {
   std::ostringstream o;
@@ -229,7 +227,7 @@ std::string summarize(const Value& v) {
              v.tensor->location;
     case Kind::kTensor: {
       const TensorRecord& t = *v.tensor;
-      o << "tensor " << t.dtype.name() << " " << shape_str(t.shape) << " " << t.nbytes() << " B "
+      o << "tensor " << t.dtype.name() << " " << shape_text(t.shape) << " " << t.nbytes() << " B "
         << t.location;
       return o.str();
     }

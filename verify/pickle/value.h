@@ -140,5 +140,7 @@ class PickleDoc {
 
 // A short rendering of a scalar or container header ("int 42", "dict[3]", "tensor float32 [2,3]").
 std::string summarize(const Value& v);
+// A shape as messages write it: "[6, 4]", "[]" for a scalar.
+std::string shape_text(const std::vector<int64_t>& shape);
 
 }  // namespace ckpt::verify
