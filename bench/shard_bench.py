@@ -1,7 +1,7 @@
 """ckpt against torch.distributed.checkpoint (DCP) on the same FSDP2 state (issue 22).
 
     PYTHONPATH=build/python build/python/torch2-venv/bin/python bench/shard_bench.py \
-        [--mb 1024] [--reps 3] [--worlds 2,1,3] [--dir /tmp/shard-bench]
+        [--mb 1024] [--width 1024] [--reps 3] [--worlds 2,1,3] [--dir /tmp/shard-bench]
 
 An MLP of square Linear layers under FSDP2 fully_shard with AdamW after one step (parameters
 plus both moments: --mb MiB of float32 in all) over 2 gloo ranks on 127.0.0.1. In the same
@@ -32,13 +32,14 @@ import time
 HERE = pathlib.Path(__file__).resolve()
 
 
-def build(mb, world):
+def build(mb, world, width=1024):
     import torch
     from torch import nn
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     # parameters are a third of the state (AdamW keeps two moments)
-    width, layers = 1024, max(1, round(mb * (1 << 20) / 3 / 4 / (1024 * 1024)))
+    # --width 128: many small tensors (64 KiB each) instead of a few 4 MiB ones
+    layers = max(1, round(mb * (1 << 20) / 3 / 4 / (width * width)))
     torch.manual_seed(0)
     model = nn.Sequential(*[nn.Linear(width, width, bias=False) for _ in range(layers)])
     if world > 1:
@@ -110,7 +111,7 @@ def rank_main(cfg):
         def barrier():
             return None
     rank = dist.get_rank() if world > 1 else 0
-    model, opt = build(cfg["mb"], world)
+    model, opt = build(cfg["mb"], world, cfg.get("width", 1024))
     times = {}
 
     def put(name, seconds):
@@ -236,6 +237,8 @@ def show(name, xs):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mb", type=float, default=256, help="MiB of parameters + moments")
+    ap.add_argument("--width", type=int, default=1024,
+                    help="the square Linear layers' width (128: many small tensors)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--worlds", default="2,1,3", help="restore world sizes")
     ap.add_argument("--dir", default="/tmp/ckpt-shard-bench",
@@ -262,7 +265,7 @@ def main():
 
 def compare(a, root):
     """The save phase at 2 ranks, then a restore phase at each of --worlds; prints the rows."""
-    base = {"mb": a.mb, "reps": a.reps, "dir": str(root)}
+    base = {"mb": a.mb, "width": a.width, "reps": a.reps, "dir": str(root)}
     print(f"shard_bench: FSDP2 MLP + AdamW, {a.mb:g} MiB of state over 2 gloo ranks, "
           f"{a.reps} reps, interleaved")
     saves = launch(2, dict(base, phase="save", out=str(root / "save.json")), sys.executable)
